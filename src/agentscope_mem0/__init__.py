@@ -1,0 +1,47 @@
+"""Long-term memory for AgentScope 2.x agents, backed by mem0."""
+
+from __future__ import annotations
+
+from . import _telemetry  # noqa: F401  (must run before mem0 is imported)
+from ._adapters import AgentScopeEmbedding, AgentScopeLLM, build_mem0_config
+from ._backend import MemoryHit, Scope
+from ._exceptions import (
+    BackendError,
+    BridgeError,
+    BridgeTimeoutError,
+    ConfigurationError,
+    DimensionMismatchError,
+    InvalidStateError,
+    Mem0MiddlewareError,
+    PermanentBackendError,
+    StoreLockedError,
+    TransientBackendError,
+)
+from ._middleware import DEFAULT_TOOL_INSTRUCTIONS, Mem0Middleware, Mode
+from ._notes import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MEMORY_SECTION_HEADER",
+    "DEFAULT_MEMORY_SECTION_INTRO",
+    "DEFAULT_TOOL_INSTRUCTIONS",
+    "AgentScopeEmbedding",
+    "AgentScopeLLM",
+    "BackendError",
+    "BridgeError",
+    "BridgeTimeoutError",
+    "ConfigurationError",
+    "DimensionMismatchError",
+    "InvalidStateError",
+    "Mem0Middleware",
+    "Mem0MiddlewareError",
+    "MemoryHit",
+    "Mode",
+    "PermanentBackendError",
+    "Scope",
+    "StoreLockedError",
+    "TransientBackendError",
+    "__version__",
+    "build_mem0_config",
+]

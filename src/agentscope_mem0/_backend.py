@@ -1,0 +1,264 @@
+"""The one place that talks to mem0: builds or checks the client, scopes
+every call, normalises results and maps mem0's errors to ours."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._bridge import caller_loop_scope
+from ._exceptions import (
+    ConfigurationError,
+    PermanentBackendError,
+    TransientBackendError,
+)
+
+if TYPE_CHECKING:
+    from agentscope.embedding import EmbeddingModelBase
+    from agentscope.model import ChatModelBase
+
+__all__ = ["Mem0Backend", "MemoryHit", "Scope", "resolve_client"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose memories a call reads or writes."""
+
+    user_id: str
+    agent_id: str | None = None
+
+    def filters(self) -> dict[str, str]:
+        """mem0's search filters for this scope."""
+        out = {"user_id": self.user_id}
+        if self.agent_id:
+            out["agent_id"] = self.agent_id
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    """One memory as mem0 returned it."""
+
+    id: str | None
+    memory: str
+    score: float | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+
+    @property
+    def date(self) -> str | None:
+        """When the memory was last true: updated, else created."""
+        return self.updated_at or self.created_at
+
+
+def _is_async(method: Any) -> bool:
+    # mem0's hosted client hides ``async def`` behind a plain functools.wraps
+    # decorator; unwrap before asking.
+    return method is not None and inspect.iscoroutinefunction(inspect.unwrap(method))
+
+
+def resolve_client(
+    *,
+    client: Any,
+    chat_model: ChatModelBase | None,
+    embedding_model: EmbeddingModelBase | None,
+    mem0_config: Any,
+) -> tuple[Any, bool]:
+    """Pick or build the async mem0 client from the constructor's keywords.
+
+    Returns:
+        The client and whether this package built it (and so must close it).
+
+    Raises:
+        ConfigurationError: Nothing to build a client from, or only one model.
+        TypeError: The client is synchronous.
+    """
+    built = False
+    if client is not None:
+        ignored = [
+            name
+            for name, value in (
+                ("chat_model", chat_model),
+                ("embedding_model", embedding_model),
+                ("mem0_config", mem0_config),
+            )
+            if value is not None
+        ]
+        if ignored:
+            logger.warning(
+                "a mem0 client was given, so these arguments are ignored: %s; "
+                "configure the client itself instead",
+                ", ".join(ignored),
+            )
+    else:
+        if mem0_config is None and chat_model is None and embedding_model is None:
+            raise ConfigurationError(
+                "Mem0Middleware needs a mem0 backend: pass `client` (an "
+                "AsyncMemory or AsyncMemoryClient), or `chat_model` and "
+                "`embedding_model` (optionally with `mem0_config`), or a "
+                "complete `mem0_config`"
+            )
+        if mem0_config is None and (chat_model is None) != (embedding_model is None):
+            missing = "embedding_model" if embedding_model is None else "chat_model"
+            raise ConfigurationError(
+                f"`{missing}` is missing: without `mem0_config`, pass both "
+                "`chat_model` and `embedding_model`"
+            )
+        from mem0 import AsyncMemory
+
+        from ._adapters import build_mem0_config
+
+        config = build_mem0_config(
+            chat_model=chat_model,
+            embedding_model=embedding_model,
+            mem0_config=mem0_config,
+        )
+        client = AsyncMemory(config=config)
+        built = True
+
+    if not (_is_async(getattr(client, "search", None)) and _is_async(getattr(client, "add", None))):
+        raise TypeError(
+            f"{type(client).__name__} is synchronous; Mem0Middleware needs an "
+            "async mem0 client: mem0.AsyncMemory or mem0.AsyncMemoryClient"
+        )
+    return client, built
+
+
+_TRANSIENT_NAMES = (
+    "timeout",
+    "connect",
+    "network",
+    "unavailable",
+    "ratelimit",
+    "rate limit",
+    "too many requests",
+    "temporarily",
+    "locked",
+    "busy",
+)
+
+
+def classify_error(
+    exc: BaseException,
+) -> type[TransientBackendError | PermanentBackendError]:
+    """Decide whether retrying ``exc`` may help."""
+    if isinstance(
+        exc,
+        TransientBackendError | asyncio.TimeoutError | TimeoutError | ConnectionError,
+    ):
+        return TransientBackendError
+    if isinstance(exc, PermanentBackendError):
+        return PermanentBackendError
+    status = getattr(exc, "status_code", None) or getattr(
+        getattr(exc, "response", None), "status_code", None
+    )
+    if isinstance(status, int):
+        if status == 429 or status >= 500 or status == 408:
+            return TransientBackendError
+        return PermanentBackendError
+    text = f"{type(exc).__name__} {exc}".lower()
+    if any(word in text for word in _TRANSIENT_NAMES):
+        return TransientBackendError
+    if isinstance(exc, ValueError | TypeError | KeyError):
+        return PermanentBackendError
+    # An unknown failure is retried (a bounded number of times) rather than
+    # dropped: losing a write is worse than a wasted attempt.
+    return TransientBackendError
+
+
+class Mem0Backend:
+    """Scoped, normalised access to one async mem0 client."""
+
+    def __init__(self, client: Any, *, owned: bool = False) -> None:
+        self.client = client
+        self.owned = owned
+
+    async def search(
+        self,
+        query: str,
+        scope: Scope,
+        *,
+        top_k: int,
+        threshold: float | None = None,
+    ) -> list[MemoryHit]:
+        """The memories of ``scope`` most related to ``query``, best first."""
+        kwargs: dict[str, Any] = {"filters": scope.filters(), "top_k": top_k}
+        if threshold is not None:
+            kwargs["threshold"] = threshold
+        raw = await self._call(self.client.search, query, **kwargs)
+        return normalise_hits(raw)
+
+    async def get_all(self, scope: Scope, *, limit: int) -> list[MemoryHit]:
+        """Up to ``limit`` memories of ``scope``, in mem0's order."""
+        raw = await self._call(self.client.get_all, filters=scope.filters(), top_k=limit)
+        return normalise_hits(raw)
+
+    async def add(
+        self,
+        messages: list[dict[str, str]],
+        scope: Scope,
+        *,
+        infer: bool = True,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Store ``messages`` in ``scope``; returns mem0's result entries."""
+        kwargs: dict[str, Any] = {"user_id": scope.user_id}
+        if scope.agent_id:
+            kwargs["agent_id"] = scope.agent_id
+        if not infer:
+            kwargs["infer"] = False
+        if metadata:
+            kwargs["metadata"] = metadata
+        raw = await self._call(self.client.add, messages, **kwargs)
+        return _results(raw)
+
+    async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        with caller_loop_scope():
+            try:
+                return await method(*args, **kwargs)
+            except (asyncio.CancelledError, ConfigurationError):
+                raise
+            except Exception as exc:
+                kind = classify_error(exc)
+                raise kind(f"mem0 {method.__name__} failed: {exc}") from exc
+
+
+def _results(raw: Any) -> list[Any]:
+    if isinstance(raw, dict):
+        raw = raw.get("results", [])
+    return list(raw) if isinstance(raw, list) else []
+
+
+def normalise_hits(raw: Any) -> list[MemoryHit]:
+    """Turn mem0's search/get_all answer (OSS or hosted shape) into hits."""
+    hits: list[MemoryHit] = []
+    for item in _results(raw):
+        if isinstance(item, str):
+            if item.strip():
+                hits.append(MemoryHit(id=None, memory=item))
+            continue
+        if not isinstance(item, dict):
+            continue
+        text = item.get("memory") or item.get("text") or item.get("data")
+        if not text:
+            continue
+        score = item.get("score")
+        hits.append(
+            MemoryHit(
+                id=item.get("id"),
+                memory=str(text),
+                score=float(score) if isinstance(score, int | float) else None,
+                created_at=_as_text(item.get("created_at")),
+                updated_at=_as_text(item.get("updated_at")),
+            )
+        )
+    return hits
+
+
+def _as_text(value: Any) -> str | None:
+    return None if value is None else str(value)

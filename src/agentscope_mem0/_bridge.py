@@ -1,0 +1,165 @@
+"""Run AgentScope's async models from mem0's synchronous adapter calls.
+
+mem0 calls ``LLMBase.generate_response`` and ``EmbeddingBase.embed`` from
+worker threads (``asyncio.to_thread``), several at once. AgentScope models
+are coroutines, and their HTTP clients belong to the event loop that first
+used them. Two rules follow:
+
+* When the call comes from a worker thread that an event loop started on our
+  behalf (the backend marks it with :func:`caller_loop_scope`), the coroutine
+  runs on *that* loop: the one the agent itself runs on. One model instance
+  then serves the agent and mem0 without crossing loops.
+* Otherwise it runs on one process-wide daemon-thread loop, shared by every
+  adapter.
+
+A blocking call made on the very loop that would have to run it can only
+deadlock, so it raises :class:`InvalidStateError` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import contextvars
+import logging
+import threading
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+from ._exceptions import BridgeError, BridgeTimeoutError, InvalidStateError
+
+__all__ = ["Bridge", "caller_loop_scope", "get_bridge"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_caller_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "agentscope_mem0_caller_loop", default=None
+)
+
+
+@contextlib.contextmanager
+def caller_loop_scope() -> Iterator[None]:
+    """Mark the running loop as the one adapter calls made below should use.
+
+    ``asyncio.to_thread`` copies the context into its worker thread, so mem0's
+    adapter calls inside this scope find the loop and run the model there.
+    """
+    token = _caller_loop.set(asyncio.get_running_loop())
+    try:
+        yield
+    finally:
+        _caller_loop.reset(token)
+
+
+class Bridge:
+    """One daemon thread running an event loop, for coroutines without a home."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def _own_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._closed:
+                raise BridgeError("the bridge was closed; call get_bridge() again")
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever,
+                    name="agentscope-mem0-bridge",
+                    daemon=True,
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _target_loop(self) -> asyncio.AbstractEventLoop:
+        caller = _caller_loop.get()
+        if caller is not None and caller.is_running() and not caller.is_closed():
+            return caller
+        return self._own_loop()
+
+    def run(self, coro: Coroutine[Any, Any, T], *, timeout: float | None) -> T:
+        """Run ``coro`` to completion and return its result, blocking this thread.
+
+        Args:
+            coro: The coroutine to run.
+            timeout: Seconds to wait before cancelling it; ``None`` waits forever.
+
+        Returns:
+            Whatever the coroutine returned; its exception is re-raised here.
+        """
+        try:
+            loop = self._target_loop()
+        except BaseException:
+            coro.close()
+            raise
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise InvalidStateError(
+                "a blocking model call was made on the event loop that would run "
+                "it; call mem0's synchronous API from a worker thread, or use "
+                "mem0.AsyncMemory"
+            )
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError as exc:
+            future.cancel()
+            raise BridgeTimeoutError(f"model call did not finish within {timeout} s") from exc
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The daemon thread, once a call has needed it."""
+        return self._thread
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop the daemon loop. Idempotent.
+
+        Returns:
+            True when the thread ended within ``timeout`` (or never started).
+        """
+        with self._lock:
+            if self._closed:
+                return True
+            self._closed = True
+            loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return True
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        stopped = not thread.is_alive()
+        if stopped:
+            loop.close()
+        else:
+            logger.warning("bridge thread did not stop within %.1f s", timeout)
+        return stopped
+
+
+_bridge: Bridge | None = None
+_bridge_lock = threading.Lock()
+
+
+def get_bridge() -> Bridge:
+    """The process-wide bridge, created on first use and after a close."""
+    global _bridge
+    with _bridge_lock:
+        if _bridge is None or _bridge._closed:
+            _bridge = Bridge()
+        return _bridge
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    if _bridge is not None:
+        _bridge.close(timeout=1.0)

@@ -1,0 +1,335 @@
+"""``Mem0Middleware``: long-term memory for an AgentScope agent.
+
+This page wires the hooks together; the work is done by the backend
+(mem0 access), the note (what the model sees), the writer (background
+writes) and the tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentscope.event import (
+    ExternalExecutionResultEvent,
+    ReplyStartEvent,
+    UserConfirmResultEvent,
+)
+from agentscope.message import Msg
+from agentscope.middleware import MiddlewareBase
+
+from ._backend import Mem0Backend, MemoryHit, Scope, resolve_client
+from ._exceptions import ConfigurationError
+from ._notes import (
+    DEFAULT_MEMORY_SECTION_HEADER,
+    DEFAULT_MEMORY_SECTION_INTRO,
+    place_note,
+    render_note,
+)
+from ._tools import AddMemoryTool, SearchMemoryTool
+from ._writer import WriteQueue
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from agentscope.agent import Agent
+    from agentscope.embedding import EmbeddingModelBase
+    from agentscope.model import ChatModelBase
+    from agentscope.state import AgentState
+    from agentscope.tool import ToolBase
+
+__all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "Mem0Middleware", "Mode"]
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["static_control", "agent_control", "both"]
+_MODES = ("static_control", "agent_control", "both")
+
+DEFAULT_TOOL_INSTRUCTIONS = (
+    "## Long-term memory\n\n"
+    "You have `search_memory` and `add_memory` tools. Search when the request "
+    "depends on what you may have learned about the user before; add when the "
+    "user tells you a durable fact or preference worth keeping."
+)
+
+_STATE_KEY = "agentscope_mem0"
+
+
+class Mem0Middleware(MiddlewareBase):
+    """Long-term memory for AgentScope agents, backed by mem0.
+
+    A drop-in for ``agentscope.middleware.Mem0Middleware``: same keywords, same
+    modes, same tools. Writes happen in the background unless ``await_write``.
+    One instance may serve several agents and is safe to share.
+    """
+
+    _NOT_INSTALLED = (
+        "The memory tools only work on an agent that has this Mem0Middleware in its `middlewares`."
+    )
+
+    def __init__(
+        self,
+        *,
+        user_id: str,
+        client: Any | None = None,
+        chat_model: ChatModelBase | None = None,
+        embedding_model: EmbeddingModelBase | None = None,
+        mem0_config: Any | None = None,
+        mode: Mode = "both",
+        agent_id: str | Callable[[Agent], str] | None = None,
+        top_k: int = 5,
+        threshold: float | None = None,
+        scope_search_by_agent: bool = True,
+        await_write: bool = False,
+        memory_section_header: str = DEFAULT_MEMORY_SECTION_HEADER,
+        memory_section_intro: str = DEFAULT_MEMORY_SECTION_INTRO,
+        tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS,
+        search_timeout: float | None = 2.0,
+        accumulate_notes: bool = False,
+    ) -> None:
+        """Set up memory for one user.
+
+        Args:
+            user_id: Whose memories these are; required and not blank.
+            client: A ready ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient``.
+                When given it wins over the three arguments below.
+            chat_model: The AgentScope model mem0 extracts memories with.
+            embedding_model: The AgentScope model mem0 embeds memories with.
+            mem0_config: A mem0 ``MemoryConfig`` (or dict) to start from; its
+                ``llm``/``embedder`` are replaced by the models when given.
+            mode: ``"static_control"`` (automatic search and write),
+                ``"agent_control"`` (tools only) or ``"both"``.
+            agent_id: mem0's ``agent_id``: a string, a function of the agent, or
+                ``None`` for the agent's ``name``.
+            top_k: Memories retrieved per automatic search; the tool's default.
+            threshold: Minimum similarity score; ``None`` leaves it to mem0.
+            scope_search_by_agent: Search only this agent's memories of the user
+                (default) or, when ``False``, everything about the user.
+            await_write: Block the reply until mem0 stored the exchange.
+            memory_section_header: First line of the memory note.
+            memory_section_intro: Line under the header explaining the memories.
+            tool_instructions: Appended to the system prompt in tool modes.
+            search_timeout: Seconds the automatic search may take before the
+                reply goes on without memories; ``None`` waits indefinitely.
+            accumulate_notes: Keep every turn's note in context, as AgentScope's
+                built-in does, instead of replacing the previous one.
+
+        Raises:
+            ConfigurationError: A blank ``user_id``, an unknown ``mode``, or no
+                usable backend (it is a ``ValueError``).
+            TypeError: ``client`` is a synchronous mem0 client.
+        """
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise ConfigurationError(f"user_id must be a non-blank string, got {user_id!r}")
+        if mode not in _MODES:
+            raise ConfigurationError(
+                f"unknown mode {mode!r}; use one of {', '.join(map(repr, _MODES))}"
+            )
+        if not (
+            agent_id is None
+            or callable(agent_id)
+            or (isinstance(agent_id, str) and agent_id.strip())
+        ):
+            raise ConfigurationError(
+                "agent_id must be a non-blank string, a function of the agent, or None"
+            )
+        if not isinstance(top_k, int) or top_k < 1:
+            raise ConfigurationError(f"top_k must be a positive integer, got {top_k!r}")
+        if search_timeout is not None and search_timeout <= 0:
+            raise ConfigurationError(
+                f"search_timeout must be positive or None, got {search_timeout!r}"
+            )
+        mem0_client, owned = resolve_client(
+            client=client,
+            chat_model=chat_model,
+            embedding_model=embedding_model,
+            mem0_config=mem0_config,
+        )
+        self._backend = Mem0Backend(mem0_client, owned=owned)
+        self._writer = WriteQueue(self._backend)
+        self._user_id = user_id
+        self._agent_id = agent_id
+        self._mode: Mode = mode
+        self._top_k = top_k
+        self._threshold = threshold
+        self._scope_search_by_agent = scope_search_by_agent
+        self._await_write = await_write
+        self._header = memory_section_header
+        self._intro = memory_section_intro
+        self._tool_instructions = tool_instructions
+        self._search_timeout = search_timeout
+        self._accumulate_notes = accumulate_notes
+        self._closed = False
+
+    # -- public surface -------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        """The mem0 client in use."""
+        return self._backend.client
+
+    @property
+    def user_id(self) -> str:
+        """Whose memories this middleware reads and writes."""
+        return self._user_id
+
+    @property
+    def mode(self) -> Mode:
+        """The control mode."""
+        return self._mode
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every write queued so far is stored.
+
+        Returns:
+            True when the queue drained within ``timeout``.
+        """
+        return await self._writer.flush(timeout)
+
+    async def aclose(self) -> None:
+        """Flush pending writes and release resources. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._writer.aclose()
+
+    async def __aenter__(self) -> Mem0Middleware:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of searches and writes since construction."""
+        return self._writer.stats()
+
+    # -- hooks ----------------------------------------------------------
+
+    async def on_reply(
+        self,
+        agent: Agent,
+        input_kwargs: dict[str, Any],
+        next_handler: Callable[..., AsyncGenerator[Any, None]],
+    ) -> AsyncGenerator[Any, None]:
+        """Wraps one reply.
+
+        Before it: search mem0 with the new user message(s). At
+        ``ReplyStartEvent``: place the memory note after the user message.
+        After the final assistant message: queue the exchange for mem0.
+        Nothing is searched or written for resumption events or in
+        ``agent_control`` mode. A failed or slow search never fails the reply.
+        """
+        agent_id = self._bind_agent(agent)
+        query = None if self._mode == "agent_control" else query_text(input_kwargs.get("inputs"))
+        if query is None:
+            async for item in next_handler(**input_kwargs):
+                yield item
+            return
+
+        scope = Scope(self._user_id, agent_id)
+        hits = await self._retrieve(query, self._search_scope(scope))
+        note = render_note(hits, header=self._header, intro=self._intro)
+        placed = False
+        final: Msg | None = None
+        async for item in next_handler(**input_kwargs):
+            if isinstance(item, ReplyStartEvent) and not placed:
+                place_note(agent.state.context, note, replace=not self._accumulate_notes)
+                placed = True
+            if isinstance(item, Msg) and item.role == "assistant":
+                final = item
+            yield item
+
+        answer = final.get_text_content() if final is not None else None
+        if answer:
+            messages = [
+                {"role": "user", "content": query},
+                {"role": "assistant", "content": answer},
+            ]
+            await self._writer.submit(scope, messages, wait=self._await_write)
+
+    async def on_system_prompt(self, agent: Agent, current_prompt: str) -> str:
+        """Appends the tool instructions in ``agent_control`` and ``both`` modes."""
+        self._bind_agent(agent)
+        if self._mode == "static_control":
+            return current_prompt
+        return f"{current_prompt}\n\n{self._tool_instructions}"
+
+    async def list_tools(self) -> list[ToolBase]:
+        """``search_memory`` and ``add_memory`` in tool modes, else nothing."""
+        if self._mode == "static_control":
+            return []
+        return [SearchMemoryTool(self), AddMemoryTool(self)]
+
+    # -- internals ------------------------------------------------------
+
+    def _resolve_agent_id(self, agent: Agent) -> str:
+        if isinstance(self._agent_id, str):
+            return self._agent_id
+        value = self._agent_id(agent) if callable(self._agent_id) else agent.name
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigurationError(
+                f"agent_id resolved to {value!r} for agent {agent.name!r}; "
+                "it must be a non-blank string"
+            )
+        return value
+
+    def _bind_agent(self, agent: Agent) -> str:
+        """Record the agent's id in its own state, where the tools look it up."""
+        agent_id = self._resolve_agent_id(agent)
+        agent.state.middle_context[_STATE_KEY] = {"agent_id": agent_id}
+        return agent_id
+
+    def _search_scope(self, scope: Scope) -> Scope:
+        return scope if self._scope_search_by_agent else Scope(scope.user_id)
+
+    def _tool_scope(self, state: AgentState | None, *, for_search: bool) -> Scope | None:
+        entry = state.middle_context.get(_STATE_KEY) if state is not None else None
+        if not isinstance(entry, dict) or not entry.get("agent_id"):
+            return None
+        scope = Scope(self._user_id, str(entry["agent_id"]))
+        return self._search_scope(scope) if for_search else scope
+
+    async def _retrieve(self, query: str, scope: Scope) -> list[MemoryHit]:
+        try:
+            return await asyncio.wait_for(
+                self._backend.search(query, scope, top_k=self._top_k, threshold=self._threshold),
+                timeout=self._search_timeout,
+            )
+        except TimeoutError:
+            logger.warning(
+                "memory search for user %s took over %.2f s; replying without memories",
+                scope.user_id,
+                self._search_timeout,
+            )
+        except Exception as exc:
+            logger.warning("memory search for user %s failed: %s", scope.user_id, exc)
+        return []
+
+    def _after_write(self, scope: Scope) -> None:
+        """Called after a tool stored something for ``scope``."""
+
+
+def query_text(inputs: Any) -> str | None:
+    """The text of the new user message(s), or ``None`` when there is none.
+
+    Resumption events (a confirmation or an external tool result) and empty
+    inputs carry no new user text.
+    """
+    if inputs is None or isinstance(inputs, UserConfirmResultEvent | ExternalExecutionResultEvent):
+        return None
+    messages = inputs if isinstance(inputs, list) else [inputs]
+    texts = [
+        text
+        for msg in messages
+        if isinstance(msg, Msg) and msg.role == "user"
+        for text in [msg.get_text_content()]
+        if text and text.strip()
+    ]
+    return "\n".join(texts) if texts else None

@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentscope.event import (
     ExternalExecutionResultEvent,
     ReplyStartEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
     UserConfirmResultEvent,
 )
 from agentscope.message import Msg
 from agentscope.middleware import MiddlewareBase
+from agentscope.types import ReplyFinishedReason
 
 from ._backend import Mem0Backend, MemoryHit, Scope, resolve_client
 from ._exceptions import ConfigurationError
@@ -55,6 +58,7 @@ DEFAULT_TOOL_INSTRUCTIONS = (
 )
 
 _STATE_KEY = "agentscope_mem0"
+_RESUMPTIONS = (UserConfirmResultEvent, ExternalExecutionResultEvent)
 
 
 class Mem0Middleware(MiddlewareBase):
@@ -227,32 +231,29 @@ class Mem0Middleware(MiddlewareBase):
         ``agent_control`` mode. A failed or slow search never fails the reply.
         """
         agent_id = self._bind_agent(agent)
-        query = None if self._mode == "agent_control" else query_text(input_kwargs.get("inputs"))
-        if query is None:
-            async for item in next_handler(**input_kwargs):
-                yield item
-            return
-
+        inputs = input_kwargs.get("inputs")
+        automatic = self._mode != "agent_control"
+        query = query_text(inputs) if automatic else None
         scope = Scope(self._user_id, agent_id)
-        hits = await self._retrieve(query, self._search_scope(scope))
-        note = render_note(hits, header=self._header, intro=self._intro)
-        placed = False
+        note = None
+        if query is not None:
+            hits = await self._retrieve(query, self._search_scope(scope))
+            note = render_note(hits, header=self._header, intro=self._intro)
+
+        placed = parked = False
         final: Msg | None = None
         async for item in next_handler(**input_kwargs):
-            if isinstance(item, ReplyStartEvent) and not placed:
+            if query is not None and not placed and isinstance(item, ReplyStartEvent):
                 place_note(agent.state.context, note, replace=not self._accumulate_notes)
                 placed = True
+            if isinstance(item, RequireUserConfirmEvent | RequireExternalExecutionEvent):
+                parked = True
             if isinstance(item, Msg) and item.role == "assistant":
                 final = item
             yield item
 
-        answer = final.get_text_content() if final is not None else None
-        if answer:
-            messages = [
-                {"role": "user", "content": query},
-                {"role": "assistant", "content": answer},
-            ]
-            await self._writer.submit(scope, messages, wait=self._await_write)
+        if automatic:
+            await self._write_back(agent, scope, inputs, query, final, parked=parked)
 
     async def on_system_prompt(self, agent: Agent, current_prompt: str) -> str:
         """Appends the tool instructions in ``agent_control`` and ``both`` modes."""
@@ -283,7 +284,8 @@ class Mem0Middleware(MiddlewareBase):
     def _bind_agent(self, agent: Agent) -> str:
         """Record the agent's id in its own state, where the tools look it up."""
         agent_id = self._resolve_agent_id(agent)
-        agent.state.middle_context[_STATE_KEY] = {"agent_id": agent_id}
+        entry = agent.state.middle_context.setdefault(_STATE_KEY, {})
+        entry["agent_id"] = agent_id
         return agent_id
 
     def _search_scope(self, scope: Scope) -> Scope:
@@ -312,6 +314,42 @@ class Mem0Middleware(MiddlewareBase):
             logger.warning("memory search for user %s failed: %s", scope.user_id, exc)
         return []
 
+    async def _write_back(
+        self,
+        agent: Agent,
+        scope: Scope,
+        inputs: Any,
+        query: str | None,
+        final: Msg | None,
+        *,
+        parked: bool,
+    ) -> None:
+        """Queue the finished exchange for mem0.
+
+        A reply that stops to wait for a confirmation or an external tool has
+        no answer yet: its question is kept in the agent's state and written
+        with the answer once the resumed reply completes.
+        """
+        entry = agent.state.middle_context.setdefault(_STATE_KEY, {})
+        if query is None and isinstance(inputs, _RESUMPTIONS):
+            query = entry.get("parked_query")
+        if query is None:
+            return
+        if parked:
+            entry["parked_query"] = query
+            return
+        entry.pop("parked_query", None)
+        if final is None or final.finished_reason not in (None, ReplyFinishedReason.COMPLETED):
+            return
+        answer = final.get_text_content()
+        if not answer:
+            return
+        messages = [
+            {"role": "user", "content": query},
+            {"role": "assistant", "content": answer},
+        ]
+        await self._writer.submit(scope, messages, wait=self._await_write)
+
     def _after_write(self, scope: Scope) -> None:
         """Called after a tool stored something for ``scope``."""
 
@@ -322,7 +360,7 @@ def query_text(inputs: Any) -> str | None:
     Resumption events (a confirmation or an external tool result) and empty
     inputs carry no new user text.
     """
-    if inputs is None or isinstance(inputs, UserConfirmResultEvent | ExternalExecutionResultEvent):
+    if inputs is None or isinstance(inputs, _RESUMPTIONS):
         return None
     messages = inputs if isinstance(inputs, list) else [inputs]
     texts = [

@@ -1,0 +1,45 @@
+"""Shared fixtures: every test gets its own data folder; mem0 is real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+
+@pytest.fixture(autouse=True)
+def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Keep the embedded default (and mem0's own folder) inside the test's tmp_path."""
+    folder = tmp_path / "data"
+    monkeypatch.setenv("AGENTSCOPE_MEM0_DIR", str(folder))
+    monkeypatch.setenv("MEM0_DIR", str(tmp_path / "mem0-home"))
+    return folder
+
+
+@pytest.fixture
+def embedding() -> HashEmbedding:
+    return HashEmbedding()
+
+
+@pytest.fixture
+def chat_model() -> ScriptedChatModel:
+    return ScriptedChatModel("OK.")
+
+
+@pytest.fixture
+def store_config(tmp_path: Path) -> dict[str, Any]:
+    """mem0 config fields for an on-disk local Qdrant and history in tmp_path."""
+    return {
+        "vector_store": {
+            "provider": "qdrant",
+            "config": {
+                "collection_name": "test",
+                "path": str(tmp_path / "qdrant"),
+                "on_disk": True,
+            },
+        },
+        "history_db_path": str(tmp_path / "history.db"),
+    }

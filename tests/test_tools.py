@@ -1,0 +1,185 @@
+"""search_memory / add_memory: schemas, scope from the live state, merge, fallback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from agentscope.agent import Agent
+from agentscope.message import TextBlock, ToolCallBlock, ToolResultState, UserMsg
+from agentscope.permission import PermissionBehavior, PermissionContext
+from agentscope.state import AgentState
+from agentscope.tool import Toolkit
+
+from agentscope_mem0 import Mem0Middleware
+from agentscope_mem0.testing import ScriptedChatModel
+from fakes import RecordingClient, real_memory
+
+
+def _text(chunk: Any) -> str:
+    return "\n".join(b.text for b in chunk.content if isinstance(b, TextBlock))
+
+
+async def _bound_agent(mw: Mem0Middleware, name: str = "assistant") -> Agent:
+    agent = Agent(name=name, system_prompt="", model=ScriptedChatModel(), middlewares=[mw])
+    await mw.on_system_prompt(agent, "")
+    return agent
+
+
+async def _tools(mw: Mem0Middleware) -> dict[str, Any]:
+    return {t.name: t for t in await mw.list_tools()}
+
+
+async def test_schemas_match_agentscope_builtin(store_config: dict[str, Any]) -> None:
+    from agentscope.middleware import Mem0Middleware as BuiltIn
+
+    ours = await _tools(Mem0Middleware(user_id="u", client=real_memory(store_config)))
+    theirs = {
+        t.name: t for t in await BuiltIn(user_id="u", client=RecordingClient(None)).list_tools()
+    }
+    assert set(ours) == set(theirs) == {"search_memory", "add_memory"}
+    for name in ours:
+        assert ours[name].input_schema == theirs[name].input_schema
+    assert ours["search_memory"].is_read_only and ours["search_memory"].is_concurrency_safe
+    assert not ours["add_memory"].is_read_only
+    for tool in ours.values():
+        assert tool.is_state_injected
+        decision = await tool.check_permissions({}, PermissionContext())
+        assert decision.behavior == PermissionBehavior.ALLOW
+
+
+async def test_search_runs_one_query_per_keyword_and_merges(
+    store_config: dict[str, Any],
+) -> None:
+    memory = real_memory(store_config)
+    for fact in ("User lives in Hangzhou", "User likes dark mode charts", "User owns a cat"):
+        await memory.add(fact, user_id="u", agent_id="assistant", infer=False)
+    client = RecordingClient(memory)
+    mw = Mem0Middleware(user_id="u", client=client, mode="agent_control")
+    agent = await _bound_agent(mw)
+    search = (await _tools(mw))["search_memory"]
+
+    chunk = await search(
+        keywords=["Hangzhou", "dark mode charts", "Hangzhou"], limit=2, _agent_state=agent.state
+    )
+    assert chunk.state == ToolResultState.SUCCESS
+    lines = _text(chunk).splitlines()
+    assert len(lines) == len(set(lines))
+    assert "- User lives in Hangzhou" in lines
+    assert "- User likes dark mode charts" in lines
+    searches = client.named("search")
+    assert [a[0] for a, _ in searches] == ["Hangzhou", "dark mode charts", "Hangzhou"]
+    assert all(k["top_k"] == 2 for _, k in searches)
+    assert all(k["filters"] == {"user_id": "u", "agent_id": "assistant"} for _, k in searches)
+
+
+async def test_search_without_keywords_is_an_error(store_config: dict[str, Any]) -> None:
+    mw = Mem0Middleware(user_id="u", client=real_memory(store_config))
+    agent = await _bound_agent(mw)
+    chunk = await (await _tools(mw))["search_memory"](keywords=[" "], _agent_state=agent.state)
+    assert chunk.state == ToolResultState.ERROR
+
+
+async def test_add_sends_only_content_and_falls_back_to_verbatim(
+    store_config: dict[str, Any],
+) -> None:
+    # an extractor that finds nothing, so the tool must store the text itself
+    model = ScriptedChatModel(extractor=lambda exchange: [])
+    client = RecordingClient(real_memory(store_config, chat_model=model))
+    mw = Mem0Middleware(user_id="u", client=client, mode="agent_control")
+    agent = await _bound_agent(mw, name="coder")
+    add = (await _tools(mw))["add_memory"]
+
+    chunk = await add(
+        thinking="private reasoning",
+        content=["Deploys on Fridays are banned."],
+        _agent_state=agent.state,
+    )
+    assert chunk.state == ToolResultState.SUCCESS
+    assert "private reasoning" in _text(chunk)
+    adds = client.named("add")
+    assert len(adds) == 2
+    for (messages,), kwargs in adds:
+        assert messages == [{"role": "user", "content": "Deploys on Fridays are banned."}]
+        assert kwargs["user_id"] == "u" and kwargs["agent_id"] == "coder"
+    assert "infer" not in adds[0][1]
+    assert adds[1][1]["infer"] is False
+    stored = await client.inner.get_all(filters={"user_id": "u", "agent_id": "coder"})
+    assert [m["memory"] for m in stored["results"]] == ["Deploys on Fridays are banned."]
+    assert "private reasoning" not in str(stored)
+
+
+async def test_add_uses_extraction_when_it_finds_something(
+    store_config: dict[str, Any],
+) -> None:
+    client = RecordingClient(real_memory(store_config))
+    mw = Mem0Middleware(user_id="u", client=client, mode="agent_control")
+    agent = await _bound_agent(mw)
+    chunk = await (await _tools(mw))["add_memory"](
+        thinking="", content=["I live in Hangzhou."], _agent_state=agent.state
+    )
+    assert chunk.state == ToolResultState.SUCCESS
+    assert len(client.named("add")) == 1
+    assert "User lives in Hangzhou." in _text(chunk)
+
+
+async def test_empty_content_is_an_error(store_config: dict[str, Any]) -> None:
+    client = RecordingClient(real_memory(store_config))
+    mw = Mem0Middleware(user_id="u", client=client)
+    agent = await _bound_agent(mw)
+    chunk = await (await _tools(mw))["add_memory"](
+        thinking="x", content=[], _agent_state=agent.state
+    )
+    assert chunk.state == ToolResultState.ERROR
+    assert client.named("add") == []
+
+
+async def test_tools_refuse_a_state_the_middleware_never_saw(
+    store_config: dict[str, Any],
+) -> None:
+    mw = Mem0Middleware(user_id="u", client=real_memory(store_config))
+    tools = await _tools(mw)
+    chunk = await tools["search_memory"](keywords=["x"], _agent_state=AgentState())
+    assert chunk.state == ToolResultState.ERROR
+    assert "middlewares" in _text(chunk)
+
+
+async def test_tools_follow_the_calling_agent_not_the_last_one(
+    store_config: dict[str, Any],
+) -> None:
+    client = RecordingClient(real_memory(store_config))
+    mw = Mem0Middleware(user_id="u", client=client, mode="agent_control")
+    researcher = await _bound_agent(mw, "researcher")
+    await _bound_agent(mw, "coder")  # replied last
+    await (await _tools(mw))["add_memory"](
+        thinking="", content=["I read papers on Mondays."], _agent_state=researcher.state
+    )
+    assert client.named("add")[0][1]["agent_id"] == "researcher"
+
+
+@pytest.mark.parametrize("mode", ["agent_control", "both"])
+async def test_agent_calls_the_tool_through_its_toolkit(
+    mode: str, store_config: dict[str, Any]
+) -> None:
+    call = ToolCallBlock(
+        id="c1",
+        name="add_memory",
+        input='{"thinking": "worth keeping", "content": ["I live in Hangzhou."]}',
+    )
+    model = ScriptedChatModel([[call], "Saved it."])  # type: ignore[list-item]
+    client = RecordingClient(real_memory(store_config, chat_model=model))
+    mw = Mem0Middleware(user_id="u", client=client, mode=mode)  # type: ignore[arg-type]
+    agent = Agent(
+        name="assistant",
+        system_prompt="",
+        model=model,
+        middlewares=[mw],
+        toolkit=Toolkit(tools=await mw.list_tools()),
+    )
+    reply = await agent.reply(UserMsg("user", "Remember that I live in Hangzhou."))
+    await mw.flush()
+    assert reply.get_text_content() == "Saved it."
+    tool_adds = [k for (m,), k in client.named("add") if m[0]["content"] == "I live in Hangzhou."]
+    assert tool_adds and tool_adds[0]["agent_id"] == "assistant"
+    stored = await client.inner.get_all(filters={"user_id": "u"})
+    assert any("Hangzhou" in m["memory"] for m in stored["results"])

@@ -223,6 +223,10 @@ _TOKEN = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]", re.I
 class HashEmbedding(EmbeddingModelBase):
     """Deterministic bag-of-words vectors: shared words mean nearby vectors.
 
+    Like real sentence embedders, any two texts keep some similarity (cosine
+    at least about 0.3), so mem0's default score threshold does not hide
+    memories that share no word with the query; ranking follows word overlap.
+
     Args:
         dimensions: Vector size.
         delay: Seconds each call takes.
@@ -249,10 +253,11 @@ class HashEmbedding(EmbeddingModelBase):
             if len(token) > 3 and token.endswith("s"):
                 token = token[:-1]
             digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
-            index = int.from_bytes(digest[:4], "little") % self.dimensions
+            index = 1 + int.from_bytes(digest[:4], "little") % (self.dimensions - 1)
             vec[index] += 1.0 if digest[4] & 1 else -1.0
         norm = math.sqrt(sum(v * v for v in vec)) or 1.0
-        return [v / norm for v in vec]
+        # Dimension 0 is a shared component; the words live in the others.
+        return [0.8] + [0.6 * v / norm for v in vec[1:]]
 
     async def _call_api(self, inputs: list[Any], **kwargs: Any) -> EmbeddingResponse:
         if self.delay:

@@ -1,0 +1,374 @@
+"""Service mode: long-term memory for every agent of an ``agentscope.app`` deployment.
+
+``agentscope.app.create_app(extra_agent_middlewares=...)`` calls its factory on
+every agent assembly (each chat turn, each scheduled trigger) with the
+authenticated user. :func:`mem0_middleware_factory` returns such a factory: each
+call hands back a fresh :class:`~agentscope_mem0.Mem0Middleware` for that user,
+and all of them share one mem0 client, built once. A client per request would
+open the embedded store again on every turn and block on its folder lock.
+
+Usage::
+
+    memory = mem0_middleware_factory(chat_model=..., embedding_model=...)
+    app = create_app(..., extra_agent_middlewares=memory)
+    memory.install(app)  # build the client at startup, flush writes at shutdown
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
+import logging
+import threading
+import weakref
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from ._backend import resolve_client
+from ._exceptions import ConfigurationError, InvalidStateError
+from ._middleware import _MODES, Mem0Middleware, Mode
+
+if TYPE_CHECKING:
+    from agentscope.embedding import EmbeddingModelBase
+    from agentscope.middleware import MiddlewareBase
+    from agentscope.model import ChatModelBase
+
+__all__ = ["Mem0MiddlewareFactory", "check_user_id", "mem0_middleware_factory"]
+
+logger = logging.getLogger(__name__)
+
+_WILDCARD = "*"
+# Options the factory sets itself, per call or once for all middlewares.
+_RESERVED = ("user_id", "client", "chat_model", "embedding_model", "mem0_config", "mode")
+
+
+def check_user_id(user_id: Any) -> str:
+    """Check that ``user_id`` names exactly one user in mem0 and return it.
+
+    mem0 2.2 strips surrounding whitespace from ids (so ``"alice "`` would read
+    and write Alice's memories) and treats ``"*"`` in a filter as "any value"
+    (so it would read everybody's). Both are refused here rather than passed on.
+
+    Raises:
+        ConfigurationError: ``user_id`` is not a string, is blank, contains
+            whitespace, or is the wildcard ``"*"``.
+    """
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise ConfigurationError(
+            f"user_id must be a non-blank string, got {user_id!r}; check that the "
+            "request is authenticated (agentscope.app reads it from X-User-ID)"
+        )
+    if any(c.isspace() for c in user_id):
+        raise ConfigurationError(
+            f"user_id {user_id!r} contains whitespace; mem0 trims ids, so it would "
+            "share memories with another user id. Normalise ids before they get here"
+        )
+    if user_id == _WILDCARD:
+        raise ConfigurationError(
+            "user_id '*' is mem0's wildcard and would match every user's memories"
+        )
+    return user_id
+
+
+class Mem0MiddlewareFactory:
+    """An ``extra_agent_middlewares`` factory backed by one shared mem0 client.
+
+    Build it with :func:`mem0_middleware_factory`. Calling it as
+    ``await factory(user_id, agent_id, session_id[, workspace])`` returns
+    ``[Mem0Middleware(...)]`` for that user; the signature is the one
+    ``agentscope.app`` probes for, in its three- and four-argument forms.
+    """
+
+    def __init__(
+        self,
+        *,
+        chat_model: ChatModelBase | None = None,
+        embedding_model: EmbeddingModelBase | None = None,
+        mem0_config: Any | None = None,
+        client: Any | None = None,
+        mode: Mode = "both",
+        **middleware_options: Any,
+    ) -> None:
+        """Check the configuration; the client itself is built on first use.
+
+        Args and errors are those of :func:`mem0_middleware_factory`.
+        """
+        if mode not in _MODES:
+            raise ConfigurationError(
+                f"unknown mode {mode!r}; use one of {', '.join(map(repr, _MODES))}"
+            )
+        reserved = sorted(set(middleware_options) & set(_RESERVED))
+        if reserved:
+            raise TypeError(
+                f"mem0_middleware_factory() sets {', '.join(reserved)} itself; "
+                "the user comes from each call, the client is shared"
+            )
+        try:
+            inspect.signature(Mem0Middleware).bind_partial(**middleware_options)
+        except TypeError as exc:
+            raise TypeError(f"unknown Mem0Middleware option: {exc}") from exc
+
+        self._mode: Mode = mode
+        self._options = middleware_options
+        self._lock = threading.Lock()
+        self._client: Any | None = None
+        self._owned = False
+        self._config: Any | None = None
+        self._building: concurrent.futures.Future[Any] | None = None
+        # Each middleware's write queue, held weakly: a queue lives as long as
+        # its middleware or its unfinished writes, whichever is longer.
+        self._queues: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._closed = False
+
+        if client is not None:
+            # Checks the client is async; warns about the arguments it overrides.
+            self._client, _ = resolve_client(
+                client=client,
+                chat_model=chat_model,
+                embedding_model=embedding_model,
+                mem0_config=mem0_config,
+            )
+        else:
+            if mem0_config is None and (chat_model is None or embedding_model is None):
+                raise ConfigurationError(
+                    "mem0_middleware_factory needs a mem0 backend: `client` (an "
+                    "AsyncMemory or AsyncMemoryClient), or `chat_model` and "
+                    "`embedding_model` (optionally with `mem0_config`), or a "
+                    "complete `mem0_config`"
+                )
+            from ._adapters import build_mem0_config
+
+            # Validate now (models, dimensions, store settings) so a mistake
+            # fails at import time, not as a silently missing reply later:
+            # agentscope.app only logs errors raised inside a chat run.
+            self._config = build_mem0_config(
+                chat_model=chat_model,
+                embedding_model=embedding_model,
+                mem0_config=mem0_config,
+            )
+
+    # -- the factory ----------------------------------------------------
+
+    async def __call__(
+        self,
+        user_id: str,
+        agent_id: str,
+        session_id: str,
+        workspace: Any | None = None,
+    ) -> list[MiddlewareBase]:
+        """Memory for one agent assembly.
+
+        Args:
+            user_id: The authenticated user; all reads and writes are scoped
+                to it.
+            agent_id: The app's agent id; mem0's ``agent_id`` unless the
+                ``agent_id`` option was given.
+            session_id: The chat session; memories outlive it, so unused.
+            workspace: The session's workspace; unused.
+
+        Returns:
+            A one-element list holding a new ``Mem0Middleware``.
+
+        Raises:
+            ConfigurationError: ``user_id`` does not name one user (see
+                :func:`check_user_id`).
+            InvalidStateError: The factory was closed.
+        """
+        check_user_id(user_id)
+        client = await self.get_client()
+        options = dict(self._options)
+        if "agent_id" not in options and isinstance(agent_id, str) and agent_id.strip():
+            options["agent_id"] = agent_id
+        middleware = Mem0Middleware(user_id=user_id, client=client, mode=self._mode, **options)
+        self._queues.add(getattr(middleware, "_writer", middleware))
+        return [middleware]
+
+    # -- the shared client ----------------------------------------------
+
+    @property
+    def client(self) -> Any | None:
+        """The shared mem0 client, or ``None`` until it is built."""
+        return self._client
+
+    async def get_client(self) -> Any:
+        """The shared mem0 client, built on the first call.
+
+        Building runs in a worker thread, once, however many calls arrive at
+        the same time and on whatever event loops; a failed build is retried by
+        the next call.
+
+        Raises:
+            InvalidStateError: The factory was closed.
+        """
+        if self._closed:
+            raise InvalidStateError("this mem0 middleware factory was closed")
+        client = self._client
+        if client is not None:
+            return client
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            future = self._building
+            start = future is None
+            if future is None:
+                future = self._building = concurrent.futures.Future()
+                # A caller giving up must not cancel the build for the others.
+                future.set_running_or_notify_cancel()
+        if start:
+            asyncio.get_running_loop().run_in_executor(None, self._build, future)
+        return await asyncio.wrap_future(future)
+
+    def _build(self, future: concurrent.futures.Future[Any]) -> None:
+        from mem0 import AsyncMemory
+
+        try:
+            client, _ = resolve_client(
+                client=AsyncMemory(config=self._config),
+                chat_model=None,
+                embedding_model=None,
+                mem0_config=None,
+            )
+        except BaseException as exc:
+            with self._lock:
+                self._building = None
+            logger.error("building the shared mem0 client failed: %s", exc)
+            future.set_exception(exc)
+            return
+        with self._lock:
+            self._client, self._owned = client, True
+            self._building = None
+        logger.info("shared mem0 client ready (%s)", type(client).__name__)
+        future.set_result(client)
+
+    # -- lifecycle ------------------------------------------------------
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every write queued by this factory's middlewares is stored.
+
+        Returns:
+            True when everything drained within ``timeout``.
+        """
+        queues = list(self._queues)
+        if not queues:
+            return True
+        results = await asyncio.gather(*(queue.flush(timeout) for queue in queues))
+        return all(results)
+
+    async def aclose(self, timeout: float | None = None) -> bool:
+        """Flush pending writes, then close the client if the factory built it.
+
+        A client passed in stays open: whoever opens a client closes it.
+        Idempotent; later calls of the factory raise ``InvalidStateError``.
+
+        Returns:
+            True when every write was stored within ``timeout``.
+        """
+        if self._closed:
+            return True
+        self._closed = True
+        drained = await self.flush(timeout)
+        if not drained:
+            logger.warning("closing with mem0 writes still pending after %s s", timeout)
+        with self._lock:
+            client, owned = self._client, self._owned
+        if client is not None and owned:
+            await asyncio.to_thread(_close_memory, client)
+        return drained
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Mem0MiddlewareFactory]:
+        """Build the client on entry; flush and close on exit."""
+        await self.get_client()
+        try:
+            yield self
+        finally:
+            await self.aclose()
+
+    def install(self, app: Any, *, flush_timeout: float | None = 30.0) -> Any:
+        """Tie the factory to an ASGI app's lifespan.
+
+        The client is built at startup (so a broken backend fails the boot,
+        not the first chat) and pending writes are flushed at shutdown, after
+        the app's own shutdown has stopped its chat runs.
+
+        Args:
+            app: A Starlette/FastAPI app, e.g. from ``agentscope.app.create_app``.
+            flush_timeout: Seconds shutdown waits for pending writes.
+
+        Returns:
+            ``app``, for chaining.
+        """
+        inner = app.router.lifespan_context
+
+        @contextlib.asynccontextmanager
+        async def lifespan(target: Any) -> AsyncIterator[Any]:
+            await self.get_client()
+            try:
+                async with inner(target) as state:
+                    yield state
+            finally:
+                await self.aclose(flush_timeout)
+
+        app.router.lifespan_context = lifespan
+        return app
+
+
+def _close_memory(client: Any) -> None:
+    """Release what a client built here holds: mem0's history database and,
+    for an embedded store, its folder lock."""
+    for close in (
+        getattr(client, "close", None),
+        getattr(getattr(getattr(client, "vector_store", None), "client", None), "close", None),
+    ):
+        if not callable(close):
+            continue
+        try:
+            close()
+        except Exception as exc:
+            logger.warning("closing the shared mem0 client: %s", exc)
+
+
+def mem0_middleware_factory(
+    *,
+    chat_model: ChatModelBase | None = None,
+    embedding_model: EmbeddingModelBase | None = None,
+    mem0_config: Any | None = None,
+    client: Any | None = None,
+    mode: Mode = "both",
+    **middleware_options: Any,
+) -> Mem0MiddlewareFactory:
+    """An ``extra_agent_middlewares`` factory for ``agentscope.app.create_app``.
+
+    Every call of the factory returns a fresh ``Mem0Middleware`` for the
+    calling user; all of them share one mem0 client, built on first use (or
+    at startup with :meth:`Mem0MiddlewareFactory.install`).
+
+    Args:
+        chat_model: The AgentScope model mem0 extracts memories with.
+        embedding_model: The AgentScope model mem0 embeds memories with.
+        mem0_config: A mem0 ``MemoryConfig`` (or dict) for the store; without
+            it, the embedded folder (one process only).
+        client: A ready ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` to
+            share instead; the factory never closes it.
+        mode: ``"static_control"``, ``"agent_control"`` or ``"both"``.
+        **middleware_options: Other ``Mem0Middleware`` keywords (``top_k``,
+            ``scope_search_by_agent``, ``search_timeout``...). ``agent_id``
+            defaults to the app's agent id; pass ``None`` for the agent's name.
+
+    Returns:
+        The factory; pass it as ``extra_agent_middlewares``.
+
+    Raises:
+        ConfigurationError: An unknown mode or no usable backend.
+        TypeError: An unknown or reserved option, or a synchronous client.
+    """
+    return Mem0MiddlewareFactory(
+        chat_model=chat_model,
+        embedding_model=embedding_model,
+        mem0_config=mem0_config,
+        client=client,
+        mode=mode,
+        **middleware_options,
+    )

@@ -1,0 +1,209 @@
+"""The two-session demo: what the user said in session 1 shapes session 2.
+
+Run it with ``python demos/oss_demo.py`` or ``agentscope-mem0 demo``. The
+memory side is always real: the offline embedder, the on-disk vector store,
+the history database and mem0's extraction pipeline. The chat model is
+DashScope when ``DASHSCOPE_API_KEY`` is set, an OpenAI-compatible endpoint
+when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set (Ollama, vLLM and
+llama.cpp servers included), and otherwise a small offline scripted model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentscope.agent import Agent
+from agentscope.event import (
+    ReplyStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    ToolResultEndEvent,
+    ToolResultTextDeltaEvent,
+)
+from agentscope.message import HintBlock, Msg, ToolCallBlock, ToolResultBlock, UserMsg
+from agentscope.model import ChatModelBase
+from agentscope.tool import Toolkit
+
+from ._middleware import Mem0Middleware, Mode
+from ._notes import is_memory_note
+from .testing import ScriptedChatModel
+
+__all__ = ["SESSION_1", "SESSION_2", "chat_model_from_env", "run_demo"]
+
+DEMO_USER = "demo-user"
+SESSION_1 = "Please make my charts dark mode with matplotlib by default. I live in Hangzhou."
+SESSION_2 = "Draw a bar chart of my monthly sales."
+SYSTEM_PROMPT = (
+    "You are a data assistant who writes short Python plotting code. "
+    "Follow the user's known preferences without asking again."
+)
+
+
+def chat_model_from_env() -> tuple[ChatModelBase, str]:
+    """The chat model the environment asks for, and a line describing it."""
+    if os.environ.get("DASHSCOPE_API_KEY"):
+        from agentscope.credential import DashScopeCredential
+        from agentscope.model import DashScopeChatModel
+
+        name = os.environ.get("DASHSCOPE_MODEL", "qwen-plus")
+        credential = DashScopeCredential(api_key=os.environ["DASHSCOPE_API_KEY"])
+        return DashScopeChatModel(credential=credential, model=name, stream=False), (
+            f"DashScope {name}"
+        )
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+        from agentscope.credential import OpenAICredential
+        from agentscope.model import OpenAIChatModel
+
+        name = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+        base_url = os.environ.get("OPENAI_BASE_URL")
+        credential = OpenAICredential(
+            api_key=os.environ.get("OPENAI_API_KEY") or "not-needed", base_url=base_url
+        )
+        where = f" at {base_url}" if base_url else ""
+        return OpenAIChatModel(credential=credential, model=name, stream=False), (
+            f"OpenAI-compatible {name}{where}"
+        )
+    return ScriptedChatModel(_offline_script), (
+        "the built-in offline scripted model (set DASHSCOPE_API_KEY, OPENAI_API_KEY or "
+        "OPENAI_BASE_URL for a real one); memory, embeddings and storage are real"
+    )
+
+
+def _tool_names(tools: Sequence[dict[str, Any]] | None) -> set[str]:
+    names = set()
+    for tool in tools or []:
+        function = tool.get("function", tool)
+        names.add(str(function.get("name")))
+    return names
+
+
+def _offline_script(messages: list[Msg], tools: list[dict[str, Any]] | None) -> Any:
+    """Answers like a cooperative model would, from what is in its context."""
+    last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+    request = messages[last_user].get_text_content() or ""
+    recent = messages[last_user + 1 :]
+    evidence = []
+    for msg in recent:
+        for block in msg.content:
+            if isinstance(block, HintBlock) and isinstance(block.hint, str):
+                evidence.append(block.hint)
+            elif isinstance(block, ToolResultBlock):
+                evidence.append(str(block.output))
+    used_tool = any(isinstance(b, ToolResultBlock) for m in recent for b in m.content)
+    names = _tool_names(tools)
+    if "dark mode" in request:
+        if "add_memory" in names and not used_tool:
+            facts = [
+                "The user wants charts in dark mode with matplotlib by default.",
+                "The user lives in Hangzhou.",
+            ]
+            payload = {"thinking": "Lasting preferences and location.", "content": facts}
+            return [ToolCallBlock(id="add-1", name="add_memory", input=json.dumps(payload))]
+        return "Noted: dark-mode matplotlib charts from now on, and you live in Hangzhou."
+    if "search_memory" in names and not used_tool:
+        payload = {"keywords": ["chart style preferences", "where the user lives"]}
+        return [ToolCallBlock(id="search-1", name="search_memory", input=json.dumps(payload))]
+    known = "\n".join(evidence).lower()
+    city = " (Hangzhou)" if "hangzhou" in known else ""
+    if "matplotlib" not in known:
+        # Nothing remembered: a generic answer with a library the user did not ask for.
+        return (
+            "Here is a bar chart of monthly sales:\n```python\nimport plotly.express as px\n"
+            "px.bar(x=['Jan', 'Feb', 'Mar', 'Apr'], y=[120, 135, 150, 160]).show()\n```"
+        )
+    style = 'plt.style.use("dark_background")\n' if "dark" in known else ""
+    return (
+        f"Here is your monthly sales bar chart with matplotlib{' in dark mode' if style else ''}:"
+        "\n```python\nimport matplotlib.pyplot as plt\n"
+        f"{style}months = ['Jan', 'Feb', 'Mar', 'Apr']\nsales = [120, 135, 150, 160]\n"
+        f"plt.bar(months, sales)\nplt.title('Monthly sales{city}')\nplt.show()\n```"
+    )
+
+
+async def _turn(agent: Agent, mw: Mem0Middleware, text: str, out: TextIO) -> str:
+    """One reply, printing memory traffic as it happens."""
+    before = {m["id"] for m in (await mw.client.get_all(filters={"user_id": DEMO_USER}))["results"]}
+    print(f"[user] {text}", file=out, flush=True)
+    args: dict[str, str] = {}
+    results: dict[str, str] = {}
+    names: dict[str, str] = {}
+    answer = ""
+    async for event in agent.reply_stream(UserMsg("user", text), yield_final_msg=True):
+        if isinstance(event, ReplyStartEvent):
+            for note in (m for m in agent.state.context if is_memory_note(m)):
+                hint = "".join(b.hint for b in note.content if isinstance(b, HintBlock))  # type: ignore[misc]
+                body = "\n    ".join(hint.splitlines())
+                print(f"[mem0 → context (static)]\n    {body}", file=out, flush=True)
+        elif isinstance(event, ToolCallStartEvent):
+            names[event.tool_call_id] = event.tool_call_name
+        elif isinstance(event, ToolCallDeltaEvent):
+            args[event.tool_call_id] = args.get(event.tool_call_id, "") + event.delta
+        elif isinstance(event, ToolCallEndEvent):
+            name = names.get(event.tool_call_id, "?")
+            print(
+                f"[tool call (agent)] {name}({args.get(event.tool_call_id, '')})",
+                file=out,
+                flush=True,
+            )
+        elif isinstance(event, ToolResultTextDeltaEvent):
+            results[event.tool_call_id] = results.get(event.tool_call_id, "") + event.delta
+        elif isinstance(event, ToolResultEndEvent):
+            body = "\n    ".join(results.get(event.tool_call_id, "").splitlines())
+            print(f"[tool result (agent)]\n    {body}", file=out, flush=True)
+        elif isinstance(event, Msg) and event.role == "assistant":
+            answer = event.get_text_content() or ""
+    print(f"[assistant] {answer}", file=out, flush=True)
+    await mw.flush()
+    after = (await mw.client.get_all(filters={"user_id": DEMO_USER}))["results"]
+    if mw.mode != "agent_control":
+        for memory in after:
+            if memory["id"] not in before:
+                print(f"[context → mem0 (static)] {memory['memory']}", file=out, flush=True)
+    return answer
+
+
+async def run_demo(
+    mode: Mode = "static_control",
+    *,
+    folder: str | os.PathLike[str] | None = None,
+    chat_model: ChatModelBase | None = None,
+    out: TextIO = sys.stdout,
+) -> tuple[str, str]:
+    """Run both sessions and return the two answers.
+
+    Args:
+        mode: The middleware mode to show.
+        folder: The data folder (default: the embedded default's).
+        chat_model: Overrides the model chosen from the environment.
+        out: Where the transcript goes.
+    """
+    if chat_model is None:
+        chat_model, described = chat_model_from_env()
+    else:
+        described = type(chat_model).__name__
+    print(f"chat model: {described}", file=out)
+    mw = Mem0Middleware.local(user_id=DEMO_USER, chat_model=chat_model, mode=mode, folder=folder)
+    print(f"mode: {mode}; data folder: {Path(mw.folder)}", file=out)  # type: ignore[attr-defined]
+    async with mw:
+        await mw.client.delete_all(user_id=DEMO_USER)  # start from a clean store
+        answers = []
+        for session, text in ((1, SESSION_1), (2, SESSION_2)):
+            print(f"\n=== session {session}: a new agent with an empty context ===", file=out)
+            agent = Agent(
+                name="assistant",
+                system_prompt=SYSTEM_PROMPT,
+                model=chat_model,
+                middlewares=[mw],
+                toolkit=Toolkit(tools=await mw.list_tools()),
+            )
+            answers.append(await _turn(agent, mw, text, out))
+    used = "dark" in answers[1].lower() and "matplotlib" in answers[1].lower()
+    verdict = "used" if used else "did NOT use"
+    print(f"\nsession 2 {verdict} dark mode and matplotlib without being told.", file=out)
+    return answers[0], answers[1]

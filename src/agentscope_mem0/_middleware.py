@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from pathlib import Path
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -166,6 +168,42 @@ class Mem0Middleware(MiddlewareBase):
         self._search_timeout = search_timeout
         self._accumulate_notes = accumulate_notes
         self._closed = False
+        self.folder: Path | None = None
+        """The data folder, for middlewares built by :meth:`local`."""
+
+    @classmethod
+    def local(
+        cls,
+        *,
+        user_id: str,
+        chat_model: ChatModelBase,
+        embedding_model: EmbeddingModelBase | None = None,
+        folder: str | os.PathLike[str] | None = None,
+        **options: Any,
+    ) -> Mem0Middleware:
+        """Memory on the embedded default: no server, no key, one data folder.
+
+        Args:
+            user_id: Whose memories these are.
+            chat_model: The AgentScope model mem0 extracts memories with (it may
+                be the agent's own model instance).
+            embedding_model: Defaults to the offline embedder shipped with
+                ``agentscope-mem0[local]``.
+            folder: The data folder; default ``$AGENTSCOPE_MEM0_DIR`` or
+                ``~/.agentscope-mem0``.
+            **options: Any other keyword of the constructor (``mode``, ...).
+
+        Raises:
+            StoreLockedError: Another process uses the folder.
+            DimensionMismatchError: The folder holds vectors of another size.
+        """
+        from .local import build_local_memory, data_dir
+
+        client = build_local_memory(chat_model, embedding_model=embedding_model, folder=folder)
+        middleware = cls(user_id=user_id, client=client, **options)
+        middleware._backend.owned = True
+        middleware.folder = data_dir(folder)
+        return middleware
 
     # -- public surface -------------------------------------------------
 

@@ -189,7 +189,7 @@ async def run_demo(
         described = type(chat_model).__name__
     print(f"chat model: {described}", file=out)
     mw = Mem0Middleware.local(user_id=DEMO_USER, chat_model=chat_model, mode=mode, folder=folder)
-    print(f"mode: {mode}; data folder: {Path(mw.folder)}", file=out)  # type: ignore[attr-defined]
+    print(f"mode: {mode}; data folder: {mw.folder}", file=out)
     async with mw:
         await mw.client.delete_all(user_id=DEMO_USER)  # start from a clean store
         answers = []

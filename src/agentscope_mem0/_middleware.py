@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from pathlib import Path
 from collections.abc import AsyncGenerator, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentscope.event import (

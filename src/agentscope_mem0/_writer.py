@@ -1,97 +1,686 @@
-"""Write-behind: a finished exchange is queued and the reply returns at once.
+"""Write-behind: a finished exchange is recorded, queued, and the reply goes on.
 
-Writes of one scope are applied in order, one at a time; scopes proceed
-concurrently. ``flush`` waits until everything queued so far is stored.
+:class:`WriteQueue` is the async front end of the :mod:`._outbox` tables.
+
+* ``submit`` records the exchange in the outbox (a SQLite file in
+  ``outbox_dir``, or memory without one) and returns; a background worker
+  per scope sends the scope's rows to mem0 oldest first, one call at a time,
+  joining the rows that piled up meanwhile into one call (``max_batch``).
+  At most ``max_concurrency`` calls run at once across scopes.
+* A transient failure is retried with exponential backoff and jitter; a
+  permanent one (or a transient one that outlived ``retry.max_attempts``)
+  stays in the outbox as failed, with its reason, until :meth:`retry_failed`.
+* Exactly once: every call carries a key in mem0's metadata
+  (:data:`METADATA_KEY`), committed to the outbox *before* the call. A row
+  that was sent but not confirmed (a crash, a kill, a timeout) is checked
+  against mem0 (``get_all`` filtered on the key) before it is sent again.
+  Rows belong to one writer at a time (a claim with a lease, taken in one
+  transaction), so writers sharing a folder never send the same row twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import dataclasses
+import functools
 import logging
-from collections import deque
+import random
+import time
+import uuid
+import warnings
+import weakref
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._backend import Scope, classify_error
+from ._breaker import LatencyRecorder
+from ._bridge import caller_loop_scope
+from ._exceptions import PermanentBackendError
+from ._outbox import Outbox, OutboxRow, count_held, new_owner_id
 
 if TYPE_CHECKING:
-    from ._backend import Mem0Backend, Scope
+    import os
 
-__all__ = ["WriteQueue"]
+    from ._backend import Mem0Backend
+
+__all__ = ["METADATA_KEY", "RetryPolicy", "StoredProbe", "WriteQueue"]
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
-@dataclass
-class _Pending:
-    scope: Scope
-    messages: list[dict[str, str]]
-    done: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+METADATA_KEY = "agentscope_mem0_write"
+"""The mem0 metadata field holding a write's idempotency key."""
+
+StoredProbe = Callable[[Scope, str], Awaitable[bool | None]]
+"""``probe(scope, key)``: whether mem0 holds memories written under ``key``;
+``None`` when it cannot tell (the write is then sent again)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How transient write failures are retried."""
+
+    max_attempts: int = 6
+    """Calls per write, the first included, before it is kept as failed."""
+    initial_delay: float = 0.5
+    """Seconds before the first retry."""
+    multiplier: float = 2.0
+    """Growth of the delay per retry."""
+    max_delay: float = 30.0
+    """Upper bound of one delay, in seconds."""
+    jitter: float = 0.5
+    """Fraction of each delay that is random (0: none, 1: anywhere in 0..delay)."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts!r}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"jitter must be within 0..1, got {self.jitter!r}")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        base = min(self.max_delay, self.initial_delay * self.multiplier ** max(attempt - 1, 0))
+        return base * (1 - self.jitter * random.random())
+
+
+# Owner ids of the queues open in this process: rows they hold are not orphans.
+_LIVE_OWNERS: set[str] = set()
+_OPEN_QUEUES: weakref.WeakSet[WriteQueue] = weakref.WeakSet()
+
+
+@dataclass(eq=False)
+class _Runtime:
+    """What a queue holds on one event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    semaphore: asyncio.Semaphore
+    workers: dict[Scope, asyncio.Task[None]] = field(default_factory=dict)
+    wake: set[Scope] = field(default_factory=set)
+    waiters: dict[str, asyncio.Future[bool]] = field(default_factory=dict)
+    started: asyncio.Task[None] | None = None
+    maintenance: asyncio.Task[None] | None = None
 
 
 class WriteQueue:
-    """Per-scope ordered background writes to mem0."""
+    """Per-scope ordered, durable background writes to mem0.
 
-    def __init__(self, backend: Mem0Backend) -> None:
-        self._backend = backend
-        self._queues: dict[Scope, deque[_Pending]] = {}
-        self._workers: dict[Scope, asyncio.Task[None]] = {}
-        self._unfinished: set[asyncio.Future[None]] = set()
+    Args:
+        backend: Where the writes go.
+        outbox_dir: Folder of the outbox file; writes left there by a process
+            that ended are replayed. ``None`` keeps the queue in memory.
+        max_concurrency: mem0 calls in flight at once, across scopes.
+        max_batch: Exchanges of one scope joined into one mem0 call at most.
+        retry: Backoff for transient failures.
+        write_timeout: Seconds one mem0 call may take before it counts as a
+            transient failure; ``None`` waits indefinitely.
+        lease: Seconds a claim on a row lasts without renewal; another writer
+            takes over rows whose writer stopped renewing (or died).
+        probe: Asks mem0 whether a key was stored; the default filters
+            ``get_all`` on :data:`METADATA_KEY`.
+    """
 
-    async def submit(
-        self, scope: Scope, messages: list[dict[str, str]], *, wait: bool = False
+    def __init__(
+        self,
+        backend: Mem0Backend,
+        *,
+        outbox_dir: str | os.PathLike[str] | None = None,
+        max_concurrency: int = 8,
+        max_batch: int = 8,
+        retry: RetryPolicy | None = None,
+        write_timeout: float | None = 300.0,
+        lease: float = 30.0,
+        probe: StoredProbe | None = None,
     ) -> None:
-        """Queue ``messages`` for ``scope``; with ``wait`` return once stored."""
-        item = _Pending(scope, messages)
-        self._unfinished.add(item.done)
-        item.done.add_done_callback(self._unfinished.discard)
-        self._queues.setdefault(scope, deque()).append(item)
-        worker = self._workers.get(scope)
-        if worker is None or worker.done():
-            self._workers[scope] = asyncio.create_task(
-                self._drain(scope), name=f"mem0-write-{scope.user_id}"
-            )
-        if wait:
-            await asyncio.shield(item.done)
+        if max_concurrency < 1 or max_batch < 1:
+            raise ValueError("max_concurrency and max_batch must be positive")
+        if lease <= 0:
+            raise ValueError(f"lease must be positive, got {lease!r}")
+        self._backend = backend
+        self._max_concurrency = max_concurrency
+        self._max_batch = max_batch
+        self._retry = retry or RetryPolicy()
+        self._write_timeout = write_timeout
+        self._lease = lease
+        self._probe = probe
+        self._outbox = Outbox.in_folder(outbox_dir) if outbox_dir is not None else Outbox(None)
+        self._owner = new_owner_id()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="agentscope-mem0-outbox")
+        self._rt: _Runtime | None = None
+        self._in_flight: set[int] = set()
+        self._submitted_at: dict[str, float] = {}
+        self._latency = LatencyRecorder()
+        self._probe_unsupported_logged = False
+        self._closed = False
+        self._counts = dict.fromkeys(
+            (
+                "queued",
+                "replayed",
+                "stored",
+                "deduplicated",
+                "retried",
+                "failed",
+                "requeued",
+                "lost",
+                "batches",
+            ),
+            0,
+        )
+        _LIVE_OWNERS.add(self._owner)
+        _OPEN_QUEUES.add(self)
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop()
+            self._runtime()  # replay what an earlier process left, right away
 
-    async def _drain(self, scope: Scope) -> None:
-        queue = self._queues[scope]
-        while queue:
-            item = queue.popleft()
-            try:
-                await self._backend.add(item.messages, scope)
-            except Exception as exc:
-                logger.warning("mem0 write failed for user %s: %s", scope.user_id, exc)
-                if not item.done.done():
-                    item.done.set_result(None)
-                continue
-            if not item.done.done():
-                item.done.set_result(None)
+    # -- public surface ---------------------------------------------------
+
+    @property
+    def outbox(self) -> Outbox:
+        """The outbox tables (for inspection)."""
+        return self._outbox
+
+    @property
+    def owner(self) -> str:
+        """This queue's claim id in the outbox."""
+        return self._owner
 
     @property
     def pending(self) -> int:
-        """Writes queued or in flight."""
-        return len(self._unfinished)
+        """Writes queued or in flight on this queue (failed ones excluded)."""
+        return len(self._rt.waiters) if self._rt is not None else 0
 
-    async def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything queued so far is stored.
+    async def submit(
+        self, scope: Scope, messages: list[dict[str, str]], *, wait: bool = False
+    ) -> str | None:
+        """Record ``messages`` for ``scope`` and queue them for mem0.
+
+        Returns once the outbox holds the exchange, or, with ``wait``, once
+        mem0 stored it or it failed permanently. Never raises for a mem0 or
+        outbox failure: those are logged and counted.
 
         Returns:
-            True when the queue drained within ``timeout``.
+            The exchange's idempotency key; ``None`` when it could not be recorded.
         """
-        waiting = list(self._unfinished)
+        if self._closed:
+            logger.error(
+                "a memory write for user %s was submitted after the queue was closed; "
+                "it is not stored",
+                scope.user_id,
+            )
+            self._counts["lost"] += 1
+            return None
+        rt = self._runtime()
+        key = uuid.uuid4().hex
+        done = rt.loop.create_future()
+        rt.waiters[key] = done
+        self._submitted_at[key] = time.perf_counter()
+        self._counts["queued"] += 1
+        # Shielded: a reply cancelled here must not leave a recorded row unqueued.
+        recorded = await asyncio.shield(self._record(rt, key, scope, list(messages)))
+        if not recorded:
+            return None
+        if wait:
+            await asyncio.shield(done)
+        return key
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every write queued so far is stored or has failed.
+
+        This includes the writes replayed from the outbox at start.
+
+        Returns:
+            True when none is left pending within ``timeout`` seconds.
+        """
+        if self._closed:
+            return True
+        rt = self._runtime()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        assert rt.started is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(rt.started), timeout)
+        except TimeoutError:
+            return False
+        waiting = list(rt.waiters.values())
         if not waiting:
             return True
-        done, _ = await asyncio.wait(waiting, timeout=timeout)
-        return len(done) == len(waiting)
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        _, not_done = await asyncio.wait(waiting, timeout=left)
+        return not not_done
 
-    async def aclose(self, timeout: float | None = None) -> None:
-        """Flush, then stop the workers."""
-        await self.flush(timeout)
-        for task in self._workers.values():
-            task.cancel()
-        self._workers.clear()
+    async def retry_failed(self, user_id: str | None = None) -> int:
+        """Queue the writes kept as failed (of ``user_id``, or all) again.
+
+        Returns:
+            How many were requeued.
+        """
+        rt = self._runtime()
+        rows = await self._io(
+            self._outbox.requeue_failed, owner=self._owner, lease=self._lease, user_id=user_id
+        )
+        self._counts["requeued"] += len(rows)
+        self._adopt(rt, rows)
+        return len(rows)
+
+    async def failed(self) -> list[OutboxRow]:
+        """The writes kept as failed, oldest first, with their ``error``."""
+        return await self._io(self._outbox.failed)
+
+    async def aclose(self, timeout: float | None = None) -> bool:
+        """Flush (up to ``timeout``), stop the workers and close the outbox. Idempotent.
+
+        Writes not stored by then stay in the outbox for the next queue on
+        the folder (without a folder they are lost, and logged).
+
+        Returns:
+            True when everything was stored before closing.
+        """
+        if self._closed:
+            return True
+        flushed = await self.flush(timeout)
+        self._closed = True
+        rt = self._rt
+        left = 0
+        if rt is not None:
+            tasks = [t for t in (rt.started, rt.maintenance, *rt.workers.values()) if t]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            left = len(rt.waiters)
+            for done in rt.waiters.values():
+                if not done.done():
+                    done.set_result(False)
+            rt.waiters.clear()
+        in_flight = sorted(self._in_flight)
+        try:
+            # Rows whose mem0 call may still be running keep their claim
+            # until the lease runs out; the rest are free at once.
+            await self._io(self._outbox.release, owner=self._owner, keep=in_flight)
+            await self._io(self._outbox.close)
+        except Exception:
+            logger.exception("could not release the outbox cleanly")
+        self._executor.shutdown(wait=False)
+        if not in_flight:
+            _LIVE_OWNERS.discard(self._owner)
+        _OPEN_QUEUES.discard(self)
+        if left:
+            self._report_left(left, "at close")
+        return flushed
 
     def stats(self) -> dict[str, Any]:
-        """Counters for :meth:`Mem0Middleware.stats`."""
-        return {"writes_pending": self.pending}
+        """Counters of this queue since construction, plus write latency.
+
+        ``writes_retried`` counts retries (calls repeated after a transient
+        failure); ``write_latency_*`` is submit-to-stored, in seconds.
+        """
+        out: dict[str, Any] = {
+            f"writes_{name}": value for name, value in self._counts.items() if name != "batches"
+        }
+        out["write_batches"] = self._counts["batches"]
+        out["writes_pending"] = self.pending
+        out.update(self._latency.summary("write_latency"))
+        return out
+
+    # -- runtime ----------------------------------------------------------
+
+    def _runtime(self) -> _Runtime:
+        loop = asyncio.get_running_loop()
+        rt = self._rt
+        if rt is not None and rt.loop is loop:
+            return rt
+        if rt is not None and rt.loop.is_running():
+            raise RuntimeError("a WriteQueue serves one event loop at a time; create one per loop")
+        # First use, or the earlier loop has ended: rebuild from the outbox.
+        rt = _Runtime(loop=loop, semaphore=asyncio.Semaphore(self._max_concurrency))
+        self._rt = rt
+        rt.started = loop.create_task(self._start(rt), name="agentscope-mem0-outbox-replay")
+        return rt
+
+    async def _io(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    async def _start(self, rt: _Runtime) -> None:
+        try:
+            own = await self._io(self._outbox.held, self._owner)
+            orphans = await self._claim_orphans()
+            if orphans:
+                logger.info(
+                    "replaying %d memory writes left in the outbox by an earlier process",
+                    len(orphans),
+                )
+            self._adopt(rt, [*own, *orphans])
+        except Exception:
+            logger.exception("could not read the outbox at start; retrying in the background")
+        rt.maintenance = rt.loop.create_task(
+            self._maintain(rt), name="agentscope-mem0-outbox-lease"
+        )
+
+    async def _claim_orphans(self) -> list[OutboxRow]:
+        rows = await self._io(
+            self._outbox.claim_orphans,
+            owner=self._owner,
+            lease=self._lease,
+            live_here=frozenset(_LIVE_OWNERS),
+        )
+        self._counts["replayed"] += len(rows)
+        return rows
+
+    async def _maintain(self, rt: _Runtime) -> None:
+        """Renew this queue's leases, take over orphans, restart stalled scopes."""
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            try:
+                await self._io(self._outbox.renew, owner=self._owner, lease=self._lease)
+                self._adopt(rt, await self._claim_orphans())
+                self._adopt(rt, await self._io(self._outbox.held, self._owner))
+            except Exception:
+                logger.exception(
+                    "outbox maintenance failed; trying again in %.1f s", self._lease / 3
+                )
+
+    def _adopt(self, rt: _Runtime, rows: list[OutboxRow]) -> None:
+        """Track rows this queue holds and make sure their scopes are draining."""
+        scopes: dict[Scope, None] = {}
+        for row in rows:
+            if row.key not in rt.waiters:
+                rt.waiters[row.key] = rt.loop.create_future()
+            scopes[Scope(row.user_id, row.agent_id)] = None
+        for scope in scopes:
+            self._kick(rt, scope)
+
+    async def _record(
+        self, rt: _Runtime, key: str, scope: Scope, messages: list[dict[str, str]]
+    ) -> bool:
+        try:
+            await self._io(
+                self._outbox.insert,
+                key=key,
+                user_id=scope.user_id,
+                agent_id=scope.agent_id,
+                messages=messages,
+                owner=self._owner,
+                lease=self._lease,
+            )
+        except Exception:
+            logger.exception(
+                "could not record a memory write for user %s in the outbox; it is not stored",
+                scope.user_id,
+            )
+            self._counts["lost"] += 1
+            self._settle(rt, [key], stored=False)
+            return False
+        self._kick(rt, scope)
+        return True
+
+    def _kick(self, rt: _Runtime, scope: Scope) -> None:
+        worker = rt.workers.get(scope)
+        if worker is not None and not worker.done():
+            rt.wake.add(scope)
+            return
+        rt.workers[scope] = rt.loop.create_task(
+            self._drain(rt, scope), name=f"agentscope-mem0-write-{scope.user_id}"
+        )
+
+    def _settle(self, rt: _Runtime, keys: list[str], *, stored: bool) -> None:
+        now = time.perf_counter()
+        for key in keys:
+            done = rt.waiters.pop(key, None)
+            if done is not None and not done.done():
+                done.set_result(stored)
+            started = self._submitted_at.pop(key, None)
+            if stored and started is not None:
+                self._latency.record(now - started)
+
+    # -- the worker -------------------------------------------------------
+
+    async def _drain(self, rt: _Runtime, scope: Scope) -> None:
+        """Send ``scope``'s rows to mem0, oldest first, until none is left."""
+        me = asyncio.current_task()
+        try:
+            assert rt.started is not None
+            await asyncio.shield(rt.started)  # replayed rows go before new ones
+            while True:
+                rt.wake.discard(scope)
+                rows = await self._io(
+                    self._outbox.next_batch,
+                    owner=self._owner,
+                    user_id=scope.user_id,
+                    agent_id=scope.agent_id,
+                    limit=self._max_batch,
+                )
+                if not rows:
+                    if scope in rt.wake:
+                        continue
+                    return
+                await self._apply(rt, scope, rows)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception(
+                "memory writes for user %s stopped; they stay queued and resume shortly",
+                scope.user_id,
+            )
+        finally:
+            if rt.workers.get(scope) is me:
+                del rt.workers[scope]
+
+    async def _apply(self, rt: _Runtime, scope: Scope, rows: list[OutboxRow]) -> None:
+        """Store ``rows`` (one scope, in order) in one mem0 call, retrying as needed."""
+        ids = [row.id for row in rows]
+        keys = [row.key for row in rows]
+        # A batch key on the rows means an earlier call may have reached mem0.
+        sent_before = rows[0].batch_key is not None
+        batch_key = rows[0].batch_key or (rows[0].key if len(rows) == 1 else uuid.uuid4().hex)
+        messages = [message for row in rows for message in row.messages]
+        # Attempts already made count, so a write that kills its process is
+        # not retried forever across restarts.
+        attempt = max(row.attempts for row in rows)
+        last_error = "interrupted before mem0 confirmed"
+        while True:
+            if sent_before:
+                verdict = await self._verdict(scope, batch_key)
+                if verdict is None:
+                    # Cannot tell now; asking again later beats storing twice.
+                    attempt += 1
+                    last_error = "could not ask mem0 whether an earlier attempt arrived"
+                    if attempt >= self._retry.max_attempts:
+                        await self._give_up(rt, scope, ids, keys, last_error)
+                        return
+                    await asyncio.sleep(self._retry.delay(attempt))
+                    continue
+                if verdict:
+                    await self._io(self._outbox.complete, ids)
+                    self._counts["deduplicated"] += len(rows)
+                    logger.info(
+                        "%d memory writes for user %s were already in mem0; not sent again",
+                        len(rows),
+                        scope.user_id,
+                    )
+                    self._settle(rt, keys, stored=True)
+                    return
+            if attempt >= self._retry.max_attempts:
+                await self._give_up(rt, scope, ids, keys, last_error)
+                return
+            held = await self._io(
+                self._outbox.start_attempt, ids, owner=self._owner, batch_key=batch_key
+            )
+            if not held:
+                logger.warning(
+                    "another writer took over %d memory writes for user %s; leaving them to it",
+                    len(rows),
+                    scope.user_id,
+                )
+                self._settle(rt, keys, stored=False)
+                return
+            attempt += 1
+            sent_before = True
+            self._in_flight.update(ids)
+            try:
+                async with rt.semaphore:
+                    await asyncio.wait_for(
+                        self._backend.add(messages, scope, metadata={METADATA_KEY: batch_key}),
+                        self._write_timeout,
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if classify_error(exc) is PermanentBackendError:
+                    if len(rows) > 1:
+                        # Find the exchange mem0 rejects; store the others.
+                        for row in rows:
+                            await self._apply(
+                                rt, scope, [dataclasses.replace(row, batch_key=None, attempts=0)]
+                            )
+                        return
+                    await self._fail(rt, scope, ids, keys, _reason(exc))
+                    return
+                last_error = _reason(exc)
+                if attempt < self._retry.max_attempts:
+                    delay = self._retry.delay(attempt)
+                    self._counts["retried"] += 1
+                    logger.warning(
+                        "memory write for user %s failed (%s); retry %d of %d in %.2f s",
+                        scope.user_id,
+                        last_error,
+                        attempt,
+                        self._retry.max_attempts - 1,
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
+                continue
+            finally:
+                self._in_flight.difference_update(ids)
+            await self._io(self._outbox.complete, ids)
+            self._counts["stored"] += len(rows)
+            self._counts["batches"] += 1
+            self._settle(rt, keys, stored=True)
+            return
+
+    async def _give_up(
+        self, rt: _Runtime, scope: Scope, ids: list[int], keys: list[str], error: str
+    ) -> None:
+        await self._fail(
+            rt,
+            scope,
+            ids,
+            keys,
+            f"gave up after {self._retry.max_attempts} attempts; last error: {error}",
+        )
+
+    async def _fail(
+        self, rt: _Runtime, scope: Scope, ids: list[int], keys: list[str], reason: str
+    ) -> None:
+        await self._io(self._outbox.fail, ids, reason)
+        self._counts["failed"] += len(ids)
+        logger.error(
+            "memory write for user %s failed and is kept in the outbox as failed: %s; "
+            "fix the cause and call retry_failed()",
+            scope.user_id,
+            reason,
+        )
+        self._settle(rt, keys, stored=False)
+
+    async def _verdict(self, scope: Scope, key: str) -> bool | None:
+        """Whether mem0 holds ``key``: True, False, or None when it cannot answer now."""
+        try:
+            stored = await self._already_stored(scope, key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if classify_error(exc) is not PermanentBackendError:
+                logger.warning("could not ask mem0 for write %s: %s", key, exc)
+                return None
+            self._log_probe_unsupported(exc)
+            return False
+        if stored is None:
+            self._log_probe_unsupported(None)
+            return False
+        return stored
+
+    async def _already_stored(self, scope: Scope, key: str) -> bool | None:
+        if self._probe is not None:
+            return await self._probe(scope, key)
+        get_all = getattr(self._backend.client, "get_all", None)
+        if get_all is None:
+            return None
+        with caller_loop_scope():
+            raw = await asyncio.wait_for(
+                get_all(filters={**scope.filters(), METADATA_KEY: key}, top_k=5),
+                self._write_timeout,
+            )
+        items = raw.get("results", []) if isinstance(raw, dict) else raw
+        # Trust only memories that carry the key: a store that ignored the
+        # filter must not make an unsent write look stored.
+        return any(_carries(item, key) for item in items or [])
+
+    def _log_probe_unsupported(self, exc: BaseException | None) -> None:
+        if not self._probe_unsupported_logged:
+            self._probe_unsupported_logged = True
+            logger.warning(
+                "this mem0 client cannot be asked whether a write arrived (%s); a write "
+                "interrupted mid-call is sent again and may be stored twice",
+                exc or "the probe cannot tell",
+            )
+
+    # -- exit ---------------------------------------------------------------
+
+    def _report_left(self, count: int, when: str) -> None:
+        if self._outbox.durable:
+            logger.warning(
+                "%d memory writes not stored %s; they stay in the outbox %s and the next "
+                "writer on that folder stores them",
+                count,
+                when,
+                self._outbox.path,
+            )
+        else:
+            self._counts["lost"] += count
+            logger.warning(
+                "%d memory writes not stored %s are lost: no outbox folder is configured",
+                count,
+                when,
+            )
+
+    def _report_at_exit(self) -> None:
+        if self._closed:
+            return
+        count = self.pending
+        if self._outbox.durable and self._outbox.path is not None:
+            with contextlib.suppress(Exception):
+                count = count_held(self._outbox.path, self._owner)
+        if count:
+            self._report_left(count, "at exit")
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        warnings.warn(
+            f"WriteQueue {self._owner} was not closed; call `await queue.aclose()`",
+            ResourceWarning,
+            source=self,
+            stacklevel=1,
+        )
+
+
+def _carries(item: Any, key: str) -> bool:
+    if not isinstance(item, dict):
+        return False
+    metadata = item.get("metadata") or {}
+    return item.get(METADATA_KEY) == key or (
+        isinstance(metadata, dict) and metadata.get(METADATA_KEY) == key
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc
+    return f"{type(cause).__name__}: {exc}" if str(exc) else type(cause).__name__
+
+
+@atexit.register
+def _report_pending_at_exit() -> None:
+    for queue in list(_OPEN_QUEUES):
+        queue._report_at_exit()

@@ -1,0 +1,487 @@
+"""The durable outbox: every queued write is a row until mem0 has it.
+
+A row is inserted before ``submit`` returns and deleted only after mem0
+confirmed the write. Each row is *claimed* by one live writer (its ``owner``)
+under a lease; a writer that died (its process is gone, or its lease ran out)
+leaves rows that the next writer claims in one ``BEGIN IMMEDIATE``
+transaction, so two writers never take the same row.
+
+Before a row is sent to mem0 its ``batch_key`` (the idempotency key stored in
+the memories' metadata) and ``attempts`` are committed; a row found with
+``attempts > 0`` may already be in mem0, and the writer asks mem0 before
+sending it again.
+
+This module is synchronous and holds no event loop; :mod:`._writer` runs it
+on one thread. Without a folder the same tables live in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "OUTBOX_FILENAME",
+    "Outbox",
+    "OutboxRow",
+    "count_held",
+    "new_owner_id",
+    "owner_is_dead",
+]
+
+OUTBOX_FILENAME = "outbox.sqlite3"
+"""The outbox's file name inside the configured folder."""
+
+PENDING = "pending"
+FAILED = "failed"
+
+# Append-only: the schema version is the number of entries applied.
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS writes (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        key         TEXT NOT NULL UNIQUE,
+        user_id     TEXT NOT NULL,
+        agent_id    TEXT,
+        messages    TEXT NOT NULL,
+        status      TEXT NOT NULL DEFAULT 'pending',
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        batch_key   TEXT,
+        claimed_by  TEXT,
+        lease_until REAL,
+        error       TEXT,
+        created_at  REAL NOT NULL,
+        updated_at  REAL NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS writes_by_owner ON writes (claimed_by, status, user_id);
+    CREATE INDEX IF NOT EXISTS writes_by_batch ON writes (batch_key);
+    """,
+)
+
+_COLUMNS = (
+    "id, key, user_id, agent_id, messages, status, attempts, batch_key, "
+    "claimed_by, error, created_at"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """One queued exchange as the outbox holds it."""
+
+    id: int
+    key: str
+    """The exchange's idempotency key."""
+    user_id: str
+    agent_id: str | None
+    messages: list[dict[str, str]]
+    status: str
+    attempts: int
+    """How many times it was sent to mem0 (by any writer)."""
+    batch_key: str | None
+    """The key the last attempt stored in mem0's metadata."""
+    claimed_by: str | None
+    error: str | None
+    created_at: float
+
+
+def _row(values: Sequence[Any]) -> OutboxRow:
+    return OutboxRow(
+        id=values[0],
+        key=values[1],
+        user_id=values[2],
+        agent_id=values[3],
+        messages=json.loads(values[4]),
+        status=values[5],
+        attempts=values[6],
+        batch_key=values[7],
+        claimed_by=values[8],
+        error=values[9],
+        created_at=values[10],
+    )
+
+
+_HOST = socket.gethostname()
+
+
+def new_owner_id() -> str:
+    """A writer's identity: ``host:pid:random``."""
+    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A killed child not yet reaped by its parent still answers signal 0.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def owner_is_dead(owner: str, live_here: Iterable[str] = ()) -> bool:
+    """Whether the writer ``owner`` is known to be gone.
+
+    Only owners on this host can be checked (by process id); for the others
+    the lease decides.
+
+    Args:
+        owner: An id from :func:`new_owner_id`.
+        live_here: The owner ids of the writers open in this process.
+    """
+    host, _, rest = owner.partition(":")
+    pid_text, _, _ = rest.partition(":")
+    if host != _HOST or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return owner not in set(live_here)
+    return not _pid_alive(pid)
+
+
+class Outbox:
+    """The SQLite tables behind a write queue; safe to share between threads.
+
+    Args:
+        path: The database file; ``None`` keeps it in memory (no durability).
+        busy_timeout: Seconds to wait for another process's write lock.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout: float = 10.0) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lock = threading.Lock()
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(
+            str(self.path) if self.path is not None else ":memory:",
+            timeout=busy_timeout,
+            isolation_level=None,  # explicit BEGIN / COMMIT below
+            check_same_thread=False,
+        )
+        with self._lock:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if self.path is not None:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                # WAL + NORMAL survives a killed process; only a power cut can
+                # lose the last commits.
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+
+    @classmethod
+    def in_folder(cls, folder: str | os.PathLike[str], **kwargs: Any) -> Outbox:
+        """The outbox file :data:`OUTBOX_FILENAME` in ``folder`` (created if needed)."""
+        return cls(Path(folder).expanduser() / OUTBOX_FILENAME, **kwargs)
+
+    @property
+    def durable(self) -> bool:
+        """Whether rows survive the process."""
+        return self.path is not None
+
+    def _migrate(self) -> None:
+        (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+        for number, script in enumerate(_MIGRATIONS[version:], start=version + 1):
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in filter(str.strip, script.split(";")):
+                    self._conn.execute(statement)
+                self._conn.execute(f"PRAGMA user_version = {number}")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run ``work`` in one immediate transaction under the lock."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return result
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    # -- queueing ---------------------------------------------------------
+
+    def insert(
+        self,
+        *,
+        key: str,
+        user_id: str,
+        agent_id: str | None,
+        messages: list[dict[str, str]],
+        owner: str,
+        lease: float,
+    ) -> int:
+        """Record a new exchange, claimed by ``owner``; returns its row id."""
+        now = time.time()
+        return int(
+            self._write(
+                lambda c: (
+                    c.execute(
+                        "INSERT INTO writes (key, user_id, agent_id, messages, claimed_by,"
+                        " lease_until, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            key,
+                            user_id,
+                            agent_id,
+                            json.dumps(messages, ensure_ascii=False),
+                            owner,
+                            now + lease,
+                            now,
+                            now,
+                        ),
+                    ).lastrowid
+                )
+            )
+        )
+
+    def next_batch(
+        self, *, owner: str, user_id: str, agent_id: str | None, limit: int
+    ) -> list[OutboxRow]:
+        """The oldest pending rows of one scope that ``owner`` holds, to send together.
+
+        Rows an earlier attempt sent under one ``batch_key`` come back as that
+        same group; otherwise up to ``limit`` consecutive rows never sent.
+        """
+        rows = [
+            _row(v)
+            for v in self._read(
+                f"SELECT {_COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
+                " AND user_id = ? AND agent_id IS ? ORDER BY id LIMIT ?",
+                (owner, PENDING, user_id, agent_id, max(limit, 1)),
+            )
+        ]
+        if not rows:
+            return []
+        first = rows[0]
+        if first.batch_key is not None:
+            return [
+                _row(v)
+                for v in self._read(
+                    f"SELECT {_COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
+                    " AND batch_key = ? ORDER BY id",
+                    (owner, PENDING, first.batch_key),
+                )
+            ]
+        batch: list[OutboxRow] = []
+        for row in rows:
+            if row.batch_key is not None:
+                break
+            batch.append(row)
+        return batch
+
+    def start_attempt(self, ids: Sequence[int], *, owner: str, batch_key: str) -> bool:
+        """Commit the key and the attempt count before the rows go to mem0.
+
+        Returns:
+            False when ``owner`` no longer holds all the rows (another writer
+            took them after this one's lease ran out); then nothing changed.
+        """
+
+        def work(conn: sqlite3.Connection) -> bool:
+            marks = ",".join("?" * len(ids))
+            (held,) = conn.execute(
+                f"SELECT count(*) FROM writes WHERE id IN ({marks}) AND claimed_by = ?"
+                " AND status = ?",
+                (*ids, owner, PENDING),
+            ).fetchone()
+            if held != len(ids):
+                return False
+            conn.execute(
+                f"UPDATE writes SET batch_key = ?, attempts = attempts + 1, updated_at = ?"
+                f" WHERE id IN ({marks})",
+                (batch_key, time.time(), *ids),
+            )
+            return True
+
+        return bool(self._write(work))
+
+    def complete(self, ids: Sequence[int]) -> None:
+        """Remove rows mem0 has stored."""
+        if ids:
+            marks = ",".join("?" * len(ids))
+            self._write(lambda c: c.execute(f"DELETE FROM writes WHERE id IN ({marks})", ids))
+
+    def fail(self, ids: Sequence[int], reason: str) -> None:
+        """Keep rows as failed, with ``reason``, unclaimed and not retried."""
+        if ids:
+            marks = ",".join("?" * len(ids))
+            self._write(
+                lambda c: c.execute(
+                    f"UPDATE writes SET status = ?, error = ?, claimed_by = NULL,"
+                    f" lease_until = NULL, updated_at = ? WHERE id IN ({marks})",
+                    (FAILED, reason, time.time(), *ids),
+                )
+            )
+
+    # -- ownership ----------------------------------------------------------
+
+    def renew(self, *, owner: str, lease: float) -> int:
+        """Extend the lease on every pending row ``owner`` holds; returns how many."""
+        return int(
+            self._write(
+                lambda c: (
+                    c.execute(
+                        "UPDATE writes SET lease_until = ? WHERE claimed_by = ? AND status = ?",
+                        (time.time() + lease, owner, PENDING),
+                    ).rowcount
+                )
+            )
+        )
+
+    def claim_orphans(
+        self, *, owner: str, lease: float, live_here: Iterable[str] = ()
+    ) -> list[OutboxRow]:
+        """Take over the pending rows no live writer holds, atomically.
+
+        A row is an orphan when it is unclaimed, its lease ran out, or its
+        owner is known to be dead (see :func:`owner_is_dead`).
+
+        Returns:
+            The rows now held by ``owner``, oldest first.
+        """
+        live = set(live_here)
+
+        def work(conn: sqlite3.Connection) -> list[OutboxRow]:
+            now = time.time()
+            owners = [
+                o
+                for (o,) in conn.execute(
+                    "SELECT DISTINCT claimed_by FROM writes WHERE status = ?"
+                    " AND claimed_by IS NOT NULL AND claimed_by != ?",
+                    (PENDING, owner),
+                )
+            ]
+            dead = [o for o in owners if owner_is_dead(o, live)]
+            marks = ",".join("?" * len(dead))
+            dead_clause = f" OR claimed_by IN ({marks})" if dead else ""
+            where = (
+                "status = ? AND (claimed_by IS NULL OR"
+                f" (claimed_by != ? AND (lease_until < ?{dead_clause})))"
+            )
+            params = (PENDING, owner, now, *dead)
+            ids = [i for (i,) in conn.execute(f"SELECT id FROM writes WHERE {where}", params)]
+            if not ids:
+                return []
+            id_marks = ",".join("?" * len(ids))
+            conn.execute(
+                f"UPDATE writes SET claimed_by = ?, lease_until = ? WHERE id IN ({id_marks})",
+                (owner, now + lease, *ids),
+            )
+            return [
+                _row(v)
+                for v in conn.execute(
+                    f"SELECT {_COLUMNS} FROM writes WHERE id IN ({id_marks}) ORDER BY id", ids
+                )
+            ]
+
+        return list(self._write(work))
+
+    def held(self, owner: str) -> list[OutboxRow]:
+        """The pending rows ``owner`` holds, oldest first."""
+        return [
+            _row(v)
+            for v in self._read(
+                f"SELECT {_COLUMNS} FROM writes WHERE claimed_by = ? AND status = ? ORDER BY id",
+                (owner, PENDING),
+            )
+        ]
+
+    def release(self, *, owner: str, keep: Sequence[int] = ()) -> int:
+        """Give up ``owner``'s pending rows (except ``keep``) for others to claim."""
+        marks = ",".join("?" * len(keep))
+        keep_clause = f" AND id NOT IN ({marks})" if keep else ""
+        return int(
+            self._write(
+                lambda c: (
+                    c.execute(
+                        "UPDATE writes SET claimed_by = NULL, lease_until = NULL"
+                        f" WHERE claimed_by = ? AND status = ?{keep_clause}",
+                        (owner, PENDING, *keep),
+                    ).rowcount
+                )
+            )
+        )
+
+    # -- failed rows ----------------------------------------------------------
+
+    def failed(self) -> list[OutboxRow]:
+        """Every row kept as failed, oldest first."""
+        return [
+            _row(v)
+            for v in self._read(
+                f"SELECT {_COLUMNS} FROM writes WHERE status = ? ORDER BY id", (FAILED,)
+            )
+        ]
+
+    def requeue_failed(
+        self, *, owner: str, lease: float, user_id: str | None = None
+    ) -> list[OutboxRow]:
+        """Make failed rows (of ``user_id``, or all) pending again, held by ``owner``.
+
+        Their ``attempts`` start again from zero; their ``batch_key`` stays, so
+        a write that did reach mem0 before failing is recognised rather than
+        stored twice.
+        """
+
+        def work(conn: sqlite3.Connection) -> list[OutboxRow]:
+            where = "status = ?" + (" AND user_id = ?" if user_id is not None else "")
+            params: tuple[Any, ...] = (FAILED,) + ((user_id,) if user_id is not None else ())
+            ids = [i for (i,) in conn.execute(f"SELECT id FROM writes WHERE {where}", params)]
+            if not ids:
+                return []
+            marks = ",".join("?" * len(ids))
+            conn.execute(
+                f"UPDATE writes SET status = ?, error = NULL, attempts = 0, claimed_by = ?,"
+                f" lease_until = ?, updated_at = ? WHERE id IN ({marks})",
+                (PENDING, owner, time.time() + lease, time.time(), *ids),
+            )
+            return [
+                _row(v)
+                for v in conn.execute(
+                    f"SELECT {_COLUMNS} FROM writes WHERE id IN ({marks}) ORDER BY id", ids
+                )
+            ]
+
+        return list(self._write(work))
+
+    def counts(self) -> dict[str, int]:
+        """``{"pending": n, "failed": m}`` over the whole outbox."""
+        found = dict(self._read("SELECT status, count(*) FROM writes GROUP BY status"))
+        return {"pending": found.get(PENDING, 0), "failed": found.get(FAILED, 0)}
+
+    def close(self) -> None:
+        """Close the connection. Idempotent."""
+        with self._lock:
+            self._conn.close()
+
+
+def count_held(path: str | os.PathLike[str], owner: str) -> int:
+    """Pending rows ``owner`` holds, read through a fresh connection (for exit hooks)."""
+    conn = sqlite3.connect(str(path), timeout=1.0)
+    try:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM writes WHERE claimed_by = ? AND status = ?", (owner, PENDING)
+        ).fetchone()
+        return int(n)
+    finally:
+        conn.close()

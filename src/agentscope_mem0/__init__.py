@@ -22,16 +22,16 @@ from ._notes import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DEFAULT_MEMORY_SECTION_HEADER",
-    "DEFAULT_MEMORY_SECTION_INTRO",
-    "DEFAULT_TOOL_INSTRUCTIONS",
+__all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "AgentScopeEmbedding",
     "AgentScopeLLM",
     "BackendError",
     "BridgeError",
     "BridgeTimeoutError",
     "ConfigurationError",
+    "DEFAULT_MEMORY_SECTION_HEADER",
+    "DEFAULT_MEMORY_SECTION_INTRO",
+    "DEFAULT_TOOL_INSTRUCTIONS",
     "DimensionMismatchError",
     "InvalidStateError",
     "Mem0Middleware",

@@ -1,0 +1,296 @@
+"""Mem0Middleware on a real PostgreSQL with pgvector.
+
+The server comes from ``AGENTSCOPE_MEM0_TEST_PG_DSN`` (``.ci/run`` starts one)
+or is started here from the ``pgserver`` wheel; see ``tests/_pgfixture.py``.
+Models are the offline fakes; mem0, psycopg and PostgreSQL are real.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentscope.agent import Agent
+from agentscope.message import HintBlock, Msg, ToolResultState, UserMsg
+
+from _pgfixture import fresh_collection, postgres_dsn
+from agentscope_mem0 import DimensionMismatchError, Mem0Middleware
+from agentscope_mem0.backends import pgvector_config, prepare_pgvector
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+DIMS = 128
+WORKER = Path(__file__).with_name("_pg_worker.py")
+
+
+@pytest.fixture(scope="module")
+def pg_dsn() -> Iterator[str]:
+    with postgres_dsn() as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def pg_config(pg_dsn: str, tmp_path: Path) -> dict[str, Any]:
+    """A pgvector config on a table of this test's own, schema prepared."""
+    config = pgvector_config(
+        pg_dsn,
+        dims=DIMS,
+        collection=fresh_collection(),
+        history_db_path=str(tmp_path / "history.db"),
+    )
+    prepare_pgvector(config)
+    return config
+
+
+def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+def _table(config: dict[str, Any]) -> str:
+    return config["vector_store"]["config"]["collection_name"]
+
+
+def _rows(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every memory row's payload, straight from PostgreSQL."""
+    dsn = config["vector_store"]["config"]["connection_string"]
+    return [row[0] for row in _sql(dsn, f'SELECT payload FROM "{_table(config)}"')]
+
+
+def _middleware(config: dict[str, Any], user_id: str, **kwargs: Any) -> Mem0Middleware:
+    kwargs.setdefault("mode", "static_control")
+    return Mem0Middleware(
+        user_id=user_id,
+        chat_model=ScriptedChatModel("Noted."),
+        embedding_model=HashEmbedding(DIMS),
+        mem0_config=config,
+        search_timeout=30,
+        **kwargs,
+    )
+
+
+async def _session(mw: Mem0Middleware, text: str, *, agent: str = "helper") -> ScriptedChatModel:
+    """One reply of a fresh agent (empty context); returns the agent's model."""
+    model = ScriptedChatModel("Noted.")
+    bot = Agent(name=agent, system_prompt="You help.", model=model, middlewares=[mw])
+    await bot.reply(UserMsg(name="user", content=text))
+    return model
+
+
+def _note(messages: list[Msg]) -> str:
+    """The text of the memory note among the messages the model was given."""
+    return "\n".join(
+        block.hint
+        for msg in messages
+        if msg.name == "memory"
+        for block in msg.content
+        if isinstance(block, HintBlock)
+    )
+
+
+async def test_second_session_remembers_the_first(pg_config: dict[str, Any]) -> None:
+    mw = _middleware(pg_config, "alice")
+    await _session(mw, "I live in Hangzhou. My cat is called Mochi.")
+    assert await mw.flush(timeout=30)
+    stored = {row["data"] for row in _rows(pg_config)}
+    assert stored == {"User lives in Hangzhou.", "User's cat is called Mochi."}
+
+    # A new process would build a new middleware: nothing is shared but the database.
+    later = _middleware(pg_config, "alice")
+    model = await _session(later, "Where do I live, and what is my cat called?")
+    note = _note(model.calls[0])
+    assert "User lives in Hangzhou." in note
+    assert "User's cat is called Mochi." in note
+    await mw.aclose()
+    await later.aclose()
+
+
+async def test_tools_store_and_find_on_pgvector(pg_config: dict[str, Any]) -> None:
+    mw = _middleware(pg_config, "alice", mode="agent_control")
+    model = ScriptedChatModel("OK.")
+    bot = Agent(name="planner", system_prompt="You plan.", model=model, middlewares=[mw])
+    await bot.reply(UserMsg(name="user", content="Hello."))  # binds the agent
+    tools = {tool.name: tool for tool in await mw.list_tools()}
+    assert set(tools) == {"search_memory", "add_memory"}
+
+    added = await tools["add_memory"].call(
+        thinking="a durable preference",
+        content=["The user's favourite tea is longjing."],
+        _agent_state=bot.state,
+    )
+    assert added.state == ToolResultState.SUCCESS
+    rows = _rows(pg_config)
+    assert [(r["data"], r["user_id"], r["agent_id"]) for r in rows] == [
+        ("The user's favourite tea is longjing.", "alice", "planner")
+    ]
+
+    found = await tools["search_memory"].call(keywords=["favourite tea"], _agent_state=bot.state)
+    assert found.state == ToolResultState.SUCCESS
+    assert "longjing" in found.content[0].text
+    # agent_control writes nothing by itself.
+    assert len(_rows(pg_config)) == 1
+    await mw.aclose()
+
+
+async def test_delete_and_delete_all(pg_config: dict[str, Any]) -> None:
+    alice = _middleware(pg_config, "alice", await_write=True)
+    bob = _middleware(pg_config, "bob", await_write=True)
+    await _session(alice, "I live in Hangzhou.")
+    await _session(alice, "My cat is called Mochi.")
+    await _session(bob, "I live in Lisbon.")
+
+    client = alice.client
+    memories = (await client.get_all(filters={"user_id": "alice"}))["results"]
+    home = next(m for m in memories if "Hangzhou" in m["memory"])
+    await client.delete(home["id"])
+    assert {r["data"] for r in _rows(pg_config) if r["user_id"] == "alice"} == {
+        "User's cat is called Mochi."
+    }
+    model = await _session(alice, "Where is my home and what about my cat?")
+    assert "Hangzhou" not in _note(model.calls[0])
+    assert "Mochi" in _note(model.calls[0])
+
+    await client.delete_all(user_id="alice")
+    assert [r["data"] for r in _rows(pg_config)] == ["User lives in Lisbon."]
+    model = await _session(alice, "Tell me about my cat")
+    assert _note(model.calls[0]) == ""
+    await alice.aclose()
+    await bob.aclose()
+
+
+async def test_users_and_agents_never_see_each_other(pg_config: dict[str, Any]) -> None:
+    alice = _middleware(pg_config, "alice", await_write=True)
+    bob = _middleware(pg_config, "bob", await_write=True)
+    await _session(alice, "I live in Hangzhou.")
+    await _session(bob, "I live in Lisbon.")
+    await _session(alice, "I prefer green tea.", agent="cook")
+    await _session(alice, "I prefer running at dawn.", agent="coach")
+
+    # The same question, worded to match the other user's fact exactly.
+    note = _note((await _session(alice, "Who lives in Lisbon?")).calls[0])
+    assert "Hangzhou" in note and "Lisbon" not in note
+    note = _note((await _session(bob, "Who lives in Hangzhou?")).calls[0])
+    assert "Lisbon" in note and "Hangzhou" not in note
+
+    # One user, two agents: each agent sees only its own memories by default ...
+    note = _note((await _session(alice, "What do I prefer?", agent="cook")).calls[0])
+    assert "green tea" in note and "running" not in note
+    # ... and everything about the user when asked to.
+    wide = _middleware(pg_config, "alice", scope_search_by_agent=False)
+    note = _note((await _session(wide, "What do I prefer?", agent="cook")).calls[0])
+    assert "green tea" in note and "running" in note
+    for mw in (alice, bob, wide):
+        await mw.aclose()
+
+
+def test_prepare_creates_hnsw_index_and_ef_search_applies(pg_dsn: str) -> None:
+    with_index = pgvector_config(pg_dsn, dims=DIMS, collection=fresh_collection(), ef_search=120)
+    without = pgvector_config(pg_dsn, dims=DIMS, collection=fresh_collection(), hnsw=False)
+    for config in (with_index, without, with_index):  # the second run is a no-op
+        prepare_pgvector(config)
+
+    def indexes(table: str) -> list[str]:
+        return [
+            row[0]
+            for row in _sql(pg_dsn, "SELECT indexdef FROM pg_indexes WHERE tablename = %s", table)
+        ]
+
+    assert any("USING hnsw" in d and "vector_cosine_ops" in d for d in indexes(_table(with_index)))
+    assert not any("hnsw" in d for d in indexes(_table(without)))
+    assert any("hnsw" in d for d in indexes(f"{_table(with_index)}_entities"))
+    column = _sql(
+        pg_dsn,
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = %s::regclass AND attname = 'vector'",
+        _table(with_index),
+    )
+    assert column == [(f"vector({DIMS})",)]
+    dsn = with_index["vector_store"]["config"]["connection_string"]
+    assert _sql(dsn, "SHOW hnsw.ef_search") == [("120",)]
+
+
+def test_wrong_dimensions_fail_at_construction(pg_dsn: str) -> None:
+    config = pgvector_config(pg_dsn, dims=DIMS * 2, collection=fresh_collection())
+    with pytest.raises(DimensionMismatchError, match=f"embedding_model_dims={DIMS}"):
+        _middleware(config, "alice")
+
+
+def test_four_processes_share_one_store(pg_dsn: str, tmp_path: Path) -> None:
+    from _pg_worker import canary, user_name
+
+    workers, users, conversations = 4, 5, 50
+    collection = fresh_collection("mp")
+    salt = uuid.uuid4().hex[:6]
+    started = time.monotonic()
+    procs = []
+    for worker in range(workers):
+        job = {
+            "worker": worker,
+            "workers": workers,
+            "users": users,
+            "conversations": conversations,
+            "salt": salt,
+            "dims": DIMS,
+            "dsn": pg_dsn,
+            "collection": collection,
+            "folder": str(tmp_path),
+        }
+        # Files, not pipes: a full pipe would stall a worker at a barrier.
+        out = (tmp_path / f"out-{worker}.txt").open("w")
+        err = (tmp_path / f"err-{worker}.txt").open("w")
+        procs.append(
+            (
+                subprocess.Popen(
+                    [sys.executable, str(WORKER), json.dumps(job)], stdout=out, stderr=err
+                ),
+                out,
+                err,
+            )
+        )
+    reports = []
+    for worker, (proc, out, err) in enumerate(procs):
+        code = proc.wait(timeout=240)
+        out.close()
+        err.close()
+        stderr = (tmp_path / f"err-{worker}.txt").read_text()
+        assert code == 0, f"worker {worker} failed:\n{stderr[-4000:]}"
+        reports.append(json.loads((tmp_path / f"out-{worker}.txt").read_text().splitlines()[-1]))
+    elapsed = time.monotonic() - started
+
+    for report in reports:
+        assert report["flushed"], report
+        assert report["log_problems"] == [], report
+        assert report["missing"] == [], report  # it read everything the others wrote
+        assert report["noted"] and all(report["noted"].values()), report
+    # The write phases overlapped: every worker started before any finished.
+    assert max(r["writes_started"] for r in reports) < min(r["writes_finished"] for r in reports)
+
+    # Every conversation is stored exactly once, under the right user.
+    rows = _rows(pgvector_config(pg_dsn, dims=DIMS, collection=collection))
+    assert len(rows) == workers * conversations
+    tokens = Counter()
+    for row in rows:
+        match = re.search(r"cx\w+", row["data"])
+        assert match, row
+        tokens[match.group(0)] += 1
+        worker, user = map(int, re.search(r"w(\d+)u(\d+)c", match.group(0)).groups())
+        assert row["user_id"] == user_name(worker, user)
+    expected = {
+        canary(salt, w, u, c)
+        for w in range(workers)
+        for u in range(users)
+        for c in range(conversations // users)
+    }
+    assert set(tokens) == expected
+    assert set(tokens.values()) == {1}
+    print(f"4 processes x {conversations} conversations: {elapsed:.1f} s")

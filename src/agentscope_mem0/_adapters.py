@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentscope.embedding import EmbeddingModelBase
@@ -83,7 +83,11 @@ def to_agentscope_messages(messages: list[dict[str, Any]]) -> list[Msg]:
 
     Roles other than system, user and assistant (tool results, say) are dropped.
     """
-    builders = {"system": SystemMsg, "user": UserMsg, "assistant": AssistantMsg}
+    builders: dict[str, Callable[..., Msg]] = {
+        "system": SystemMsg,
+        "user": UserMsg,
+        "assistant": AssistantMsg,
+    }
     out: list[Msg] = []
     for message in messages:
         build = builders.get(str(message.get("role")))

@@ -78,7 +78,7 @@ class SearchMemoryTool(_MemoryTool):
     is_concurrency_safe = True
     is_read_only = True
 
-    async def call(  # type: ignore[override]
+    async def call(
         self,
         keywords: list[str],
         limit: int = 5,
@@ -147,7 +147,7 @@ class AddMemoryTool(_MemoryTool):
     is_concurrency_safe = False
     is_read_only = False
 
-    async def call(  # type: ignore[override]
+    async def call(
         self,
         thinking: str,
         content: list[str],

@@ -28,6 +28,7 @@ from agentscope.event import (
 from agentscope.message import HintBlock, Msg, ToolCallBlock, ToolResultBlock, UserMsg
 from agentscope.model import ChatModelBase
 from agentscope.tool import Toolkit
+from pydantic import SecretStr
 
 from ._middleware import Mem0Middleware, Mode
 from ._notes import is_memory_note
@@ -51,8 +52,8 @@ def chat_model_from_env() -> tuple[ChatModelBase, str]:
         from agentscope.model import DashScopeChatModel
 
         name = os.environ.get("DASHSCOPE_MODEL", "qwen-plus")
-        credential = DashScopeCredential(api_key=os.environ["DASHSCOPE_API_KEY"])
-        return DashScopeChatModel(credential=credential, model=name, stream=False), (
+        key = SecretStr(os.environ["DASHSCOPE_API_KEY"])
+        return DashScopeChatModel(DashScopeCredential(api_key=key), model=name, stream=False), (
             f"DashScope {name}"
         )
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
@@ -62,10 +63,10 @@ def chat_model_from_env() -> tuple[ChatModelBase, str]:
         name = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
         base_url = os.environ.get("OPENAI_BASE_URL")
         credential = OpenAICredential(
-            api_key=os.environ.get("OPENAI_API_KEY") or "not-needed", base_url=base_url
+            api_key=SecretStr(os.environ.get("OPENAI_API_KEY") or "not-needed"), base_url=base_url
         )
         where = f" at {base_url}" if base_url else ""
-        return OpenAIChatModel(credential=credential, model=name, stream=False), (
+        return OpenAIChatModel(credential, model=name, stream=False), (
             f"OpenAI-compatible {name}{where}"
         )
     return ScriptedChatModel(_offline_script), (

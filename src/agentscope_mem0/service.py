@@ -40,8 +40,6 @@ __all__ = ["Mem0MiddlewareFactory", "check_user_id", "mem0_middleware_factory"]
 logger = logging.getLogger(__name__)
 
 _WILDCARD = "*"
-# Options the factory sets itself, per call or once for all middlewares.
-_RESERVED = ("user_id", "client", "chat_model", "embedding_model", "mem0_config", "mode")
 
 
 def check_user_id(user_id: Any) -> str:
@@ -99,11 +97,10 @@ class Mem0MiddlewareFactory:
             raise ConfigurationError(
                 f"unknown mode {mode!r}; use one of {', '.join(map(repr, _MODES))}"
             )
-        reserved = sorted(set(middleware_options) & set(_RESERVED))
-        if reserved:
+        if "user_id" in middleware_options:
             raise TypeError(
-                f"mem0_middleware_factory() sets {', '.join(reserved)} itself; "
-                "the user comes from each call, the client is shared"
+                "mem0_middleware_factory() takes no user_id: each call of the "
+                "factory gets the authenticated user from the app"
             )
         try:
             inspect.signature(Mem0Middleware).bind_partial(**middleware_options)
@@ -115,7 +112,7 @@ class Mem0MiddlewareFactory:
         self._lock = threading.Lock()
         self._client: Any | None = None
         self._owned = False
-        self._config: Any | None = None
+        self._build_args: dict[str, Any] = {}
         self._building: concurrent.futures.Future[Any] | None = None
         # Each middleware's write queue, held weakly: a queue lives as long as
         # its middleware or its unfinished writes, whichever is longer.
@@ -130,24 +127,13 @@ class Mem0MiddlewareFactory:
                 embedding_model=embedding_model,
                 mem0_config=mem0_config,
             )
-        else:
-            if mem0_config is None and (chat_model is None or embedding_model is None):
-                raise ConfigurationError(
-                    "mem0_middleware_factory needs a mem0 backend: `client` (an "
-                    "AsyncMemory or AsyncMemoryClient), or `chat_model` and "
-                    "`embedding_model` (optionally with `mem0_config`), or a "
-                    "complete `mem0_config`"
-                )
-            from ._adapters import build_mem0_config
-
-            # Validate now (models, dimensions, store settings) so a mistake
-            # fails at import time, not as a silently missing reply later:
-            # agentscope.app only logs errors raised inside a chat run.
-            self._config = build_mem0_config(
-                chat_model=chat_model,
-                embedding_model=embedding_model,
-                mem0_config=mem0_config,
-            )
+            return
+        _check_models(chat_model, embedding_model, mem0_config)
+        self._build_args = {
+            "chat_model": chat_model,
+            "embedding_model": embedding_model,
+            "mem0_config": mem0_config,
+        }
 
     # -- the factory ----------------------------------------------------
 
@@ -221,15 +207,8 @@ class Mem0MiddlewareFactory:
         return await asyncio.wrap_future(future)
 
     def _build(self, future: concurrent.futures.Future[Any]) -> None:
-        from mem0 import AsyncMemory
-
         try:
-            client, _ = resolve_client(
-                client=AsyncMemory(config=self._config),
-                chat_model=None,
-                embedding_model=None,
-                mem0_config=None,
-            )
+            client, _ = resolve_client(client=None, **self._build_args)
         except BaseException as exc:
             with self._lock:
                 self._building = None
@@ -315,13 +294,57 @@ class Mem0MiddlewareFactory:
         return app
 
 
+def _check_models(
+    chat_model: ChatModelBase | None,
+    embedding_model: EmbeddingModelBase | None,
+    mem0_config: Any | None,
+) -> None:
+    """Fail now on arguments the lazy build would reject, so that a mistake
+    shows at startup: agentscope.app only logs errors raised inside a chat run.
+
+    A given ``mem0_config`` is fully validated (it opens nothing); the embedded
+    default is not, since building its config opens the store folder.
+    """
+    if mem0_config is None and (chat_model is None or embedding_model is None):
+        raise ConfigurationError(
+            "mem0_middleware_factory needs a mem0 backend: `client` (an "
+            "AsyncMemory or AsyncMemoryClient), or `chat_model` and "
+            "`embedding_model` (optionally with `mem0_config`), or a "
+            "complete `mem0_config`"
+        )
+    from agentscope.embedding import EmbeddingModelBase
+    from agentscope.model import ChatModelBase
+
+    from ._adapters import build_mem0_config
+
+    if chat_model is not None and not isinstance(chat_model, ChatModelBase):
+        raise ConfigurationError(
+            f"chat_model must be an agentscope ChatModelBase, got {type(chat_model).__name__}"
+        )
+    if embedding_model is not None and not isinstance(embedding_model, EmbeddingModelBase):
+        raise ConfigurationError(
+            "embedding_model must be an agentscope EmbeddingModelBase, got "
+            f"{type(embedding_model).__name__}"
+        )
+    if mem0_config is not None:
+        build_mem0_config(
+            chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
+        )
+
+
 def _close_memory(client: Any) -> None:
-    """Release what a client built here holds: mem0's history database and,
-    for an embedded store, its folder lock."""
-    for close in (
-        getattr(client, "close", None),
-        getattr(getattr(getattr(client, "vector_store", None), "client", None), "close", None),
-    ):
+    """Release what building ``client`` opened: mem0's history database and,
+    when mem0 opened the vector store itself from a path, that store (an
+    embedded Qdrant holds its folder lock). A store client handed in through
+    the config is left open: it may be shared."""
+    closers = [getattr(client, "close", None)]
+    store_config = getattr(
+        getattr(getattr(client, "config", None), "vector_store", None), "config", None
+    )
+    if getattr(store_config, "client", None) is None:
+        store = getattr(getattr(client, "vector_store", None), "client", None)
+        closers.append(getattr(store, "close", None))
+    for close in closers:
         if not callable(close):
             continue
         try:

@@ -3,6 +3,22 @@ history database and the middleware's own files."""
 
 from __future__ import annotations
 
-from ._folder import DATA_DIR_ENV, data_dir, embedded_store_config
+from ._folder import DATA_DIR_ENV, data_dir, history_db_path
+from ._store import (
+    LockedQdrantClient,
+    build_local_memory,
+    close_shared_clients,
+    embedded_store_config,
+    shared_qdrant_client,
+)
 
-__all__ = ["DATA_DIR_ENV", "data_dir", "embedded_store_config"]
+__all__ = [
+    "DATA_DIR_ENV",
+    "LockedQdrantClient",
+    "build_local_memory",
+    "close_shared_clients",
+    "data_dir",
+    "embedded_store_config",
+    "history_db_path",
+    "shared_qdrant_client",
+]

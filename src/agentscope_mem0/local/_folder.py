@@ -1,17 +1,41 @@
-"""Where the embedded default keeps its files."""
+"""Where the embedded default keeps its files, and mem0's history database there.
+
+One data folder holds everything::
+
+    <folder>/
+      qdrant/        the local Qdrant storage (collections, its own lock file)
+      history.db     mem0's SQLite history, in WAL mode
+      ...            the middleware's own files
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import sqlite3
 from pathlib import Path
-from typing import Any
 
-__all__ = ["DATA_DIR_ENV", "data_dir", "embedded_store_config"]
+__all__ = [
+    "COLLECTION",
+    "DATA_DIR_ENV",
+    "HISTORY_BUSY_TIMEOUT",
+    "data_dir",
+    "history_db_path",
+    "prepare_history_db",
+    "qdrant_dir",
+    "set_busy_timeout",
+]
+
+logger = logging.getLogger(__name__)
 
 DATA_DIR_ENV = "AGENTSCOPE_MEM0_DIR"
 """Environment variable naming the data folder."""
 
 COLLECTION = "agentscope_mem0"
+"""The Qdrant collection the embedded default stores memories in."""
+
+HISTORY_BUSY_TIMEOUT = 30.0
+"""Seconds a history-database connection waits for another writer's lock."""
 
 
 def data_dir(folder: str | os.PathLike[str] | None = None) -> Path:
@@ -22,7 +46,7 @@ def data_dir(folder: str | os.PathLike[str] | None = None) -> Path:
             ``~/.agentscope-mem0``.
 
     Returns:
-        The absolute folder path.
+        The absolute folder path, symlinks resolved.
     """
     chosen = folder or os.environ.get(DATA_DIR_ENV) or Path.home() / ".agentscope-mem0"
     path = Path(chosen).expanduser().resolve()
@@ -30,28 +54,42 @@ def data_dir(folder: str | os.PathLike[str] | None = None) -> Path:
     return path
 
 
-def embedded_store_config(
-    *, dims: int, folder: str | os.PathLike[str] | None = None
-) -> dict[str, Any]:
-    """The ``MemoryConfig`` fields for an on-disk Qdrant and history in one folder.
+def qdrant_dir(folder: str | os.PathLike[str] | None = None) -> Path:
+    """The local Qdrant storage inside the data folder (see :func:`data_dir`)."""
+    return data_dir(folder) / "qdrant"
+
+
+def history_db_path(folder: str | os.PathLike[str] | None = None) -> Path:
+    """mem0's history database inside the data folder (see :func:`data_dir`).
+
+    Use it for ``MemoryConfig.history_db_path`` so that mem0 never falls back to
+    its global ``~/.mem0/history.db``.
+    """
+    return data_dir(folder) / "history.db"
+
+
+def prepare_history_db(path: str | os.PathLike[str]) -> None:
+    """Switch a history database to WAL mode before mem0 opens it.
+
+    WAL is a property of the database file, so setting it once here covers
+    mem0's own connection (mem0 2.2 opens a plain ``sqlite3.connect`` and
+    never chooses a journal mode). With WAL, readers do not block the writer,
+    and several mem0 clients in one process can share the file.
 
     Args:
-        dims: The embedding model's vector size.
-        folder: The data folder (see :func:`data_dir`).
-
-    Returns:
-        ``vector_store`` and ``history_db_path`` entries for ``MemoryConfig``.
+        path: The database file; created when missing.
     """
-    root = data_dir(folder)
-    return {
-        "vector_store": {
-            "provider": "qdrant",
-            "config": {
-                "collection_name": COLLECTION,
-                "embedding_model_dims": dims,
-                "path": str(root / "qdrant"),
-                "on_disk": True,
-            },
-        },
-        "history_db_path": str(root / "history.db"),
-    }
+    connection = sqlite3.connect(path, timeout=HISTORY_BUSY_TIMEOUT)
+    try:
+        (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+    finally:
+        connection.close()
+    if str(mode).lower() != "wal":
+        # Some filesystems (network mounts) cannot do WAL; the rollback journal
+        # still works, only with more lock waits.
+        logger.warning("history database %s stays in %s mode: WAL is not available", path, mode)
+
+
+def set_busy_timeout(connection: sqlite3.Connection, seconds: float = HISTORY_BUSY_TIMEOUT) -> None:
+    """Make ``connection`` wait up to ``seconds`` for a lock instead of failing."""
+    connection.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")

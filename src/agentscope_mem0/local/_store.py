@@ -1,0 +1,368 @@
+"""One locked local Qdrant client per data folder per process.
+
+The on-disk local Qdrant client is neither thread-safe nor shareable: mem0
+calls it from many worker threads at once (measured on mem0ai 2.2.1: 15-29 of
+330 concurrent calls failed and deleted memories came back after a restart),
+and it holds an exclusive lock on its folder, so a second client on the same
+folder fails. This module keeps a process-wide registry that hands every
+caller in one process the same :class:`LockedQdrantClient` for a folder, and
+turns the folder lock of another process into :class:`StoreLockedError`.
+
+Clients stay open until :func:`close_shared_clients` or interpreter exit, so
+that every middleware and mem0 client on the folder can keep using it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import os
+import threading
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from qdrant_client import QdrantClient
+from qdrant_client.models import VectorParams
+
+from .._exceptions import ConfigurationError, DimensionMismatchError, StoreLockedError
+from ._folder import (
+    COLLECTION,
+    DATA_DIR_ENV,
+    data_dir,
+    history_db_path,
+    prepare_history_db,
+    qdrant_dir,
+    set_busy_timeout,
+)
+
+if TYPE_CHECKING:
+    from agentscope.embedding import EmbeddingModelBase
+    from agentscope.model import ChatModelBase
+    from mem0 import AsyncMemory
+
+__all__ = [
+    "LockedQdrantClient",
+    "build_local_memory",
+    "check_collection_dims",
+    "close_shared_clients",
+    "embedded_store_config",
+    "shared_qdrant_client",
+]
+
+logger = logging.getLogger(__name__)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+# qdrant-client 1.x words its folder-lock failure this way (a bare RuntimeError).
+_FOLDER_LOCKED = "already accessed by another instance of Qdrant client"
+
+
+def _serialised(method: _F) -> _F:
+    """Run ``method`` under the client's lock, refusing a closed client."""
+
+    @functools.wraps(method)
+    def call(self: LockedQdrantClient, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self._ensure_usable(method.__name__)
+            return method(self, *args, **kwargs)
+
+    return call  # type: ignore[return-value]
+
+
+class LockedQdrantClient(QdrantClient):
+    """An on-disk local ``QdrantClient`` whose every call holds one re-entrant lock.
+
+    It is a real ``QdrantClient``, so mem0's ``QdrantConfig(client=...)`` accepts
+    it. Copies are the client itself: it owns a folder lock and must not be
+    duplicated (mem0 2.2 deep-copies its vector-store config for the entity
+    store). Get one through :func:`shared_qdrant_client` rather than directly.
+
+    Args:
+        path: The local Qdrant storage folder.
+
+    Raises:
+        StoreLockedError: Another Qdrant client, usually in another process,
+            holds the folder.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._lock = threading.RLock()
+        self._closed = False
+        self._abandoned = False
+        self.path = Path(path)
+        """The storage folder this client owns."""
+        try:
+            super().__init__(path=os.fspath(path))
+        except RuntimeError as exc:
+            if _FOLDER_LOCKED not in str(exc):
+                raise
+            raise StoreLockedError(_locked_message(self.path)) from exc
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self, grpc_grace: float | None = None, **kwargs: Any) -> None:
+        """Release the folder. Idempotent; later calls raise ``RuntimeError``."""
+        with self._lock:
+            if self._closed or self._abandoned:
+                self._closed = True
+                return
+            self._closed = True
+            if hasattr(self, "_client"):
+                self._client.close(grpc_grace=grpc_grace, **kwargs)
+
+    def _ensure_usable(self, name: str) -> None:
+        if self._abandoned:
+            raise RuntimeError(
+                f"QdrantClient.{name}: this client was inherited through fork() and "
+                f"belongs to the parent process; open the folder {self.path.parent} "
+                "again in this process (or use a Qdrant server)"
+            )
+        if self._closed:
+            raise RuntimeError(
+                f"QdrantClient.{name}: the shared client of {self.path.parent} was "
+                "closed; build a new memory client to reopen the folder"
+            )
+
+    def _abandon(self) -> None:
+        # After fork() the child must neither use nor unlock the parent's folder.
+        self._abandoned = True
+
+    def __copy__(self) -> LockedQdrantClient:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LockedQdrantClient:
+        return self
+
+
+def _lock_public_methods(cls: type[LockedQdrantClient]) -> None:
+    """Wrap every public method ``QdrantClient`` offers in :func:`_serialised`."""
+    for name in dir(QdrantClient):
+        if name.startswith("_") or name in vars(cls):
+            continue
+        attribute = getattr(QdrantClient, name)
+        # Plain functions only: properties, classmethods and constants stay as they are.
+        if (
+            callable(attribute)
+            and not isinstance(attribute, type)
+            and not hasattr(attribute, "__self__")
+        ):
+            setattr(cls, name, _serialised(attribute))
+
+
+_lock_public_methods(LockedQdrantClient)
+
+# mem0 2.2 treats any client it is handed as a server and asks it for payload
+# indexes; local Qdrant then warns that they do nothing. Only warnings raised
+# through this module's wrappers are silenced.
+warnings.filterwarnings(
+    "ignore",
+    message="Payload indexes have no effect in the local Qdrant",
+    category=UserWarning,
+    module=__name__,
+)
+
+
+def _locked_message(storage: Path) -> str:
+    return (
+        f"the data folder {storage.parent} is in use by another process: the "
+        "embedded vector store (local Qdrant) can be opened by one process at a "
+        "time. Use the memory from one process only, or run a Qdrant server and "
+        "point mem0_config's vector_store at its url, or give this process "
+        f"another folder (folder=... or ${DATA_DIR_ENV})"
+    )
+
+
+_clients: dict[Path, LockedQdrantClient] = {}
+_registry_lock = threading.Lock()
+
+
+def shared_qdrant_client(folder: str | os.PathLike[str] | None = None) -> LockedQdrantClient:
+    """This process's client for the data folder's local Qdrant, opened on first use.
+
+    Every caller in the process that names the same folder (after resolving
+    symlinks) gets the same client.
+
+    Args:
+        folder: The data folder (see :func:`~agentscope_mem0.local.data_dir`).
+
+    Returns:
+        The shared, locked client.
+
+    Raises:
+        StoreLockedError: Another process holds the folder.
+    """
+    storage = qdrant_dir(folder)
+    with _registry_lock:
+        client = _clients.get(storage)
+        if client is None or client.closed:
+            client = LockedQdrantClient(storage)
+            _clients[storage] = client
+            logger.debug("opened the local Qdrant store in %s", storage)
+        return client
+
+
+def close_shared_clients(folder: str | os.PathLike[str] | None = None) -> None:
+    """Close the shared client of ``folder``, or of every folder when ``None``.
+
+    mem0 clients built on a closed client fail on their next call; build new
+    ones. Mostly for tests and for handing a folder to another process.
+    """
+    with _registry_lock:
+        if folder is None:
+            closing = list(_clients.values())
+            _clients.clear()
+        else:
+            client = _clients.pop(qdrant_dir(folder), None)
+            closing = [client] if client is not None else []
+    for client in closing:
+        try:
+            client.close()
+        except Exception:
+            logger.exception("closing the local Qdrant store in %s failed", client.path)
+
+
+def _forget_after_fork() -> None:
+    global _registry_lock
+    _registry_lock = threading.Lock()
+    for client in _clients.values():
+        client._abandon()
+    _clients.clear()
+
+
+atexit.register(close_shared_clients)
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def check_collection_dims(client: QdrantClient, collection: str, dims: int) -> None:
+    """Fail when ``collection`` exists with vectors of another size than ``dims``.
+
+    A missing collection passes: mem0 creates it with ``dims``.
+
+    Raises:
+        DimensionMismatchError: The sizes differ.
+    """
+    if not client.collection_exists(collection):
+        return
+    vectors = client.get_collection(collection).config.params.vectors
+    # mem0 creates one unnamed dense vector; a dict means named vectors mem0 did not make.
+    size = vectors.size if isinstance(vectors, VectorParams) else None
+    if size is not None and size != dims:
+        raise DimensionMismatchError(
+            f"the embedding model makes {dims}-dimensional vectors, but the collection "
+            f"{collection!r} in {getattr(client, 'path', 'the store')} holds "
+            f"{size}-dimensional ones. Use the embedding model these memories were "
+            f"stored with, or another data folder (folder=... or ${DATA_DIR_ENV}), "
+            "or delete the folder to start over"
+        )
+
+
+def embedded_store_config(
+    *, dims: int, folder: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """The ``MemoryConfig`` fields for the embedded store in one data folder.
+
+    Opens (or reuses) the folder's shared Qdrant client, checks ``dims``
+    against the collections already there and puts the history database in
+    WAL mode.
+
+    Args:
+        dims: The embedding model's vector size.
+        folder: The data folder (see :func:`~agentscope_mem0.local.data_dir`).
+
+    Returns:
+        ``vector_store`` and ``history_db_path`` entries for ``MemoryConfig``.
+
+    Raises:
+        StoreLockedError: Another process holds the folder.
+        DimensionMismatchError: A collection there has another vector size.
+    """
+    root = data_dir(folder)
+    client = shared_qdrant_client(root)
+    # mem0 2.2 keeps entity links in a second collection, "<name>_entities".
+    for name in (COLLECTION, f"{COLLECTION}_entities"):
+        check_collection_dims(client, name, dims)
+    history = history_db_path(root)
+    prepare_history_db(history)
+    return {
+        "vector_store": {
+            "provider": "qdrant",
+            "config": {
+                "collection_name": COLLECTION,
+                "embedding_model_dims": dims,
+                "client": client,
+                # Ignored when a client is given, but mem0's QdrantConfig wants one.
+                "path": str(client.path),
+                "on_disk": True,
+            },
+        },
+        "history_db_path": str(history),
+    }
+
+
+def build_local_memory(
+    chat_model: ChatModelBase,
+    *,
+    embedding_model: EmbeddingModelBase | None = None,
+    folder: str | os.PathLike[str] | None = None,
+) -> AsyncMemory:
+    """A mem0 ``AsyncMemory`` on the embedded store, with no server and no key.
+
+    Args:
+        chat_model: The AgentScope model mem0 extracts memories with.
+        embedding_model: The AgentScope model mem0 embeds with; by default the
+            offline embedder of ``agentscope-mem0[local]``.
+        folder: The data folder (see :func:`~agentscope_mem0.local.data_dir`).
+
+    Returns:
+        The client; it shares the folder's Qdrant client with every other one
+        built in this process.
+
+    Raises:
+        ConfigurationError: A model is missing or has the wrong type.
+        StoreLockedError: Another process holds the folder.
+        DimensionMismatchError: The folder holds vectors of another size.
+    """
+    from agentscope.embedding import EmbeddingModelBase
+    from agentscope.model import ChatModelBase
+    from mem0 import AsyncMemory
+
+    from .._adapters import build_mem0_config
+
+    if not isinstance(chat_model, ChatModelBase):
+        raise ConfigurationError(
+            "build_local_memory needs an agentscope ChatModelBase for extraction, got "
+            f"{type(chat_model).__name__}"
+        )
+    if embedding_model is None:
+        embedding_model = _default_embedding_model()
+    if not isinstance(embedding_model, EmbeddingModelBase):
+        raise ConfigurationError(
+            "embedding_model must be an agentscope EmbeddingModelBase, got "
+            f"{type(embedding_model).__name__}"
+        )
+    store = embedded_store_config(dims=embedding_model.dimensions, folder=folder)
+    config = build_mem0_config(
+        chat_model=chat_model, embedding_model=embedding_model, mem0_config=store
+    )
+    memory = AsyncMemory(config=config)
+    # mem0 2.2 opens its history connection with sqlite3's 5 s default wait.
+    set_busy_timeout(memory.db.connection)
+    return memory
+
+
+def _default_embedding_model() -> EmbeddingModelBase:
+    try:
+        from ._embedder import default_embedding_model
+    except ModuleNotFoundError as exc:
+        raise ConfigurationError(
+            "no embedding_model was given and the offline default is unavailable "
+            f"({exc}); install agentscope-mem0[local] or pass embedding_model=..."
+        ) from exc
+    model: EmbeddingModelBase = default_embedding_model()
+    return model

@@ -21,12 +21,18 @@ from typing import Any
 import pytest
 
 import agentscope_mem0
-from agentscope_mem0 import DimensionMismatchError, Mem0Middleware, StoreLockedError
+from agentscope_mem0 import (
+    DimensionMismatchError,
+    Mem0Middleware,
+    StoreLockedError,
+    build_mem0_config,
+)
 from agentscope_mem0.local import (
     LockedQdrantClient,
     build_local_memory,
     close_shared_clients,
     embedded_store_config,
+    share_local_qdrant,
     shared_qdrant_client,
 )
 from agentscope_mem0.local._folder import COLLECTION, HISTORY_BUSY_TIMEOUT
@@ -244,3 +250,53 @@ async def test_closed_client_fails_clearly_and_the_folder_reopens(folder: Path) 
     again = local_memory(folder)
     await again.add([{"role": "user", "content": "hello"}], user_id="u", infer=False)
     assert len(memories_of(await again.get_all(filters={"user_id": "u"}))) == 1
+
+
+async def test_a_user_config_with_a_local_path_gets_the_shared_client(tmp_path: Path) -> None:
+    from mem0 import AsyncMemory
+
+    path = tmp_path / "own-qdrant"
+    user_config = {
+        "vector_store": {
+            "provider": "qdrant",
+            "config": {"collection_name": "mine", "path": str(path), "on_disk": True},
+        },
+        "history_db_path": str(tmp_path / "history.db"),
+    }
+
+    def memory() -> Any:
+        config = build_mem0_config(
+            chat_model=ScriptedChatModel(),
+            embedding_model=HashEmbedding(DIMS),
+            mem0_config=user_config,
+        )
+        shared = share_local_qdrant(config)
+        assert config.vector_store.config.client is None  # the input is left alone
+        return AsyncMemory(config=shared)
+
+    first, second = memory(), memory()  # a second plain client here would hit the folder lock
+    assert first.vector_store.client is second.vector_store.client
+    assert isinstance(first.vector_store.client, LockedQdrantClient)
+    await first.add([{"role": "user", "content": "hello"}], user_id="u", infer=False)
+    assert len(memories_of(await second.get_all(filters={"user_id": "u"}))) == 1
+
+    with pytest.raises(DimensionMismatchError, match="'mine'"):
+        share_local_qdrant(
+            build_mem0_config(
+                chat_model=ScriptedChatModel(),
+                embedding_model=HashEmbedding(8),
+                mem0_config=user_config,
+            )
+        )
+
+
+def test_server_configs_are_left_alone() -> None:
+    from mem0.configs.base import MemoryConfig
+
+    config = MemoryConfig(
+        vector_store={
+            "provider": "qdrant",
+            "config": {"collection_name": "c", "host": "localhost", "port": 6333},
+        }
+    )
+    assert share_local_qdrant(config) is config

@@ -9,6 +9,7 @@ from ._store import (
     build_local_memory,
     close_shared_clients,
     embedded_store_config,
+    share_local_qdrant,
     shared_qdrant_client,
 )
 
@@ -20,5 +21,6 @@ __all__ = [
     "data_dir",
     "embedded_store_config",
     "history_db_path",
+    "share_local_qdrant",
     "shared_qdrant_client",
 ]

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
     from mem0 import AsyncMemory
+    from mem0.configs.base import MemoryConfig
 
 __all__ = [
     "LockedQdrantClient",
@@ -49,6 +50,7 @@ __all__ = [
     "check_collection_dims",
     "close_shared_clients",
     "embedded_store_config",
+    "share_local_qdrant",
     "shared_qdrant_client",
 ]
 
@@ -170,11 +172,11 @@ warnings.filterwarnings(
 
 def _locked_message(storage: Path) -> str:
     return (
-        f"the data folder {storage.parent} is in use by another process: the "
-        "embedded vector store (local Qdrant) can be opened by one process at a "
-        "time. Use the memory from one process only, or run a Qdrant server and "
-        "point mem0_config's vector_store at its url, or give this process "
-        f"another folder (folder=... or ${DATA_DIR_ENV})"
+        f"the vector store folder {storage} is in use by another process: an "
+        "embedded (local) Qdrant store can be opened by one process at a time. "
+        "Use the memory from one process only, or run a Qdrant server and point "
+        "mem0_config's vector_store at its url, or give this process another "
+        f"data folder (folder=... or ${DATA_DIR_ENV})"
     )
 
 
@@ -197,7 +199,10 @@ def shared_qdrant_client(folder: str | os.PathLike[str] | None = None) -> Locked
     Raises:
         StoreLockedError: Another process holds the folder.
     """
-    storage = qdrant_dir(folder)
+    return _shared_at(qdrant_dir(folder))
+
+
+def _shared_at(storage: Path) -> LockedQdrantClient:
     with _registry_lock:
         client = _clients.get(storage)
         if client is None or client.closed:
@@ -208,7 +213,7 @@ def shared_qdrant_client(folder: str | os.PathLike[str] | None = None) -> Locked
 
 
 def close_shared_clients(folder: str | os.PathLike[str] | None = None) -> None:
-    """Close the shared client of ``folder``, or of every folder when ``None``.
+    """Close the shared client of data folder ``folder``, or every shared client.
 
     mem0 clients built on a closed client fail on their next call; build new
     ones. Mostly for tests and for handing a folder to another process.
@@ -260,6 +265,46 @@ def check_collection_dims(client: QdrantClient, collection: str, dims: int) -> N
             f"stored with, or another data folder (folder=... or ${DATA_DIR_ENV}), "
             "or delete the folder to start over"
         )
+
+
+def share_local_qdrant(config: MemoryConfig) -> MemoryConfig:
+    """Route a mem0 config's on-disk Qdrant through this process's shared client.
+
+    A ``MemoryConfig`` naming a local Qdrant ``path`` would make mem0 open its
+    own, unlocked client there, which fails when a second one opens the same
+    path and loses writes under concurrency. The returned config hands mem0
+    the shared :class:`LockedQdrantClient` of that path instead. Configs for a
+    Qdrant server, with a client of their own, or for another store come back
+    unchanged; the given config is never modified.
+
+    Args:
+        config: The mem0 config.
+
+    Returns:
+        The config to build ``AsyncMemory`` from.
+
+    Raises:
+        StoreLockedError: Another process holds the path.
+        DimensionMismatchError: A collection there has another vector size than
+            ``embedding_model_dims``.
+    """
+    from mem0.configs.vector_stores.qdrant import QdrantConfig
+
+    store = config.vector_store.config
+    if config.vector_store.provider != "qdrant" or not isinstance(store, QdrantConfig):
+        return config
+    # The same test mem0 2.2's Qdrant store uses to pick a server over a path.
+    remote = store.api_key or store.url or (store.host and store.port) or store.https is not None
+    if store.client is not None or remote or not store.path:
+        return config
+    client = _shared_at(Path(store.path).expanduser().resolve())
+    if store.embedding_model_dims:
+        for name in (store.collection_name, f"{store.collection_name}_entities"):
+            check_collection_dims(client, name, store.embedding_model_dims)
+    vector_store = config.vector_store.model_copy(
+        update={"config": store.model_copy(update={"client": client})}
+    )
+    return config.model_copy(update={"vector_store": vector_store})
 
 
 def embedded_store_config(

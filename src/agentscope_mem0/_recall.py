@@ -104,14 +104,21 @@ def check_recall_options(
 # -- the query ------------------------------------------------------------------
 
 
-def build_query(message: str, context: Sequence[Msg], *, turns: int) -> str:
+def build_query(
+    message: str,
+    context: Sequence[Msg],
+    *,
+    turns: int,
+    roles: tuple[str, ...] = ("user", "assistant"),
+) -> str:
     """The search query for a turn: ``message``, after up to ``turns`` earlier
-    messages of ``context`` (user and assistant text; memory notes skipped).
+    messages of ``context`` (their text; memory notes skipped).
 
     Args:
         message: The new user message's text.
         context: The agent's ``state.context`` before the new message lands.
         turns: How many earlier messages to carry; 0 is the message alone.
+        roles: Whose earlier messages count.
     """
     if turns <= 0:
         return message
@@ -119,7 +126,7 @@ def build_query(message: str, context: Sequence[Msg], *, turns: int) -> str:
     for msg in reversed(context):
         if len(earlier) >= turns:
             break
-        if msg.role not in ("user", "assistant") or is_memory_note(msg):
+        if msg.role not in roles or is_memory_note(msg):
             continue
         text = (msg.get_text_content() or "").strip()
         if not text or text == message.strip():

@@ -258,6 +258,32 @@ async def test_aclose_flushes_then_closes_the_client_it_built(
     assert [m["memory"] for m in stored["results"]] == ["User lives in Lisbon."]
 
 
+async def test_install_builds_at_startup_and_flushes_at_shutdown(
+    store_config: dict[str, Any],
+) -> None:
+    from fastapi import FastAPI
+
+    factory = mem0_middleware_factory(
+        chat_model=ScriptedChatModel(delay=0.3),  # a slow extraction
+        embedding_model=HashEmbedding(),
+        mem0_config=store_config,
+        mode="static_control",
+    )
+    app = factory.install(FastAPI())
+    async with app.router.lifespan_context(app):
+        client = factory.client
+        assert client is not None
+        (mw,) = await factory("alice", "assistant", "s")
+        agent = Agent(
+            name="assistant", system_prompt="", model=ScriptedChatModel("Noted."), middlewares=[mw]
+        )
+        await agent.reply(UserMsg("user", "I live in Quito."))
+        assert mw.stats()["writes_pending"] == 1
+    assert client.db is None
+    stored = await real_memory(store_config).get_all(filters={"user_id": "alice"})
+    assert [m["memory"] for m in stored["results"]] == ["User lives in Quito."]
+
+
 async def test_hosted_client_is_shared_and_every_request_is_scoped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -418,7 +444,6 @@ async def test_app_users_recall_their_own_facts_across_sessions(tmp_path: Path) 
         chat_model=extraction,
         embedding_model=HashEmbedding(),
         mem0_config=memory_config,
-        mode="static_control",
     )
     app = create_app(
         storage=AsyncSQLAlchemyStorage(f"sqlite+aiosqlite:///{tmp_path / 'app.db'}"),

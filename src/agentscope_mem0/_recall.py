@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._backend import Mem0Backend, MemoryHit, Scope
 
 __all__ = [
+    "DEFAULT_MAX_MEMORY_TOKENS",
     "DEFAULT_PROFILE_SCAN",
     "DEFAULT_PROFILE_TTL",
     "DEFAULT_QUERY_CONTEXT_TURNS",
@@ -49,6 +50,10 @@ logger = logging.getLogger(__name__)
 
 RecallMode = Literal["query", "profile", "full"]
 RECALL_MODES: tuple[RecallMode, ...] = ("query", "profile", "full")
+
+DEFAULT_MAX_MEMORY_TOKENS = 1000
+"""Default budget of the memory note: far above five ordinary memories (about
+250 tokens with the frame), low enough to stop a few huge ones."""
 
 DEFAULT_PROFILE_TTL = 30.0
 """Seconds a scope's profile is reused before ``get_all`` is asked again."""

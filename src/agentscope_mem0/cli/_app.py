@@ -7,11 +7,24 @@ import logging
 
 import click
 
+from ._errors import ExitCode
+from ._memories import add, forget, history, list_memories, search
+from ._status import retry_failed, status
+from ._transfer import export, import_memories
+
 __all__ = ["cli", "main"]
 
+_EPILOG = """\
+Configuration: --folder (or $AGENTSCOPE_MEM0_DIR) picks the embedded data folder;
+--config FILE (or $AGENTSCOPE_MEM0_CONFIG) names another backend: pgvector, a
+Qdrant server or hosted mem0. Exit codes: 0 ok, 1 not found, 2 usage or
+configuration, 3 backend unreachable or folder locked, 4 backend failure.
+"""
 
-@click.group()
+
+@click.group(epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Log what mem0 and the middleware do.")
+@click.version_option(package_name="agentscope-mem0")
 def cli(verbose: bool) -> None:
     """See and manage what AgentScope agents remember (mem0-backed)."""
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
@@ -39,6 +52,23 @@ def demo(mode: str, folder: str | None) -> None:
     asyncio.run(run_demo(mode, folder=folder))  # type: ignore[arg-type]
 
 
+for _command in (
+    list_memories,
+    search,
+    add,
+    forget,
+    history,
+    export,
+    import_memories,
+    status,
+    retry_failed,
+):
+    cli.add_command(_command)
+
+
 def main() -> None:
     """Console-script entry point."""
-    cli()
+    try:
+        cli(standalone_mode=True)
+    except KeyboardInterrupt:  # pragma: no cover - click turns it into Abort first
+        raise SystemExit(int(ExitCode.INTERRUPTED)) from None

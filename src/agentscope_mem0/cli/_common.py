@@ -1,0 +1,169 @@
+"""What every memory command shares: options, settings, an open store, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from .._backend import Scope
+from .._exceptions import ConfigurationError
+from ._config import CONFIG_ENV, Settings, load_settings, mask_url
+from ._errors import NotFoundError, UsageError, translate_errors
+from ._models import ChatChoice
+from ._output import Output
+from ._store import HostedStore, MemoryStore, open_store
+
+__all__ = [
+    "Session",
+    "agent_option",
+    "check_memory_id",
+    "no_memories",
+    "session",
+    "store_command",
+    "user_option",
+    "where",
+]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _check_user(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    from ..service import check_user_id
+
+    try:
+        return check_user_id(value)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def _check_agent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and (not value.strip() or value != value.strip() or value == "*"):
+        raise click.BadParameter(f"{value!r} must be a non-blank id without surrounding spaces")
+    return value
+
+
+def user_option(*, required: bool = True) -> Callable[[F], F]:
+    """``--user``: whose memories (checked like the middleware checks it)."""
+    return click.option(
+        "--user",
+        "-u",
+        required=required,
+        callback=_check_user,
+        help="The user id the memories belong to.",
+    )
+
+
+def agent_option() -> Callable[[F], F]:
+    """``--agent``: narrow to one agent's memories of the user."""
+    return click.option(
+        "--agent",
+        "-a",
+        default=None,
+        callback=_check_agent,
+        help="Only memories of this agent id (default: every agent's).",
+    )
+
+
+def check_memory_id(value: str) -> str:
+    """A memory id as mem0 makes them (a UUID), or a usage error."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError as exc:
+        raise UsageError(
+            f"{value!r} is not a memory id; ids are UUIDs such as "
+            "'3f2b8c1e-5d4a-4c2b-9e1f-0a1b2c3d4e5f' (see `agentscope-mem0 list`)"
+        ) from exc
+
+
+def store_command(*, json_option: bool = True) -> Callable[[F], F]:
+    """Give a command ``--folder``, ``--config`` (and ``--json``), error mapping,
+    and call it with ``settings`` and ``out`` instead of those options."""
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, folder: str | None, config_path: str | None, **kwargs: Any) -> Any:
+            as_json = bool(kwargs.pop("as_json", False))
+            out = Output(as_json=as_json)
+            with translate_errors():
+                settings = load_settings(folder=folder, config_path=config_path)
+                return func(*args, settings=settings, out=out, **kwargs)
+
+        command: Any = wrapper
+        if json_option:
+            command = click.option(
+                "--json", "as_json", is_flag=True, help="Print JSON (for scripts)."
+            )(command)
+        command = click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help=f"Config file naming the backend (TOML or JSON; default ${CONFIG_ENV}).",
+        )(command)
+        command = click.option(
+            "--folder",
+            type=click.Path(file_okay=False),
+            default=None,
+            help="Data folder (default: $AGENTSCOPE_MEM0_DIR or ~/.agentscope-mem0).",
+        )(command)
+        return command  # type: ignore[no-any-return]
+
+    return decorate
+
+
+@dataclass
+class Session:
+    """An open store and one event loop to run its calls on."""
+
+    store: MemoryStore | HostedStore
+    _runner: asyncio.Runner
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` to completion on the session's loop."""
+        return self._runner.run(coroutine)
+
+
+@contextlib.contextmanager
+def session(settings: Settings, *, chat: ChatChoice | None = None) -> Iterator[Session]:
+    """Open the configured store for one command and close it afterwards."""
+    store = open_store(settings, chat=chat)
+    try:
+        with asyncio.Runner() as runner:
+            yield Session(store, runner)
+    finally:
+        store.close()
+
+
+def where(settings: Settings) -> str:
+    """Where the memories are, in words."""
+    if settings.backend == "embedded":
+        return f"the embedded store in {settings.folder}"
+    if settings.backend == "pgvector":
+        return f"pgvector table {settings.collection!r} at {mask_url(settings.dsn or '')}"
+    if settings.backend == "qdrant":
+        return f"Qdrant collection {settings.collection!r} at {settings.url}"
+    return "the hosted mem0 platform"
+
+
+def describe_scope(scope: Scope) -> str:
+    """``user 'alice'`` or ``user 'alice' and agent 'bot'``."""
+    text = f"user {scope.user_id!r}"
+    return f"{text} and agent {scope.agent_id!r}" if scope.agent_id else text
+
+
+def no_memories(scope: Scope, settings: Settings) -> NotFoundError:
+    """The error for a user (or user and agent) with no memories."""
+    return NotFoundError(
+        f"no memories for {describe_scope(scope)} in {where(settings)}; check the id, "
+        "the --folder or --config, and `agentscope-mem0 status`"
+    )

@@ -1,0 +1,312 @@
+"""Commands on memories: list, search, add, forget, history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .._backend import Scope
+from ._common import (
+    agent_option,
+    check_memory_id,
+    describe_scope,
+    no_memories,
+    session,
+    store_command,
+    user_option,
+    where,
+)
+from ._config import Settings
+from ._errors import CliError, ExitCode, NotFoundError, UsageError
+from ._models import chat_model_from_spec
+from ._output import Output, short_date
+from ._records import MemoryRecord
+
+__all__ = ["add", "forget", "history", "list_memories", "search"]
+
+
+def _row(record: MemoryRecord) -> list[Any]:
+    return [
+        record.id,
+        record.agent_id or "-",
+        short_date(record.created_at),
+        short_date(record.updated_at),
+        record.text,
+    ]
+
+
+@click.command("list")
+@user_option()
+@agent_option()
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Show at most this many, newest first.",
+)
+@store_command()
+def list_memories(
+    *, settings: Settings, out: Output, user: str, agent: str | None, limit: int
+) -> None:
+    """List a user's memories, newest first: id, agent, dates, text."""
+    scope = Scope(user, agent)
+    with session(settings) as s:
+        records = s.run(s.store.records(scope))
+    if not records:
+        raise no_memories(scope, settings)
+    newest = sorted(records, key=lambda r: (r.date or "", r.id), reverse=True)[:limit]
+    if out.as_json:
+        out.json([r.to_json() for r in newest])
+        return
+    out.table(["ID", "AGENT", "CREATED", "UPDATED", "MEMORY"], [_row(r) for r in newest])
+    shown = f"{len(newest)} of {len(records)}" if len(newest) < len(records) else len(records)
+    out.note(f"{shown} memories of {describe_scope(scope)} in {where(settings)}")
+
+
+@click.command()
+@user_option()
+@agent_option()
+@click.argument("query")
+@click.option(
+    "--top-k",
+    "-k",
+    type=click.IntRange(1, 1000),
+    default=5,
+    show_default=True,
+    help="How many memories to return at most.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Minimum similarity score (default: mem0's).",
+)
+@store_command()
+def search(
+    *,
+    settings: Settings,
+    out: Output,
+    user: str,
+    agent: str | None,
+    query: str,
+    top_k: int,
+    threshold: float | None,
+) -> None:
+    """Search a user's memories for QUERY, best first, with scores."""
+    if not query.strip():
+        raise UsageError("QUERY is empty")
+    scope = Scope(user, agent)
+    with session(settings) as s:
+        hits = s.run(s.store.search(query, scope, top_k=top_k, threshold=threshold))
+        if not hits and not s.run(s.store.records(scope)):
+            raise no_memories(scope, settings)
+    if out.as_json:
+        out.json([{**record.to_json(), "score": score} for record, score in hits])
+        return
+    if not hits:
+        out.note(f"no memory of {describe_scope(scope)} matches {query!r}")
+        return
+    out.table(
+        ["SCORE", "ID", "AGENT", "UPDATED", "MEMORY"],
+        [
+            [
+                "-" if score is None else f"{score:.3f}",
+                record.id,
+                record.agent_id or "-",
+                short_date(record.date),
+                record.text,
+            ]
+            for record, score in hits
+        ],
+    )
+
+
+@click.command()
+@user_option()
+@agent_option()
+@click.argument("text")
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Store TEXT verbatim as one memory (mem0 infer=False) instead of extracting facts.",
+)
+@store_command()
+def add(
+    *, settings: Settings, out: Output, user: str, agent: str | None, text: str, raw: bool
+) -> None:
+    """Add TEXT to a user's memories, through mem0's extraction or verbatim."""
+    if not text.strip():
+        raise UsageError("TEXT is empty")
+    scope = Scope(user, agent)
+    chat = None if raw else chat_model_from_spec(settings.chat_model)
+    if chat is not None:
+        out.note(f"extracting with {chat.description}")
+    with session(settings, chat=chat) as s:
+        results = s.run(s.store.add(text, scope, infer=not raw))
+    if not results:
+        raise NotFoundError(
+            "the extraction model found nothing worth remembering in TEXT, so nothing was "
+            "stored; use --raw to store it verbatim"
+        )
+    if out.as_json:
+        out.json(
+            {
+                "stored": results,
+                "extraction_model": chat.description if chat is not None else None,
+            }
+        )
+        return
+    out.table(
+        ["ID", "EVENT", "MEMORY"],
+        [[r.get("id"), r.get("event", "ADD"), r.get("memory")] for r in results],
+    )
+    out.note(f"stored {len(results)} for {describe_scope(scope)}")
+
+
+@click.command()
+@click.argument("memory_id", required=False)
+@user_option(required=False)
+@agent_option()
+@click.option("--all", "forget_all", is_flag=True, help="Forget every memory of --user.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--keep-history",
+    is_flag=True,
+    help="Keep mem0's change history and stored messages (they hold the forgotten text).",
+)
+@store_command()
+def forget(
+    *,
+    settings: Settings,
+    out: Output,
+    memory_id: str | None,
+    user: str | None,
+    agent: str | None,
+    forget_all: bool,
+    yes: bool,
+    keep_history: bool,
+) -> None:
+    """Forget one memory by ID, or every memory of a user with --user U --all.
+
+    Also removes the forgotten memories' change history and, with --all, the
+    conversation messages mem0 kept for the scope, unless --keep-history.
+    Then checks that nothing of it is left.
+    """
+    if memory_id is not None:
+        if user or agent or forget_all:
+            raise UsageError("give either a memory ID or --user U --all, not both")
+        _forget_one(settings, out, check_memory_id(memory_id), yes=yes, keep=keep_history)
+        return
+    if not user:
+        raise UsageError("give a memory ID, or --user U --all to forget all of a user's memories")
+    if not forget_all:
+        raise UsageError(
+            f"to forget every memory of user {user!r} add --all (or give one memory ID)"
+        )
+    _forget_scope(settings, out, Scope(user, agent), yes=yes, keep=keep_history)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not click.confirm(question, default=False, err=True):
+        raise CliError("nothing was forgotten", ExitCode.NOT_FOUND)
+
+
+def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, keep: bool) -> None:
+    with session(settings) as s:
+        record = s.run(s.store.get(memory_id))
+        if record is None:
+            raise NotFoundError(f"no memory with id {memory_id} in {where(settings)}")
+        owner = f" of user {record.user_id!r}" if record.user_id else ""
+        _confirm(f"Forget memory {memory_id}{owner}: {record.text!r}?", yes)
+        s.run(s.store.delete(memory_id))
+        purged = 0 if keep else s.run(s.store.purge_history([memory_id]))
+        left = s.run(s.store.get(memory_id))
+    if left is not None:
+        raise CliError(f"memory {memory_id} is still there after deleting it", ExitCode.FAILED)
+    report = {"removed": 1, "remaining": 0, "ids": [memory_id], "history_entries_removed": purged}
+    if out.as_json:
+        out.json(report)
+        return
+    out.line(f"Forgot memory {memory_id}: {record.text}")
+    extra = f"; removed {purged} history entries" if not keep else ""
+    out.line(f"Verified: it is gone{extra}.")
+
+
+def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, keep: bool) -> None:
+    with session(settings) as s:
+        records = s.run(s.store.records(scope))
+        if not records:
+            raise no_memories(scope, settings)
+        _confirm(
+            f"Forget all {len(records)} memories of {describe_scope(scope)} in "
+            f"{where(settings)}? This cannot be undone.",
+            yes,
+        )
+        s.run(s.store.delete_scope(scope))
+        history = messages = 0
+        if not keep:
+            history = s.run(s.store.purge_history([r.id for r in records]))
+            messages = s.run(s.store.purge_messages(scope))
+        remaining = s.run(s.store.count(scope))
+    removed = len(records) - remaining
+    report = {
+        "removed": removed,
+        "remaining": remaining,
+        "ids": [r.id for r in records],
+        "history_entries_removed": history,
+        "messages_removed": messages,
+    }
+    if remaining:
+        if out.as_json:
+            out.json(report)
+        raise CliError(
+            f"removed {removed} memories of {describe_scope(scope)} but {remaining} remain; "
+            "run the command again",
+            ExitCode.FAILED,
+        )
+    if out.as_json:
+        out.json(report)
+        return
+    out.line(f"Forgot {removed} memories of {describe_scope(scope)}.")
+    extra = (
+        f" Removed {history} history entries and {messages} stored messages too."
+        if not keep
+        else ""
+    )
+    out.line(f"Verified: none remain.{extra}")
+
+
+@click.command()
+@click.argument("memory_id")
+@store_command()
+def history(*, settings: Settings, out: Output, memory_id: str) -> None:
+    """Show mem0's change history of one memory: adds, updates, deletes."""
+    memory_id = check_memory_id(memory_id)
+    with session(settings) as s:
+        entries = s.run(s.store.history(memory_id))
+        current = s.run(s.store.get(memory_id)) if not entries else None
+    if not entries and current is None:
+        raise NotFoundError(f"no memory and no history with id {memory_id} in {where(settings)}")
+    if out.as_json:
+        out.json(entries)
+        return
+    if not entries:
+        out.note(f"memory {memory_id} exists but mem0 kept no history of it")
+        return
+    out.table(
+        ["WHEN", "EVENT", "BEFORE", "AFTER"],
+        [
+            [
+                short_date(e.get("updated_at") or e.get("created_at")),
+                e.get("event"),
+                e.get("old_memory"),
+                e.get("new_memory"),
+            ]
+            for e in entries
+        ],
+    )

@@ -1,0 +1,236 @@
+"""The export format: one memory per line of JSON (JSONL).
+
+A line holds the memory's id, text, scopes, dates and metadata::
+
+    {"id": "0b6c…", "text": "User lives in Hangzhou.", "user_id": "alice",
+     "agent_id": "assistant", "role": "user", "created_at": "2025-06-01T08:00:00+00:00",
+     "updated_at": "2025-06-01T08:00:00+00:00", "hash": "5d41…", "metadata": {"topic": "home"}}
+
+Keys, in this order; absent and ``null`` mean the same:
+
+* ``id`` — the memory id, a UUID in canonical form (lowercase, with hyphens).
+  Optional on import: a missing id is derived from scope and text, so
+  re-importing the same file stays idempotent.
+* ``text`` — the memory (mem0's ``memory``/``data``). Required.
+* ``user_id``, ``agent_id``, ``run_id`` — the scope; at least one is required.
+* ``actor_id``, ``role``, ``attributed_to`` — who said it, as mem0 recorded it.
+* ``created_at``, ``updated_at`` — ISO 8601; on import ``created_at`` defaults
+  to now and ``updated_at`` to ``created_at``.
+* ``expiration_date`` — ``YYYY-MM-DD``; mem0 hides the memory after it.
+* ``hash`` — mem0's MD5 of the text; computed when missing.
+* ``metadata`` — every other field mem0 stored with the memory, as an object.
+
+Vectors are not exported: the importing store embeds the text with its own
+embedding model, so memories can move between embedders.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "CORE_PAYLOAD_KEYS",
+    "FormatError",
+    "MemoryRecord",
+    "parse_line",
+]
+
+# Fields mem0 2.2 keeps next to the user's metadata in a memory's payload.
+_SCOPE_KEYS = ("user_id", "agent_id", "run_id")
+_OPTIONAL_KEYS = ("actor_id", "role", "attributed_to")
+_DATE_KEYS = ("created_at", "updated_at", "expiration_date")
+CORE_PAYLOAD_KEYS = frozenset(
+    {"data", "hash", "id", "text_lemmatized", *_SCOPE_KEYS, *_OPTIONAL_KEYS, *_DATE_KEYS}
+)
+"""Payload fields that are not user metadata."""
+
+# Derives ids for imported lines without one; fixed forever, or re-imports duplicate.
+_ID_NAMESPACE = uuid.UUID("6f0f9a1e-3c1b-4b7e-9a59-1d3e8f2b7c40")
+
+
+class FormatError(ValueError):
+    """An import line that does not follow the format."""
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _sorted_deep(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _sorted_deep(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list):
+        return [_sorted_deep(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryRecord:
+    """One memory as the export format holds it."""
+
+    id: str
+    text: str
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    actor_id: str | None = None
+    role: str | None = None
+    attributed_to: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    expiration_date: str | None = None
+    hash: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def date(self) -> str | None:
+        """When the memory was last true: updated, else created."""
+        return self.updated_at or self.created_at
+
+    @classmethod
+    def from_payload(cls, memory_id: Any, payload: dict[str, Any] | None) -> MemoryRecord:
+        """A record from a vector-store row (OSS mem0)."""
+        payload = payload or {}
+        known = {key: _text(payload.get(key)) for key in (*_SCOPE_KEYS, *_OPTIONAL_KEYS)}
+        return cls(
+            id=str(memory_id),
+            text=str(payload.get("data", "")),
+            created_at=_text(payload.get("created_at")),
+            updated_at=_text(payload.get("updated_at")),
+            expiration_date=_text(payload.get("expiration_date")),
+            hash=_text(payload.get("hash")),
+            metadata=_sorted_deep({k: v for k, v in payload.items() if k not in CORE_PAYLOAD_KEYS}),
+            **known,
+        )
+
+    @classmethod
+    def from_result(cls, item: dict[str, Any]) -> MemoryRecord:
+        """A record from a mem0 ``get``/``get_all``/``search`` result entry."""
+        metadata = item.get("metadata")
+        known = {key: _text(item.get(key)) for key in (*_SCOPE_KEYS, *_OPTIONAL_KEYS)}
+        return cls(
+            id=str(item.get("id")),
+            text=str(item.get("memory") or item.get("text") or item.get("data") or ""),
+            created_at=_text(item.get("created_at")),
+            updated_at=_text(item.get("updated_at")),
+            expiration_date=_text(item.get("expiration_date")),
+            hash=_text(item.get("hash")),
+            metadata=_sorted_deep(metadata) if isinstance(metadata, dict) else {},
+            **known,
+        )
+
+    def to_payload(self, *, lemmatized: str) -> dict[str, Any]:
+        """The vector-store payload mem0 would hold for this memory."""
+        payload: dict[str, Any] = dict(self.metadata)
+        for key in (*_SCOPE_KEYS, *_OPTIONAL_KEYS, *_DATE_KEYS):
+            value = getattr(self, key)
+            if value is not None:
+                payload[key] = value
+        payload["data"] = self.text
+        payload["hash"] = self.hash or hashlib.md5(self.text.encode()).hexdigest()
+        payload["text_lemmatized"] = lemmatized
+        return payload
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object, keys in the documented order, nulls left out."""
+        out: dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name == "metadata":
+                if value:
+                    out["metadata"] = _sorted_deep(value)
+            elif value is not None:
+                out[item.name] = value
+        return out
+
+    def to_line(self) -> str:
+        """The record as one JSONL line, without the newline."""
+        return json.dumps(self.to_json(), ensure_ascii=False, separators=(", ", ": "))
+
+
+def parse_line(line: str, number: int, *, now: datetime | None = None) -> MemoryRecord:
+    """Read one JSONL line of the format.
+
+    Args:
+        line: The line's text.
+        number: Its 1-based line number, for error messages.
+        now: The time to use for a missing ``created_at``.
+
+    Raises:
+        FormatError: The line is not a valid record.
+    """
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"line {number}: not JSON ({exc.msg})") from exc
+    if not isinstance(data, dict):
+        raise FormatError(f"line {number}: expected a JSON object")
+    known = {f.name for f in fields(MemoryRecord)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise FormatError(
+            f"line {number}: unknown keys {', '.join(map(repr, unknown))}; "
+            "put extra fields under 'metadata'"
+        )
+    text = data.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise FormatError(f"line {number}: 'text' must be a non-empty string")
+    for key in known - {"metadata"}:
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise FormatError(f"line {number}: {key!r} must be a string, got {value!r}")
+    scope = {key: data.get(key) for key in _SCOPE_KEYS}
+    if not any(scope.values()):
+        raise FormatError(f"line {number}: give at least one of user_id, agent_id, run_id")
+    for key, value in scope.items():
+        if value is not None and (value != value.strip() or not value or value == "*"):
+            raise FormatError(
+                f"line {number}: {key} {value!r} is blank, padded with spaces or the wildcard"
+            )
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise FormatError(f"line {number}: 'metadata' must be an object")
+    clash = sorted(set(metadata) & CORE_PAYLOAD_KEYS)
+    if clash:
+        raise FormatError(
+            f"line {number}: metadata may not hold mem0's own fields {', '.join(clash)}"
+        )
+    for key in ("created_at", "updated_at"):
+        if data.get(key) is not None:
+            try:
+                datetime.fromisoformat(data[key])
+            except ValueError as exc:
+                raise FormatError(f"line {number}: {key} is not an ISO 8601 date") from exc
+    memory_id = data.get("id")
+    if memory_id is None:
+        memory_id = str(uuid.uuid5(_ID_NAMESPACE, json.dumps([scope, text], sort_keys=True)))
+    else:
+        try:
+            canonical = str(uuid.UUID(memory_id))
+        except ValueError as exc:
+            raise FormatError(f"line {number}: id {memory_id!r} is not a UUID") from exc
+        if canonical != memory_id:
+            raise FormatError(
+                f"line {number}: id {memory_id!r} is not in canonical form ({canonical})"
+            )
+    created = data.get("created_at") or (now or datetime.now(UTC)).isoformat()
+    return MemoryRecord(
+        id=memory_id,
+        text=text,
+        user_id=scope["user_id"],
+        agent_id=scope["agent_id"],
+        run_id=scope["run_id"],
+        actor_id=data.get("actor_id"),
+        role=data.get("role"),
+        attributed_to=data.get("attributed_to"),
+        created_at=created,
+        updated_at=data.get("updated_at") or created,
+        expiration_date=data.get("expiration_date"),
+        hash=data.get("hash"),
+        metadata=_sorted_deep(metadata),
+    )

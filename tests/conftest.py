@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentscope_mem0.local import close_shared_clients
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 
 @pytest.fixture(autouse=True)
-def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Keep the embedded default (and mem0's own folder) inside the test's tmp_path."""
     folder = tmp_path / "data"
     monkeypatch.setenv("AGENTSCOPE_MEM0_DIR", str(folder))
     monkeypatch.setenv("MEM0_DIR", str(tmp_path / "mem0-home"))
-    return folder
+    yield folder
+    close_shared_clients()
 
 
 @pytest.fixture

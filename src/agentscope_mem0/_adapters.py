@@ -291,7 +291,12 @@ def build_mem0_config(
         }
         config = MemoryConfig(**base)
     elif isinstance(mem0_config, MemoryConfig):
-        config = mem0_config.model_copy()
+        # Two levels of copy: the slots and the store's size are set below and
+        # the caller's object must not change.
+        store = mem0_config.vector_store
+        config = mem0_config.model_copy(
+            update={"vector_store": store.model_copy(update={"config": _copy(store.config)})}
+        )
     else:
         raise ConfigurationError(
             f"mem0_config must be a mem0 MemoryConfig or a dict, got {type(mem0_config).__name__}"
@@ -302,7 +307,20 @@ def build_mem0_config(
     if embedding_model is not None:
         config.embedder = embedder_cls(provider=PROVIDER, config={"model": embedding_model})
         check_dimensions(config, embedding_model.dimensions)
-    return config
+    if "history_db_path" not in config.model_fields_set:
+        # mem0 would fall back to its global ~/.mem0; keep history in our folder.
+        from .local import history_db_path
+        from .local._folder import prepare_history_db
+
+        config.history_db_path = str(history_db_path())
+        prepare_history_db(config.history_db_path)
+    from .local import share_local_qdrant
+
+    return share_local_qdrant(config)
+
+
+def _copy(value: Any) -> Any:
+    return value.model_copy() if hasattr(value, "model_copy") else value
 
 
 def check_dimensions(config: MemoryConfig, dims: int) -> None:

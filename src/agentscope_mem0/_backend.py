@@ -109,16 +109,22 @@ def resolve_client(
                 f"`{missing}` is missing: without `mem0_config`, pass both "
                 "`chat_model` and `embedding_model`"
             )
-        from mem0 import AsyncMemory
+        if mem0_config is None:
+            from .local import build_local_memory
 
-        from ._adapters import build_mem0_config
+            assert chat_model is not None
+            client = build_local_memory(chat_model, embedding_model=embedding_model)
+        else:
+            from mem0 import AsyncMemory
 
-        config = build_mem0_config(
-            chat_model=chat_model,
-            embedding_model=embedding_model,
-            mem0_config=mem0_config,
-        )
-        client = AsyncMemory(config=config)
+            from ._adapters import build_mem0_config
+
+            config = build_mem0_config(
+                chat_model=chat_model,
+                embedding_model=embedding_model,
+                mem0_config=mem0_config,
+            )
+            client = AsyncMemory(config=config)
         built = True
 
     if not (_is_async(getattr(client, "search", None)) and _is_async(getattr(client, "add", None))):

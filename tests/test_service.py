@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import json
 import threading
@@ -256,6 +257,36 @@ async def test_aclose_flushes_then_closes_the_client_it_built(
     reopened = real_memory(store_config)
     stored = await reopened.get_all(filters={"user_id": "alice"})
     assert [m["memory"] for m in stored["results"]] == ["User lives in Lisbon."]
+
+
+def _writer_tasks() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith("agentscope-mem0")]
+
+
+async def test_each_turns_write_queue_is_stored_and_retired_with_its_middleware(
+    store_config: dict[str, Any],
+) -> None:
+    factory = _factory(store_config, mode="static_control")
+    for i in range(5):
+        # as agentscope.app does: a middleware and an agent per turn, dropped after it
+        (mw,) = await factory("alice", "assistant", "s")
+        agent = Agent(
+            name="assistant", system_prompt="", model=ScriptedChatModel("Ok."), middlewares=[mw]
+        )
+        await agent.reply(UserMsg("user", f"I visited town{i} today."))
+        del agent, mw
+    gc.collect()
+    for _ in range(200):
+        if not _writer_tasks():
+            break
+        await asyncio.sleep(0.05)
+    assert _writer_tasks() == []  # no background task left per finished turn
+    assert await factory.flush(timeout=1)
+    stored = await factory.client.get_all(filters={"user_id": "alice"})
+    assert sorted(m["memory"] for m in stored["results"]) == [
+        f"User visited town{i} today." for i in range(5)
+    ]
+    await factory.aclose()
 
 
 async def test_install_builds_at_startup_and_flushes_at_shutdown(

@@ -23,7 +23,7 @@ import inspect
 import logging
 import threading
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ._backend import resolve_client
@@ -114,9 +114,10 @@ class Mem0MiddlewareFactory:
         self._owned = False
         self._build_args: dict[str, Any] = {}
         self._building: concurrent.futures.Future[Any] | None = None
-        # Each middleware's write queue, held weakly: a queue lives as long as
-        # its middleware or its unfinished writes, whichever is longer.
+        # The write queue of every middleware made here, until it is retired
+        # (see _track). Held weakly: this set must not keep a queue alive.
         self._queues: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._retiring: set[asyncio.Task[Any]] = set()
         self._closed = False
 
         if client is not None:
@@ -168,8 +169,38 @@ class Mem0MiddlewareFactory:
         if "agent_id" not in options and isinstance(agent_id, str) and agent_id.strip():
             options["agent_id"] = agent_id
         middleware = Mem0Middleware(user_id=user_id, client=client, mode=self._mode, **options)
-        self._queues.add(getattr(middleware, "_writer", middleware))
+        self._track(middleware)
         return [middleware]
+
+    def _track(self, middleware: Mem0Middleware) -> None:
+        """Remember the middleware's write queue; retire it with the middleware.
+
+        Each middleware owns a write queue, whose background tasks outlive the
+        turn unless closed. The app drops its agent, and so the middleware,
+        after the turn; the queue is then closed, which first stores what it
+        still holds. (Until middlewares can share one queue: see DESIGN/issue 6.)
+        """
+        queue = getattr(middleware, "_writer", None)
+        if queue is None:
+            self._queues.add(middleware)
+            return
+        self._queues.add(queue)
+        weakref.finalize(middleware, self._retire_soon, asyncio.get_running_loop(), queue)
+
+    def _retire_soon(self, loop: asyncio.AbstractEventLoop, queue: Any) -> None:
+        # Runs inside garbage collection, on any thread: only hand over to the loop.
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to save
+            loop.call_soon_threadsafe(self._retire, queue)
+
+    def _retire(self, queue: Any) -> None:
+        task = asyncio.ensure_future(queue.aclose())
+        self._retiring.add(task)
+        task.add_done_callback(self._retired)
+
+    def _retired(self, task: asyncio.Task[Any]) -> None:
+        self._retiring.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("closing a retired memory write queue failed: %s", task.exception())
 
     # -- the shared client ----------------------------------------------
 
@@ -229,14 +260,11 @@ class Mem0MiddlewareFactory:
         Returns:
             True when everything drained within ``timeout``.
         """
-        queues = list(self._queues)
-        if not queues:
-            return True
-        results = await asyncio.gather(*(queue.flush(timeout) for queue in queues))
-        return all(results)
+        return await self._settle([q.flush(timeout) for q in list(self._queues)], timeout)
 
     async def aclose(self, timeout: float | None = None) -> bool:
-        """Flush pending writes, then close the client if the factory built it.
+        """Store pending writes, close every write queue, then the client if
+        the factory built it.
 
         A client passed in stays open: whoever opens a client closes it.
         Idempotent; later calls of the factory raise ``InvalidStateError``.
@@ -247,7 +275,7 @@ class Mem0MiddlewareFactory:
         if self._closed:
             return True
         self._closed = True
-        drained = await self.flush(timeout)
+        drained = await self._settle([q.aclose(timeout) for q in list(self._queues)], timeout)
         if not drained:
             logger.warning("closing with mem0 writes still pending after %s s", timeout)
         with self._lock:
@@ -255,6 +283,15 @@ class Mem0MiddlewareFactory:
         if client is not None and owned:
             await asyncio.to_thread(_close_memory, client)
         return drained
+
+    async def _settle(self, calls: list[Awaitable[Any]], timeout: float | None) -> bool:
+        """Run the queues' ``flush``/``aclose`` calls and wait for retiring queues."""
+        results = await asyncio.gather(*calls)
+        retiring = set(self._retiring)
+        if retiring:
+            _, late = await asyncio.wait(retiring, timeout=timeout)
+            results.append(not late)
+        return all(result is not False for result in results)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Mem0MiddlewareFactory]:

@@ -178,3 +178,18 @@ def test_unset_dimensions_follow_the_embedder(store_config: dict[str, Any]) -> N
 def test_bad_config_type_is_a_clear_error() -> None:
     with pytest.raises(ConfigurationError, match="MemoryConfig or a dict"):
         build_mem0_config(chat_model=ScriptedChatModel(), mem0_config="qdrant")  # type: ignore[arg-type]
+
+
+def test_caller_config_is_not_mutated_and_history_stays_in_the_folder(
+    tmp_path: Any, _data_dir: Any
+) -> None:
+    base = MemoryConfig(
+        vector_store={"provider": "qdrant", "config": {"path": str(tmp_path / "q")}}
+    )
+    config = build_mem0_config(
+        chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(48), mem0_config=base
+    )
+    assert config.vector_store.config.embedding_model_dims == 48
+    assert base.vector_store.config.embedding_model_dims == 1536
+    assert base.vector_store.config.client is None
+    assert config.history_db_path.startswith(str(_data_dir))

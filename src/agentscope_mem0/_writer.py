@@ -282,6 +282,9 @@ class WriteQueue:
             return True
         flushed = await self.flush(timeout)
         self._closed = True
+        # Rows whose mem0 call is running now keep their claim until the lease
+        # runs out: cancelling the task does not stop mem0's worker threads.
+        in_flight = sorted(self._in_flight)
         rt = self._rt
         left = 0
         if rt is not None:
@@ -294,10 +297,7 @@ class WriteQueue:
                 if not done.done():
                     done.set_result(False)
             rt.waiters.clear()
-        in_flight = sorted(self._in_flight)
         try:
-            # Rows whose mem0 call may still be running keep their claim
-            # until the lease runs out; the rest are free at once.
             await self._io(self._outbox.release, owner=self._owner, keep=in_flight)
             await self._io(self._outbox.close)
         except Exception:

@@ -46,8 +46,8 @@ def run(*args: str, input: str | None = None) -> Result:
     return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
 
 
-def run_json(*args: str) -> Any:
-    result = run(*args, "--json")
+def run_json(*args: str, input: str | None = None) -> Any:
+    result = run(*args, "--json", input=input)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 

@@ -208,6 +208,8 @@ def test_prepare_creates_hnsw_index_and_ef_search_applies(pg_dsn: str) -> None:
     assert any("USING hnsw" in d and "vector_cosine_ops" in d for d in indexes(_table(with_index)))
     assert not any("hnsw" in d for d in indexes(_table(without)))
     assert any("hnsw" in d for d in indexes(f"{_table(with_index)}_entities"))
+    for table in (_table(with_index), _table(without), f"{_table(without)}_entities"):
+        assert any("'user_id'" in d and "'agent_id'" in d for d in indexes(table)), table
     column = _sql(
         pg_dsn,
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "

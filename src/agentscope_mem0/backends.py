@@ -190,7 +190,9 @@ def qdrant_server_config(
     return config
 
 
-def prepare_pgvector(config: dict[str, Any], *, timeout: float = 30.0) -> None:
+def prepare_pgvector(
+    config: dict[str, Any], *, scope_index: bool = True, timeout: float = 30.0
+) -> None:
     """Create the pgvector extension, tables and indexes once, race-free.
 
     mem0 creates them lazily on first use; processes starting at the same time
@@ -201,6 +203,12 @@ def prepare_pgvector(config: dict[str, Any], *, timeout: float = 30.0) -> None:
 
     Args:
         config: What :func:`pgvector_config` returned.
+        scope_index: Also index ``payload->>'user_id'`` and ``payload->>'agent_id'``
+            (mem0 2.2 creates no index for them). Every search, ``get_all`` and
+            ``delete_all`` filters on them; with the index a user's rows are
+            found without scanning the table, and a search over a user's own
+            rows is exact. Building it on a large existing table blocks writes
+            while it runs.
         timeout: Seconds to wait for the database and the lock.
 
     Raises:
@@ -214,6 +222,7 @@ def prepare_pgvector(config: dict[str, Any], *, timeout: float = 30.0) -> None:
     try:
         import psycopg
         from mem0.vector_stores.pgvector import PGVector
+        from psycopg import sql
     except ImportError as exc:
         raise ConfigurationError(
             "pgvector needs psycopg 3: pip install 'agentscope-mem0[pgvector]'"
@@ -245,6 +254,13 @@ def prepare_pgvector(config: dict[str, Any], *, timeout: float = 30.0) -> None:
                     table.create_col()
                 finally:
                     table.connection_pool.close()
+                if scope_index:
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE INDEX IF NOT EXISTS {} ON {} "
+                            "((payload->>'user_id'), (payload->>'agent_id'))"
+                        ).format(sql.Identifier(f"{name}_scope_idx"), sql.Identifier(name))
+                    )
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"agentscope_mem0:{base}",))
     logger.info("pgvector schema for %r is ready", base)

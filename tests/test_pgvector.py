@@ -296,3 +296,137 @@ def test_four_processes_share_one_store(pg_dsn: str, tmp_path: Path) -> None:
     assert set(tokens) == expected
     assert set(tokens.values()) == {1}
     print(f"4 processes x {conversations} conversations: {elapsed:.1f} s")
+
+
+# -- the documented configs (no server needed) -------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "backends.md"
+DOCKER = Path(__file__).resolve().parents[1] / "docker"
+
+
+def _build(mem0_config: dict[str, Any], dims: int = DIMS) -> Any:
+    from agentscope_mem0 import build_mem0_config
+
+    return build_mem0_config(
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(dims),
+        mem0_config=mem0_config,
+    )
+
+
+def _documented_configs() -> list[str]:
+    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+    return [block for block in blocks if "mem0_config = " in block]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_documented_configs_build_a_memory_config(index: int) -> None:
+    snippets = _documented_configs()
+    assert len(snippets) == 3  # pgvector, Qdrant server, Qdrant with a key
+    namespace: dict[str, Any] = {"embedding_model": HashEmbedding(384)}
+    exec(snippets[index], namespace)
+    config = _build(namespace["mem0_config"], dims=384)
+    store = config.vector_store.config
+    assert config.vector_store.provider in {"pgvector", "qdrant"}
+    assert store.embedding_model_dims == 384
+    assert config.llm.provider == config.embedder.provider == "agentscope"
+
+
+def test_documented_addresses_match_the_compose_files() -> None:
+    yaml = pytest.importorskip("yaml")
+    postgres = yaml.safe_load((DOCKER / "pgvector-compose.yml").read_text())["services"]
+    qdrant = yaml.safe_load((DOCKER / "qdrant-compose.yml").read_text())["services"]
+    env = postgres["postgres"]["environment"]
+    assert "127.0.0.1:5432:5432" in postgres["postgres"]["ports"]
+    assert postgres["postgres"]["volumes"][0].endswith(":/var/lib/postgresql/data")
+    assert {"127.0.0.1:6333:6333", "127.0.0.1:6334:6334"} <= {
+        p.split("#")[0].strip() for p in qdrant["qdrant"]["ports"]
+    }
+    assert qdrant["qdrant"]["volumes"] == ["qdrant_storage:/qdrant/storage"]
+    docs = DOCS.read_text()
+    password = env["POSTGRES_PASSWORD"].split(":-")[-1].rstrip("}")
+    dsn = f"postgresql://{env['POSTGRES_USER']}:{password}@localhost:5432/{env['POSTGRES_DB']}"
+    assert dsn in docs
+    assert '"http://localhost:6333"' in docs
+
+
+def test_pgvector_config_fields() -> None:
+    config = _build(pgvector_config("postgresql://u:p@db:5432/mem0", dims=DIMS))
+    store = config.vector_store.config
+    assert config.vector_store.provider == "pgvector"
+    assert store.connection_string == "postgresql://u:p@db:5432/mem0"
+    assert (store.collection_name, store.hnsw, store.diskann) == ("agentscope_mem0", True, False)
+    assert (store.minconn, store.maxconn) == (1, 5)
+    assert "history_db_path" not in pgvector_config("postgresql://x/db", dims=8)
+    assert (
+        pgvector_config("postgresql://x/db", dims=8, history_db_path="/h.db")["history_db_path"]
+        == "/h.db"
+    )
+
+
+def test_ef_search_keeps_the_options_already_in_the_dsn() -> None:
+    pytest.importorskip("psycopg")
+    from psycopg.conninfo import conninfo_to_dict
+
+    config = pgvector_config(
+        "postgresql://u@db/mem0?options=-c%20statement_timeout%3D5000", dims=8, ef_search=64
+    )
+    parsed = conninfo_to_dict(config["vector_store"]["config"]["connection_string"])
+    assert parsed["options"] == "-c statement_timeout=5000 -c hnsw.ef_search=64"
+    assert (parsed["host"], parsed["dbname"], parsed["user"]) == ("db", "mem0", "u")
+
+
+def test_a_config_for_other_dimensions_is_refused() -> None:
+    with pytest.raises(DimensionMismatchError):
+        _build(pgvector_config("postgresql://x/db", dims=DIMS + 1))
+    from agentscope_mem0.backends import qdrant_server_config
+
+    with pytest.raises(DimensionMismatchError):
+        _build(qdrant_server_config("http://q:6333", dims=DIMS + 1))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dsn": ""}, "connection string"),
+        ({"dims": 0}, "dims"),
+        ({"dims": True}, "dims"),
+        ({"collection": "memories; DROP TABLE x"}, "identifier"),
+        ({"collection": "c" * 35}, "at most 34"),
+        ({"ef_search": 0}, "ef_search"),
+        ({"min_connections": 3, "max_connections": 2}, "min_connections"),
+    ],
+)
+def test_pgvector_config_refuses_what_cannot_work(kwargs: dict[str, Any], message: str) -> None:
+    from agentscope_mem0 import ConfigurationError
+
+    args = {"dsn": "postgresql://x/db", "dims": 8, **kwargs}
+    with pytest.raises(ConfigurationError, match=message):
+        pgvector_config(args.pop("dsn"), **args)
+
+
+def test_qdrant_server_config_with_and_without_a_key() -> None:
+    from agentscope_mem0 import ConfigurationError
+    from agentscope_mem0.backends import qdrant_server_config
+
+    plain = _build(qdrant_server_config("http://qdrant:6333", dims=DIMS)).vector_store.config
+    assert (plain.host, plain.port, plain.https, plain.url, plain.api_key) == (
+        "qdrant",
+        6333,
+        False,
+        None,
+        None,
+    )
+    keyed = _build(
+        qdrant_server_config("https://q.example:6333", dims=DIMS, api_key="k", collection="mem")
+    ).vector_store.config
+    assert (keyed.url, keyed.api_key, keyed.collection_name) == (
+        "https://q.example:6333",
+        "k",
+        "mem",
+    )
+    tls = qdrant_server_config("https://q.example", dims=DIMS)["vector_store"]["config"]
+    assert (tls["port"], tls["https"]) == (443, True)
+    for bad in ("", "localhost:6333", "qdrant", "ftp://q:21"):
+        with pytest.raises(ConfigurationError, match="http"):
+            qdrant_server_config(bad, dims=DIMS)

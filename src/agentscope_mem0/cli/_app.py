@@ -28,6 +28,9 @@ configuration, 3 backend unreachable or folder locked, 4 backend failure.
 def cli(verbose: bool) -> None:
     """See and manage what AgentScope agents remember (mem0-backed)."""
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
+    if not verbose:
+        # psycopg pins its logger to WARNING; its pool retries would flood stderr.
+        logging.getLogger("psycopg").setLevel(logging.ERROR)
 
 
 @cli.command()

@@ -17,6 +17,7 @@ from ._errors import CliError, ExitCode, is_unreachable
 from ._lock import LockHolder, lock_holder
 from ._models import chat_model_from_spec, embedding_model_from_spec
 from ._output import Output, short_date
+from ._store import pg_vector_size
 
 __all__ = ["gather_status", "retry_failed", "status"]
 
@@ -84,7 +85,12 @@ def _qdrant_backend(settings: Settings) -> dict[str, Any]:
         "memories": None,
         "vector_size": None,
     }
-    client = QdrantClient(url=settings.url, api_key=settings.api_key, timeout=_PROBE_TIMEOUT)
+    client = QdrantClient(
+        url=settings.url,
+        api_key=settings.api_key,
+        timeout=_PROBE_TIMEOUT,
+        check_compatibility=False,
+    )
     try:
         _read_qdrant(client, settings.collection, info)
         info["reachable"] = True
@@ -122,12 +128,7 @@ def _pgvector_backend(settings: Settings) -> dict[str, Any]:
                 sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(settings.collection))
             ).fetchone()
             info["memories"] = count
-            row = conn.execute(
-                "SELECT atttypmod FROM pg_attribute WHERE attrelid = %s::regclass"
-                " AND attname = 'vector'",
-                (settings.collection,),
-            ).fetchone()
-            info["vector_size"] = row[0] if row and row[0] > 0 else None
+        info["vector_size"] = pg_vector_size(settings.dsn or "", settings.collection)
     except Exception as exc:
         info["error"] = f"{type(exc).__name__}: {exc}"
     return info

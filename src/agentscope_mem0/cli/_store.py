@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from ._config import Settings
 
-__all__ = ["HostedStore", "MemoryStore", "open_store"]
+__all__ = ["HostedStore", "MemoryStore", "open_store", "pg_vector_size"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ T = TypeVar("T")
 _PAGE = 1000
 # Vector stores without paging (pgvector) are listed in one query of at most this many rows.
 _LIST_ALL = 10_000_000
-_SCOPE_KEYS = ("user_id", "agent_id", "run_id")
+_CONNECT_TIMEOUT = 5
 
 
 class UnsupportedError(ConfigurationError):
@@ -355,8 +355,10 @@ class MemoryStore:
 
                 vectors = qdrant.get_collection(name).config.params.vectors
                 return vectors.size if isinstance(vectors, VectorParams) else None
-            dims = getattr(self._vectors, "embedding_model_dims", None)
-            return int(dims) if dims else None
+            dsn = getattr(self.settings, "dsn", None)
+            if self.settings.backend == "pgvector" and dsn:
+                return pg_vector_size(dsn, self.settings.collection)
+            return None
         except Exception as exc:
             logger.debug("could not read the vector size: %s", exc)
             return None
@@ -575,9 +577,9 @@ def _open_server(
     from ..backends import pgvector_config, qdrant_server_config
 
     history = str(settings.history_db) if settings.history_db else None
-    assert settings.url is not None or settings.dsn is not None
     if settings.backend == "pgvector":
         assert settings.dsn is not None
+        _check_postgres(settings.dsn)
         fields = pgvector_config(
             settings.dsn,
             dims=embedding.dimensions,
@@ -615,6 +617,31 @@ def _open_server(
             "(embedding_model in the config file, or $AGENTSCOPE_MEM0_EMBEDDER)"
         )
     return store
+
+
+def pg_vector_size(dsn: str, table: str) -> int | None:
+    """The size of the ``vector`` column of a pgvector table; ``None`` if there is none."""
+    import psycopg
+
+    with psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT) as conn:
+        row = conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+            " AND attname = 'vector'",
+            (table,),
+        ).fetchone()
+    return int(row[0]) if row and row[0] and row[0] > 0 else None
+
+
+def _check_postgres(dsn: str) -> None:
+    """Fail fast on an unreachable server: mem0's pool would wait 30 s per call."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigurationError(
+            "the pgvector backend needs psycopg 3: pip install 'agentscope-mem0[pgvector]'"
+        ) from exc
+    with _mapped("connecting to PostgreSQL"):
+        psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT).close()
 
 
 def _close_vector_store(memory: Any) -> None:

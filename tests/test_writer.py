@@ -531,9 +531,22 @@ def test_a_script_that_ends_without_flushing_keeps_its_writes(
     _close(memory)
 
 
-async def test_unclosed_queue_warns(memory: AsyncMemory) -> None:
-    queue = queue_for(memory)
-    await queue.submit(SCOPE, said("I like fruit12."), wait=True)
-    with pytest.warns(ResourceWarning, match="not closed"):
+async def test_dropping_a_queue_with_writes_pending_warns(memory: AsyncMemory) -> None:
+    queue = queue_for(FaultyClient(memory, delay=5))
+    await queue.submit(SCOPE, said("I like fruit12."))
+    with pytest.warns(ResourceWarning, match="1 memory writes pending"):
         queue.__del__()
-    await queue.aclose()
+    await queue.aclose(timeout=0)
+
+
+async def test_an_idle_queue_holds_no_task_and_is_collected(memory: AsyncMemory) -> None:
+    import gc
+    import weakref
+
+    queue = queue_for(memory, lease=0.06)
+    await queue.submit(SCOPE, said("I like fruit13."), wait=True)
+    await asyncio.sleep(0.1)  # the lease keeper notices there is nothing left
+    ref = weakref.ref(queue)
+    del queue
+    gc.collect()
+    assert ref() is None

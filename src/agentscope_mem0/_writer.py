@@ -230,7 +230,8 @@ class WriteQueue:
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every write queued so far is stored or has failed.
 
-        This includes the writes replayed from the outbox at start.
+        This includes the writes other processes left in the outbox (those
+        whose process ended or whose lease ran out), which are taken over first.
 
         Returns:
             True when none is left pending within ``timeout`` seconds.
@@ -242,8 +243,13 @@ class WriteQueue:
         assert rt.started is not None
         try:
             await asyncio.wait_for(asyncio.shield(rt.started), timeout)
+            if self._outbox.durable:
+                # Writes another process left since the start are ours to store too.
+                self._adopt(rt, await self._claim_orphans())
         except TimeoutError:
             return False
+        except Exception:
+            logger.exception("could not look for writes left in the outbox")
         waiting = list(rt.waiters.values())
         if not waiting:
             return True
@@ -354,10 +360,7 @@ class WriteQueue:
                 )
             self._adopt(rt, [*own, *orphans])
         except Exception:
-            logger.exception("could not read the outbox at start; retrying in the background")
-        rt.maintenance = rt.loop.create_task(
-            self._maintain(rt), name="agentscope-mem0-outbox-lease"
-        )
+            logger.exception("could not read the outbox at start; trying again on the next write")
 
     async def _claim_orphans(self) -> list[OutboxRow]:
         rows = await self._io(
@@ -369,13 +372,22 @@ class WriteQueue:
         self._counts["replayed"] += len(rows)
         return rows
 
+    def _ensure_maintenance(self, rt: _Runtime) -> None:
+        if rt.maintenance is None or rt.maintenance.done():
+            rt.maintenance = rt.loop.create_task(
+                self._maintain(rt), name="agentscope-mem0-outbox-lease"
+            )
+
     async def _maintain(self, rt: _Runtime) -> None:
-        """Renew this queue's leases, take over orphans, restart stalled scopes."""
-        while True:
+        """While this queue holds writes: renew its leases, take over orphans,
+        restart stalled scopes. Ends when nothing is pending, so an idle queue
+        holds no task and can be garbage-collected."""
+        while rt.waiters:
             await asyncio.sleep(self._lease / 3)
             try:
-                await self._io(self._outbox.renew, owner=self._owner, lease=self._lease)
-                self._adopt(rt, await self._claim_orphans())
+                if self._outbox.durable:
+                    await self._io(self._outbox.renew, owner=self._owner, lease=self._lease)
+                    self._adopt(rt, await self._claim_orphans())
                 self._adopt(rt, await self._io(self._outbox.held, self._owner))
             except Exception:
                 logger.exception(
@@ -417,6 +429,7 @@ class WriteQueue:
         return True
 
     def _kick(self, rt: _Runtime, scope: Scope) -> None:
+        self._ensure_maintenance(rt)
         worker = rt.workers.get(scope)
         if worker is not None and not worker.done():
             rt.wake.add(scope)
@@ -656,10 +669,11 @@ class WriteQueue:
             self._report_left(count, "at exit")
 
     def __del__(self) -> None:
-        if getattr(self, "_closed", True):
+        if getattr(self, "_closed", True) or not self.pending:
             return
         warnings.warn(
-            f"WriteQueue {self._owner} was not closed; call `await queue.aclose()`",
+            f"WriteQueue {self._owner} was dropped with {self.pending} memory writes pending;"
+            " call `await queue.aclose()` (or `await middleware.aclose()`)",
             ResourceWarning,
             source=self,
             stacklevel=1,

@@ -257,11 +257,6 @@ async def test_factory_refuses_ids_that_would_reach_other_users(
     assert client.calls == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Mem0Middleware only refuses blank ids; the lead's patch moves "
-    "service.check_user_id into Scope/the middleware (see the issue 6 report)",
-)
 @pytest.mark.parametrize("user_id", ["*", " bob", "bob "])
 def test_middleware_refuses_ids_that_would_reach_other_users(
     user_id: str, store_config: dict[str, Any]

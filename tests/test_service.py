@@ -66,7 +66,7 @@ def test_signature_fits_both_forms_agentscope_app_probes(store_config: dict[str,
 
 
 @pytest.mark.parametrize(
-    "user_id", ["", "   ", "\t\n", None, 42, "alice ", " alice", "al ice", "*"]
+    "user_id", ["", "   ", "\t\n", None, 42, "alice ", " alice", "*"]
 )
 async def test_factory_rejects_user_ids_that_do_not_name_one_user(
     user_id: Any, store_config: dict[str, Any]

@@ -20,9 +20,37 @@ if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
 
-__all__ = ["Mem0Backend", "MemoryHit", "Scope", "resolve_client"]
+__all__ = ["Mem0Backend", "MemoryHit", "Scope", "check_user_id", "resolve_client"]
 
 logger = logging.getLogger(__name__)
+
+
+_WILDCARD = "*"
+
+
+def check_user_id(user_id: Any) -> str:
+    """Check that ``user_id`` names exactly one user in mem0 and return it.
+
+    mem0 2.2 strips surrounding whitespace from ids (so ``"alice "`` would read
+    and write Alice's memories) and reads ``"*"`` in a filter as "any value"
+    (so it would read everybody's). Both are refused rather than passed on.
+
+    Raises:
+        ConfigurationError: ``user_id`` is not a string, is blank, has
+            surrounding whitespace, or is the wildcard ``"*"``.
+    """
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise ConfigurationError(f"user_id must be a non-blank string, got {user_id!r}")
+    if user_id != user_id.strip():
+        raise ConfigurationError(
+            f"user_id {user_id!r} has surrounding whitespace; mem0 trims ids, so it "
+            "would share memories with another user id. Normalise ids before they get here"
+        )
+    if user_id == _WILDCARD:
+        raise ConfigurationError(
+            "user_id '*' is mem0's wildcard and would match every user's memories"
+        )
+    return user_id
 
 
 @dataclass(frozen=True, slots=True)

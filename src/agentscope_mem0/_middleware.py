@@ -25,7 +25,7 @@ from agentscope.message import Msg
 from agentscope.middleware import MiddlewareBase
 from agentscope.types import ReplyFinishedReason
 
-from ._backend import Mem0Backend, MemoryHit, Scope, resolve_client
+from ._backend import Mem0Backend, MemoryHit, Scope, check_user_id, resolve_client
 from ._exceptions import ConfigurationError
 from ._notes import (
     DEFAULT_MEMORY_SECTION_HEADER,
@@ -98,7 +98,7 @@ class Mem0Middleware(MiddlewareBase):
         """Set up memory for one user.
 
         Args:
-            user_id: Whose memories these are; required and not blank.
+            user_id: Whose memories these are: not blank, no whitespace, not ``"*"``.
             client: A ready ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient``.
                 When given it wins over the three arguments below.
             chat_model: The AgentScope model mem0 extracts memories with.
@@ -123,12 +123,11 @@ class Mem0Middleware(MiddlewareBase):
                 built-in does, instead of replacing the previous one.
 
         Raises:
-            ConfigurationError: A blank ``user_id``, an unknown ``mode``, or no
+            ConfigurationError: A bad ``user_id``, an unknown ``mode``, or no
                 usable backend (it is a ``ValueError``).
             TypeError: ``client`` is a synchronous mem0 client.
         """
-        if not isinstance(user_id, str) or not user_id.strip():
-            raise ConfigurationError(f"user_id must be a non-blank string, got {user_id!r}")
+        check_user_id(user_id)
         if mode not in _MODES:
             raise ConfigurationError(
                 f"unknown mode {mode!r}; use one of {', '.join(map(repr, _MODES))}"
@@ -312,10 +311,15 @@ class Mem0Middleware(MiddlewareBase):
         if isinstance(self._agent_id, str):
             return self._agent_id
         value = self._agent_id(agent) if callable(self._agent_id) else agent.name
-        if not isinstance(value, str) or not value.strip():
+        if (
+            not isinstance(value, str)
+            or not value.strip()
+            or value != value.strip()
+            or value == "*"
+        ):
             raise ConfigurationError(
-                f"agent_id resolved to {value!r} for agent {agent.name!r}; "
-                "it must be a non-blank string"
+                f"agent_id resolved to {value!r} for agent {agent.name!r}; it must be a "
+                "non-blank string without surrounding whitespace and not mem0's wildcard '*'"
             )
         return value
 

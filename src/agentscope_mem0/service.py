@@ -26,7 +26,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any
 
-from ._backend import resolve_client
+from ._backend import check_user_id, resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
 from ._middleware import _MODES, Mem0Middleware, Mode
 
@@ -38,36 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["Mem0MiddlewareFactory", "check_user_id", "mem0_middleware_factory"]
 
 logger = logging.getLogger(__name__)
-
-_WILDCARD = "*"
-
-
-def check_user_id(user_id: Any) -> str:
-    """Check that ``user_id`` names exactly one user in mem0 and return it.
-
-    mem0 2.2 strips surrounding whitespace from ids (so ``"alice "`` would read
-    and write Alice's memories) and treats ``"*"`` in a filter as "any value"
-    (so it would read everybody's). Both are refused here rather than passed on.
-
-    Raises:
-        ConfigurationError: ``user_id`` is not a string, is blank, contains
-            whitespace, or is the wildcard ``"*"``.
-    """
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise ConfigurationError(
-            f"user_id must be a non-blank string, got {user_id!r}; check that the "
-            "request is authenticated (agentscope.app reads it from X-User-ID)"
-        )
-    if any(c.isspace() for c in user_id):
-        raise ConfigurationError(
-            f"user_id {user_id!r} contains whitespace; mem0 trims ids, so it would "
-            "share memories with another user id. Normalise ids before they get here"
-        )
-    if user_id == _WILDCARD:
-        raise ConfigurationError(
-            "user_id '*' is mem0's wildcard and would match every user's memories"
-        )
-    return user_id
 
 
 class Mem0MiddlewareFactory:

@@ -20,7 +20,7 @@ from ._common import (
 from ._config import Settings
 from ._errors import CliError, ExitCode, NotFoundError, UsageError
 from ._models import chat_model_from_spec
-from ._output import Output, short_date
+from ._output import Output, count, short_date
 from ._records import MemoryRecord
 
 __all__ = ["add", "forget", "history", "list_memories", "search"]
@@ -62,8 +62,9 @@ def list_memories(
         out.json([r.to_json() for r in newest])
         return
     out.table(["ID", "AGENT", "CREATED", "UPDATED", "MEMORY"], [_row(r) for r in newest])
-    shown = f"{len(newest)} of {len(records)}" if len(newest) < len(records) else len(records)
-    out.note(f"{shown} memories of {describe_scope(scope)} in {where(settings)}")
+    total = count(len(records), "memory", "memories")
+    shown = f"{len(newest)} of {total}" if len(newest) < len(records) else total
+    out.note(f"{shown} of {describe_scope(scope)} in {where(settings)}")
 
 
 @click.command()
@@ -163,7 +164,7 @@ def add(
         ["ID", "EVENT", "MEMORY"],
         [[r.get("id"), r.get("event", "ADD"), r.get("memory")] for r in results],
     )
-    out.note(f"stored {len(results)} for {describe_scope(scope)}")
+    out.note(f"stored {count(len(results), 'memory', 'memories')} for {describe_scope(scope)}")
 
 
 @click.command()
@@ -233,7 +234,7 @@ def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, k
         out.json(report)
         return
     out.line(f"Forgot memory {memory_id}: {record.text}")
-    extra = f"; removed {purged} history entries" if not keep else ""
+    extra = f"; removed {count(purged, 'history entry', 'history entries')}" if not keep else ""
     out.line(f"Verified: it is gone{extra}.")
 
 
@@ -272,9 +273,10 @@ def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, k
     if out.as_json:
         out.json(report)
         return
-    out.line(f"Forgot {removed} memories of {describe_scope(scope)}.")
+    out.line(f"Forgot {count(removed, 'memory', 'memories')} of {describe_scope(scope)}.")
     extra = (
-        f" Removed {history} history entries and {messages} stored messages too."
+        f" Removed {count(history, 'history entry', 'history entries')} and "
+        f"{count(messages, 'stored message')} too."
         if not keep
         else ""
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-__all__ = ["Output", "short_date"]
+__all__ = ["Output", "count", "short_date"]
 
 
 def short_date(value: str | None) -> str:
@@ -30,6 +30,12 @@ def short_date(value: str | None) -> str:
         parsed = parsed.astimezone(UTC)
         return parsed.strftime("%Y-%m-%d %H:%MZ")
     return parsed.strftime("%Y-%m-%d %H:%M")
+
+
+def count(number: int, singular: str, plural: str | None = None) -> str:
+    """``1 memory``, ``2 memories``."""
+    word = singular if number == 1 else (plural or f"{singular}s")
+    return f"{number} {word}"
 
 
 def _one_line(value: Any) -> str:

@@ -24,7 +24,7 @@ from .._exceptions import BackendError
 from ._common import agent_option, describe_scope, no_memories, session, store_command, user_option
 from ._config import Settings
 from ._errors import CliError, ExitCode, UsageError, is_unreachable
-from ._output import Output
+from ._output import Output, count
 from ._records import FormatError, MemoryRecord, parse_line
 
 __all__ = ["export", "import_memories"]
@@ -93,7 +93,7 @@ def export(
         for record in records:
             stream.write(record.to_line() + "\n")
     whose = describe_scope(scope) if scope is not None else "all users"
-    out.note(f"exported {len(records)} memories of {whose}")
+    out.note(f"exported {count(len(records), 'memory', 'memories')} of {whose}")
 
 
 def _read_records(stream: IO[str]) -> list[MemoryRecord]:
@@ -134,10 +134,14 @@ def _read_records(stream: IO[str]) -> list[MemoryRecord]:
     show_default=True,
     help="Memories embedded and written per step.",
 )
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr.")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show a progress bar on stderr (default: when stderr is a terminal).",
+)
 @store_command()
 def import_memories(
-    *, settings: Settings, out: Output, file: IO[str], batch_size: int, progress: bool
+    *, settings: Settings, out: Output, file: IO[str], batch_size: int, progress: bool | None
 ) -> None:
     """Import memories from a JSONL FILE written by `export` ('-' reads stdin).
 
@@ -149,6 +153,8 @@ def import_memories(
     records = _read_records(file)
     if not records:
         raise UsageError("the file holds no memories")
+    if progress is None:
+        progress = sys.stderr.isatty()
     stored = present = 0
     with session(settings) as s:
         bar_file = sys.stderr if progress else open(os.devnull, "w")  # noqa: SIM115
@@ -175,7 +181,10 @@ def import_memories(
     if out.as_json:
         out.json(report)
         return
-    out.note(f"imported {len(records)} memories: {stored} stored, {present} already present")
+    out.note(
+        f"imported {count(len(records), 'memory', 'memories')}: {stored} stored, "
+        f"{present} already present"
+    )
 
 
 def _interrupted(exc: BaseException, stored: int, present: int, total: int) -> CliError:

@@ -9,6 +9,7 @@ rule-based model.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -256,6 +257,26 @@ def test_forget_usage_errors() -> None:
         result = run(*args)
         assert result.exit_code == 2, args
     assert len(run_json("list", "--user", "alice")) == 1
+
+
+def test_run_inside_a_process_that_holds_the_folder(data_dir: Path) -> None:
+    """Called from Python in an app that has the folder open, the command
+    shares that process's client and leaves it open."""
+    from agentscope_mem0.local import build_local_memory, close_shared_clients
+    from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+    memory = build_local_memory(
+        ScriptedChatModel("OK."), embedding_model=HashEmbedding(), folder=data_dir
+    )
+    try:
+        asyncio.run(memory.add("likes tea", user_id="kim", infer=False))
+        assert [m["text"] for m in run_json("list", "--user", "kim")] == ["likes tea"]
+        assert run_json("status")["backend"]["memories"] == 1
+        listed = asyncio.run(memory.get_all(filters={"user_id": "kim"}))
+        assert [m["memory"] for m in listed["results"]] == ["likes tea"]
+    finally:
+        memory.close()
+        close_shared_clients(data_dir)
 
 
 def test_demo_command_is_kept() -> None:

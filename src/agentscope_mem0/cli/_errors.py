@@ -34,7 +34,15 @@ from .._exceptions import (
     StoreLockedError,
 )
 
-__all__ = ["CliError", "ExitCode", "NotFoundError", "UnreachableError", "translate_errors"]
+__all__ = [
+    "CliError",
+    "ExitCode",
+    "NotFoundError",
+    "UnreachableError",
+    "UsageError",
+    "is_unreachable",
+    "translate_errors",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -133,3 +141,11 @@ def translate_errors() -> Iterator[None]:
         raise CliError(str(exc), ExitCode.FAILED) from exc
     except Mem0MiddlewareError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from exc
+    except Exception as exc:
+        # A failure nobody mapped: say what it was; -v shows the traceback.
+        logger.info("unexpected failure", exc_info=True)
+        if is_unreachable(exc):
+            raise UnreachableError(f"the backend is unreachable: {exc}") from exc
+        raise CliError(
+            f"{type(exc).__name__}: {exc} (run with -v for the traceback)", ExitCode.FAILED
+        ) from exc

@@ -59,7 +59,8 @@ def _embedded_backend(settings: Settings) -> dict[str, Any]:
     try:
         _read_qdrant(client, COLLECTION, info)
     finally:
-        close_shared_clients(settings.folder)
+        if holder is None or not holder.is_self:  # leave this process's own client open
+            close_shared_clients(settings.folder)
     return info
 
 

@@ -550,6 +550,11 @@ def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryS
     if settings.backend == "embedded":
         from ..local import build_local_memory, close_shared_clients
 
+        # A command is a process of its own and hands the folder back when it is
+        # done; run inside a process that already holds the folder, it leaves
+        # that process's client open.
+        holder = lock_holder(settings.folder)
+        held_here = holder is not None and holder.is_self
         try:
             memory = build_local_memory(
                 chat_model, embedding_model=embedding, folder=settings.folder
@@ -562,8 +567,7 @@ def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryS
             settings=settings,
             embedding_model=embedding,
             chat=chat,
-            # A command is a process: it hands the folder back when it is done.
-            on_close=lambda: close_shared_clients(folder),
+            on_close=None if held_here else lambda: close_shared_clients(folder),
         )
     return _open_server(settings, embedding, chat_model, chat)
 

@@ -116,7 +116,7 @@ def store_command(*, json_option: bool = True) -> Callable[[F], F]:
             default=None,
             help="Data folder (default: $AGENTSCOPE_MEM0_DIR or ~/.agentscope-mem0).",
         )(command)
-        return command  # type: ignore[no-any-return]
+        return command
 
     return decorate
 

@@ -75,9 +75,7 @@ def embedding_model_from_spec(spec: str) -> EmbeddingModelBase:
     name, _, arg = spec.partition(":")
     if spec == "default":
         try:
-            from ..local._embedder import (  # type: ignore[import-not-found]
-                default_embedding_model,
-            )
+            from ..local._embedder import default_embedding_model
         except ModuleNotFoundError as exc:
             raise ConfigurationError(
                 f"the default offline embedder is unavailable ({exc}); install "

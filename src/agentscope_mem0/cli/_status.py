@@ -121,14 +121,14 @@ def _pgvector_backend(settings: Settings) -> dict[str, Any]:
     try:
         with psycopg.connect(settings.dsn or "", connect_timeout=_PROBE_TIMEOUT) as conn:
             info["reachable"] = True
-            (table,) = conn.execute("SELECT to_regclass(%s)", (settings.collection,)).fetchone()
-            if table is None:
+            found = conn.execute("SELECT to_regclass(%s)", (settings.collection,)).fetchone()
+            if found is None or found[0] is None:
                 info["note"] = f"table {settings.collection!r} not created yet"
                 return info
-            (count,) = conn.execute(
+            counted = conn.execute(
                 sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(settings.collection))
             ).fetchone()
-            info["memories"] = count
+            info["memories"] = counted[0] if counted else 0
         info["vector_size"] = pg_vector_size(settings.dsn or "", settings.collection)
     except Exception as exc:
         info["error"] = f"{type(exc).__name__}: {exc}"
@@ -229,7 +229,7 @@ def _outbox(settings: Settings) -> dict[str, Any]:
 def gather_status(settings: Settings) -> dict[str, Any]:
     """Everything ``status`` reports, as one JSON-ready dict."""
     backend = _BACKEND_PROBES[settings.backend](settings)
-    report = {
+    report: dict[str, Any] = {
         "settings": settings.describe(),
         "sources": dict(settings.sources),
         "backend": backend,
@@ -409,18 +409,16 @@ def retry_failed(
             rows = outbox.requeue_failed(owner=owner, lease=0.0, user_id=user)
             # Unclaimed at once: any writer may take them.
             outbox.release(owner=owner)
-            report = {"requeued": len(rows), "sent": False}
             if out.as_json:
-                out.json(report)
+                out.json({"requeued": len(rows), "sent": False})
             else:
                 out.line(
                     f"Requeued {len(rows)} failed writes in {path}; the next writer on this "
                     "outbox sends them (or run again with --send)."
                 )
             return
-        report = _send(settings, user, timeout, before)
-        after = outbox.counts()
-        report["outbox"] = after
+        report: dict[str, Any] = _send(settings, user, timeout, before)
+        report["outbox"] = outbox.counts()
     finally:
         outbox.close()
     if out.as_json:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -427,18 +428,16 @@ class HostedStore:
         found: list[MemoryRecord] = []
         page = 1
         while True:
-            raw = await self._api(
-                "get_all",
-                lambda p=page: self.memory.get_all(
-                    filters=_scope_filters(scope), page=p, page_size=100
-                ),
-            )
+            raw = await self._api("get_all", functools.partial(self._page, scope, page))
             items = raw.get("results", []) if isinstance(raw, dict) else raw
             found.extend(MemoryRecord.from_result(i) for i in items or [] if isinstance(i, dict))
             if not (isinstance(raw, dict) and raw.get("next")) or not items:
                 break
             page += 1
         return sorted(found, key=lambda r: (r.created_at or "", r.id))
+
+    def _page(self, scope: Scope, page: int) -> Awaitable[Any]:
+        return self.memory.get_all(filters=_scope_filters(scope), page=page, page_size=100)
 
     async def count(self, scope: Scope | None) -> int:
         """How many memories ``scope`` holds."""

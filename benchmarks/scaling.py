@@ -10,10 +10,12 @@ mem0's own ``AsyncMemory`` with the same offline embedder everywhere:
 * recall@5 of the vector stage against an exact scan of the user's vectors,
   and how many candidates come back, for a big and for a small user.
 
-Stores: ``local-qdrant`` (the embedded default), ``pgvector-hnsw`` (mem0's
-HNSW index, pgvector's default ``ef_search`` 40, and the same table searched
-with ``ef_search`` 200) and ``pgvector-exact`` (no HNSW index; the user's rows
-found through the scope index of ``prepare_pgvector`` and ranked exactly).
+Stores: ``local-qdrant`` (the embedded default); ``pgvector-hnsw`` (mem0's
+HNSW index with pgvector's default ``ef_search`` 40 plus the scope index of
+``prepare_pgvector``, and the same table searched with ``ef_search`` 200);
+``pgvector-hnsw-noscope`` (what mem0 creates by itself: HNSW, no scope index);
+``pgvector-exact`` (no HNSW; the user's rows found through the scope index and
+ranked exactly).
 
 Run::
 
@@ -336,7 +338,16 @@ def build_qdrant(folder: Path, embedding: Any, chat: Any) -> Any:
     )
 
 
-def build_pgvector(dsn: str, folder: Path, embedding: Any, chat: Any, table: str, **kw: Any) -> Any:
+def build_pgvector(
+    dsn: str,
+    folder: Path,
+    embedding: Any,
+    chat: Any,
+    table: str,
+    *,
+    scope_index: bool = True,
+    **kw: Any,
+) -> Any:
     from mem0 import AsyncMemory
 
     from agentscope_mem0 import build_mem0_config
@@ -349,7 +360,7 @@ def build_pgvector(dsn: str, folder: Path, embedding: Any, chat: Any, table: str
         history_db_path=str(folder / f"history-{uuid.uuid4().hex[:6]}.db"),
         **kw,
     )
-    prepare_pgvector(config)
+    prepare_pgvector(config, scope_index=scope_index)
     return AsyncMemory(
         config=build_mem0_config(chat_model=chat, embedding_model=embedding, mem0_config=config)
     )
@@ -391,6 +402,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     embedding,
                 )
                 extra = [with_ef]
+            elif backend == "pgvector-hnsw-noscope":
+                # What mem0 builds by itself: HNSW, no index on user_id.
+                table = "scaling_noscope"
+                memory = build_pgvector(dsn, work, embedding, chat, table, scope_index=False)
+                store = PgvectorStore(
+                    "pgvector-hnsw-noscope", memory, embedding, dsn, table, hnsw=True
+                )
             elif backend == "pgvector-exact":
                 memory = build_pgvector(dsn, work, embedding, chat, "scaling_exact", hnsw=False)
                 store = PgvectorStore(
@@ -458,85 +476,75 @@ def _write(args: argparse.Namespace, results: list[dict[str, Any]], sizes: list[
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    """Search latency, add throughput and small-user recall against store size."""
+    """Search latency, add throughput and recall against store size."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in report["results"] if "skipped" not in r]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     series: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
+    prefix = "pgvector-hnsw-ef200:"
+    for row in report["results"]:
+        if "skipped" in row:
+            continue
         series.setdefault(row["backend"], []).append(row)
-        if "pgvector-hnsw-ef200:search_ms_p50" in row:
+        if f"{prefix}search_ms_p50" in row:
             series.setdefault("pgvector-hnsw-ef200", []).append(
-                {
-                    "size": row["size"],
-                    "search_ms_p50": row["pgvector-hnsw-ef200:search_ms_p50"],
-                    "search_ms_p95": row["pgvector-hnsw-ef200:search_ms_p95"],
-                    "recall": row["pgvector-hnsw-ef200:recall"],
-                }
+                {"size": row["size"]}
+                | {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}
             )
-    for name, points in series.items():
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for color, (name, points) in zip(colors, series.items(), strict=False):
         sizes = [p["size"] for p in points]
-        line = axes[0].plot(
-            sizes, [p["search_ms_p50"] for p in points], marker="o", label=f"{name} p50"
-        )
-        axes[0].plot(
-            sizes,
-            [p["search_ms_p95"] for p in points],
-            marker="x",
-            linestyle="--",
-            color=line[0].get_color(),
-            label=f"{name} p95",
+
+        def pair(ax: Any, values: tuple[list[float], list[float]], labels: tuple[str, str]) -> None:
+            ax.plot(sizes, values[0], "o-", color=color, label=labels[0])  # noqa: B023
+            ax.plot(sizes, values[1], "x--", color=color, label=labels[1])  # noqa: B023
+
+        pair(
+            axes[0],
+            ([p["search_ms_p50"] for p in points], [p["search_ms_p95"] for p in points]),
+            (f"{name} p50", f"{name} p95"),
         )
         if "adds_per_s" in points[0]:
-            axes[1].plot(
-                sizes, [p["adds_per_s"] for p in points], marker="o", label=f"{name}, 1 at a time"
+            pair(
+                axes[1],
+                ([p["adds_per_s"] for p in points], [p["adds_per_s_8_concurrent"] for p in points]),
+                (f"{name}, 1 at a time", f"{name}, 8 at once"),
             )
-            axes[1].plot(
-                sizes,
-                [p["adds_per_s_8_concurrent"] for p in points],
-                marker="x",
-                linestyle="--",
-                label=f"{name}, 8 concurrent",
-            )
-        axes[2].plot(
-            sizes,
-            [p["recall"]["small_user"]["recall_at_5"] for p in points],
-            marker="o",
-            label=f"{name}, small user",
-        )
-        axes[2].plot(
-            sizes,
-            [p["recall"]["big_user"]["recall_at_5"] for p in points],
-            marker="x",
-            linestyle="--",
-            label=f"{name}, big user",
+        pair(
+            axes[2],
+            (
+                [p["recall"]["big_user"]["recall_at_5"] for p in points],
+                [p["recall"]["small_user"]["recall_at_5"] for p in points],
+            ),
+            (f"{name}, big user", f"{name}, small user"),
         )
     titles = (
-        "search latency (ms, one user, top 5)",
+        "search latency, ms (one user, top 5; log scale)",
         "adds per second (infer=False)",
         "recall@5 of the vector stage",
     )
     for ax, title in zip(axes, titles, strict=True):
         ax.set_xscale("log")
         ax.set_xlabel("memories in the store")
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6.5)
     axes[0].set_yscale("log")
     axes[2].set_ylim(-0.05, 1.05)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:
     """Parse the command line, run, write the JSON and the plot."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--backends", default="qdrant,pgvector,pgvector-exact")
+    parser.add_argument(
+        "--backends", default="qdrant,pgvector,pgvector-hnsw-noscope,pgvector-exact"
+    )
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--dims", type=int, default=384)
     parser.add_argument("--queries", type=int, default=60, help="big-user queries per size")

@@ -3,7 +3,9 @@ history database and the middleware's own files."""
 
 from __future__ import annotations
 
+from ._embedder import E5_DIMENSIONS, OfflineE5Embedding, default_embedding_model
 from ._folder import DATA_DIR_ENV, data_dir, history_db_path
+from ._keyword import KeywordEncoder, SparseTerms, install_keyword_encoder
 from ._store import (
     LockedQdrantClient,
     build_local_memory,
@@ -15,12 +17,18 @@ from ._store import (
 
 __all__ = [
     "DATA_DIR_ENV",
+    "E5_DIMENSIONS",
+    "KeywordEncoder",
     "LockedQdrantClient",
+    "OfflineE5Embedding",
+    "SparseTerms",
     "build_local_memory",
     "close_shared_clients",
     "data_dir",
+    "default_embedding_model",
     "embedded_store_config",
     "history_db_path",
+    "install_keyword_encoder",
     "share_local_qdrant",
     "shared_qdrant_client",
 ]

@@ -222,6 +222,10 @@ def _pairs(run: list[str]) -> list[str]:
 def install_keyword_encoder(target: Any, encoder: KeywordEncoder | None = None) -> bool:
     """Make mem0's Qdrant store use an offline keyword encoder, enabling hybrid search.
 
+    Install it before the first memory is stored: memories stored without it
+    have no keyword vector. ``AsyncMemory.reset()`` builds a new store object,
+    so install again after a reset.
+
     Args:
         target: A mem0 ``Qdrant`` vector store, or a ``Memory``/``AsyncMemory``
             (its ``vector_store`` is used).

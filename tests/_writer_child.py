@@ -13,7 +13,7 @@ exchanges ("I like fruitNN.") over three users, and print ``queued`` once
 * ``crash-after-add``: the first mem0 ``add`` to return kills the process
   with SIGKILL, after mem0 stored the memories and before the outbox heard
   of it: the window exactly-once replay must cover.
-* ``pending``: extraction takes 0.3 s per call; the process waits to be
+* ``pending``: extraction takes 1 s per call; the process waits to be
   killed by the parent.
 """
 
@@ -80,11 +80,14 @@ class KillAfterAdd:
     async def get_all(self, *args: Any, **kwargs: Any) -> Any:
         return await self.inner.get_all(*args, **kwargs)
 
+    async def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.delete(*args, **kwargs)
+
 
 async def run(mode: str, folder: Path, n: int) -> None:
     from mem0 import AsyncMemory
 
-    delay = 0.3 if mode == "pending" else 0.0
+    delay = 1.0 if mode == "pending" else 0.0
     memory = AsyncMemory(
         config=build_mem0_config(
             chat_model=ScriptedChatModel(extractor=UniqueFacts(), delay=delay),
@@ -102,6 +105,7 @@ async def run(mode: str, folder: Path, n: int) -> None:
     for i in range(n):
         scope, messages = exchange(i)
         await queue.submit(scope, messages)
+        await asyncio.sleep(0.05)  # turns come one after another
     sys.stdout.write("queued\n")
     sys.stdout.flush()
     gate.set()

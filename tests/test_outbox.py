@@ -180,3 +180,25 @@ def test_keep_holds_rows_in_flight_on_release(box: Outbox) -> None:
     ids = [_insert(box, me, f"k{i}") for i in range(3)]
     assert box.release(owner=me, keep=[ids[1]]) == 2
     assert [r.key for r in box.held(me)] == ["k1"]
+
+
+def test_try_insert_never_waits_for_a_busy_database(box: Outbox) -> None:
+    me = new_owner_id()
+    assert box.try_insert(key="k0", user_id="u", agent_id="a", messages=[], owner=me, lease=30)
+    other = sqlite3.connect(box.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process is writing
+    started = time.perf_counter()
+    got = box.try_insert(key="k1", user_id="u", agent_id="a", messages=[], owner=me, lease=30)
+    assert got is None and time.perf_counter() - started < 0.05
+    other.execute("COMMIT")
+    assert box.try_insert(key="k1", user_id="u", agent_id="a", messages=[], owner=me, lease=30)
+    assert [r.key for r in box.held(me)] == ["k0", "k1"]
+    other.close()
+
+
+def test_try_insert_in_memory() -> None:
+    box = Outbox(None)
+    me = new_owner_id()
+    assert box.try_insert(key="k", user_id="u", agent_id=None, messages=[], owner=me, lease=30)
+    assert [r.key for r in box.held(me)] == ["k"]
+    box.close()

@@ -17,6 +17,7 @@ on one thread. Without a folder the same tables live in memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -67,6 +68,11 @@ _MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
+_INSERT = (
+    "INSERT INTO writes (key, user_id, agent_id, messages, claimed_by, lease_until,"
+    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
 _COLUMNS = (
     "id, key, user_id, agent_id, messages, status, attempts, batch_key, "
     "claimed_by, error, created_at"
@@ -91,6 +97,19 @@ class OutboxRow:
     claimed_by: str | None
     error: str | None
     created_at: float
+
+
+def _new_row(
+    key: str,
+    user_id: str,
+    agent_id: str | None,
+    messages: list[dict[str, str]],
+    owner: str,
+    lease: float,
+) -> tuple[Any, ...]:
+    now = time.time()
+    text = json.dumps(messages, ensure_ascii=False)
+    return (key, user_id, agent_id, text, owner, now + lease, now, now)
 
 
 def _row(values: Sequence[Any]) -> OutboxRow:
@@ -179,6 +198,19 @@ class Outbox:
                 # lose the last commits.
                 self._conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
+        # The no-wait path of try_insert: a second connection that never waits
+        # for a lock and leaves checkpoints (the fsyncs) to the main one.
+        self._front_lock = threading.Lock()
+        self._front = self._conn
+        if self.path is not None:
+            self._front = sqlite3.connect(
+                str(self.path), timeout=0, isolation_level=None, check_same_thread=False
+            )
+            self._front.execute("PRAGMA busy_timeout = 0")
+            self._front.execute("PRAGMA synchronous = NORMAL")
+            self._front.execute("PRAGMA wal_autocheckpoint = 0")
+        else:
+            self._front_lock = self._lock  # one in-memory database, one connection
 
     @classmethod
     def in_folder(cls, folder: str | os.PathLike[str], **kwargs: Any) -> Outbox:
@@ -232,27 +264,41 @@ class Outbox:
         lease: float,
     ) -> int:
         """Record a new exchange, claimed by ``owner``; returns its row id."""
-        now = time.time()
-        return int(
-            self._write(
-                lambda c: (
-                    c.execute(
-                        "INSERT INTO writes (key, user_id, agent_id, messages, claimed_by,"
-                        " lease_until, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            key,
-                            user_id,
-                            agent_id,
-                            json.dumps(messages, ensure_ascii=False),
-                            owner,
-                            now + lease,
-                            now,
-                            now,
-                        ),
-                    ).lastrowid
-                )
-            )
-        )
+        row = _new_row(key, user_id, agent_id, messages, owner, lease)
+        return int(self._write(lambda c: c.execute(_INSERT, row).lastrowid))
+
+    def try_insert(
+        self,
+        *,
+        key: str,
+        user_id: str,
+        agent_id: str | None,
+        messages: list[dict[str, str]],
+        owner: str,
+        lease: float,
+    ) -> int | None:
+        """:meth:`insert` without waiting: ``None`` when the database is busy now.
+
+        Cheap enough (tens of microseconds) to call on an event loop's thread;
+        on ``None`` the caller falls back to :meth:`insert` on a worker thread.
+        """
+        row = _new_row(key, user_id, agent_id, messages, owner, lease)
+        if not self._front_lock.acquire(blocking=False):
+            return None
+        try:
+            try:
+                self._front.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return None  # another connection holds the write lock
+            try:
+                rowid = self._front.execute(_INSERT, row).lastrowid
+                self._front.execute("COMMIT")
+            except BaseException:
+                self._front.execute("ROLLBACK")
+                raise
+            return int(rowid) if rowid is not None else None
+        finally:
+            self._front_lock.release()
 
     def next_batch(
         self, *, owner: str, user_id: str, agent_id: str | None, limit: int
@@ -470,9 +516,11 @@ class Outbox:
         return {"pending": found.get(PENDING, 0), "failed": found.get(FAILED, 0)}
 
     def close(self) -> None:
-        """Close the connection. Idempotent."""
+        """Close the connections. Idempotent."""
         with self._lock:
             self._conn.close()
+        with self._front_lock if self._front is not self._conn else contextlib.nullcontext():
+            self._front.close()
 
 
 def count_held(path: str | os.PathLike[str], owner: str) -> int:

@@ -12,8 +12,10 @@
   stays in the outbox as failed, with its reason, until :meth:`retry_failed`.
 * Exactly once: every call carries a key in mem0's metadata
   (:data:`METADATA_KEY`), committed to the outbox *before* the call. A row
-  that was sent but not confirmed (a crash, a kill, a timeout) is checked
-  against mem0 (``get_all`` filtered on the key) before it is sent again.
+  that was sent but not confirmed (a crash, a kill, a timeout) may be in mem0
+  wholly, partly (the embedded Qdrant persists one point at a time) or not
+  at all; before it is sent again, whatever mem0 holds under its key is
+  deleted, so the exchange ends up stored once, by the last attempt.
   Rows belong to one writer at a time (a claim with a lease, taken in one
   transaction), so writers sharing a folder never send the same row twice.
 """
@@ -31,7 +33,7 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ._backend import Scope, classify_error
 from ._breaker import LatencyRecorder
 from ._bridge import caller_loop_scope
-from ._exceptions import PermanentBackendError
+from ._exceptions import BackendError, PermanentBackendError
 from ._outbox import Outbox, OutboxRow, count_held, new_owner_id
 
 if TYPE_CHECKING:
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
     from ._backend import Mem0Backend
 
-__all__ = ["METADATA_KEY", "RetryPolicy", "StoredProbe", "WriteQueue"]
+__all__ = ["METADATA_KEY", "RetryPolicy", "WriteQueue"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +57,6 @@ T = TypeVar("T")
 
 METADATA_KEY = "agentscope_mem0_write"
 """The mem0 metadata field holding a write's idempotency key."""
-
-StoredProbe = Callable[[Scope, str], Awaitable[bool | None]]
-"""``probe(scope, key)``: whether mem0 holds memories written under ``key``;
-``None`` when it cannot tell (the write is then sent again)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,8 +118,6 @@ class WriteQueue:
             transient failure; ``None`` waits indefinitely.
         lease: Seconds a claim on a row lasts without renewal; another writer
             takes over rows whose writer stopped renewing (or died).
-        probe: Asks mem0 whether a key was stored; the default filters
-            ``get_all`` on :data:`METADATA_KEY`.
     """
 
     def __init__(
@@ -134,7 +130,6 @@ class WriteQueue:
         retry: RetryPolicy | None = None,
         write_timeout: float | None = 300.0,
         lease: float = 30.0,
-        probe: StoredProbe | None = None,
     ) -> None:
         if max_concurrency < 1 or max_batch < 1:
             raise ValueError("max_concurrency and max_batch must be positive")
@@ -146,7 +141,6 @@ class WriteQueue:
         self._retry = retry or RetryPolicy()
         self._write_timeout = write_timeout
         self._lease = lease
-        self._probe = probe
         self._outbox = Outbox.in_folder(outbox_dir) if outbox_dir is not None else Outbox(None)
         self._owner = new_owner_id()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="agentscope-mem0-outbox")
@@ -154,14 +148,14 @@ class WriteQueue:
         self._in_flight: set[int] = set()
         self._submitted_at: dict[str, float] = {}
         self._latency = LatencyRecorder()
-        self._probe_unsupported_logged = False
+        self._undo_unsupported_logged = False
         self._closed = False
         self._counts = dict.fromkeys(
             (
                 "queued",
                 "replayed",
                 "stored",
-                "deduplicated",
+                "redone",
                 "retried",
                 "failed",
                 "requeued",
@@ -407,16 +401,19 @@ class WriteQueue:
     async def _record(
         self, rt: _Runtime, key: str, scope: Scope, messages: list[dict[str, str]]
     ) -> bool:
+        row: dict[str, Any] = {
+            "key": key,
+            "user_id": scope.user_id,
+            "agent_id": scope.agent_id,
+            "messages": messages,
+            "owner": self._owner,
+            "lease": self._lease,
+        }
         try:
-            await self._io(
-                self._outbox.insert,
-                key=key,
-                user_id=scope.user_id,
-                agent_id=scope.agent_id,
-                messages=messages,
-                owner=self._owner,
-                lease=self._lease,
-            )
+            # Inline when the database is free (tens of microseconds on the
+            # loop), else on the outbox thread, which may wait for the lock.
+            if self._outbox.try_insert(**row) is None:
+                await self._io(self._outbox.insert, **row)
         except Exception:
             logger.exception(
                 "could not record a memory write for user %s in the outbox; it is not stored",
@@ -495,26 +492,24 @@ class WriteQueue:
         last_error = "interrupted before mem0 confirmed"
         while True:
             if sent_before:
-                verdict = await self._verdict(scope, batch_key)
-                if verdict is None:
-                    # Cannot tell now; asking again later beats storing twice.
+                removed = await self._undo(scope, batch_key)
+                if removed is None:
+                    # mem0 cannot be asked now; sending again could store twice.
                     attempt += 1
-                    last_error = "could not ask mem0 whether an earlier attempt arrived"
+                    last_error = "could not remove what an unconfirmed attempt stored"
                     if attempt >= self._retry.max_attempts:
                         await self._give_up(rt, scope, ids, keys, last_error)
                         return
                     await asyncio.sleep(self._retry.delay(attempt))
                     continue
-                if verdict:
-                    await self._io(self._outbox.complete, ids)
-                    self._counts["deduplicated"] += len(rows)
+                if removed:
+                    self._counts["redone"] += len(rows)
                     logger.info(
-                        "%d memory writes for user %s were already in mem0; not sent again",
-                        len(rows),
+                        "an unconfirmed write for user %s had reached mem0 (%d memories); "
+                        "removed them to store the exchange once",
                         scope.user_id,
+                        removed,
                     )
-                    self._settle(rt, keys, stored=True)
-                    return
             if attempt >= self._retry.max_attempts:
                 await self._give_up(rt, scope, ids, keys, last_error)
                 return
@@ -597,46 +592,62 @@ class WriteQueue:
         )
         self._settle(rt, keys, stored=False)
 
-    async def _verdict(self, scope: Scope, key: str) -> bool | None:
-        """Whether mem0 holds ``key``: True, False, or None when it cannot answer now."""
+    async def _undo(self, scope: Scope, key: str) -> int | None:
+        """Delete the memories an unconfirmed attempt stored under ``key``.
+
+        Returns:
+            How many were deleted (0 as well when this client cannot be asked,
+            which is logged once: the write is then sent again as it is), or
+            ``None`` when mem0 failed to answer now.
+        """
+        client = self._backend.client
+        get_all = getattr(client, "get_all", None)
+        delete = getattr(client, "delete", None)
+        if get_all is None or delete is None:
+            self._log_undo_unsupported("it has no get_all/delete")
+            return 0
+        removed = 0
         try:
-            stored = await self._already_stored(scope, key)
+            with caller_loop_scope():
+                for _ in range(_UNDO_ROUNDS):
+                    raw = await asyncio.wait_for(
+                        get_all(filters={**scope.filters(), METADATA_KEY: key}, top_k=100),
+                        self._write_timeout,
+                    )
+                    items = raw.get("results", []) if isinstance(raw, dict) else raw
+                    # Only memories that carry the key: a store that ignored the
+                    # filter must not lose unrelated memories.
+                    mine = [item["id"] for item in items or [] if _carries(item, key)]
+                    if not mine:
+                        return removed
+                    for memory_id in mine:
+                        await self._delete_one(delete, memory_id)
+                        removed += 1
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if classify_error(exc) is not PermanentBackendError:
-                logger.warning("could not ask mem0 for write %s: %s", key, exc)
-                return None
-            self._log_probe_unsupported(exc)
-            return False
-        if stored is None:
-            self._log_probe_unsupported(None)
-            return False
-        return stored
-
-    async def _already_stored(self, scope: Scope, key: str) -> bool | None:
-        if self._probe is not None:
-            return await self._probe(scope, key)
-        get_all = getattr(self._backend.client, "get_all", None)
-        if get_all is None:
+            if classify_error(exc) is PermanentBackendError:
+                self._log_undo_unsupported(str(exc))
+                return removed
+            logger.warning("could not ask mem0 about unconfirmed write %s: %s", key, exc)
             return None
-        with caller_loop_scope():
-            raw = await asyncio.wait_for(
-                get_all(filters={**scope.filters(), METADATA_KEY: key}, top_k=5),
-                self._write_timeout,
-            )
-        items = raw.get("results", []) if isinstance(raw, dict) else raw
-        # Trust only memories that carry the key: a store that ignored the
-        # filter must not make an unsent write look stored.
-        return any(_carries(item, key) for item in items or [])
+        logger.warning("memories under write key %s keep coming back; trying again later", key)
+        return None
 
-    def _log_probe_unsupported(self, exc: BaseException | None) -> None:
-        if not self._probe_unsupported_logged:
-            self._probe_unsupported_logged = True
+    async def _delete_one(self, delete: Callable[..., Any], memory_id: str) -> None:
+        try:
+            await asyncio.wait_for(delete(memory_id), self._write_timeout)
+        except ValueError as exc:
+            if "not found" not in str(exc).lower():  # gone already is what we want
+                raise
+
+    def _log_undo_unsupported(self, reason: str) -> None:
+        if not self._undo_unsupported_logged:
+            self._undo_unsupported_logged = True
             logger.warning(
-                "this mem0 client cannot be asked whether a write arrived (%s); a write "
-                "interrupted mid-call is sent again and may be stored twice",
-                exc or "the probe cannot tell",
+                "this mem0 client cannot list and delete memories by write key (%s); a "
+                "write interrupted mid-call is sent again and may be stored twice",
+                reason,
             )
 
     # -- exit ---------------------------------------------------------------
@@ -680,8 +691,11 @@ class WriteQueue:
         )
 
 
+_UNDO_ROUNDS = 10
+
+
 def _carries(item: Any, key: str) -> bool:
-    if not isinstance(item, dict):
+    if not isinstance(item, dict) or not item.get("id"):
         return False
     metadata = item.get("metadata") or {}
     return item.get(METADATA_KEY) == key or (
@@ -690,7 +704,10 @@ def _carries(item: Any, key: str) -> bool:
 
 
 def _reason(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc
+    if isinstance(exc, TimeoutError) and not isinstance(exc, BackendError):
+        return "no answer within write_timeout"
+    # Our backend errors wrap mem0's; name the original.
+    cause = exc.__cause__ if isinstance(exc, BackendError) and exc.__cause__ else exc
     return f"{type(cause).__name__}: {exc}" if str(exc) else type(cause).__name__
 
 

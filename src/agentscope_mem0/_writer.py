@@ -303,7 +303,8 @@ class WriteQueue:
         except Exception:
             logger.exception("could not release the outbox cleanly")
         self._executor.shutdown(wait=False)
-        if not in_flight:
+        self._submitted_at.clear()
+        if not (in_flight and self._outbox.durable):
             _LIVE_OWNERS.discard(self._owner)
         _OPEN_QUEUES.discard(self)
         if left:
@@ -373,9 +374,11 @@ class WriteQueue:
             )
 
     async def _maintain(self, rt: _Runtime) -> None:
-        """While this queue holds writes: renew its leases, take over orphans,
-        restart stalled scopes. Ends when nothing is pending, so an idle queue
-        holds no task and can be garbage-collected."""
+        """Keep the leases of held writes, take over orphans, restart stalled scopes.
+
+        Runs only while writes are pending, so an idle queue holds no task and
+        can be garbage-collected.
+        """
         while rt.waiters:
             await asyncio.sleep(self._lease / 3)
             try:

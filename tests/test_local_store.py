@@ -270,9 +270,10 @@ async def test_a_user_config_with_a_local_path_gets_the_shared_client(tmp_path: 
             embedding_model=HashEmbedding(DIMS),
             mem0_config=user_config,
         )
-        shared = share_local_qdrant(config)
-        assert config.vector_store.config.client is None  # the input is left alone
-        return AsyncMemory(config=shared)
+        # build_mem0_config routes the local path through the shared client
+        assert share_local_qdrant(config) is config
+        assert "client" not in user_config["vector_store"]["config"]  # the input is left alone
+        return AsyncMemory(config=config)
 
     first, second = memory(), memory()  # a second plain client here would hit the folder lock
     assert first.vector_store.client is second.vector_store.client

@@ -86,10 +86,15 @@ class RuleExtractor:
     """Keeps the user's first-person sentences as facts, a rough stand-in for an LLM.
 
     "I live in Hangzhou." becomes "User lives in Hangzhou."; sentences that do
-    not talk about the user are dropped, as a real extractor would.
+    not talk about the user, and one-off requests ("Draw a chart of my sales"),
+    are dropped, as a real extractor would. A request that states a standing
+    preference ("... by default", "always ...") is kept.
     """
 
     _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|my|me|mine|we|our)\b|我", re.I)
+    _STATEMENT = re.compile(r"^(i|i'm|i've|my|we|our|mine)\b|我", re.I)
+    _STANDING = re.compile(r"\b(by default|always|never|from now on|prefer|remember)\b", re.I)
+    _POLITE = re.compile(r"^(please|kindly)\s+", re.I)
     _REWRITES = (
         (re.compile(r"^I am\b|^I'm\b", re.I), "User is"),
         (re.compile(r"^I live\b", re.I), "User lives"),
@@ -110,8 +115,11 @@ class RuleExtractor:
                 continue
             for sentence in re.split(r"(?<=[.!?。！？])\s*", text):
                 sentence = sentence.strip()
+                sentence = self._POLITE.sub("", sentence)
                 if len(sentence) < 4 or not self._FIRST_PERSON.search(sentence):
                     continue
+                if not (self._STATEMENT.search(sentence) or self._STANDING.search(sentence)):
+                    continue  # a one-off request, not a fact about the user
                 for pattern, replacement in self._REWRITES:
                     if pattern.search(sentence):
                         sentence = pattern.sub(replacement, sentence, count=1)

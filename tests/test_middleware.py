@@ -350,3 +350,30 @@ async def test_slow_search_is_abandoned_after_search_timeout(
     reply = await _agent(ScriptedChatModel("Quick."), mw).reply(UserMsg("user", "hello"))
     assert reply.get_text_content() == "Quick."
     assert time.perf_counter() - started < 5
+
+
+async def test_breaker_skips_searches_after_repeated_timeouts_and_stats_count_them(
+    store_config: dict[str, Any],
+) -> None:
+    client = RecordingClient(real_memory(store_config), search_delay=30)
+    mw = Mem0Middleware(
+        user_id="u", client=client, search_timeout=0.1, breaker_threshold=2, breaker_cooldown=60
+    )
+    agent = _agent(ScriptedChatModel("Fine."), mw)
+    for _ in range(4):
+        reply = await agent.reply(UserMsg("user", "hello again"))
+        assert reply.get_text_content() == "Fine."
+    assert await mw.aclose(timeout=30)
+    assert len(client.named("search")) == 2  # the breaker opened after two timeouts
+    stats = mw.stats()
+    assert stats["search_timeouts"] == 2
+    assert stats["searches_skipped"] == 2
+    assert stats["breaker_state"] == "open"
+    assert stats["writes_stored"] == 4
+    assert stats["writes_pending"] == 0
+
+
+async def test_bad_breaker_and_recall_options_are_rejected() -> None:
+    for kwargs in ({"breaker_threshold": 0}, {"recall": "everything"}, {"max_memory_tokens": 0}):
+        with pytest.raises(ValueError):
+            Mem0Middleware(user_id="u", client=RecordingClient(None), **kwargs)

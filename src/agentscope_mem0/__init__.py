@@ -18,7 +18,12 @@ from ._exceptions import (
     TransientBackendError,
 )
 from ._middleware import DEFAULT_TOOL_INSTRUCTIONS, Mem0Middleware, Mode
-from ._notes import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
+from ._notes import (
+    DEFAULT_MEMORY_RULES,
+    DEFAULT_MEMORY_SECTION_HEADER,
+    DEFAULT_MEMORY_SECTION_INTRO,
+)
+from ._recall import RecallMode
 
 __version__ = "0.1.0"
 
@@ -29,6 +34,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "BridgeError",
     "BridgeTimeoutError",
     "ConfigurationError",
+    "DEFAULT_MEMORY_RULES",
     "DEFAULT_MEMORY_SECTION_HEADER",
     "DEFAULT_MEMORY_SECTION_INTRO",
     "DEFAULT_TOOL_INSTRUCTIONS",
@@ -39,6 +45,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "MemoryHit",
     "Mode",
     "PermanentBackendError",
+    "RecallMode",
     "Scope",
     "StoreLockedError",
     "TransientBackendError",

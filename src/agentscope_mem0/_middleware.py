@@ -7,7 +7,6 @@ writes) and the tools.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable
@@ -25,13 +24,25 @@ from agentscope.message import Msg
 from agentscope.middleware import MiddlewareBase
 from agentscope.types import ReplyFinishedReason
 
-from ._backend import Mem0Backend, MemoryHit, Scope, check_user_id, resolve_client
+from ._backend import Mem0Backend, Scope, check_user_id, resolve_client
+from ._breaker import CircuitBreaker
 from ._exceptions import ConfigurationError
 from ._notes import (
+    DEFAULT_MEMORY_RULES,
     DEFAULT_MEMORY_SECTION_HEADER,
     DEFAULT_MEMORY_SECTION_INTRO,
     place_note,
     render_note,
+)
+from ._recall import (
+    DEFAULT_MAX_MEMORY_TOKENS,
+    DEFAULT_PROFILE_TTL,
+    DEFAULT_QUERY_CONTEXT_TURNS,
+    ProfileCache,
+    RecallMode,
+    build_query,
+    check_recall_options,
+    retrieve,
 )
 from ._tools import AddMemoryTool, SearchMemoryTool
 from ._writer import WriteQueue
@@ -94,6 +105,14 @@ class Mem0Middleware(MiddlewareBase):
         tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS,
         search_timeout: float | None = 2.0,
         accumulate_notes: bool = False,
+        outbox_dir: str | os.PathLike[str] | None = None,
+        breaker_threshold: int = 5,
+        breaker_cooldown: float = 30.0,
+        recall: RecallMode = "query",
+        max_memory_tokens: int | None = DEFAULT_MAX_MEMORY_TOKENS,
+        query_context_turns: int = DEFAULT_QUERY_CONTEXT_TURNS,
+        profile_ttl: float = DEFAULT_PROFILE_TTL,
+        memory_section_rules: str = DEFAULT_MEMORY_RULES,
     ) -> None:
         """Set up memory for one user.
 
@@ -121,6 +140,27 @@ class Mem0Middleware(MiddlewareBase):
                 reply goes on without memories; ``None`` waits indefinitely.
             accumulate_notes: Keep every turn's note in context, as AgentScope's
                 built-in does, instead of replacing the previous one.
+            outbox_dir: Folder of the durable write outbox (``outbox.sqlite3``):
+                a write is recorded there before the reply returns and removed
+                once mem0 stored it; writes left by a process that ended are
+                stored by the next middleware on the folder. ``None`` keeps
+                queued writes in memory only. :meth:`local` uses its data folder.
+            breaker_threshold: Consecutive failed or timed-out searches after
+                which searches are skipped for ``breaker_cooldown`` seconds.
+            breaker_cooldown: Seconds searches are skipped before one probe.
+            recall: What the automatic note holds: ``"query"`` (memories found
+                by searching with the user's message), ``"profile"`` (the
+                user's most recent memories, whatever the message) or
+                ``"full"`` (both, profile first, without repeats).
+            max_memory_tokens: Token budget of the note (CJK-aware estimate);
+                the least relevant memories are dropped first. ``None``: no cap.
+            query_context_turns: Earlier messages added to the search query.
+                0 (the default) searches with the new message alone, which
+                measured best on LoCoMo (docs/benchmarks/note-recall.md).
+            profile_ttl: Seconds a user's profile is cached; a stored write
+                refreshes it sooner.
+            memory_section_rules: The line telling the model how to read the
+                memories (dates, newer wins, data not instructions).
 
         Raises:
             ConfigurationError: A bad ``user_id``, an unknown ``mode``, or no
@@ -128,6 +168,18 @@ class Mem0Middleware(MiddlewareBase):
             TypeError: ``client`` is a synchronous mem0 client.
         """
         check_user_id(user_id)
+        self._recall = check_recall_options(
+            recall,
+            query_context_turns=query_context_turns,
+            profile_ttl=profile_ttl,
+            max_memory_tokens=max_memory_tokens,
+        )
+        if not isinstance(breaker_threshold, int) or breaker_threshold < 1:
+            raise ConfigurationError(
+                f"breaker_threshold must be a positive integer, got {breaker_threshold!r}"
+            )
+        if breaker_cooldown < 0:
+            raise ConfigurationError(f"breaker_cooldown must be >= 0, got {breaker_cooldown!r}")
         if mode not in _MODES:
             raise ConfigurationError(
                 f"unknown mode {mode!r}; use one of {', '.join(map(repr, _MODES))}"
@@ -153,7 +205,11 @@ class Mem0Middleware(MiddlewareBase):
             mem0_config=mem0_config,
         )
         self._backend = Mem0Backend(mem0_client, owned=owned)
-        self._writer = WriteQueue(self._backend)
+        self._profile_cache = ProfileCache(ttl=profile_ttl)
+        self._writer = WriteQueue(
+            self._backend, outbox_dir=outbox_dir, on_stored=self._profile_cache.invalidate
+        )
+        self._breaker = CircuitBreaker(threshold=breaker_threshold, cooldown=breaker_cooldown)
         self._user_id = user_id
         self._agent_id = agent_id
         self._mode: Mode = mode
@@ -166,6 +222,9 @@ class Mem0Middleware(MiddlewareBase):
         self._tool_instructions = tool_instructions
         self._search_timeout = search_timeout
         self._accumulate_notes = accumulate_notes
+        self._max_memory_tokens = max_memory_tokens
+        self._query_context_turns = query_context_turns
+        self._rules = memory_section_rules
         self._closed = False
         self.folder: Path | None = None
         """The data folder, for middlewares built by :meth:`local`."""
@@ -199,6 +258,7 @@ class Mem0Middleware(MiddlewareBase):
         from .local import build_local_memory, data_dir
 
         client = build_local_memory(chat_model, embedding_model=embedding_model, folder=folder)
+        options.setdefault("outbox_dir", data_dir(folder))
         middleware = cls(user_id=user_id, client=client, **options)
         middleware._backend.owned = True
         middleware.folder = data_dir(folder)
@@ -229,12 +289,19 @@ class Mem0Middleware(MiddlewareBase):
         """
         return await self._writer.flush(timeout)
 
-    async def aclose(self) -> None:
-        """Flush pending writes and release resources. Idempotent."""
+    async def aclose(self, timeout: float | None = None) -> bool:
+        """Flush pending writes (up to ``timeout`` seconds) and release resources.
+
+        Writes not stored by then stay in the outbox when ``outbox_dir`` is set.
+        Idempotent.
+
+        Returns:
+            True when every queued write was stored.
+        """
         if self._closed:
-            return
+            return True
         self._closed = True
-        await self._writer.aclose()
+        return await self._writer.aclose(timeout)
 
     async def __aenter__(self) -> Mem0Middleware:
         return self
@@ -248,8 +315,15 @@ class Mem0Middleware(MiddlewareBase):
         await self.aclose()
 
     def stats(self) -> dict[str, Any]:
-        """Counters of searches and writes since construction."""
-        return self._writer.stats()
+        """Counters and latencies of searches and writes since construction.
+
+        Searches: ``searches``, ``search_hits``, ``search_failures``,
+        ``search_timeouts``, ``searches_skipped`` (breaker open),
+        ``breaker_opened``, ``breaker_state``, ``search_latency_p50/p95``.
+        Writes: ``writes_queued/stored/retried/failed/pending`` and more, see
+        ``WriteQueue.stats``. Latencies are in seconds.
+        """
+        return {**self._breaker.stats(), **self._writer.stats()}
 
     # -- hooks ----------------------------------------------------------
 
@@ -274,14 +348,35 @@ class Mem0Middleware(MiddlewareBase):
         scope = Scope(self._user_id, agent_id)
         note = None
         if query is not None:
-            hits = await self._retrieve(query, self._search_scope(scope))
-            note = render_note(hits, header=self._header, intro=self._intro)
+            hits = await retrieve(
+                self._backend,
+                self._search_scope(scope),
+                build_query(query, agent.state.context, turns=self._query_context_turns),
+                recall=self._recall,
+                top_k=self._top_k,
+                threshold=self._threshold,
+                profile_cache=self._profile_cache,
+                timeout=self._search_timeout,
+                breaker=self._breaker,
+            )
+            note = render_note(
+                hits,
+                header=self._header,
+                intro=self._intro,
+                rules=self._rules,
+                max_tokens=self._max_memory_tokens,
+            )
 
         placed = parked = False
         final: Msg | None = None
         async for item in next_handler(**input_kwargs):
             if query is not None and not placed and isinstance(item, ReplyStartEvent):
-                place_note(agent.state.context, note, replace=not self._accumulate_notes)
+                place_note(
+                    agent.state.context,
+                    note,
+                    replace=not self._accumulate_notes,
+                    builtin_header=self._header,
+                )
                 placed = True
             if isinstance(item, RequireUserConfirmEvent | RequireExternalExecutionEvent):
                 parked = True
@@ -340,22 +435,6 @@ class Mem0Middleware(MiddlewareBase):
         scope = Scope(self._user_id, str(entry["agent_id"]))
         return self._search_scope(scope) if for_search else scope
 
-    async def _retrieve(self, query: str, scope: Scope) -> list[MemoryHit]:
-        try:
-            return await asyncio.wait_for(
-                self._backend.search(query, scope, top_k=self._top_k, threshold=self._threshold),
-                timeout=self._search_timeout,
-            )
-        except TimeoutError:
-            logger.warning(
-                "memory search for user %s took over %.2f s; replying without memories",
-                scope.user_id,
-                self._search_timeout,
-            )
-        except Exception as exc:
-            logger.warning("memory search for user %s failed: %s", scope.user_id, exc)
-        return []
-
     async def _write_back(
         self,
         agent: Agent,
@@ -394,6 +473,7 @@ class Mem0Middleware(MiddlewareBase):
 
     def _after_write(self, scope: Scope) -> None:
         """Called after a tool stored something for ``scope``."""
+        self._profile_cache.invalidate(scope)
 
 
 def query_text(inputs: Any) -> str | None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from agentscope.message import Msg
 
     from ._backend import Mem0Backend, MemoryHit, Scope
+    from ._breaker import CircuitBreaker
 
 __all__ = [
     "DEFAULT_MAX_MEMORY_TOKENS",
@@ -255,12 +256,22 @@ _T = TypeVar("_T")
 
 
 async def _bounded(
-    what: str, scope: Scope, call: Awaitable[list[_T]], timeout: float | None
+    what: str,
+    scope: Scope,
+    call: Awaitable[list[_T]],
+    timeout: float | None,
+    breaker: CircuitBreaker | None = None,
 ) -> list[_T]:
-    """``await call`` within ``timeout``; a failure or timeout is logged and empty."""
+    """``await call`` within ``timeout``; a failure or timeout is logged and empty.
+
+    The outcome (latency, hits, failure, timeout) is reported to ``breaker``.
+    """
+    started = time.perf_counter()
     try:
-        return await asyncio.wait_for(call, timeout=timeout)
+        result = await asyncio.wait_for(call, timeout=timeout)
     except TimeoutError:
+        if breaker is not None:
+            breaker.record_failure(timeout=True)
         logger.warning(
             "memory %s for user %s took over %.2f s; replying without it",
             what,
@@ -268,7 +279,13 @@ async def _bounded(
             timeout,
         )
     except Exception as exc:
+        if breaker is not None:
+            breaker.record_failure()
         logger.warning("memory %s for user %s failed: %s", what, scope.user_id, exc)
+    else:
+        if breaker is not None:
+            breaker.record_success(time.perf_counter() - started, hits=len(result))
+        return result
     return []
 
 
@@ -287,6 +304,7 @@ async def retrieve(
     profile_cache: ProfileCache | None = None,
     profile_limit: int | None = None,
     timeout: float | None = None,
+    breaker: CircuitBreaker | None = None,
 ) -> list[MemoryHit]:
     """The memories for one turn, most important first. Never raises.
 
@@ -303,11 +321,16 @@ async def retrieve(
         timeout: Seconds each of the search and the profile read may take
             (they run concurrently); one that fails or is late contributes
             nothing and is logged.
+        breaker: Skips the turn's reads while open and learns from each
+            read's outcome.
 
     Returns:
         Profile memories (newest first) then search hits (best first), without
         repeats; empty when nothing was found or everything failed.
     """
+    if breaker is not None and not breaker.allow():
+        logger.debug("memory reads skipped for user %s: breaker open", scope.user_id)
+        return []
     limit = top_k if profile_limit is None else profile_limit
     jobs: list[Awaitable[list[MemoryHit]]] = []
     if recall in ("profile", "full"):
@@ -317,6 +340,7 @@ async def retrieve(
                 scope,
                 recall_profile(backend, scope, limit=limit, cache=profile_cache),
                 timeout,
+                breaker,
             )
         )
     if recall in ("query", "full") and _searchable(query):
@@ -326,6 +350,7 @@ async def retrieve(
                 scope,
                 backend.search(query, scope, top_k=top_k, threshold=threshold),
                 timeout,
+                breaker,
             )
         )
     if not jobs:

@@ -130,12 +130,14 @@ class WriteQueue:
         retry: RetryPolicy | None = None,
         write_timeout: float | None = 300.0,
         lease: float = 30.0,
+        on_stored: Callable[[Scope], None] | None = None,
     ) -> None:
         if max_concurrency < 1 or max_batch < 1:
             raise ValueError("max_concurrency and max_batch must be positive")
         if lease <= 0:
             raise ValueError(f"lease must be positive, got {lease!r}")
         self._backend = backend
+        self._on_stored = on_stored
         self._max_concurrency = max_concurrency
         self._max_batch = max_batch
         self._retry = retry or RetryPolicy()
@@ -569,6 +571,8 @@ class WriteQueue:
             self._counts["stored"] += len(rows)
             self._counts["batches"] += 1
             self._settle(rt, keys, stored=True)
+            if self._on_stored is not None:
+                self._on_stored(scope)
             return
 
     async def _give_up(

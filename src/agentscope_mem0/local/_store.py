@@ -396,6 +396,11 @@ def build_local_memory(
         chat_model=chat_model, embedding_model=embedding_model, mem0_config=store
     )
     memory = AsyncMemory(config=config)
+    # mem0's hybrid search needs a keyword encoder before the first write,
+    # or the memories stored meanwhile have no keyword vector.
+    from ._keyword import install_keyword_encoder
+
+    install_keyword_encoder(memory)
     # mem0 2.2 opens its history connection with sqlite3's 5 s default wait.
     set_busy_timeout(memory.db.connection)
     return memory

@@ -39,7 +39,26 @@ QUERY = "Where does the user keep the Brompton?"
 
 
 def local_memory(folder: Path) -> Any:
-    return build_local_memory(ScriptedChatModel(), embedding_model=HashEmbedding(), folder=folder)
+    """mem0 on the embedded store without a keyword encoder (as mem0 builds it)."""
+    from mem0 import AsyncMemory
+
+    from agentscope_mem0 import build_mem0_config
+    from agentscope_mem0.local import embedded_store_config
+
+    config = build_mem0_config(
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(),
+        mem0_config=embedded_store_config(dims=HashEmbedding().dimensions, folder=folder),
+    )
+    return AsyncMemory(config=config)
+
+
+async def test_the_embedded_default_comes_with_the_encoder(tmp_path: Path) -> None:
+    memory = build_local_memory(
+        ScriptedChatModel(), embedding_model=HashEmbedding(), folder=tmp_path / "store"
+    )
+    await remember(memory, [TARGET, *LOOKALIKES])
+    assert memory.vector_store.keyword_search(QUERY, top_k=5)
 
 
 async def remember(memory: Any, facts: list[str], user_id: str = "alice") -> None:

@@ -113,6 +113,7 @@ class Mem0Middleware(MiddlewareBase):
         query_context_turns: int = DEFAULT_QUERY_CONTEXT_TURNS,
         profile_ttl: float = DEFAULT_PROFILE_TTL,
         memory_section_rules: str = DEFAULT_MEMORY_RULES,
+        write_queue: WriteQueue | None = None,
     ) -> None:
         """Set up memory for one user.
 
@@ -161,6 +162,9 @@ class Mem0Middleware(MiddlewareBase):
                 refreshes it sooner.
             memory_section_rules: The line telling the model how to read the
                 memories (dates, newer wins, data not instructions).
+            write_queue: A write queue shared with other middlewares on the same
+                client (service mode does this); :meth:`aclose` only flushes it.
+                By default the middleware has its own, using ``outbox_dir``.
 
         Raises:
             ConfigurationError: A bad ``user_id``, an unknown ``mode``, or no
@@ -206,7 +210,13 @@ class Mem0Middleware(MiddlewareBase):
         )
         self._backend = Mem0Backend(mem0_client, owned=owned)
         self._profile_cache = ProfileCache(ttl=profile_ttl)
-        self._writer = WriteQueue(
+        if write_queue is not None and write_queue.backend.client is not mem0_client:
+            raise ConfigurationError(
+                "write_queue writes to another mem0 client than this middleware; "
+                "build the queue on the same client"
+            )
+        self._owns_writer = write_queue is None
+        self._writer = write_queue or WriteQueue(
             self._backend, outbox_dir=outbox_dir, on_stored=self._profile_cache.invalidate
         )
         self._breaker = CircuitBreaker(threshold=breaker_threshold, cooldown=breaker_cooldown)
@@ -301,6 +311,8 @@ class Mem0Middleware(MiddlewareBase):
         if self._closed:
             return True
         self._closed = True
+        if not self._owns_writer:
+            return await self._writer.flush(timeout)
         return await self._writer.aclose(timeout)
 
     async def __aenter__(self) -> Mem0Middleware:

@@ -185,6 +185,11 @@ class WriteQueue:
         return self._owner
 
     @property
+    def backend(self) -> Mem0Backend:
+        """Where the writes go."""
+        return self._backend
+
+    @property
     def pending(self) -> int:
         """Writes queued or in flight on this queue (failed ones excluded)."""
         return len(self._rt.waiters) if self._rt is not None else 0

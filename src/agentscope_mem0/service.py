@@ -21,14 +21,15 @@ import concurrent.futures
 import contextlib
 import inspect
 import logging
+import os
 import threading
-import weakref
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ._backend import check_user_id, resolve_client
+from ._backend import Mem0Backend, check_user_id, resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
 from ._middleware import _MODES, Mem0Middleware, Mode
+from ._writer import WriteQueue
 
 if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
@@ -57,6 +58,7 @@ class Mem0MiddlewareFactory:
         mem0_config: Any | None = None,
         client: Any | None = None,
         mode: Mode = "both",
+        outbox_dir: str | os.PathLike[str] | None = None,
         **middleware_options: Any,
     ) -> None:
         """Check the configuration; the client itself is built on first use.
@@ -72,6 +74,8 @@ class Mem0MiddlewareFactory:
                 "mem0_middleware_factory() takes no user_id: each call of the "
                 "factory gets the authenticated user from the app"
             )
+        if "write_queue" in middleware_options:
+            raise TypeError("the factory's middlewares share the factory's write queue")
         try:
             inspect.signature(Mem0Middleware).bind_partial(**middleware_options)
         except TypeError as exc:
@@ -84,10 +88,10 @@ class Mem0MiddlewareFactory:
         self._owned = False
         self._build_args: dict[str, Any] = {}
         self._building: concurrent.futures.Future[Any] | None = None
-        # The write queue of every middleware made here, until it is retired
-        # (see _track). Held weakly: this set must not keep a queue alive.
-        self._queues: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._retiring: set[asyncio.Task[Any]] = set()
+        self._outbox_dir = outbox_dir
+        # One write queue for every middleware made here: writes of a scope stay
+        # in order across turns, and concurrency is bounded for the process.
+        self._queue: WriteQueue | None = None
         self._closed = False
 
         if client is not None:
@@ -138,39 +142,26 @@ class Mem0MiddlewareFactory:
         options = dict(self._options)
         if "agent_id" not in options and isinstance(agent_id, str) and agent_id.strip():
             options["agent_id"] = agent_id
-        middleware = Mem0Middleware(user_id=user_id, client=client, mode=self._mode, **options)
-        self._track(middleware)
+        middleware = Mem0Middleware(
+            user_id=user_id,
+            client=client,
+            mode=self._mode,
+            write_queue=self._write_queue(client),
+            **options,
+        )
         return [middleware]
 
-    def _track(self, middleware: Mem0Middleware) -> None:
-        """Remember the middleware's write queue; retire it with the middleware.
+    def _write_queue(self, client: Any) -> WriteQueue:
+        with self._lock:
+            if self._queue is None:
+                outbox = self._outbox_dir
+                if outbox is None and self._build_args.get("mem0_config", False) is None:
+                    # The embedded default keeps its outbox in its data folder.
+                    from .local import data_dir
 
-        Each middleware owns a write queue, whose background tasks outlive the
-        turn unless closed. The app drops its agent, and so the middleware,
-        after the turn; the queue is then closed, which first stores what it
-        still holds. (Until middlewares can share one queue: see DESIGN/issue 6.)
-        """
-        queue = getattr(middleware, "_writer", None)
-        if queue is None:
-            self._queues.add(middleware)
-            return
-        self._queues.add(queue)
-        weakref.finalize(middleware, self._retire_soon, asyncio.get_running_loop(), queue)
-
-    def _retire_soon(self, loop: asyncio.AbstractEventLoop, queue: Any) -> None:
-        # Runs inside garbage collection, on any thread: only hand over to the loop.
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to save
-            loop.call_soon_threadsafe(self._retire, queue)
-
-    def _retire(self, queue: Any) -> None:
-        task = asyncio.ensure_future(queue.aclose())
-        self._retiring.add(task)
-        task.add_done_callback(self._retired)
-
-    def _retired(self, task: asyncio.Task[Any]) -> None:
-        self._retiring.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("closing a retired memory write queue failed: %s", task.exception())
+                    outbox = data_dir()
+                self._queue = WriteQueue(Mem0Backend(client), outbox_dir=outbox)
+            return self._queue
 
     # -- the shared client ----------------------------------------------
 
@@ -230,11 +221,11 @@ class Mem0MiddlewareFactory:
         Returns:
             True when everything drained within ``timeout``.
         """
-        return await self._settle([q.flush(timeout) for q in list(self._queues)], timeout)
+        return True if self._queue is None else await self._queue.flush(timeout)
 
     async def aclose(self, timeout: float | None = None) -> bool:
-        """Store pending writes, close every write queue, then the client if
-        the factory built it.
+        """Store pending writes, close the write queue, then the client if the
+        factory built it.
 
         A client passed in stays open: whoever opens a client closes it.
         Idempotent; later calls of the factory raise ``InvalidStateError``.
@@ -245,7 +236,7 @@ class Mem0MiddlewareFactory:
         if self._closed:
             return True
         self._closed = True
-        drained = await self._settle([q.aclose(timeout) for q in list(self._queues)], timeout)
+        drained = True if self._queue is None else await self._queue.aclose(timeout)
         if not drained:
             logger.warning("closing with mem0 writes still pending after %s s", timeout)
         with self._lock:
@@ -253,15 +244,6 @@ class Mem0MiddlewareFactory:
         if client is not None and owned:
             await asyncio.to_thread(_close_memory, client)
         return drained
-
-    async def _settle(self, calls: list[Awaitable[Any]], timeout: float | None) -> bool:
-        """Run the queues' ``flush``/``aclose`` calls and wait for retiring queues."""
-        results = await asyncio.gather(*calls)
-        retiring = set(self._retiring)
-        if retiring:
-            _, late = await asyncio.wait(retiring, timeout=timeout)
-            results.append(not late)
-        return all(result is not False for result in results)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Mem0MiddlewareFactory]:
@@ -367,6 +349,7 @@ def mem0_middleware_factory(
     mem0_config: Any | None = None,
     client: Any | None = None,
     mode: Mode = "both",
+    outbox_dir: str | os.PathLike[str] | None = None,
     **middleware_options: Any,
 ) -> Mem0MiddlewareFactory:
     """An ``extra_agent_middlewares`` factory for ``agentscope.app.create_app``.
@@ -383,6 +366,9 @@ def mem0_middleware_factory(
         client: A ready ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` to
             share instead; the factory never closes it.
         mode: ``"static_control"``, ``"agent_control"`` or ``"both"``.
+        outbox_dir: Folder of the write queue's outbox, so that writes not yet
+            stored survive a restart; by default the data folder for the
+            embedded default, otherwise ``None`` (in memory only).
         **middleware_options: Other ``Mem0Middleware`` keywords (``top_k``,
             ``scope_search_by_agent``, ``search_timeout``...). ``agent_id``
             defaults to the app's agent id; pass ``None`` for the agent's name.
@@ -400,5 +386,6 @@ def mem0_middleware_factory(
         mem0_config=mem0_config,
         client=client,
         mode=mode,
+        outbox_dir=outbox_dir,
         **middleware_options,
     )

@@ -460,12 +460,6 @@ async def test_user_wide_search_finds_the_facts_of_an_earlier_session(
         await m.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agent-scoped search sends user_id and agent_id together, which the platform "
-    "answers with nothing (entity-scoped-memory docs); the backend needs a hosted "
-    "scope mapping - see the issue 7 report",
-)
 async def test_default_agent_scoped_search_finds_the_facts_of_an_earlier_session(
     platform: FakePlatform, hosted: Any
 ) -> None:

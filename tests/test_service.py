@@ -353,10 +353,8 @@ async def test_hosted_client_is_shared_and_every_request_is_scoped(
     assert "bob likes tea" in replies["bob"] and "alice" not in replies["bob"]
     searches = [b for p, b in requests if p == "/v3/memories/search/"]
     adds = [b for p, b in requests if p == "/v3/memories/add/"]
-    assert [s["filters"] for s in searches] == [
-        {"user_id": "alice", "agent_id": "agent-of-alice"},
-        {"user_id": "bob", "agent_id": "agent-of-bob"},
-    ]
+    # the platform files messages by role, so hosted reads name the user only
+    assert [s["filters"] for s in searches] == [{"user_id": "alice"}, {"user_id": "bob"}]
     assert sorted((a["user_id"], a["agent_id"]) for a in adds) == [
         ("alice", "agent-of-alice"),
         ("bob", "agent-of-bob"),

@@ -177,6 +177,26 @@ _TRANSIENT_NAMES = (
 )
 
 
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status behind ``exc`` or the errors it was raised from, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        # mem0's hosted client (mem0ai 2.2) raises mem0.exceptions.MemoryError
+        # subclasses that keep the status only in `debug_info`.
+        debug = getattr(current, "debug_info", None)
+        for status in (
+            getattr(current, "status_code", None),
+            getattr(getattr(current, "response", None), "status_code", None),
+            debug.get("status_code") if isinstance(debug, dict) else None,
+        ):
+            if isinstance(status, int) and not isinstance(status, bool):
+                return status
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def classify_error(
     exc: BaseException,
 ) -> type[TransientBackendError | PermanentBackendError]:
@@ -188,10 +208,8 @@ def classify_error(
         return TransientBackendError
     if isinstance(exc, PermanentBackendError):
         return PermanentBackendError
-    status = getattr(exc, "status_code", None) or getattr(
-        getattr(exc, "response", None), "status_code", None
-    )
-    if isinstance(status, int):
+    status = http_status(exc)
+    if status is not None:
         if status == 429 or status >= 500 or status == 408:
             return TransientBackendError
         return PermanentBackendError
@@ -211,6 +229,16 @@ class Mem0Backend:
     def __init__(self, client: Any, *, owned: bool = False) -> None:
         self.client = client
         self.owned = owned
+        self.hosted = is_hosted(client)
+
+    def read_filters(self, scope: Scope) -> dict[str, str]:
+        """The filters that read ``scope``'s memories from this client.
+
+        The mem0 platform files each added message under the id of its role
+        (the user's under ``user_id`` with ``agent_id`` null) and a search that
+        names both ids finds nothing, so hosted reads name the user only.
+        """
+        return {"user_id": scope.user_id} if self.hosted else scope.filters()
 
     async def search(
         self,
@@ -221,7 +249,7 @@ class Mem0Backend:
         threshold: float | None = None,
     ) -> list[MemoryHit]:
         """The memories of ``scope`` most related to ``query``, best first."""
-        kwargs: dict[str, Any] = {"filters": scope.filters(), "top_k": top_k}
+        kwargs: dict[str, Any] = {"filters": self.read_filters(scope), "top_k": top_k}
         if threshold is not None:
             kwargs["threshold"] = threshold
         raw = await self._call(self.client.search, query, **kwargs)
@@ -229,7 +257,7 @@ class Mem0Backend:
 
     async def get_all(self, scope: Scope, *, limit: int) -> list[MemoryHit]:
         """Up to ``limit`` memories of ``scope``, in mem0's order."""
-        raw = await self._call(self.client.get_all, filters=scope.filters(), top_k=limit)
+        raw = await self._call(self.client.get_all, filters=self.read_filters(scope), top_k=limit)
         return normalise_hits(raw)
 
     async def add(
@@ -260,6 +288,15 @@ class Mem0Backend:
             except Exception as exc:
                 kind = classify_error(exc)
                 raise kind(f"mem0 {method.__name__} failed: {exc}") from exc
+
+
+def is_hosted(client: Any) -> bool:
+    """Whether ``client`` is mem0's platform client (``mem0.AsyncMemoryClient``)."""
+    try:
+        from mem0 import AsyncMemoryClient
+    except ImportError:  # pragma: no cover - mem0 is a dependency
+        return False
+    return isinstance(client, AsyncMemoryClient)
 
 
 def _results(raw: Any) -> list[Any]:

@@ -207,23 +207,20 @@ def _agentscope_config_classes() -> tuple[type, type]:
         from mem0.utils.factory import EmbedderFactory, LlmFactory
         from pydantic import field_validator
 
-        class AgentScopeLlmConfig(LlmConfig):
-            @field_validator("config")
-            @classmethod
-            def validate_config(cls, v: Any, info: Any) -> Any:
+        def only_ours(kind: str) -> Any:
+            def validate_config(cls: type, v: Any, info: Any) -> Any:
                 provider = info.data.get("provider")
                 if provider != PROVIDER:
-                    raise ValueError(f"Unsupported LLM provider: {provider}")
+                    raise ValueError(f"Unsupported {kind} provider: {provider}")
                 return v
 
+            return field_validator("config")(classmethod(validate_config))
+
+        class AgentScopeLlmConfig(LlmConfig):
+            validate_config = only_ours("LLM")
+
         class AgentScopeEmbedderConfig(EmbedderConfig):
-            @field_validator("config")
-            @classmethod
-            def validate_config(cls, v: Any, info: Any) -> Any:
-                provider = info.data.get("provider")
-                if provider != PROVIDER:
-                    raise ValueError(f"Unsupported embedding provider: {provider}")
-                return v
+            validate_config = only_ours("embedding")
 
         LlmFactory.provider_to_class[PROVIDER] = (
             f"{__name__}.AgentScopeLLM",
@@ -263,15 +260,7 @@ def build_mem0_config(
     """
     from mem0.configs.base import MemoryConfig
 
-    if chat_model is not None and not isinstance(chat_model, ChatModelBase):
-        raise ConfigurationError(
-            f"chat_model must be an agentscope ChatModelBase, got {type(chat_model).__name__}"
-        )
-    if embedding_model is not None and not isinstance(embedding_model, EmbeddingModelBase):
-        raise ConfigurationError(
-            "embedding_model must be an agentscope EmbeddingModelBase, got "
-            f"{type(embedding_model).__name__}"
-        )
+    check_model_types(chat_model, embedding_model)
     llm_cls, embedder_cls = _agentscope_config_classes()
 
     if mem0_config is None:
@@ -321,6 +310,19 @@ def build_mem0_config(
 
 def _copy(value: Any) -> Any:
     return value.model_copy() if hasattr(value, "model_copy") else value
+
+
+def check_model_types(chat_model: Any, embedding_model: Any) -> None:
+    """Raise a clear error when a model given is not an AgentScope model of its kind."""
+    if chat_model is not None and not isinstance(chat_model, ChatModelBase):
+        raise ConfigurationError(
+            f"chat_model must be an agentscope ChatModelBase, got {type(chat_model).__name__}"
+        )
+    if embedding_model is not None and not isinstance(embedding_model, EmbeddingModelBase):
+        raise ConfigurationError(
+            "embedding_model must be an agentscope EmbeddingModelBase, got "
+            f"{type(embedding_model).__name__}"
+        )
 
 
 def check_dimensions(config: MemoryConfig, dims: int) -> None:

@@ -301,20 +301,9 @@ def _check_models(
             "`embedding_model` (optionally with `mem0_config`), or a "
             "complete `mem0_config`"
         )
-    from agentscope.embedding import EmbeddingModelBase
-    from agentscope.model import ChatModelBase
+    from ._adapters import build_mem0_config, check_model_types
 
-    from ._adapters import build_mem0_config
-
-    if chat_model is not None and not isinstance(chat_model, ChatModelBase):
-        raise ConfigurationError(
-            f"chat_model must be an agentscope ChatModelBase, got {type(chat_model).__name__}"
-        )
-    if embedding_model is not None and not isinstance(embedding_model, EmbeddingModelBase):
-        raise ConfigurationError(
-            "embedding_model must be an agentscope EmbeddingModelBase, got "
-            f"{type(embedding_model).__name__}"
-        )
+    check_model_types(chat_model, embedding_model)
     if mem0_config is not None:
         build_mem0_config(
             chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config

@@ -68,7 +68,37 @@ def _rows_of(listed: Any) -> list[Any]:
     return list(listed) if isinstance(listed, list | tuple) else []
 
 
-class MemoryStore:
+class _Mem0Writes:
+    """Writes that go through mem0's own API, the same for every store."""
+
+    memory: Any
+
+    async def _api(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        raise NotImplementedError
+
+    async def add(self, text: str, scope: Scope, *, infer: bool) -> list[dict[str, Any]]:
+        """Store ``text`` through mem0 (extracted, or verbatim without ``infer``)."""
+        kwargs: dict[str, Any] = {"user_id": scope.user_id, "infer": infer}
+        if scope.agent_id:
+            kwargs["agent_id"] = scope.agent_id
+        message = [{"role": "user", "content": text}]
+        raw = await self._api("add", lambda: self.memory.add(message, **kwargs))
+        results = raw.get("results", []) if isinstance(raw, dict) else raw
+        return [r for r in results or [] if isinstance(r, dict)]
+
+    async def delete(self, memory_id: str) -> None:
+        """Delete one memory through mem0 (it records a DELETE in the history)."""
+        await self._api("delete", lambda: self.memory.delete(memory_id))
+
+    async def delete_scope(self, scope: Scope) -> None:
+        """Delete every memory of ``scope`` through mem0."""
+        kwargs: dict[str, Any] = {"user_id": scope.user_id}
+        if scope.agent_id:
+            kwargs["agent_id"] = scope.agent_id
+        await self._api("delete_all", lambda: self.memory.delete_all(**kwargs))
+
+
+class MemoryStore(_Mem0Writes):
     """An open-source mem0 client (``AsyncMemory``) and its vector store.
 
     Args:
@@ -182,27 +212,6 @@ class MemoryStore:
         return list(raw or [])
 
     # -- writing ------------------------------------------------------------
-
-    async def add(self, text: str, scope: Scope, *, infer: bool) -> list[dict[str, Any]]:
-        """Store ``text`` through mem0 (extracted, or verbatim without ``infer``)."""
-        kwargs: dict[str, Any] = {"user_id": scope.user_id, "infer": infer}
-        if scope.agent_id:
-            kwargs["agent_id"] = scope.agent_id
-        message = [{"role": "user", "content": text}]
-        raw = await self._api("add", lambda: self.memory.add(message, **kwargs))
-        results = raw.get("results", []) if isinstance(raw, dict) else raw
-        return [r for r in results or [] if isinstance(r, dict)]
-
-    async def delete(self, memory_id: str) -> None:
-        """Delete one memory through mem0 (it records a DELETE in the history)."""
-        await self._api("delete", lambda: self.memory.delete(memory_id))
-
-    async def delete_scope(self, scope: Scope) -> None:
-        """Delete every memory of ``scope`` through mem0."""
-        kwargs: dict[str, Any] = {"user_id": scope.user_id}
-        if scope.agent_id:
-            kwargs["agent_id"] = scope.agent_id
-        await self._api("delete_all", lambda: self.memory.delete_all(**kwargs))
 
     async def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the store holds."""
@@ -400,7 +409,7 @@ def _scored(raw: Any) -> list[tuple[MemoryRecord, float | None]]:
     return out
 
 
-class HostedStore:
+class HostedStore(_Mem0Writes):
     """The hosted mem0 platform (``AsyncMemoryClient``), through mem0's API only.
 
     Ids and dates are the platform's own, so memories cannot be imported with
@@ -465,28 +474,6 @@ class HostedStore:
     async def history(self, memory_id: str) -> list[dict[str, Any]]:
         """The platform's change history of one memory."""
         return list(await self._api("history", lambda: self.memory.history(memory_id)) or [])
-
-    async def add(self, text: str, scope: Scope, *, infer: bool) -> list[dict[str, Any]]:
-        """Store ``text`` on the platform."""
-        kwargs: dict[str, Any] = {"user_id": scope.user_id, "infer": infer}
-        if scope.agent_id:
-            kwargs["agent_id"] = scope.agent_id
-        raw = await self._api(
-            "add", lambda: self.memory.add([{"role": "user", "content": text}], **kwargs)
-        )
-        results = raw.get("results", []) if isinstance(raw, dict) else raw
-        return [r for r in results or [] if isinstance(r, dict)]
-
-    async def delete(self, memory_id: str) -> None:
-        """Delete one memory."""
-        await self._api("delete", lambda: self.memory.delete(memory_id))
-
-    async def delete_scope(self, scope: Scope) -> None:
-        """Delete every memory of ``scope``."""
-        kwargs: dict[str, Any] = {"user_id": scope.user_id}
-        if scope.agent_id:
-            kwargs["agent_id"] = scope.agent_id
-        await self._api("delete_all", lambda: self.memory.delete_all(**kwargs))
 
     async def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Not available: imports need an open-source store."""
@@ -577,7 +564,7 @@ def _open_server(
     from mem0 import AsyncMemory
 
     from .._adapters import build_mem0_config
-    from ..backends import pgvector_config, qdrant_server_config
+    from ..backends import pgvector_config, prepare_pgvector, qdrant_server_config
 
     history = str(settings.history_db) if settings.history_db else None
     if settings.backend == "pgvector":
@@ -589,6 +576,8 @@ def _open_server(
             collection=settings.collection,
             history_db_path=history,
         )
+        with _mapped("preparing the pgvector tables"):
+            prepare_pgvector(fields)
     else:
         assert settings.url is not None
         fields = qdrant_server_config(

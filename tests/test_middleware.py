@@ -377,3 +377,15 @@ async def test_bad_breaker_and_recall_options_are_rejected() -> None:
     for kwargs in ({"breaker_threshold": 0}, {"recall": "everything"}, {"max_memory_tokens": 0}):
         with pytest.raises(ValueError):
             Mem0Middleware(user_id="u", client=RecordingClient(None), **kwargs)
+
+
+@pytest.mark.parametrize("agent_id", ["*", " coder", "coder "])
+def test_agent_ids_mem0_would_widen_are_rejected(agent_id: str) -> None:
+    with pytest.raises(ValueError, match="agent_id"):
+        Mem0Middleware(user_id="u", client=RecordingClient(None), agent_id=agent_id)
+
+
+async def test_an_agent_named_like_a_wildcard_is_refused(store_config: dict[str, Any]) -> None:
+    mw = Mem0Middleware(user_id="u", client=real_memory(store_config))
+    with pytest.raises(ValueError, match="agent_id"):
+        await _agent(ScriptedChatModel(), mw, name="*").reply(UserMsg("user", "hi"))

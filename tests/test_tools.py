@@ -183,3 +183,27 @@ async def test_agent_calls_the_tool_through_its_toolkit(
     assert tool_adds and tool_adds[0]["agent_id"] == "assistant"
     stored = await client.inner.get_all(filters={"user_id": "u"})
     assert any("Hangzhou" in m["memory"] for m in stored["results"])
+
+
+async def test_tools_never_hang_on_a_slow_mem0(store_config: dict[str, Any]) -> None:
+    import asyncio
+    import time
+
+    class Hung(RecordingClient):
+        async def search(self, *a: Any, **k: Any) -> Any:
+            await asyncio.sleep(30)
+
+        async def add(self, *a: Any, **k: Any) -> Any:
+            await asyncio.sleep(30)
+
+    mw = Mem0Middleware(
+        user_id="u", client=Hung(real_memory(store_config)), search_timeout=0.2, tool_timeout=0.2
+    )
+    agent = await _bound_agent(mw)
+    tools = await _tools(mw)
+    started = time.perf_counter()
+    found = await tools["search_memory"](keywords=["x"], _agent_state=agent.state)
+    added = await tools["add_memory"](thinking="", content=["I am here."], _agent_state=agent.state)
+    assert time.perf_counter() - started < 5
+    assert found.state == added.state == ToolResultState.ERROR
+    assert "timed out" in _text(found) and "timed out" in _text(added)

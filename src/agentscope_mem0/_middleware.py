@@ -114,6 +114,7 @@ class Mem0Middleware(MiddlewareBase):
         profile_ttl: float = DEFAULT_PROFILE_TTL,
         memory_section_rules: str = DEFAULT_MEMORY_RULES,
         write_queue: WriteQueue | None = None,
+        tool_timeout: float | None = 60.0,
     ) -> None:
         """Set up memory for one user.
 
@@ -165,6 +166,9 @@ class Mem0Middleware(MiddlewareBase):
             write_queue: A write queue shared with other middlewares on the same
                 client (service mode does this); :meth:`aclose` only flushes it.
                 By default the middleware has its own, using ``outbox_dir``.
+            tool_timeout: Seconds ``add_memory`` may wait for mem0 before the
+                tool reports a timeout (``search_memory`` uses
+                ``search_timeout``); ``None`` waits indefinitely.
 
         Raises:
             ConfigurationError: A bad ``user_id``, an unknown ``mode``, or no
@@ -188,20 +192,13 @@ class Mem0Middleware(MiddlewareBase):
             raise ConfigurationError(
                 f"unknown mode {mode!r}; use one of {', '.join(map(repr, _MODES))}"
             )
-        if not (
-            agent_id is None
-            or callable(agent_id)
-            or (isinstance(agent_id, str) and agent_id.strip())
-        ):
-            raise ConfigurationError(
-                "agent_id must be a non-blank string, a function of the agent, or None"
-            )
+        if not (agent_id is None or callable(agent_id)):
+            _check_agent_id(agent_id, "the agent_id argument")
         if not isinstance(top_k, int) or top_k < 1:
             raise ConfigurationError(f"top_k must be a positive integer, got {top_k!r}")
-        if search_timeout is not None and search_timeout <= 0:
-            raise ConfigurationError(
-                f"search_timeout must be positive or None, got {search_timeout!r}"
-            )
+        for name, seconds in (("search_timeout", search_timeout), ("tool_timeout", tool_timeout)):
+            if seconds is not None and seconds <= 0:
+                raise ConfigurationError(f"{name} must be positive or None, got {seconds!r}")
         mem0_client, owned = resolve_client(
             client=client,
             chat_model=chat_model,
@@ -231,6 +228,7 @@ class Mem0Middleware(MiddlewareBase):
         self._intro = memory_section_intro
         self._tool_instructions = tool_instructions
         self._search_timeout = search_timeout
+        self._tool_timeout = tool_timeout
         self._accumulate_notes = accumulate_notes
         self._max_memory_tokens = max_memory_tokens
         self._query_context_turns = query_context_turns
@@ -418,17 +416,7 @@ class Mem0Middleware(MiddlewareBase):
         if isinstance(self._agent_id, str):
             return self._agent_id
         value = self._agent_id(agent) if callable(self._agent_id) else agent.name
-        if (
-            not isinstance(value, str)
-            or not value.strip()
-            or value != value.strip()
-            or value == "*"
-        ):
-            raise ConfigurationError(
-                f"agent_id resolved to {value!r} for agent {agent.name!r}; it must be a "
-                "non-blank string without surrounding whitespace and not mem0's wildcard '*'"
-            )
-        return value
+        return _check_agent_id(value, f"agent {agent.name!r}")
 
     def _bind_agent(self, agent: Agent) -> str:
         """Record the agent's id in its own state, where the tools look it up."""
@@ -486,6 +474,16 @@ class Mem0Middleware(MiddlewareBase):
     def _after_write(self, scope: Scope) -> None:
         """Called after a tool stored something for ``scope``."""
         self._profile_cache.invalidate(scope)
+
+
+def _check_agent_id(value: Any, source: str) -> str:
+    """``value`` if it names one agent in mem0, else a clear error about ``source``."""
+    if not isinstance(value, str) or not value.strip() or value != value.strip() or value == "*":
+        raise ConfigurationError(
+            f"agent_id from {source} is {value!r}; it must be a non-blank string "
+            "without surrounding whitespace and not mem0's wildcard '*'"
+        )
+    return value
 
 
 def query_text(inputs: Any) -> str | None:

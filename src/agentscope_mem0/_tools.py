@@ -17,6 +17,7 @@ from agentscope.tool import ToolBase, ToolChunk
 if TYPE_CHECKING:
     from agentscope.state import AgentState
 
+    from ._backend import Scope
     from ._middleware import Mem0Middleware
 
 __all__ = ["AddMemoryTool", "SearchMemoryTool"]
@@ -93,12 +94,20 @@ class SearchMemoryTool(_MemoryTool):
             return _chunk("No keywords were given, so nothing was searched.", error=True)
         limit = max(1, min(int(limit), 50))
         try:
-            per_query = await asyncio.gather(
-                *(
-                    self._mw._backend.search(q, scope, top_k=limit, threshold=self._mw._threshold)
-                    for q in queries
-                )
+            per_query = await asyncio.wait_for(
+                asyncio.gather(
+                    *(
+                        self._mw._backend.search(
+                            q, scope, top_k=limit, threshold=self._mw._threshold
+                        )
+                        for q in queries
+                    )
+                ),
+                timeout=self._mw._search_timeout,
             )
+        except TimeoutError:
+            logger.warning("search_memory took over %s s", self._mw._search_timeout)
+            return _chunk("Memory search timed out; go on without it.", error=True)
         except Exception as exc:
             logger.warning("search_memory failed: %s", exc)
             return _chunk(f"Memory search failed: {exc}", error=True)
@@ -163,11 +172,15 @@ class AddMemoryTool(_MemoryTool):
         text = "\n".join(facts)
         messages = [{"role": "user", "content": text}]
         try:
-            stored = await self._mw._backend.add(messages, scope)
-            if not stored:
-                # Extraction judged nothing worth keeping, but the agent asked
-                # explicitly: keep the text as written.
-                stored = await self._mw._backend.add(messages, scope, infer=False)
+            stored = await asyncio.wait_for(
+                self._store(messages, scope), timeout=self._mw._tool_timeout
+            )
+        except TimeoutError:
+            logger.warning("add_memory took over %s s", self._mw._tool_timeout)
+            return _chunk(
+                "Recording to memory timed out; it may still be stored. Do not retry now.",
+                error=True,
+            )
         except Exception as exc:
             logger.warning("add_memory failed: %s", exc)
             return _chunk(f"Recording to memory failed: {exc}", error=True)
@@ -176,3 +189,11 @@ class AddMemoryTool(_MemoryTool):
         summary = "; ".join(s for s in saved if s) or text
         reason = f" Reason given: {thinking}" if thinking else ""
         return _chunk(f"Recorded to memory: {summary}.{reason}")
+
+    async def _store(self, messages: list[dict[str, str]], scope: Scope) -> list[Any]:
+        stored = await self._mw._backend.add(messages, scope)
+        if not stored:
+            # Extraction judged nothing worth keeping, but the agent asked
+            # explicitly: keep the text as written.
+            stored = await self._mw._backend.add(messages, scope, infer=False)
+        return stored

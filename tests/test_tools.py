@@ -207,3 +207,21 @@ async def test_tools_never_hang_on_a_slow_mem0(store_config: dict[str, Any]) -> 
     assert time.perf_counter() - started < 5
     assert found.state == added.state == ToolResultState.ERROR
     assert "timed out" in _text(found) and "timed out" in _text(added)
+
+
+async def test_fallback_keeps_each_fact_as_its_own_memory(store_config: dict[str, Any]) -> None:
+    model = ScriptedChatModel(extractor=lambda exchange: [])
+    memory = real_memory(store_config, chat_model=model)
+    mw = Mem0Middleware(user_id="u", client=memory, mode="agent_control")
+    agent = await _bound_agent(mw)
+    chunk = await (await _tools(mw))["add_memory"](
+        thinking="",
+        content=["The user lives in Hangzhou.", "The user likes tea."],
+        _agent_state=agent.state,
+    )
+    assert "Hangzhou; The user likes tea." in _text(chunk)
+    stored = await memory.get_all(filters={"user_id": "u", "agent_id": "assistant"})
+    assert sorted(m["memory"] for m in stored["results"]) == [
+        "The user likes tea.",
+        "The user lives in Hangzhou.",
+    ]

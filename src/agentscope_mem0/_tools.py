@@ -169,11 +169,9 @@ class AddMemoryTool(_MemoryTool):
         facts = [c.strip() for c in content if isinstance(c, str) and c.strip()]
         if not facts:
             return _chunk("`content` is empty, so nothing was recorded.", error=True)
-        text = "\n".join(facts)
-        messages = [{"role": "user", "content": text}]
         try:
             stored = await asyncio.wait_for(
-                self._store(messages, scope), timeout=self._mw._tool_timeout
+                self._store(facts, scope), timeout=self._mw._tool_timeout
             )
         except TimeoutError:
             logger.warning("add_memory took over %s s", self._mw._tool_timeout)
@@ -186,14 +184,16 @@ class AddMemoryTool(_MemoryTool):
             return _chunk(f"Recording to memory failed: {exc}", error=True)
         self._mw._after_write(scope)
         saved = [str(item.get("memory", "")) for item in stored if isinstance(item, dict)]
-        summary = "; ".join(s for s in saved if s) or text
+        summary = "; ".join(s.rstrip(". ") for s in saved if s) or "; ".join(facts)
         reason = f" Reason given: {thinking}" if thinking else ""
         return _chunk(f"Recorded to memory: {summary}.{reason}")
 
-    async def _store(self, messages: list[dict[str, str]], scope: Scope) -> list[Any]:
-        stored = await self._mw._backend.add(messages, scope)
+    async def _store(self, facts: list[str], scope: Scope) -> list[Any]:
+        joined = [{"role": "user", "content": "\n".join(facts)}]
+        stored = await self._mw._backend.add(joined, scope)
         if not stored:
             # Extraction judged nothing worth keeping, but the agent asked
-            # explicitly: keep the text as written.
-            stored = await self._mw._backend.add(messages, scope, infer=False)
+            # explicitly: keep each fact as written, one memory each.
+            verbatim = [{"role": "user", "content": fact} for fact in facts]
+            stored = await self._mw._backend.add(verbatim, scope, infer=False)
         return stored

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import logging
 import os
@@ -146,12 +145,7 @@ def build_memory(folder: Path, args: argparse.Namespace) -> Any:
 
 def our_middleware(outbox: Path, **kwargs: Any) -> Mem0Middleware:
     """This project's middleware with its outbox in ``outbox``."""
-    if "outbox_dir" in inspect.signature(Mem0Middleware.__init__).parameters:
-        return Mem0Middleware(outbox_dir=outbox, **kwargs)
-    # Until the middleware takes ``outbox_dir``: give it a durable queue.
-    mw = Mem0Middleware(**kwargs)
-    mw._writer = WriteQueue(mw._backend, outbox_dir=outbox)
-    return mw
+    return Mem0Middleware(outbox_dir=outbox, **kwargs)
 
 
 def middleware_for(name: str, user_id: str, memory: Any, folder: Path) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from mem0 import AsyncMemory
@@ -54,3 +55,29 @@ class RecordingClient:
     async def delete_all(self, *args: Any, **kwargs: Any) -> Any:
         self.calls.append(("delete_all", args, kwargs))
         return await self.inner.delete_all(*args, **kwargs)
+
+
+async def one_session(mw: Any, text: str, *, agent: str = "helper") -> ScriptedChatModel:
+    """One reply of a fresh agent (empty context) with ``mw``; returns its model."""
+    from agentscope.agent import Agent
+    from agentscope.message import UserMsg
+
+    model = ScriptedChatModel("Noted.")
+    bot = Agent(name=agent, system_prompt="You help.", model=model, middlewares=[mw])
+    await bot.reply(UserMsg(name="user", content=text))
+    return model
+
+
+def note_text(messages: Sequence[Any]) -> str:
+    """The text of the memory note among the messages a model was given."""
+    from agentscope.message import HintBlock
+
+    from agentscope_mem0._notes import is_memory_note
+
+    return "\n".join(
+        str(block.hint)
+        for msg in messages
+        if is_memory_note(msg)
+        for block in msg.content
+        if isinstance(block, HintBlock)
+    )

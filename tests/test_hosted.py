@@ -33,8 +33,6 @@ from typing import Any
 import httpx
 import pytest
 import requests
-from agentscope.agent import Agent
-from agentscope.message import HintBlock, Msg, UserMsg
 
 from agentscope_mem0 import (
     Mem0Middleware,
@@ -43,7 +41,7 @@ from agentscope_mem0 import (
 )
 from agentscope_mem0._backend import Mem0Backend, Scope, classify_error
 from agentscope_mem0._writer import RetryPolicy, WriteQueue
-from agentscope_mem0.testing import ScriptedChatModel
+from fakes import note_text, one_session
 
 HOST = "https://api.mem0.test"
 KEY = "m0-test-key"
@@ -335,23 +333,6 @@ async def hosted(platform: FakePlatform) -> AsyncIterator[Any]:
     await client.async_client.aclose()
 
 
-async def _session(mw: Mem0Middleware, text: str, agent: str = "helper") -> ScriptedChatModel:
-    model = ScriptedChatModel("Noted.")
-    bot = Agent(name=agent, system_prompt="You help.", model=model, middlewares=[mw])
-    await bot.reply(UserMsg(name="user", content=text))
-    return model
-
-
-def _note(messages: list[Msg]) -> str:
-    return "\n".join(
-        b.hint
-        for m in messages
-        if m.name == "memory"
-        for b in m.content
-        if isinstance(b, HintBlock)
-    )
-
-
 def _classify_reads_mem0_status() -> bool:
     """Whether classify_error sees the HTTP status in mem0's hosted-client errors."""
     from mem0.exceptions import ValidationError
@@ -395,7 +376,7 @@ async def test_search_sends_scope_in_filters_and_the_top_k(
     platform: FakePlatform, hosted: Any
 ) -> None:
     mw = Mem0Middleware(user_id="alice", client=hosted, mode="static_control", top_k=3)
-    await _session(mw, "What do I like to drink?")
+    await one_session(mw, "What do I like to drink?")
     (search,) = platform.named("/v3/memories/search/")
     assert search.body["query"] == "What do I like to drink?"
     assert search.body["top_k"] == 3
@@ -408,7 +389,7 @@ async def test_search_sends_scope_in_filters_and_the_top_k(
 
 async def test_add_carries_user_and_agent(platform: FakePlatform, hosted: Any) -> None:
     mw = Mem0Middleware(user_id="alice", client=hosted, mode="static_control")
-    await _session(mw, "I like oolong tea.", agent="barista")
+    await one_session(mw, "I like oolong tea.", agent="barista")
     assert await mw.flush(timeout=10)
     (add,) = platform.named("/v3/memories/add/")
     assert add.body["user_id"] == "alice"
@@ -424,7 +405,7 @@ async def test_the_user_space_filter_selects_alice_only(
     """Whatever filter shape the backend sends, on the platform's rules it must
     select Alice's memories and nobody else's."""
     mw = Mem0Middleware(user_id="alice", client=hosted, mode="static_control")
-    await _session(mw, "hello")
+    await one_session(mw, "hello")
     filters = platform.named("/v3/memories/search/")[-1].body["filters"]
     alice = Record(id="1", memory="m", metadata={}, user_id="alice")
     bob = Record(id="2", memory="m", metadata={}, user_id="bob")
@@ -444,18 +425,18 @@ async def test_user_wide_search_finds_the_facts_of_an_earlier_session(
     mw = Mem0Middleware(
         user_id="alice", client=hosted, mode="static_control", scope_search_by_agent=False
     )
-    await _session(mw, "I like oolong tea.")
+    await one_session(mw, "I like oolong tea.")
     assert await mw.flush(timeout=10)
     later = Mem0Middleware(
         user_id="alice", client=hosted, mode="static_control", scope_search_by_agent=False
     )
-    model = await _session(later, "Which tea do I like?")
-    assert "I like oolong tea." in _note(model.calls[0])
+    model = await one_session(later, "Which tea do I like?")
+    assert "I like oolong tea." in note_text(model.calls[0])
     bob = Mem0Middleware(
         user_id="bob", client=hosted, mode="static_control", scope_search_by_agent=False
     )
-    model = await _session(bob, "Which tea do I like?")
-    assert "oolong" not in _note(model.calls[0])
+    model = await one_session(bob, "Which tea do I like?")
+    assert "oolong" not in note_text(model.calls[0])
     for m in (mw, later, bob):
         await m.aclose()
 
@@ -464,12 +445,12 @@ async def test_default_agent_scoped_search_finds_the_facts_of_an_earlier_session
     platform: FakePlatform, hosted: Any
 ) -> None:
     mw = Mem0Middleware(user_id="alice", client=hosted, mode="static_control")
-    await _session(mw, "I like oolong tea.")
+    await one_session(mw, "I like oolong tea.")
     assert await mw.flush(timeout=10)
     later = Mem0Middleware(user_id="alice", client=hosted, mode="static_control")
-    model = await _session(later, "Which tea do I like?")
+    model = await one_session(later, "Which tea do I like?")
     try:
-        assert "I like oolong tea." in _note(model.calls[0])
+        assert "I like oolong tea." in note_text(model.calls[0])
     finally:
         await mw.aclose()
         await later.aclose()
@@ -483,13 +464,13 @@ async def test_delete_and_delete_all_on_the_platform(platform: FakePlatform, hos
         scope_search_by_agent=False,
         await_write=True,
     )
-    await _session(mw, "I like oolong tea.")
-    await _session(mw, "I live in Hangzhou.")
+    await one_session(mw, "I like oolong tea.")
+    await one_session(mw, "I live in Hangzhou.")
     memories = (await hosted.get_all(filters={"user_id": "alice"}))["results"]
     assert {m["memory"] for m in memories} == {"I like oolong tea.", "I live in Hangzhou."}
     await hosted.delete(next(m["id"] for m in memories if "tea" in m["memory"]))
-    model = await _session(mw, "Which tea do I like, in Hangzhou?")
-    note = _note(model.calls[0])
+    model = await one_session(mw, "Which tea do I like, in Hangzhou?")
+    note = note_text(model.calls[0])
     assert "oolong" not in note and "Hangzhou" in note
     await hosted.delete_all(user_id="alice")
     assert (await hosted.get_all(filters={"user_id": "alice"}))["results"] == []

@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 from agentscope.agent import Agent
-from agentscope.message import HintBlock, Msg, ToolResultState, UserMsg
+from agentscope.message import ToolResultState, UserMsg
 
 from _pgfixture import fresh_collection, postgres_dsn
 from agentscope_mem0 import DimensionMismatchError, Mem0Middleware
 from agentscope_mem0.backends import pgvector_config, prepare_pgvector
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+from fakes import note_text, one_session
 
 DIMS = 128
 WORKER = Path(__file__).with_name("_pg_worker.py")
@@ -79,36 +80,17 @@ def _middleware(config: dict[str, Any], user_id: str, **kwargs: Any) -> Mem0Midd
     )
 
 
-async def _session(mw: Mem0Middleware, text: str, *, agent: str = "helper") -> ScriptedChatModel:
-    """One reply of a fresh agent (empty context); returns the agent's model."""
-    model = ScriptedChatModel("Noted.")
-    bot = Agent(name=agent, system_prompt="You help.", model=model, middlewares=[mw])
-    await bot.reply(UserMsg(name="user", content=text))
-    return model
-
-
-def _note(messages: list[Msg]) -> str:
-    """The text of the memory note among the messages the model was given."""
-    return "\n".join(
-        block.hint
-        for msg in messages
-        if msg.name == "memory"
-        for block in msg.content
-        if isinstance(block, HintBlock)
-    )
-
-
 async def test_second_session_remembers_the_first(pg_config: dict[str, Any]) -> None:
     mw = _middleware(pg_config, "alice")
-    await _session(mw, "I live in Hangzhou. My cat is called Mochi.")
+    await one_session(mw, "I live in Hangzhou. My cat is called Mochi.")
     assert await mw.flush(timeout=30)
     stored = {row["data"] for row in _rows(pg_config)}
     assert stored == {"User lives in Hangzhou.", "User's cat is called Mochi."}
 
     # A new process would build a new middleware: nothing is shared but the database.
     later = _middleware(pg_config, "alice")
-    model = await _session(later, "Where do I live, and what is my cat called?")
-    note = _note(model.calls[0])
+    model = await one_session(later, "Where do I live, and what is my cat called?")
+    note = note_text(model.calls[0])
     assert "User lives in Hangzhou." in note
     assert "User's cat is called Mochi." in note
     await mw.aclose()
@@ -145,9 +127,9 @@ async def test_tools_store_and_find_on_pgvector(pg_config: dict[str, Any]) -> No
 async def test_delete_and_delete_all(pg_config: dict[str, Any]) -> None:
     alice = _middleware(pg_config, "alice", await_write=True)
     bob = _middleware(pg_config, "bob", await_write=True)
-    await _session(alice, "I live in Hangzhou.")
-    await _session(alice, "My cat is called Mochi.")
-    await _session(bob, "I live in Lisbon.")
+    await one_session(alice, "I live in Hangzhou.")
+    await one_session(alice, "My cat is called Mochi.")
+    await one_session(bob, "I live in Lisbon.")
 
     client = alice.client
     memories = (await client.get_all(filters={"user_id": "alice"}))["results"]
@@ -156,14 +138,14 @@ async def test_delete_and_delete_all(pg_config: dict[str, Any]) -> None:
     assert {r["data"] for r in _rows(pg_config) if r["user_id"] == "alice"} == {
         "User's cat is called Mochi."
     }
-    model = await _session(alice, "Where is my home and what about my cat?")
-    assert "Hangzhou" not in _note(model.calls[0])
-    assert "Mochi" in _note(model.calls[0])
+    model = await one_session(alice, "Where is my home and what about my cat?")
+    assert "Hangzhou" not in note_text(model.calls[0])
+    assert "Mochi" in note_text(model.calls[0])
 
     await client.delete_all(user_id="alice")
     assert [r["data"] for r in _rows(pg_config)] == ["User lives in Lisbon."]
-    model = await _session(alice, "Tell me about my cat")
-    assert _note(model.calls[0]) == ""
+    model = await one_session(alice, "Tell me about my cat")
+    assert note_text(model.calls[0]) == ""
     await alice.aclose()
     await bob.aclose()
 
@@ -171,23 +153,23 @@ async def test_delete_and_delete_all(pg_config: dict[str, Any]) -> None:
 async def test_users_and_agents_never_see_each_other(pg_config: dict[str, Any]) -> None:
     alice = _middleware(pg_config, "alice", await_write=True)
     bob = _middleware(pg_config, "bob", await_write=True)
-    await _session(alice, "I live in Hangzhou.")
-    await _session(bob, "I live in Lisbon.")
-    await _session(alice, "I prefer green tea.", agent="cook")
-    await _session(alice, "I prefer running at dawn.", agent="coach")
+    await one_session(alice, "I live in Hangzhou.")
+    await one_session(bob, "I live in Lisbon.")
+    await one_session(alice, "I prefer green tea.", agent="cook")
+    await one_session(alice, "I prefer running at dawn.", agent="coach")
 
     # The same question, worded to match the other user's fact exactly.
-    note = _note((await _session(alice, "Who lives in Lisbon?")).calls[0])
+    note = note_text((await one_session(alice, "Who lives in Lisbon?")).calls[0])
     assert "Hangzhou" in note and "Lisbon" not in note
-    note = _note((await _session(bob, "Who lives in Hangzhou?")).calls[0])
+    note = note_text((await one_session(bob, "Who lives in Hangzhou?")).calls[0])
     assert "Lisbon" in note and "Hangzhou" not in note
 
     # One user, two agents: each agent sees only its own memories by default ...
-    note = _note((await _session(alice, "What do I prefer?", agent="cook")).calls[0])
+    note = note_text((await one_session(alice, "What do I prefer?", agent="cook")).calls[0])
     assert "green tea" in note and "running" not in note
     # ... and everything about the user when asked to.
     wide = _middleware(pg_config, "alice", scope_search_by_agent=False)
-    note = _note((await _session(wide, "What do I prefer?", agent="cook")).calls[0])
+    note = note_text((await one_session(wide, "What do I prefer?", agent="cook")).calls[0])
     assert "green tea" in note and "running" in note
     for mw in (alice, bob, wide):
         await mw.aclose()

@@ -125,6 +125,20 @@ def test_start_attempt_refuses_rows_taken_by_another_writer(box: Outbox) -> None
     assert box.start_attempt([row_id], owner=thief, batch_key="k")
 
 
+def test_a_sent_batch_is_taken_over_whole_when_one_lease_lapses(box: Outbox) -> None:
+    stale, me = "elsewhere:1:x", new_owner_id()
+    leases = [-1, 60, 60, 60]
+    ids = [
+        box.insert(key=f"k{i}", user_id="u", agent_id="a", messages=[], owner=stale, lease=lease)
+        for i, lease in enumerate(leases)
+    ]
+    assert box.start_attempt(ids[:3], owner=stale, batch_key="B")
+    # k1 and k2 were sent with k0 under one key; k3 was not sent and keeps its lease.
+    assert [r.key for r in box.claim_orphans(owner=me, lease=30)] == ["k0", "k1", "k2"]
+    assert [r.key for r in box.held(stale)] == ["k3"]
+    assert box.claim_orphans(owner=new_owner_id(), lease=30, live_here={me}) == []
+
+
 def test_rows_of_live_owners_are_not_orphans(box: Outbox) -> None:
     me, other = new_owner_id(), new_owner_id()
     _insert(box, other, "k")

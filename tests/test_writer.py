@@ -473,6 +473,43 @@ async def test_a_batch_half_stored_before_a_crash_ends_up_stored_once(
     await queue.aclose()
 
 
+async def test_a_batch_whose_leases_lapse_one_by_one_is_taken_over_whole(
+    memory: AsyncMemory, tmp_path: Path
+) -> None:
+    # A writer that stopped before ever renewing leaves each row with the
+    # lease it got when it was queued, so the rows of its last (unconfirmed)
+    # batch lapse one after another. Were the first ones redone alone under
+    # the batch's key, redoing the rest later would first delete, under that
+    # same key, what storing the first ones had stored.
+    outbox = tmp_path / "outbox"
+    stale = "elsewhere:1:0000stale000"  # another host's writer: only its leases count
+    box = Outbox.in_folder(outbox)
+    rows = [
+        box.insert(
+            key=f"row{i}",
+            user_id=SCOPE.user_id,
+            agent_id=SCOPE.agent_id,
+            messages=said(f"I like fruit{i:02d}."),
+            owner=stale,
+            lease=-1.0 if i < 2 else 60.0,  # the first two have lapsed, the last has not
+        )
+        for i in range(3)
+    ]
+    assert box.start_attempt(rows, owner=stale, batch_key="B")
+
+    first = queue_for(memory, outbox_dir=outbox)
+    assert await first.flush(10)
+    box.release(owner=stale)  # the last row's lease is over too
+    second = queue_for(memory, outbox_dir=outbox)
+    assert await second.flush(10)
+    assert await first.flush(10)
+    assert await facts(memory) == Counter({f"fruit{i:02d}": 1 for i in range(3)})
+    assert box.counts() == {"pending": 0, "failed": 0}
+    box.close()
+    await first.aclose()
+    await second.aclose()
+
+
 def _add_kwargs(scope: Scope) -> dict[str, Any]:
     return {"user_id": scope.user_id, "agent_id": scope.agent_id}
 

@@ -400,7 +400,9 @@ class Outbox:
         """Take over the pending rows no live writer holds, atomically.
 
         A row is an orphan when it is unclaimed, its lease ran out, or its
-        owner is known to be dead (see :func:`owner_is_dead`).
+        owner is known to be dead (see :func:`owner_is_dead`). The other
+        pending rows sent in one batch with an orphan (same ``batch_key``)
+        are taken with it.
 
         Returns:
             The rows now held by ``owner``, oldest first.
@@ -425,7 +427,19 @@ class Outbox:
                 f" (claimed_by != ? AND (lease_until < ?{dead_clause})))"
             )
             params = (PENDING, owner, now, *dead)
-            ids = [i for (i,) in conn.execute(f"SELECT id FROM writes WHERE {where}", params)]
+            # The rows of a batch sent under one key go together, even when
+            # their leases lapse one by one: redoing only some of them under
+            # that key would let redoing the others delete what they stored.
+            orphaned = f"SELECT id FROM writes WHERE {where}"
+            batches = f"SELECT batch_key FROM writes WHERE id IN ({orphaned})"
+            ids = [
+                i
+                for (i,) in conn.execute(
+                    "SELECT id FROM writes WHERE status = ? AND claimed_by IS NOT ? AND"
+                    f" (id IN ({orphaned}) OR batch_key IN ({batches}))",
+                    (PENDING, owner, *params, *params),
+                )
+            ]
             if not ids:
                 return []
             id_marks = ",".join("?" * len(ids))

@@ -96,17 +96,16 @@ def resolve_client(
     chat_model: ChatModelBase | None,
     embedding_model: EmbeddingModelBase | None,
     mem0_config: Any,
-) -> tuple[Any, bool]:
+) -> Any:
     """Pick or build the async mem0 client from the constructor's keywords.
 
     Returns:
-        The client and whether this package built it (and so must close it).
+        The client.
 
     Raises:
         ConfigurationError: Nothing to build a client from, or only one model.
         TypeError: The client is synchronous.
     """
-    built = False
     if client is not None:
         ignored = [
             name
@@ -153,14 +152,13 @@ def resolve_client(
                 mem0_config=mem0_config,
             )
             client = AsyncMemory(config=config)
-        built = True
 
     if not (_is_async(getattr(client, "search", None)) and _is_async(getattr(client, "add", None))):
         raise TypeError(
             f"{type(client).__name__} is synchronous; Mem0Middleware needs an "
             "async mem0 client: mem0.AsyncMemory or mem0.AsyncMemoryClient"
         )
-    return client, built
+    return client
 
 
 _TRANSIENT_NAMES = (
@@ -226,9 +224,8 @@ def classify_error(
 class Mem0Backend:
     """Scoped, normalised access to one async mem0 client."""
 
-    def __init__(self, client: Any, *, owned: bool = False) -> None:
+    def __init__(self, client: Any) -> None:
         self.client = client
-        self.owned = owned
         self.hosted = is_hosted(client)
 
     def read_filters(self, scope: Scope) -> dict[str, str]:

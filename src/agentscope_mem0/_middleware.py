@@ -199,13 +199,13 @@ class Mem0Middleware(MiddlewareBase):
         for name, seconds in (("search_timeout", search_timeout), ("tool_timeout", tool_timeout)):
             if seconds is not None and seconds <= 0:
                 raise ConfigurationError(f"{name} must be positive or None, got {seconds!r}")
-        mem0_client, owned = resolve_client(
+        mem0_client = resolve_client(
             client=client,
             chat_model=chat_model,
             embedding_model=embedding_model,
             mem0_config=mem0_config,
         )
-        self._backend = Mem0Backend(mem0_client, owned=owned)
+        self._backend = Mem0Backend(mem0_client)
         self._profile_cache = ProfileCache(ttl=profile_ttl)
         if write_queue is not None and write_queue.backend.client is not mem0_client:
             raise ConfigurationError(
@@ -268,7 +268,6 @@ class Mem0Middleware(MiddlewareBase):
         client = build_local_memory(chat_model, embedding_model=embedding_model, folder=folder)
         options.setdefault("outbox_dir", data_dir(folder))
         middleware = cls(user_id=user_id, client=client, **options)
-        middleware._backend.owned = True
         middleware.folder = data_dir(folder)
         return middleware
 

@@ -96,7 +96,7 @@ class Mem0MiddlewareFactory:
 
         if client is not None:
             # Checks the client is async; warns about the arguments it overrides.
-            self._client, _ = resolve_client(
+            self._client = resolve_client(
                 client=client,
                 chat_model=chat_model,
                 embedding_model=embedding_model,
@@ -200,7 +200,7 @@ class Mem0MiddlewareFactory:
 
     def _build(self, future: concurrent.futures.Future[Any]) -> None:
         try:
-            client, _ = resolve_client(client=None, **self._build_args)
+            client = resolve_client(client=None, **self._build_args)
         except BaseException as exc:
             with self._lock:
                 self._building = None

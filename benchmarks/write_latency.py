@@ -406,8 +406,8 @@ def markdown(data: dict[str, Any], args: argparse.Namespace, plotted: bool) -> s
         "outbox, and the next process on the folder (a real second process, started once "
         "this one had released the store; rows still in flight stay claimed by this live "
         "process until their 30 s lease ends, after which the next process takes them) "
-        f"stored {rows['ours-no-close']['stored_after_restart']} of {rows['ours-no-close']['writes']}"
-        ", each once.",
+        f"stored {rows['ours-no-close']['stored_after_restart']} of "
+        f"{rows['ours-no-close']['writes']}, each once.",
         "- `builtin-nowait` starts an untracked task per write: when the script's event loop "
         "ends, the writes still running are cancelled and lost. `builtin-await` stores every "
         "write by making each turn wait for mem0's extraction.",

@@ -149,7 +149,7 @@ def test_cjk_keys_ignore_date_prefix_and_punctuation() -> None:
     assert memory_key("用户住在杭州") != memory_key("用户住在北京")
 
 
-def test_duplicates_collapse_keeping_the_first_with_the_newest_date() -> None:
+def test_duplicates_collapse_into_the_newest_in_the_first_ones_place() -> None:
     hits = [
         _hit("User prefers dark mode", "2023-01-01T00:00:00Z", 0.5),
         _hit("user prefers DARK mode.", "2024-06-01T00:00:00Z", 0.9),
@@ -157,15 +157,59 @@ def test_duplicates_collapse_keeping_the_first_with_the_newest_date() -> None:
         _hit("[2021-01-01] User prefers dark mode", None, None),
     ]
     unique = dedupe_hits(hits)
-    assert [h.memory for h in unique] == ["User prefers dark mode", "User likes tea"]
+    assert [h.memory for h in unique] == ["user prefers DARK mode.", "User likes tea"]
     assert unique[0].date == "2024-06-01T00:00:00Z"
     assert unique[0].score == 0.9
     text = render_note_text(hits)
     assert text is not None
     assert _memory_lines(text) == [
-        "- [2024-06-01] User prefers dark mode",
+        "- [2024-06-01] user prefers DARK mode.",
         "- [2022-01-01] User likes tea",
     ]
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("User lives in Hangzhou.", "The user lives in Hangzhou."),
+        (
+            "User's favourite colours are blue and green",
+            "The user's favourite colour is blue and green",
+        ),
+        ("User has two dogs named Rex and Bo", "The user has two dogs, named Rex and Bo."),
+        ("用户住在杭州。", "用户住在杭州"),
+    ],
+)
+def test_memories_saying_the_same_in_other_words_appear_once_as_the_newest(
+    older: str, newer: str
+) -> None:
+    hits = [
+        _hit(older, "2024-01-01T00:00:00Z", 0.9),
+        _hit("User likes tea", "2023-01-01T00:00:00Z", 0.5),
+        _hit(newer, "2024-05-01T00:00:00Z", 0.7),
+    ]
+    unique = dedupe_hits(hits)
+    assert [h.memory for h in unique] == [newer, "User likes tea"]
+    assert unique[0].score == 0.9
+    assert unique[0].date == "2024-05-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("User lives in Hangzhou", "User lives in Beijing"),
+        ("User likes tea", "User does not like tea"),
+        ("User likes tea", "User doesn't like tea"),
+        ("User has 2 cats", "User has 3 cats"),
+        ("User lives in Hangzhou", "User lives in Hangzhou with his wife and two kids"),
+        ("用户住在杭州", "用户不住在杭州"),
+        ("用户住在杭州", "用户住在北京"),
+        ("User moved to Beijing in 2023", "User moved to Beijing in 2024"),
+    ],
+)
+def test_memories_that_differ_in_meaning_both_stay(one: str, other: str) -> None:
+    hits = [_hit(one, "2024-01-01T00:00:00Z", 0.9), _hit(other, "2024-05-01T00:00:00Z", 0.7)]
+    assert [h.memory for h in dedupe_hits(hits)] == [one, other]
 
 
 # -- budget -------------------------------------------------------------------

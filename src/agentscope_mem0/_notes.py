@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from agentscope.message import AssistantMsg, HintBlock, Msg
 
+from ._similar import MemoryWords, are_near_duplicates, memory_words
 from ._tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -180,29 +181,33 @@ def _newer(a: str | None, b: str | None) -> str | None:
 
 
 def dedupe_hits(hits: Iterable[MemoryHit]) -> list[MemoryHit]:
-    """``hits`` without repeats, in their order; the first of each kind stays.
+    """``hits`` without repeats, in the order of each memory's first appearance.
 
-    A kept memory takes the newest date and the best score of its repeats, so
-    a fact said again recently still reads as recent.
+    Two hits are repeats when they have the same :func:`memory_key` or say the
+    same thing in other words (:func:`~._similar.are_near_duplicates`). The
+    kept memory has the text and id of the newest repeat, the newest date and
+    the best score, so a fact said again recently still reads as recent.
     """
-    kept: dict[str, MemoryHit] = {}
+    kept: list[tuple[str, MemoryWords, MemoryHit]] = []
     for hit in hits:
         key = memory_key(hit.memory)
         if not key:
             continue
-        first = kept.get(key)
-        if first is None:
-            kept[key] = hit
-            continue
-        date = _newer(first.date, hit.date)
-        scores = [s for s in (first.score, hit.score) if s is not None]
-        kept[key] = dataclasses.replace(
-            first,
-            updated_at=date,
-            created_at=first.created_at if date == first.date else hit.created_at,
-            score=max(scores) if scores else None,
-        )
-    return list(kept.values())
+        words = memory_words(hit.memory)
+        for index, (kept_key, kept_words, first) in enumerate(kept):
+            if kept_key == key or are_near_duplicates(kept_words, words):
+                kept[index] = (kept_key, kept_words, _merge(first, hit))
+                break
+        else:
+            kept.append((key, words, hit))
+    return [hit for _, _, hit in kept]
+
+
+def _merge(first: MemoryHit, repeat: MemoryHit) -> MemoryHit:
+    """One memory from two repeats: the newer one's text, the best score."""
+    newest = repeat if _newer(first.date, repeat.date) == repeat.date != first.date else first
+    scores = [s for s in (first.score, repeat.score) if s is not None]
+    return dataclasses.replace(newest, score=max(scores) if scores else None)
 
 
 # -- rendering ----------------------------------------------------------------

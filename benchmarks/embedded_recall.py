@@ -3,7 +3,7 @@
 Every turn of each conversation is stored, one ``add`` per turn with
 ``infer=False``, in a real mem0 ``AsyncMemory`` on the embedded store (the
 shared, locked on-disk Qdrant and the history database in a temporary data
-folder, built by :func:`agentscope_mem0.local.build_local_memory`) with the
+folder, built by :func:`agentscope_mem0.build_local_memory`) with the
 offline embedding model, as ``"<speaker>: <text>"``; one ``user_id`` per
 conversation and the turn id in the memory's metadata. Each question is then
 asked through the middleware's own search path (``Mem0Backend.search`` with a
@@ -56,11 +56,12 @@ from typing import Any
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
-from agentscope_mem0._backend import Mem0Backend, Scope
+from agentscope_mem0 import build_local_memory
+from agentscope_mem0._backend import Mem0Backend
+from agentscope_mem0._scope import Scope
 from agentscope_mem0.local import (
     KeywordEncoder,
     OfflineE5Embedding,
-    build_local_memory,
     close_shared_clients,
     install_keyword_encoder,
 )

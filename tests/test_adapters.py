@@ -151,9 +151,9 @@ def test_whitelist_stays_closed(store_config: dict[str, Any]) -> None:
         MemoryConfig(llm={"provider": "agentscope", "config": {}})
     with pytest.raises(ValidationError, match="Unsupported embedding provider"):
         MemoryConfig(embedder={"provider": "agentscope", "config": {}})
-    from agentscope_mem0._adapters import _agentscope_config_classes
+    from agentscope_mem0._adapters import agentscope_config_classes
 
-    llm_cls, _ = _agentscope_config_classes()
+    llm_cls, _ = agentscope_config_classes()
     with pytest.raises(ValidationError):
         llm_cls(provider="not-a-provider", config={})
 

@@ -262,7 +262,8 @@ def test_forget_usage_errors() -> None:
 def test_run_inside_a_process_that_holds_the_folder(data_dir: Path) -> None:
     """Called from Python in an app that has the folder open, the command
     shares that process's client and leaves it open."""
-    from agentscope_mem0.local import build_local_memory, close_shared_clients
+    from agentscope_mem0 import build_local_memory
+    from agentscope_mem0.local import close_shared_clients
     from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
     memory = build_local_memory(

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from agentscope_mem0 import TransientBackendError
+from agentscope_mem0 import TransientBackendError, build_local_memory
 from agentscope_mem0.cli._records import MemoryRecord, parse_line
 from agentscope_mem0.cli._store import MemoryStore
-from agentscope_mem0.local import build_local_memory, close_shared_clients
+from agentscope_mem0.local import close_shared_clients
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from test_cli import _offline_models, run, run_json  # noqa: F401  (autouse fixture)
 

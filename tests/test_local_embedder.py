@@ -18,7 +18,8 @@ import pytest
 
 from agentscope_mem0 import build_mem0_config
 from agentscope_mem0._adapters import AgentScopeEmbedding
-from agentscope_mem0._backend import Mem0Backend, Scope
+from agentscope_mem0._backend import Mem0Backend
+from agentscope_mem0._scope import Scope
 from agentscope_mem0.local import _embedder
 from agentscope_mem0.local._embedder import (
     E5_DIMENSIONS,
@@ -217,7 +218,7 @@ def test_the_mem0_adapter_passes_search_and_add_through(model: OfflineE5Embeddin
 async def test_mem0_stores_and_finds_memories_with_it(no_network: None, tmp_path: Path) -> None:
     from mem0 import AsyncMemory
 
-    from agentscope_mem0.local import build_local_memory
+    from agentscope_mem0 import build_local_memory
 
     memory: AsyncMemory = build_local_memory(
         ScriptedChatModel(), embedding_model=default_embedding_model(), folder=tmp_path / "store"

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from qdrant_client.models import SparseVector
 
-from agentscope_mem0._backend import Mem0Backend, Scope
+from agentscope_mem0 import build_local_memory
+from agentscope_mem0._backend import Mem0Backend
+from agentscope_mem0._scope import Scope
 from agentscope_mem0.local import (
     KeywordEncoder,
     SparseTerms,
-    build_local_memory,
     install_keyword_encoder,
     shared_qdrant_client,
 )

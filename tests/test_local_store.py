@@ -25,11 +25,11 @@ from agentscope_mem0 import (
     DimensionMismatchError,
     Mem0Middleware,
     StoreLockedError,
+    build_local_memory,
     build_mem0_config,
 )
 from agentscope_mem0.local import (
     LockedQdrantClient,
-    build_local_memory,
     close_shared_clients,
     embedded_store_config,
     share_local_qdrant,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from . import _telemetry  # noqa: F401  (must run before mem0 is imported)
-from ._adapters import AgentScopeEmbedding, AgentScopeLLM, build_mem0_config
-from ._backend import MemoryHit, Scope
+from ._adapters import AgentScopeEmbedding, AgentScopeLLM
+from ._backend import MemoryHit
+from ._clients import build_local_memory, build_mem0_config
 from ._exceptions import (
     BackendError,
     BridgeError,
@@ -24,6 +25,7 @@ from ._notes import (
     DEFAULT_MEMORY_SECTION_INTRO,
 )
 from ._recall import RecallMode
+from ._scope import Scope
 
 __version__ = "0.1.0"
 
@@ -50,5 +52,6 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "StoreLockedError",
     "TransientBackendError",
     "__version__",
+    "build_local_memory",
     "build_mem0_config",
 ]

@@ -1,9 +1,9 @@
 """mem0 ``LLMBase`` / ``EmbeddingBase`` implementations backed by AgentScope.
 
 mem0 drives these synchronously from worker threads; every call goes through
-the process-wide :mod:`._bridge`. :func:`build_mem0_config` wires them into a
-``MemoryConfig`` and registers the ``"agentscope"`` provider with mem0's
-factories without widening mem0's own provider whitelist.
+the process-wide :mod:`._bridge`. :func:`agentscope_config_classes` registers
+the ``"agentscope"`` provider with mem0's factories without widening mem0's
+own provider whitelist; :mod:`._clients` puts the adapters into a config.
 """
 
 from __future__ import annotations
@@ -22,17 +22,18 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from ._bridge import get_bridge
-from ._exceptions import ConfigurationError, DimensionMismatchError
+from ._exceptions import ConfigurationError
+from ._time import prepare_extraction, record_extraction
+from ._tracing import extract_span
 
 if TYPE_CHECKING:
     from agentscope.model import ChatResponse
-    from mem0.configs.base import MemoryConfig
 
 __all__ = [
     "PROVIDER",
     "AgentScopeEmbedding",
     "AgentScopeLLM",
-    "build_mem0_config",
+    "agentscope_config_classes",
 ]
 
 PROVIDER = "agentscope"
@@ -71,11 +72,20 @@ class AgentScopeLLM(LLMBase):
             The reply text, or ``{"content", "tool_calls"}`` when ``tools`` were
             given.
         """
+        messages = prepare_extraction(messages)  # the write's said date, event dates
         msgs = to_agentscope_messages(messages)
         if not msgs:
             raise ValueError("mem0 sent no system, user or assistant message to the chat model")
-        response = get_bridge().run(_final_response(self.model, msgs, tools), timeout=self.timeout)
-        return flatten_response(response, with_tools=bool(tools))
+        with extract_span(self.model, messages, tools=bool(tools)) as span:
+            response = get_bridge().run(
+                _final_response(self.model, msgs, tools), timeout=self.timeout
+            )
+            answer = flatten_response(response, with_tools=bool(tools))
+            text = answer if isinstance(answer, str) else str(answer.get("content") or "")
+            span.set(response_chars=len(text))
+            span.set_text("response", text)
+        record_extraction(answer)
+        return answer
 
 
 def to_agentscope_messages(messages: list[dict[str, Any]]) -> list[Msg]:
@@ -192,7 +202,7 @@ _registered = threading.Lock()
 _config_classes: tuple[type, type] | None = None
 
 
-def _agentscope_config_classes() -> tuple[type, type]:
+def agentscope_config_classes() -> tuple[type, type]:
     """``LlmConfig`` / ``EmbedderConfig`` subclasses that accept only our provider.
 
     mem0's own classes keep their whitelist: a ``MemoryConfig`` built without
@@ -229,119 +239,3 @@ def _agentscope_config_classes() -> tuple[type, type]:
         EmbedderFactory.provider_to_class[PROVIDER] = f"{__name__}.AgentScopeEmbedding"
         _config_classes = (AgentScopeLlmConfig, AgentScopeEmbedderConfig)
         return _config_classes
-
-
-def build_mem0_config(
-    *,
-    chat_model: ChatModelBase | None = None,
-    embedding_model: EmbeddingModelBase | None = None,
-    mem0_config: MemoryConfig | dict[str, Any] | None = None,
-) -> MemoryConfig:
-    """Build a mem0 ``MemoryConfig`` whose LLM and embedder are AgentScope models.
-
-    Without ``mem0_config`` the vector store is the embedded default: a local
-    Qdrant and a history database in the data folder (see
-    :func:`agentscope_mem0.local.data_dir`), sized to the embedding model.
-    With ``mem0_config`` only the ``llm`` and ``embedder`` slots of a copy are
-    replaced; vector store, history database, reranker and the rest are kept.
-
-    Args:
-        chat_model: The model mem0 extracts memories with.
-        embedding_model: The model mem0 embeds memories with.
-        mem0_config: A ``MemoryConfig`` (or its dict form) to start from.
-
-    Returns:
-        The config, ready for ``mem0.AsyncMemory(config=...)``.
-
-    Raises:
-        ConfigurationError: A model is missing or has the wrong type.
-        DimensionMismatchError: The embedding model's ``dimensions`` differ
-            from the vector store's ``embedding_model_dims``.
-    """
-    from mem0.configs.base import MemoryConfig
-
-    check_model_types(chat_model, embedding_model)
-    llm_cls, embedder_cls = _agentscope_config_classes()
-
-    if mem0_config is None:
-        if chat_model is None or embedding_model is None:
-            raise ConfigurationError(
-                "build_mem0_config needs both chat_model and embedding_model "
-                "when no mem0_config is given"
-            )
-        from .local import embedded_store_config
-
-        config = MemoryConfig(**embedded_store_config(dims=embedding_model.dimensions))
-    elif isinstance(mem0_config, dict):
-        base = {
-            k: v
-            for k, v in mem0_config.items()
-            if not (k == "llm" and chat_model) and not (k == "embedder" and embedding_model)
-        }
-        config = MemoryConfig(**base)
-    elif isinstance(mem0_config, MemoryConfig):
-        # Two levels of copy: the slots and the store's size are set below and
-        # the caller's object must not change.
-        store = mem0_config.vector_store
-        config = mem0_config.model_copy(
-            update={"vector_store": store.model_copy(update={"config": _copy(store.config)})}
-        )
-    else:
-        raise ConfigurationError(
-            f"mem0_config must be a mem0 MemoryConfig or a dict, got {type(mem0_config).__name__}"
-        )
-
-    if chat_model is not None:
-        config.llm = llm_cls(provider=PROVIDER, config={"model": chat_model})
-    if embedding_model is not None:
-        config.embedder = embedder_cls(provider=PROVIDER, config={"model": embedding_model})
-        check_dimensions(config, embedding_model.dimensions)
-    if "history_db_path" not in config.model_fields_set:
-        # mem0 would fall back to its global ~/.mem0; keep history in our folder.
-        from .local import history_db_path
-        from .local._folder import prepare_history_db
-
-        config.history_db_path = str(history_db_path())
-        prepare_history_db(config.history_db_path)
-    from .local import share_local_qdrant
-
-    return share_local_qdrant(config)
-
-
-def _copy(value: Any) -> Any:
-    return value.model_copy() if hasattr(value, "model_copy") else value
-
-
-def check_model_types(chat_model: Any, embedding_model: Any) -> None:
-    """Raise a clear error when a model given is not an AgentScope model of its kind."""
-    if chat_model is not None and not isinstance(chat_model, ChatModelBase):
-        raise ConfigurationError(
-            f"chat_model must be an agentscope ChatModelBase, got {type(chat_model).__name__}"
-        )
-    if embedding_model is not None and not isinstance(embedding_model, EmbeddingModelBase):
-        raise ConfigurationError(
-            "embedding_model must be an agentscope EmbeddingModelBase, got "
-            f"{type(embedding_model).__name__}"
-        )
-
-
-def check_dimensions(config: MemoryConfig, dims: int) -> None:
-    """Make the vector store's size agree with the embedder's.
-
-    An unset ``embedding_model_dims`` takes the embedder's size (mem0 2.2
-    would otherwise silently assume 1536); a different explicit value is an
-    error.
-    """
-    store = config.vector_store.config
-    if store is None or not hasattr(store, "embedding_model_dims"):
-        return
-    explicit = "embedding_model_dims" in getattr(store, "model_fields_set", set())
-    if not explicit:
-        store.embedding_model_dims = dims
-    elif store.embedding_model_dims != dims:
-        raise DimensionMismatchError(
-            f"the embedding model makes {dims}-dimensional vectors but the vector "
-            f"store is configured for {store.embedding_model_dims}; set "
-            f"vector_store.config.embedding_model_dims={dims} or use a matching "
-            "embedding model (an existing collection must be recreated to change size)"
-        )

@@ -1,71 +1,42 @@
-"""The one place that talks to mem0: builds or checks the client, scopes
-every call, normalises results and maps mem0's errors to ours."""
+"""The one door to mem0: every call of a mem0 client goes through
+:class:`Mem0Backend`, which scopes it, normalises its answer and maps mem0's
+errors to the package's own in one place (:meth:`Mem0Backend._call`).
+
+Building a client is :mod:`._clients`' job; turning a scope into mem0's ids is
+:func:`._scope.mem0_ids`'.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any
 
 from ._bridge import caller_loop_scope
 from ._exceptions import (
+    BackendError,
     ConfigurationError,
     PermanentBackendError,
     TransientBackendError,
 )
+from ._scope import Scope, mem0_ids
+from ._time import (
+    annotate_results,
+    current_hits,
+    iso,
+    overfetch,
+    release_superseded,
+    take_said_at,
+    write_metadata,
+    write_time,
+)
 
-if TYPE_CHECKING:
-    from agentscope.embedding import EmbeddingModelBase
-    from agentscope.model import ChatModelBase
-
-__all__ = ["Mem0Backend", "MemoryHit", "Scope", "check_user_id", "resolve_client"]
+__all__ = ["Mem0Backend", "MemoryHit", "classify_error", "http_status", "normalise_hits"]
 
 logger = logging.getLogger(__name__)
-
-
-_WILDCARD = "*"
-
-
-def check_user_id(user_id: Any) -> str:
-    """Check that ``user_id`` names exactly one user in mem0 and return it.
-
-    mem0 2.2 strips surrounding whitespace from ids (so ``"alice "`` would read
-    and write Alice's memories) and reads ``"*"`` in a filter as "any value"
-    (so it would read everybody's). Both are refused rather than passed on.
-
-    Raises:
-        ConfigurationError: ``user_id`` is not a string, is blank, has
-            surrounding whitespace, or is the wildcard ``"*"``.
-    """
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise ConfigurationError(f"user_id must be a non-blank string, got {user_id!r}")
-    if user_id != user_id.strip():
-        raise ConfigurationError(
-            f"user_id {user_id!r} has surrounding whitespace; mem0 trims ids, so it "
-            "would share memories with another user id. Normalise ids before they get here"
-        )
-    if user_id == _WILDCARD:
-        raise ConfigurationError(
-            "user_id '*' is mem0's wildcard and would match every user's memories"
-        )
-    return user_id
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Whose memories a call reads or writes."""
-
-    user_id: str
-    agent_id: str | None = None
-
-    def filters(self) -> dict[str, str]:
-        """mem0's search filters for this scope."""
-        out = {"user_id": self.user_id}
-        if self.agent_id:
-            out["agent_id"] = self.agent_id
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,88 +48,13 @@ class MemoryHit:
     score: float | None = None
     created_at: str | None = None
     updated_at: str | None = None
+    metadata: dict[str, Any] | None = field(default=None, compare=False)
+    """mem0's metadata of the memory (``said_at``, ``superseded_by``, ... see :mod:`._time`)."""
 
     @property
     def date(self) -> str | None:
         """When the memory was last true: updated, else created."""
         return self.updated_at or self.created_at
-
-
-def _is_async(method: Any) -> bool:
-    # mem0's hosted client hides ``async def`` behind a plain functools.wraps
-    # decorator; unwrap before asking.
-    return method is not None and inspect.iscoroutinefunction(inspect.unwrap(method))
-
-
-def resolve_client(
-    *,
-    client: Any,
-    chat_model: ChatModelBase | None,
-    embedding_model: EmbeddingModelBase | None,
-    mem0_config: Any,
-) -> Any:
-    """Pick or build the async mem0 client from the constructor's keywords.
-
-    Returns:
-        The client.
-
-    Raises:
-        ConfigurationError: Nothing to build a client from, or only one model.
-        TypeError: The client is synchronous.
-    """
-    if client is not None:
-        ignored = [
-            name
-            for name, value in (
-                ("chat_model", chat_model),
-                ("embedding_model", embedding_model),
-                ("mem0_config", mem0_config),
-            )
-            if value is not None
-        ]
-        if ignored:
-            logger.warning(
-                "a mem0 client was given, so these arguments are ignored: %s; "
-                "configure the client itself instead",
-                ", ".join(ignored),
-            )
-    else:
-        if mem0_config is None and chat_model is None and embedding_model is None:
-            raise ConfigurationError(
-                "Mem0Middleware needs a mem0 backend: pass `client` (an "
-                "AsyncMemory or AsyncMemoryClient), or `chat_model` and "
-                "`embedding_model` (optionally with `mem0_config`), or a "
-                "complete `mem0_config`"
-            )
-        if mem0_config is None and (chat_model is None) != (embedding_model is None):
-            missing = "embedding_model" if embedding_model is None else "chat_model"
-            raise ConfigurationError(
-                f"`{missing}` is missing: without `mem0_config`, pass both "
-                "`chat_model` and `embedding_model`"
-            )
-        if mem0_config is None:
-            from .local import build_local_memory
-
-            assert chat_model is not None
-            client = build_local_memory(chat_model, embedding_model=embedding_model)
-        else:
-            from mem0 import AsyncMemory
-
-            from ._adapters import build_mem0_config
-
-            config = build_mem0_config(
-                chat_model=chat_model,
-                embedding_model=embedding_model,
-                mem0_config=mem0_config,
-            )
-            client = AsyncMemory(config=config)
-
-    if not (_is_async(getattr(client, "search", None)) and _is_async(getattr(client, "add", None))):
-        raise TypeError(
-            f"{type(client).__name__} is synchronous; Mem0Middleware needs an "
-            "async mem0 client: mem0.AsyncMemory or mem0.AsyncMemoryClient"
-        )
-    return client
 
 
 _TRANSIENT_NAMES = (
@@ -222,20 +118,26 @@ def classify_error(
 
 
 class Mem0Backend:
-    """Scoped, normalised access to one async mem0 client."""
+    """Scoped, normalised access to one async mem0 client.
+
+    The only code of the package that calls the client's methods. A failure
+    surfaces as :class:`TransientBackendError` (retrying may help) or
+    :class:`PermanentBackendError`, raised from mem0's own error.
+
+    Args:
+        client: A ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` (or an
+            object of the same shape); see :func:`._clients.resolve_client`.
+    """
 
     def __init__(self, client: Any) -> None:
         self.client = client
         self.hosted = is_hosted(client)
 
     def read_filters(self, scope: Scope) -> dict[str, str]:
-        """The filters that read ``scope``'s memories from this client.
+        """The filters that read ``scope``'s memories from this client."""
+        return mem0_ids(scope, hosted=self.hosted, reading=True)
 
-        The mem0 platform files each added message under the id of its role
-        (the user's under ``user_id`` with ``agent_id`` null) and a search that
-        names both ids finds nothing, so hosted reads name the user only.
-        """
-        return {"user_id": scope.user_id} if self.hosted else scope.filters()
+    # -- reads ----------------------------------------------------------------
 
     async def search(
         self,
@@ -244,18 +146,91 @@ class Mem0Backend:
         *,
         top_k: int,
         threshold: float | None = None,
+        include_superseded: bool = False,
     ) -> list[MemoryHit]:
-        """The memories of ``scope`` most related to ``query``, best first."""
+        """The memories of ``scope`` most related to ``query``, best first.
+
+        Memories a newer one superseded are left out unless ``include_superseded``.
+        """
+        fetch = top_k if include_superseded else overfetch(top_k)
+        raw = await self.search_raw(query, scope, top_k=fetch, threshold=threshold)
+        return current_hits(normalise_hits(raw), top_k, include_superseded=include_superseded)
+
+    async def search_raw(
+        self,
+        query: str,
+        scope: Scope,
+        *,
+        top_k: int,
+        threshold: float | None = None,
+    ) -> list[Any]:
+        """Like :meth:`search`, but mem0's result entries as they came."""
         kwargs: dict[str, Any] = {"filters": self.read_filters(scope), "top_k": top_k}
         if threshold is not None:
             kwargs["threshold"] = threshold
-        raw = await self._call(self.client.search, query, **kwargs)
-        return normalise_hits(raw)
+        return _results(await self._call("search", query, **kwargs))
 
-    async def get_all(self, scope: Scope, *, limit: int) -> list[MemoryHit]:
-        """Up to ``limit`` memories of ``scope``, in mem0's order."""
-        raw = await self._call(self.client.get_all, filters=self.read_filters(scope), top_k=limit)
-        return normalise_hits(raw)
+    async def get_all(
+        self, scope: Scope, *, limit: int, include_superseded: bool = False
+    ) -> list[MemoryHit]:
+        """Up to ``limit`` memories of ``scope``, in mem0's order.
+
+        Memories a newer one superseded are left out unless ``include_superseded``.
+        """
+        filters = self.read_filters(scope)
+        fetch = limit if include_superseded else overfetch(limit)
+        hits = normalise_hits(await self._call("get_all", filters=filters, top_k=fetch))
+        return current_hits(hits, limit, include_superseded=include_superseded)
+
+    async def get_all_raw(
+        self,
+        scope: Scope,
+        *,
+        limit: int,
+        where: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` of mem0's entries for ``scope``, as they came.
+
+        Args:
+            scope: Whose memories.
+            limit: Entries at most.
+            where: More filter conditions (metadata fields) for mem0.
+        """
+        filters = {**self.read_filters(scope), **(where or {})}
+        return _entries(await self._call("get_all", filters=filters, top_k=limit))
+
+    async def get_page(self, scope: Scope, *, page: int, page_size: int) -> tuple[list[Any], bool]:
+        """One page of the hosted platform's listing of ``scope``.
+
+        Returns:
+            The page's entries and whether another page follows.
+        """
+        raw = await self._call(
+            "get_all", filters=self.read_filters(scope), page=page, page_size=page_size
+        )
+        return _entries(raw), bool(isinstance(raw, dict) and raw.get("next"))
+
+    async def get(self, memory_id: str) -> dict[str, Any] | None:
+        """One memory by id as mem0 returned it, or ``None`` when there is none."""
+        try:
+            raw = await self._call("get", memory_id)
+        except BackendError as exc:
+            cause = exc.__cause__
+            if (
+                http_status(exc) == 404
+                or "notfound" in type(cause).__name__.lower()
+                or "404" in str(exc)
+            ):
+                return None
+            raise
+        return raw if isinstance(raw, dict) and raw else None
+
+    async def history(self, memory_id: str) -> list[dict[str, Any]]:
+        """mem0's change history of one memory, oldest first."""
+        raw = await self._call("history", memory_id)
+        return [entry for entry in raw or [] if isinstance(entry, dict)]
+
+    # -- writes ---------------------------------------------------------------
 
     async def add(
         self,
@@ -265,26 +240,144 @@ class Mem0Backend:
         infer: bool = True,
         metadata: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
-        """Store ``messages`` in ``scope``; returns mem0's result entries."""
-        kwargs: dict[str, Any] = {"user_id": scope.user_id}
-        if scope.agent_id:
-            kwargs["agent_id"] = scope.agent_id
+        """Store ``messages`` in ``scope``; returns mem0's result entries.
+
+        A message may carry when it was said (:data:`._time.MESSAGE_SAID_AT`,
+        default now): it is taken out of the messages, stored as the memories'
+        ``said_at``/``valid_from`` and given to the extraction as its date.
+        """
+        messages, said_at = take_said_at(messages)
+        said_at = said_at or iso(datetime.now(UTC))
+        kwargs: dict[str, Any] = mem0_ids(scope, hosted=self.hosted)
         if not infer:
             kwargs["infer"] = False
-        if metadata:
-            kwargs["metadata"] = metadata
-        raw = await self._call(self.client.add, messages, **kwargs)
-        return _results(raw)
+        kwargs["metadata"] = {**write_metadata(said_at, hosted=self.hosted), **(metadata or {})}
+        with write_time(said_at) as when:
+            results = _entries(await self._call("add", messages, **kwargs))
+        annotate_results(results, when, said_at)
+        return results
 
-    async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+    async def update_metadata(self, memory_id: str, changes: dict[str, Any]) -> bool:
+        """Set metadata fields of one memory, leaving its text, vector and dates alone.
+
+        A ``None`` value clears a field. mem0's own ``update`` would re-embed
+        the text and move ``updated_at`` (mem0 2.2), so the OSS client's vector
+        store is updated directly; the hosted platform gets ``update(metadata=)``.
+
+        Returns:
+            False when the memory is gone.
+        """
+        if self.hosted:
+            await self._call("update", memory_id, metadata=changes)
+            return True
+        store = getattr(self.client, "vector_store", None)
+        if store is None:
+            raise PermanentBackendError(f"{type(self.client).__name__} has no vector_store")
+        with caller_loop_scope():
+            try:
+                point = await asyncio.to_thread(store.get, vector_id=memory_id)
+                if point is None or not isinstance(getattr(point, "payload", None), dict):
+                    return False
+                payload = {**point.payload, **changes}
+                await asyncio.to_thread(store.update, vector_id=memory_id, payload=payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise classify_error(exc)(f"mem0 metadata update failed: {exc}") from exc
+        return True
+
+    async def delete(self, memory_id: str) -> bool:
+        """Delete one memory; ``False`` when it was gone already.
+
+        The memories it superseded become current again (see :mod:`._time`).
+        """
+        await release_superseded(self, memory_id)
+        try:
+            await self._call("delete", memory_id)
+        except PermanentBackendError as exc:
+            if "not found" in str(exc.__cause__).lower() or http_status(exc) == 404:
+                return False
+            raise
+        return True
+
+    async def delete_all(self, scope: Scope) -> None:
+        """Delete every memory of ``scope``."""
+        await self._call("delete_all", **mem0_ids(scope, hosted=self.hosted))
+
+    async def delete_batch(
+        self,
+        scope: Scope,
+        field: str,
+        key: str,
+        *,
+        timeout: float | None = None,
+        rounds: int = 10,
+    ) -> int:
+        """Delete the memories of ``scope`` whose metadata ``field`` is ``key``.
+
+        Only entries that carry the key are deleted, so a store that ignores
+        the metadata filter loses nothing else. The writer undoes a write that
+        was interrupted mid-call with it.
+
+        Args:
+            scope: Whose memories.
+            field: The metadata field.
+            key: Its value.
+            timeout: Seconds each mem0 call may take.
+            rounds: Listings at most (each deletes what it found).
+
+        Returns:
+            How many memories were deleted.
+
+        Raises:
+            PermanentBackendError: This client cannot list or delete by metadata.
+            TransientBackendError: mem0 failed or was late; or memories under
+                the key kept coming back for ``rounds`` listings.
+        """
+        if not callable(getattr(self.client, "get_all", None)) or not callable(
+            getattr(self.client, "delete", None)
+        ):
+            raise PermanentBackendError(f"{type(self.client).__name__} has no get_all/delete")
+        removed = 0
+        for _ in range(rounds):
+            listed = await _within(timeout, self.get_all_raw(scope, limit=100, where={field: key}))
+            mine = [entry["id"] for entry in listed if _carries(entry, field, key)]
+            if not mine:
+                return removed
+            for memory_id in mine:
+                await _within(timeout, self.delete(memory_id))
+                removed += 1
+        raise TransientBackendError(f"memories under {field}={key} keep coming back")
+
+    # -- the door ---------------------------------------------------------------
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the client's method ``name``; mem0's errors become ours."""
+        method = getattr(self.client, name, None)
+        if method is None:
+            raise PermanentBackendError(f"{type(self.client).__name__} has no {name}()")
         with caller_loop_scope():
             try:
                 return await method(*args, **kwargs)
-            except (asyncio.CancelledError, ConfigurationError):
+            except (asyncio.CancelledError, ConfigurationError, BackendError):
                 raise
             except Exception as exc:
                 kind = classify_error(exc)
-                raise kind(f"mem0 {method.__name__} failed: {exc}") from exc
+                raise kind(f"mem0 {name} failed: {exc}") from exc
+
+
+async def _within(timeout: float | None, call: Awaitable[Any]) -> Any:
+    try:
+        return await asyncio.wait_for(call, timeout)
+    except TimeoutError as exc:
+        raise TransientBackendError(f"mem0 took over {timeout} s") from exc
+
+
+def _carries(entry: Any, field: str, key: str) -> bool:
+    if not isinstance(entry, dict) or not entry.get("id"):
+        return False
+    metadata = entry.get("metadata") or {}
+    return entry.get(field) == key or (isinstance(metadata, dict) and metadata.get(field) == key)
 
 
 def is_hosted(client: Any) -> bool:
@@ -323,6 +416,7 @@ def normalise_hits(raw: Any) -> list[MemoryHit]:
                 score=float(score) if isinstance(score, int | float) else None,
                 created_at=_as_text(item.get("created_at")),
                 updated_at=_as_text(item.get("updated_at")),
+                metadata=item["metadata"] if isinstance(item.get("metadata"), dict) else None,
             )
         )
     return hits
@@ -330,3 +424,7 @@ def normalise_hits(raw: Any) -> list[MemoryHit]:
 
 def _as_text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _entries(raw: Any) -> list[dict[str, Any]]:
+    return [entry for entry in _results(raw) if isinstance(entry, dict)]

@@ -24,8 +24,9 @@ from agentscope.message import Msg
 from agentscope.middleware import MiddlewareBase
 from agentscope.types import ReplyFinishedReason
 
-from ._backend import Mem0Backend, Scope, check_user_id, resolve_client
+from ._backend import Mem0Backend
 from ._breaker import CircuitBreaker
+from ._clients import resolve_client
 from ._exceptions import ConfigurationError
 from ._notes import (
     DEFAULT_MEMORY_RULES,
@@ -44,6 +45,7 @@ from ._recall import (
     check_recall_options,
     retrieve,
 )
+from ._scope import Scope, check_user_id
 from ._tools import AddMemoryTool, SearchMemoryTool
 from ._writer import WriteQueue
 
@@ -263,7 +265,8 @@ class Mem0Middleware(MiddlewareBase):
             StoreLockedError: Another process uses the folder.
             DimensionMismatchError: The folder holds vectors of another size.
         """
-        from .local import build_local_memory, data_dir
+        from ._clients import build_local_memory
+        from .local import data_dir
 
         client = build_local_memory(chat_model, embedding_model=embedding_model, folder=folder)
         options.setdefault("outbox_dir", data_dir(folder))

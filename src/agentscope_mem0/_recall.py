@@ -30,8 +30,9 @@ from ._notes import dedupe_hits, is_memory_note
 if TYPE_CHECKING:
     from agentscope.message import Msg
 
-    from ._backend import Mem0Backend, MemoryHit, Scope
+    from ._backend import Mem0Backend, MemoryHit
     from ._breaker import CircuitBreaker
+    from ._scope import Scope
 
 __all__ = [
     "DEFAULT_MAX_MEMORY_TOKENS",

@@ -17,8 +17,8 @@ from agentscope.tool import ToolBase, ToolChunk
 if TYPE_CHECKING:
     from agentscope.state import AgentState
 
-    from ._backend import Scope
     from ._middleware import Mem0Middleware
+    from ._scope import Scope
 
 __all__ = ["AddMemoryTool", "SearchMemoryTool"]
 

@@ -38,11 +38,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._backend import Scope, classify_error
+from ._backend import classify_error
 from ._breaker import LatencyRecorder
 from ._bridge import caller_loop_scope
 from ._exceptions import BackendError, PermanentBackendError
 from ._outbox import Outbox, OutboxRow, count_held, new_owner_id
+from ._scope import Scope
 
 if TYPE_CHECKING:
     import os

@@ -26,9 +26,11 @@ import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ._backend import Mem0Backend, check_user_id, resolve_client
+from ._backend import Mem0Backend
+from ._clients import resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
 from ._middleware import _MODES, Mem0Middleware, Mode
+from ._scope import check_user_id
 from ._writer import WriteQueue
 
 if TYPE_CHECKING:
@@ -301,7 +303,7 @@ def _check_models(
             "`embedding_model` (optionally with `mem0_config`), or a "
             "complete `mem0_config`"
         )
-    from ._adapters import build_mem0_config, check_model_types
+    from ._clients import build_mem0_config, check_model_types
 
     check_model_types(chat_model, embedding_model)
     if mem0_config is not None:

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
-from .._backend import Scope
 from .._exceptions import ConfigurationError
+from .._scope import Scope
 from ._config import CONFIG_ENV, Settings, load_settings, mask_url
 from ._errors import NotFoundError, UsageError, translate_errors
 from ._models import ChatChoice

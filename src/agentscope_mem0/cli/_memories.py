@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .._backend import Scope
+from .._scope import Scope
 from ._common import (
     agent_option,
     check_memory_id,

@@ -17,9 +17,10 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._backend import Scope, classify_error
+from .._backend import classify_error
 from .._bridge import caller_loop_scope
 from .._exceptions import BackendError, ConfigurationError, StoreLockedError
+from .._scope import Scope
 from ._lock import lock_holder
 from ._models import ChatChoice, embedding_model_from_spec, inert_chat_model
 from ._records import MemoryRecord
@@ -534,7 +535,8 @@ def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryS
     embedding = embedding_model_from_spec(settings.embedding_model)
     chat_model = chat.model if chat is not None else inert_chat_model()
     if settings.backend == "embedded":
-        from ..local import build_local_memory, close_shared_clients
+        from .._clients import build_local_memory
+        from ..local import close_shared_clients
 
         # A command is a process of its own and hands the folder back when it is
         # done; run inside a process that already holds the folder, it leaves
@@ -563,7 +565,7 @@ def _open_server(
 ) -> MemoryStore:
     from mem0 import AsyncMemory
 
-    from .._adapters import build_mem0_config
+    from .._clients import build_mem0_config
     from ..backends import pgvector_config, prepare_pgvector, qdrant_server_config
 
     history = str(settings.history_db) if settings.history_db else None

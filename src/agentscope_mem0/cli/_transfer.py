@@ -19,8 +19,8 @@ from typing import IO
 
 import click
 
-from .._backend import Scope
 from .._exceptions import BackendError
+from .._scope import Scope
 from ._common import agent_option, describe_scope, no_memories, session, store_command, user_option
 from ._config import Settings
 from ._errors import CliError, ExitCode, UsageError, is_unreachable

@@ -8,7 +8,6 @@ from ._folder import DATA_DIR_ENV, data_dir, history_db_path
 from ._keyword import KeywordEncoder, SparseTerms, install_keyword_encoder
 from ._store import (
     LockedQdrantClient,
-    build_local_memory,
     close_shared_clients,
     embedded_store_config,
     share_local_qdrant,
@@ -22,7 +21,6 @@ __all__ = [
     "LockedQdrantClient",
     "OfflineE5Embedding",
     "SparseTerms",
-    "build_local_memory",
     "close_shared_clients",
     "data_dir",
     "default_embedding_model",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from qdrant_client import QdrantClient
 from qdrant_client.models import VectorParams
 
-from .._exceptions import ConfigurationError, DimensionMismatchError, StoreLockedError
+from .._exceptions import DimensionMismatchError, StoreLockedError
 from ._folder import (
     COLLECTION,
     DATA_DIR_ENV,
@@ -35,18 +35,13 @@ from ._folder import (
     history_db_path,
     prepare_history_db,
     qdrant_dir,
-    set_busy_timeout,
 )
 
 if TYPE_CHECKING:
-    from agentscope.embedding import EmbeddingModelBase
-    from agentscope.model import ChatModelBase
-    from mem0 import AsyncMemory
     from mem0.configs.base import MemoryConfig
 
 __all__ = [
     "LockedQdrantClient",
-    "build_local_memory",
     "check_collection_dims",
     "close_shared_clients",
     "embedded_store_config",
@@ -348,71 +343,3 @@ def embedded_store_config(
         },
         "history_db_path": str(history),
     }
-
-
-def build_local_memory(
-    chat_model: ChatModelBase,
-    *,
-    embedding_model: EmbeddingModelBase | None = None,
-    folder: str | os.PathLike[str] | None = None,
-) -> AsyncMemory:
-    """A mem0 ``AsyncMemory`` on the embedded store, with no server and no key.
-
-    Args:
-        chat_model: The AgentScope model mem0 extracts memories with.
-        embedding_model: The AgentScope model mem0 embeds with; by default the
-            offline embedder of ``agentscope-mem0[local]``.
-        folder: The data folder (see :func:`~agentscope_mem0.local.data_dir`).
-
-    Returns:
-        The client; it shares the folder's Qdrant client with every other one
-        built in this process.
-
-    Raises:
-        ConfigurationError: A model is missing or has the wrong type.
-        StoreLockedError: Another process holds the folder.
-        DimensionMismatchError: The folder holds vectors of another size.
-    """
-    from agentscope.embedding import EmbeddingModelBase
-    from agentscope.model import ChatModelBase
-    from mem0 import AsyncMemory
-
-    from .._adapters import build_mem0_config
-
-    if not isinstance(chat_model, ChatModelBase):
-        raise ConfigurationError(
-            "build_local_memory needs an agentscope ChatModelBase for extraction, got "
-            f"{type(chat_model).__name__}"
-        )
-    if embedding_model is None:
-        embedding_model = _default_embedding_model()
-    if not isinstance(embedding_model, EmbeddingModelBase):
-        raise ConfigurationError(
-            "embedding_model must be an agentscope EmbeddingModelBase, got "
-            f"{type(embedding_model).__name__}"
-        )
-    store = embedded_store_config(dims=embedding_model.dimensions, folder=folder)
-    config = build_mem0_config(
-        chat_model=chat_model, embedding_model=embedding_model, mem0_config=store
-    )
-    memory = AsyncMemory(config=config)
-    # mem0's hybrid search needs a keyword encoder before the first write,
-    # or the memories stored meanwhile have no keyword vector.
-    from ._keyword import install_keyword_encoder
-
-    install_keyword_encoder(memory)
-    # mem0 2.2 opens its history connection with sqlite3's 5 s default wait.
-    set_busy_timeout(memory.db.connection)
-    return memory
-
-
-def _default_embedding_model() -> EmbeddingModelBase:
-    try:
-        from ._embedder import default_embedding_model
-    except ModuleNotFoundError as exc:
-        raise ConfigurationError(
-            "no embedding_model was given and the offline default is unavailable "
-            f"({exc}); install agentscope-mem0[local] or pass embedding_model=..."
-        ) from exc
-    model: EmbeddingModelBase = default_embedding_model()
-    return model

@@ -1,0 +1,97 @@
+"""Whose memories a call touches: :class:`Scope`, the id checks, and the one
+function that turns a scope into mem0's arguments.
+
+mem0 names an owner by ``user_id`` and optionally ``agent_id``. Every read
+and write of this package goes through :func:`mem0_ids`, so the rule for the
+hosted platform (reads name the user only) lives in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._exceptions import ConfigurationError
+
+__all__ = ["WILDCARD", "Scope", "check_agent_id", "check_user_id", "mem0_ids"]
+
+WILDCARD = "*"
+"""mem0 2.2 reads ``"*"`` in a filter as "any value"."""
+
+
+def _check_id(kind: str, value: Any, source: str | None) -> str:
+    """``value`` if it names exactly one owner in mem0, else a clear error.
+
+    mem0 2.2 strips surrounding whitespace from ids (so ``"alice "`` would read
+    and write Alice's memories) and reads ``"*"`` in a filter as "any value"
+    (so it would read everybody's). Both are refused rather than passed on.
+    """
+    where = f"{kind} from {source}" if source else kind
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{where} must be a non-blank string, got {value!r}")
+    if value != value.strip():
+        raise ConfigurationError(
+            f"{where} {value!r} has surrounding whitespace; mem0 trims ids, so it "
+            f"would share memories with another {kind}. Normalise ids before they get here"
+        )
+    if value == WILDCARD:
+        raise ConfigurationError(
+            f"{where} '*' is mem0's wildcard and would match the memories of every owner"
+        )
+    return value
+
+
+def check_user_id(user_id: Any) -> str:
+    """Check that ``user_id`` names exactly one user in mem0 and return it.
+
+    Raises:
+        ConfigurationError: ``user_id`` is not a string, is blank, has
+            surrounding whitespace, or is the wildcard ``"*"``.
+    """
+    return _check_id("user_id", user_id, None)
+
+
+def check_agent_id(agent_id: Any, source: str | None = None) -> str:
+    """Check that ``agent_id`` names exactly one agent in mem0 and return it.
+
+    Args:
+        agent_id: The id.
+        source: Where it came from, for the error message (``"agent 'bob'"``).
+
+    Raises:
+        ConfigurationError: The same rules as :func:`check_user_id`.
+    """
+    return _check_id("agent_id", agent_id, source)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose memories a call reads or writes."""
+
+    user_id: str
+    agent_id: str | None = None
+
+    def filters(self, *, hosted: bool = False) -> dict[str, str]:
+        """mem0's read filters for this scope (see :func:`mem0_ids`)."""
+        return mem0_ids(self, hosted=hosted, reading=True)
+
+
+def mem0_ids(scope: Scope, *, hosted: bool = False, reading: bool = False) -> dict[str, str]:
+    """The ids that name ``scope`` in a mem0 call.
+
+    For a write (``add``, ``delete_all``) they are its keyword arguments; for a
+    read (``search``, ``get_all``) they are its ``filters``.
+
+    The mem0 platform files each added message under the id of its role (the
+    user's under ``user_id`` with ``agent_id`` null) and a read that names both
+    ids finds nothing, so hosted reads name the user only.
+
+    Args:
+        scope: Whose memories.
+        hosted: The client is mem0's platform client.
+        reading: The ids filter a read rather than name a write's owner.
+    """
+    ids = {"user_id": scope.user_id}
+    if scope.agent_id and not (hosted and reading):
+        ids["agent_id"] = scope.agent_id
+    return ids

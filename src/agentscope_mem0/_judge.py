@@ -1,0 +1,450 @@
+"""The time judgement: which older memories a batch of new ones updates or extends.
+
+mem0 2.2's extraction only ever adds, so "User lives in Hangzhou" and, later,
+"User moved to Beijing" would both be recalled as true. After each stored
+write, :class:`TimeJudge` looks up, per new memory, a handful of existing
+memories of the same scope (one vector search each), and asks the chat model
+once per written batch which of them each new memory *updates* (makes no
+longer true) or *extends* (adds detail to). The verdicts become metadata
+(:mod:`._time`): nothing is deleted, superseded memories are only left out of
+reads.
+
+It runs in the background after the write was stored, never on a reply,
+within ``timeout`` seconds. An answer that fails, is late or does not follow
+the schema changes nothing and is counted as skipped: the worst a bad
+judgement can do is leave a stale memory current, or hide a memory of the
+same scope that the model named explicitly as changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from agentscope.message import SystemMsg, UserMsg
+
+from ._breaker import LatencyRecorder
+from ._time import (
+    EVENT_DATE,
+    EXTENDS,
+    SAID_AT,
+    SUPERSEDED_BY,
+    SUPERSEDES,
+    VALID_FROM,
+    VALID_UNTIL,
+    iso,
+    parse_time,
+)
+
+if TYPE_CHECKING:
+    from agentscope.model import ChatModelBase
+
+    from ._backend import Mem0Backend, MemoryHit
+    from ._scope import Scope
+
+__all__ = [
+    "DEFAULT_JUDGE_CANDIDATES",
+    "DEFAULT_JUDGE_TIMEOUT",
+    "JUDGE_MARK",
+    "JUDGE_SYSTEM_PROMPT",
+    "TimeJudge",
+    "Verdict",
+    "judge_prompt",
+    "parse_verdicts",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_JUDGE_CANDIDATES = 5
+"""Existing memories looked up per new memory."""
+
+DEFAULT_JUDGE_TIMEOUT = 30.0
+"""Seconds the lookups and the model's answer may take per batch."""
+
+_MAX_UPDATES = 3
+"""A new memory said to replace more than this many is not believed."""
+
+_MAX_CANDIDATES = 20
+
+JUDGE_MARK = "Memory Timeline Judge"
+"""Words that open the judgement prompt (the shipped test model looks for them)."""
+
+JUDGE_SYSTEM_PROMPT = f"""You are the {JUDGE_MARK}. A user's memory store just \
+received NEW memories. For each new memory, decide which of the EXISTING memories \
+(of the same user) it changes:
+
+- "updates": the existing memory is no longer true because of the new one: the \
+same attribute now has another value (moved to another city, changed jobs, \
+switched to another product, now prefers something else, no longer does or owns \
+something, a plan was cancelled or changed).
+- "extends": the new memory adds detail to the existing one, which stays true \
+(the name of the new company, the date of a trip already known).
+
+Anything else (related but both true, a different attribute, unsure) is neither: \
+leave it out. Never list an existing memory under both. Each memory shows when it \
+was said.
+
+Answer with JSON only, in exactly this shape, one entry per new memory:
+{{"judgements": [{{"new": "N1", "updates": ["E2"], "extends": []}}]}}"""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What one new memory changes."""
+
+    new: str
+    """The new memory's key (``N1``...)."""
+    updates: tuple[str, ...] = ()
+    """Keys of existing memories no longer true."""
+    extends: tuple[str, ...] = ()
+    """Keys of existing memories it adds detail to."""
+
+
+def _said(value: datetime | None) -> str:
+    return f"{value:%Y-%m-%d}" if value is not None else "unknown"
+
+
+def judge_prompt(
+    new: Sequence[tuple[str, str, datetime | None]],
+    existing: Sequence[tuple[str, str, datetime | None]],
+) -> str:
+    """The user message of the judgement: ``(key, text, said)`` of each memory."""
+    payload = {
+        "new_memories": [{"key": k, "text": t, "said": _said(s)} for k, t, s in new],
+        "existing_memories": [{"key": k, "text": t, "said": _said(s)} for k, t, s in existing],
+    }
+    return (
+        "Judge these memories.\n\n"
+        + json.dumps(payload, ensure_ascii=False, indent=1)
+        + '\n\nAnswer with {"judgements": [...]} only.'
+    )
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+
+
+def parse_verdicts(
+    answer: str, new_keys: Sequence[str], existing_keys: Sequence[str]
+) -> list[Verdict] | None:
+    """The verdicts in ``answer``, or ``None`` when it does not follow the schema.
+
+    Unknown keys, a key listed under both relations, or a shape other than
+    ``{"judgements": [{"new", "updates", "extends"}]}`` reject the whole answer.
+    """
+    text = _FENCE.sub("", answer.strip())
+    try:
+        data = json.loads(text)
+    except ValueError:
+        match = re.search(r"\{.*\}", text, re.S)
+        if match is None:
+            return None
+        try:
+            data = json.loads(match.group(0))
+        except ValueError:
+            return None
+    items = data.get("judgements") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return None
+    known_new, known_old = set(new_keys), set(existing_keys)
+    verdicts: list[Verdict] = []
+    seen: set[str] = set()
+    for item in items:
+        if not isinstance(item, dict) or item.get("new") not in known_new:
+            return None
+        relations: list[tuple[str, ...]] = []
+        for name in ("updates", "extends"):
+            value = item.get(name, [])
+            if value is None:
+                value = []
+            if not isinstance(value, list) or not all(v in known_old for v in value):
+                return None
+            relations.append(tuple(dict.fromkeys(value)))
+        updates, extends = relations
+        if set(updates) & set(extends) or item["new"] in seen:
+            return None
+        seen.add(item["new"])
+        verdicts.append(Verdict(new=item["new"], updates=updates, extends=extends))
+    return verdicts
+
+
+@dataclass
+class _Memory:
+    id: str
+    text: str
+    said: datetime | None
+    supersedes: list[str] = field(default_factory=list)
+
+
+def _said_of(metadata: Mapping[str, Any] | None, fallback: str | None) -> datetime | None:
+    meta = metadata or {}
+    return parse_time(meta.get(VALID_FROM) or meta.get(SAID_AT) or fallback)
+
+
+class TimeJudge:
+    """Marks what each stored batch of new memories updates or extends.
+
+    Args:
+        backend: The memories' mem0 client.
+        model: The AgentScope chat model asked for the judgement.
+        candidates: Existing memories looked up per new memory.
+        timeout: Seconds the lookups and the model may take per batch.
+    """
+
+    def __init__(
+        self,
+        backend: Mem0Backend,
+        model: ChatModelBase,
+        *,
+        candidates: int = DEFAULT_JUDGE_CANDIDATES,
+        timeout: float | None = DEFAULT_JUDGE_TIMEOUT,
+    ) -> None:
+        if not isinstance(candidates, int) or candidates < 1:
+            raise ValueError(f"candidates must be a positive integer, got {candidates!r}")
+        self._backend = backend
+        self._model = model
+        self._candidates = candidates
+        self._timeout = timeout
+        self._latency = LatencyRecorder()
+        self._running: set[asyncio.Future[Any]] = set()
+        self._idle: asyncio.Event | None = None
+        self._counts = dict.fromkeys(
+            ("batches", "judged", "skipped", "superseded", "extended", "dated"), 0
+        )
+        self.on_change: Callable[[Scope], None] | None = None
+        """Called with the scope after the judgement changed some memory."""
+
+    def stats(self) -> dict[str, Any]:
+        """``judge_*`` counters and the extra write-path latency per judged batch."""
+        out: dict[str, Any] = {f"judge_{k}": v for k, v in self._counts.items()}
+        out.update(self._latency.summary("judge_latency"))
+        return out
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait for the judgements running now; True when they finished in time."""
+        pending = [task for task in self._running if not task.done()]
+        if not pending:
+            return True
+        _, not_done = await asyncio.wait(pending, timeout=timeout)
+        return not not_done
+
+    async def after_store(self, scope: Scope, results: Sequence[Any]) -> None:
+        """Judge the memories mem0 just stored for ``scope``. Never raises.
+
+        Meant for the write queue's ``after_store``: it runs after the write
+        was stored, in the scope's background worker.
+        """
+        task = asyncio.ensure_future(self._judge(scope, results))
+        self._running.add(task)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("the time judgement for user %s failed", scope.user_id)
+        finally:
+            if task.done():
+                self._running.discard(task)
+            else:
+                task.add_done_callback(self._running.discard)
+
+    # -- one batch ------------------------------------------------------------
+
+    async def _judge(self, scope: Scope, results: Sequence[Any]) -> None:
+        new = [
+            item
+            for item in results
+            if isinstance(item, dict)
+            and item.get("id")
+            and item.get("memory")
+            and item.get("event", "ADD") == "ADD"
+        ]
+        if not new:
+            return
+        changes: dict[str, dict[str, Any]] = {}
+        for item in new:
+            if isinstance(item.get(EVENT_DATE), str):
+                changes.setdefault(item["id"], {})[EVENT_DATE] = item[EVENT_DATE]
+                self._counts["dated"] += 1
+        self._counts["batches"] += 1
+        started = time.perf_counter()
+        try:
+            try:
+                asked = await asyncio.wait_for(self._ask(scope, new), self._timeout)
+            except TimeoutError:
+                logger.warning(
+                    "the time judgement for user %s took over %s s; skipped",
+                    scope.user_id,
+                    self._timeout,
+                )
+                asked = None
+            except Exception as exc:
+                logger.warning(
+                    "the time judgement for user %s failed (%s); skipped", scope.user_id, exc
+                )
+                asked = None
+            if asked is None:
+                self._counts["skipped"] += 1
+            else:
+                verdicts, news, existing = asked
+                if existing:
+                    self._counts["judged"] += 1
+                self._plan(verdicts, news, existing, changes)
+            await self._write(scope, changes)
+        finally:
+            self._latency.record(time.perf_counter() - started)
+
+    async def _ask(
+        self, scope: Scope, new: list[dict[str, Any]]
+    ) -> tuple[list[Verdict], dict[str, _Memory], dict[str, _Memory]] | None:
+        """Look up candidates and ask the model; ``None`` when its answer is unusable.
+
+        Returns:
+            The verdicts and the memories behind the keys, or empty verdicts
+            when there was nothing to ask about.
+        """
+        batch = {str(item["id"]) for item in new}
+        news = {
+            f"N{i}": _Memory(
+                id=str(item["id"]),
+                text=str(item["memory"]),
+                said=parse_time(item.get(SAID_AT)) or datetime.now(UTC),
+            )
+            for i, item in enumerate(new, 1)
+        }
+        found = await asyncio.gather(
+            *(
+                self._backend.search(m.text, scope, top_k=self._candidates + len(batch))
+                for m in news.values()
+            )
+        )
+        existing: dict[str, _Memory] = {}
+        by_id: dict[str, str] = {}
+        for hits in found:
+            for hit in hits:
+                if not hit.id or hit.id in batch or hit.id in by_id:
+                    continue
+                if len(by_id) >= _MAX_CANDIDATES:
+                    break
+                key = f"E{len(existing) + 1}"
+                by_id[hit.id] = key
+                existing[key] = _memory_of(hit)
+        if not existing:
+            return [], news, existing
+        prompt = judge_prompt(
+            [(k, m.text, m.said) for k, m in news.items()],
+            [(k, m.text, m.said) for k, m in existing.items()],
+        )
+        answer = await self._call_model(prompt)
+        verdicts = parse_verdicts(answer, list(news), list(existing))
+        if verdicts is None:
+            logger.warning(
+                "the time judgement for user %s answered outside the schema; skipped: %.200s",
+                scope.user_id,
+                answer,
+            )
+            return None
+        return verdicts, news, existing
+
+    async def _call_model(self, prompt: str) -> str:
+        from ._adapters import _final_response, flatten_response
+
+        messages = [
+            SystemMsg(name="system", content=JUDGE_SYSTEM_PROMPT),
+            UserMsg(name="user", content=prompt),
+        ]
+        response = await _final_response(self._model, messages, None)
+        answer = flatten_response(response, with_tools=False)
+        return answer if isinstance(answer, str) else str(answer)
+
+    def _plan(
+        self,
+        verdicts: list[Verdict],
+        news: dict[str, _Memory],
+        existing: dict[str, _Memory],
+        changes: dict[str, dict[str, Any]],
+    ) -> None:
+        """Turn verdicts into metadata changes (in ``changes``, by memory id)."""
+        replaced: set[str] = set()
+        for verdict in verdicts:
+            new = news[verdict.new]
+            if len(verdict.updates) > _MAX_UPDATES:
+                logger.warning(
+                    "the time judgement said one memory replaces %d; not believed",
+                    len(verdict.updates),
+                )
+                continue
+            for key in verdict.updates:
+                old = existing[key]
+                if old.text.strip().casefold() == new.text.strip().casefold():
+                    continue
+                # The later said one wins, so a backfilled older fact does not
+                # hide a newer one already stored.
+                newer, older = (new, old) if _order(old, new) else (old, new)
+                if older.id in replaced:
+                    continue
+                replaced.add(older.id)
+                self._counts["superseded"] += 1
+                newer_changes = changes.setdefault(newer.id, {})
+                ids = newer_changes.get(SUPERSEDES, newer.supersedes)
+                newer_changes[SUPERSEDES] = [*ids, older.id]
+                changes.setdefault(older.id, {}).update(
+                    {
+                        SUPERSEDED_BY: newer.id,
+                        VALID_UNTIL: iso(newer.said or datetime.now(UTC)),
+                    }
+                )
+            for key in verdict.extends[:1]:
+                old = existing[key]
+                self._counts["extended"] += 1
+                changes.setdefault(new.id, {})[EXTENDS] = old.id
+
+    async def _write(self, scope: Scope, changes: dict[str, dict[str, Any]]) -> None:
+        """Store ``changes``: the newer memories' first, so a stop halfway hides nothing."""
+        if not changes:
+            return
+        order = sorted(changes, key=lambda memory_id: SUPERSEDED_BY in changes[memory_id])
+        for memory_id in order:
+            try:
+                await _bounded(
+                    self._backend.update_metadata(memory_id, changes[memory_id]), self._timeout
+                )
+            except Exception as exc:
+                logger.warning(
+                    "could not store the time judgement on memory %s of user %s: %s",
+                    memory_id,
+                    scope.user_id,
+                    exc,
+                )
+        if self.on_change is not None:
+            self.on_change(scope)
+
+
+def _order(old: _Memory, new: _Memory) -> bool:
+    """Whether ``new`` is the later said of the two (ties: the new one)."""
+    if old.said is None or new.said is None:
+        return True
+    return new.said >= old.said
+
+
+def _memory_of(hit: MemoryHit) -> _Memory:
+    metadata = hit.metadata or {}
+    supersedes = metadata.get(SUPERSEDES)
+    return _Memory(
+        id=str(hit.id),
+        text=hit.memory,
+        said=_said_of(metadata, hit.created_at),
+        supersedes=[s for s in supersedes if isinstance(s, str)]
+        if isinstance(supersedes, list)
+        else [],
+    )
+
+
+async def _bounded(call: Awaitable[Any], timeout: float | None) -> Any:
+    return await asyncio.wait_for(call, timeout)

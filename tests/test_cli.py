@@ -188,8 +188,9 @@ def test_forget_one_asks_and_verifies(data_dir: Path) -> None:
     memory_id = add_raw("alice", "forget me")
 
     declined = run("forget", memory_id, input="n\n")
-    assert declined.exit_code == 1
+    assert declined.exit_code == 0  # answering no is not a failure
     assert "forget me" in declined.stderr  # the prompt shows the text
+    assert "aborted" in declined.stderr
     assert len(run_json("list", "--user", "alice")) == 2
 
     done = run("forget", memory_id, input="y\n")
@@ -221,8 +222,9 @@ def test_forget_all_of_a_user(data_dir: Path) -> None:
     bob = add_raw("bob", "bob's fact")
 
     declined = run("forget", "--user", "alice", "--all", input="n\n")
-    assert declined.exit_code == 1
+    assert declined.exit_code == 0
     assert "Forget all 4 memories of user 'alice'" in declined.stderr
+    assert "aborted; nothing was forgotten" in declined.stderr
 
     report = run_json("forget", "--user", "alice", "--all", "--yes")
     assert report["removed"] == 4
@@ -234,6 +236,34 @@ def test_forget_all_of_a_user(data_dir: Path) -> None:
     assert [m["id"] for m in run_json("list", "--user", "bob")] == [bob]
     assert all(_history_rows(data_dir, i) == 0 for i in ids)
     assert _messages_mentioning(data_dir, "green tea") == 0
+
+
+def test_forget_says_one_memory_and_needs_yes_without_input() -> None:
+    add_raw("alice", "the only fact")
+    no_input = run("forget", "--user", "alice", "--all")
+    assert no_input.exit_code == 2
+    assert "--yes" in no_input.stderr
+    assert len(run_json("list", "--user", "alice")) == 1
+
+    declined = run("forget", "--user", "alice", "--all", input="n\n")
+    assert "Forget the only memory of user 'alice'" in declined.stderr
+    done = run("forget", "--user", "alice", "--all", "--yes")
+    assert done.exit_code == 0
+    assert "Forgot 1 memory of user 'alice'." in done.stdout
+
+
+def test_empty_json_listings_print_an_empty_list() -> None:
+    for args in (("list", "--user", "nobody"), ("search", "--user", "nobody", "tea")):
+        result = run(*args, "--json")
+        assert result.exit_code == 1, args  # none found, as without --json
+        assert json.loads(result.stdout) == []
+        assert "no memories for user 'nobody'" in result.stderr
+
+
+def test_add_help_says_agent_names_the_writer() -> None:
+    text = run("add", "--help").stdout
+    assert "Store the memory under this agent id" in text
+    assert "Only memories of this agent" in run("list", "--help").stdout
 
 
 def test_forget_all_of_one_agent_only() -> None:

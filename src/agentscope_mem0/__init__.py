@@ -1,33 +1,74 @@
-"""Long-term memory for AgentScope 2.x agents, backed by mem0."""
+"""Long-term memory for AgentScope 2.x agents, backed by mem0.
+
+The public names below are imported on first use (:func:`__getattr__`), so
+``import agentscope_mem0`` does not import agentscope, mem0 or qdrant; the
+command line starts at once because of it.
+"""
 
 from __future__ import annotations
 
-from . import _telemetry  # noqa: F401  (must run before mem0 is imported)
-from ._adapters import AgentScopeEmbedding, AgentScopeLLM
-from ._backend import MemoryHit
-from ._clients import build_local_memory, build_mem0_config
-from ._exceptions import (
-    BackendError,
-    BridgeError,
-    BridgeTimeoutError,
-    ConfigurationError,
-    DimensionMismatchError,
-    InvalidStateError,
-    Mem0MiddlewareError,
-    PermanentBackendError,
-    StoreLockedError,
-    TransientBackendError,
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import (
+    _quiet,  # noqa: F401  (demotes mem0's missing-extra notices; imports nothing)
+    _telemetry,  # noqa: F401  (must run before mem0 is imported)
 )
-from ._middleware import DEFAULT_TOOL_INSTRUCTIONS, Mem0Middleware, Mode
-from ._notes import (
-    DEFAULT_MEMORY_RULES,
-    DEFAULT_MEMORY_SECTION_HEADER,
-    DEFAULT_MEMORY_SECTION_INTRO,
-)
-from ._recall import RecallMode
-from ._scope import Scope
+
+if TYPE_CHECKING:
+    from ._adapters import AgentScopeEmbedding, AgentScopeLLM
+    from ._backend import MemoryHit
+    from ._clients import build_local_memory, build_mem0_config
+    from ._exceptions import (
+        BackendError,
+        BridgeError,
+        BridgeTimeoutError,
+        ConfigurationError,
+        DimensionMismatchError,
+        InvalidStateError,
+        Mem0MiddlewareError,
+        PermanentBackendError,
+        StoreLockedError,
+        TransientBackendError,
+    )
+    from ._middleware import DEFAULT_TOOL_INSTRUCTIONS, Mem0Middleware, Mode
+    from ._notes import (
+        DEFAULT_MEMORY_RULES,
+        DEFAULT_MEMORY_SECTION_HEADER,
+        DEFAULT_MEMORY_SECTION_INTRO,
+    )
+    from ._recall import RecallMode
+    from ._scope import Scope
 
 __version__ = "0.1.0"
+
+# Public name -> the private module defining it. Keep in step with __all__
+# and the TYPE_CHECKING imports above (tests/test_package.py checks all three).
+_LAZY: dict[str, str] = {
+    "AgentScopeEmbedding": "._adapters",
+    "AgentScopeLLM": "._adapters",
+    "BackendError": "._exceptions",
+    "BridgeError": "._exceptions",
+    "BridgeTimeoutError": "._exceptions",
+    "ConfigurationError": "._exceptions",
+    "DEFAULT_MEMORY_RULES": "._notes",
+    "DEFAULT_MEMORY_SECTION_HEADER": "._notes",
+    "DEFAULT_MEMORY_SECTION_INTRO": "._notes",
+    "DEFAULT_TOOL_INSTRUCTIONS": "._middleware",
+    "DimensionMismatchError": "._exceptions",
+    "InvalidStateError": "._exceptions",
+    "Mem0Middleware": "._middleware",
+    "Mem0MiddlewareError": "._exceptions",
+    "MemoryHit": "._backend",
+    "Mode": "._middleware",
+    "PermanentBackendError": "._exceptions",
+    "RecallMode": "._recall",
+    "Scope": "._scope",
+    "StoreLockedError": "._exceptions",
+    "TransientBackendError": "._exceptions",
+    "build_local_memory": "._clients",
+    "build_mem0_config": "._clients",
+}
 
 __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "AgentScopeEmbedding",
@@ -55,3 +96,17 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "build_local_memory",
     "build_mem0_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use and cache the name here."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -6,6 +6,10 @@ the history database and mem0's extraction pipeline. The chat model is
 DashScope when ``DASHSCOPE_API_KEY`` is set, an OpenAI-compatible endpoint
 when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set (Ollama, vLLM and
 llama.cpp servers included), and otherwise a small offline scripted model.
+
+The demo stores under user ``alice`` (:data:`DEMO_USER`) in the data folder
+it names first, replacing that user's earlier memories there, so that
+``agentscope-mem0 list --user alice`` shows what it remembered.
 """
 
 from __future__ import annotations
@@ -30,13 +34,16 @@ from agentscope.model import ChatModelBase
 from agentscope.tool import Toolkit
 from pydantic import SecretStr
 
+from ._backend import Mem0Backend
 from ._middleware import Mem0Middleware, Mode
 from ._notes import is_memory_note
+from ._scope import Scope
 from .testing import ScriptedChatModel
 
-__all__ = ["SESSION_1", "SESSION_2", "chat_model_from_env", "run_demo"]
+__all__ = ["DEMO_USER", "SESSION_1", "SESSION_2", "chat_model_from_env", "run_demo"]
 
-DEMO_USER = "demo-user"
+DEMO_USER = "alice"
+"""The user the demo remembers for: the one the README's CLI examples read."""
 SESSION_1 = "Please make my charts dark mode with matplotlib by default. I live in Hangzhou."
 SESSION_2 = "Draw a bar chart of my monthly sales."
 SYSTEM_PROMPT = (
@@ -126,9 +133,17 @@ def _offline_script(messages: list[Msg], tools: list[dict[str, Any]] | None) -> 
     )
 
 
-async def _turn(agent: Agent, mw: Mem0Middleware, text: str, out: TextIO) -> str:
+async def _memories(backend: Mem0Backend, user_id: str) -> dict[str, str]:
+    """Every memory of the user: id -> text."""
+    found = await backend.get_all_raw(Scope(user_id), limit=1000)
+    return {str(m["id"]): str(m.get("memory", "")) for m in found if m.get("id")}
+
+
+async def _turn(
+    agent: Agent, mw: Mem0Middleware, backend: Mem0Backend, user_id: str, text: str, out: TextIO
+) -> str:
     """One reply, printing memory traffic as it happens."""
-    before = {m["id"] for m in (await mw.client.get_all(filters={"user_id": DEMO_USER}))["results"]}
+    known = set(await _memories(backend, user_id))
     print(f"[user] {text}", file=out, flush=True)
     args: dict[str, str] = {}
     results: dict[str, str] = {}
@@ -156,42 +171,58 @@ async def _turn(agent: Agent, mw: Mem0Middleware, text: str, out: TextIO) -> str
         elif isinstance(event, ToolResultEndEvent):
             body = "\n    ".join(results.get(event.tool_call_id, "").splitlines())
             print(f"[tool result (agent)]\n    {body}", file=out, flush=True)
+            if names.get(event.tool_call_id) == "add_memory":
+                # add_memory stores before it answers; the automatic write of
+                # this exchange is queued only after the reply.
+                for memory_id, memory in (await _memories(backend, user_id)).items():
+                    if memory_id not in known:
+                        known.add(memory_id)
+                        print(f"[agent → mem0 (add_memory)] {memory}", file=out, flush=True)
         elif isinstance(event, Msg) and event.role == "assistant":
             answer = event.get_text_content() or ""
     print(f"[assistant] {answer}", file=out, flush=True)
     await mw.flush()
-    after = (await mw.client.get_all(filters={"user_id": DEMO_USER}))["results"]
-    if mw.mode != "agent_control":
-        for memory in after:
-            if memory["id"] not in before:
-                print(f"[context → mem0 (static)] {memory['memory']}", file=out, flush=True)
+    for memory_id, memory in (await _memories(backend, user_id)).items():
+        if memory_id not in known:
+            print(f"[context → mem0 (static)] {memory}", file=out, flush=True)
     return answer
 
 
 async def run_demo(
-    mode: Mode = "static_control",
+    mode: Mode = "both",
     *,
     folder: str | os.PathLike[str] | None = None,
+    user_id: str = DEMO_USER,
     chat_model: ChatModelBase | None = None,
     out: TextIO = sys.stdout,
 ) -> tuple[str, str]:
     """Run both sessions and return the two answers.
 
     Args:
-        mode: The middleware mode to show.
-        folder: The data folder (default: the embedded default's).
+        mode: The middleware mode to show (the middleware's default, ``both``).
+        folder: The data folder (default: ``$AGENTSCOPE_MEM0_DIR`` or
+            ``~/.agentscope-mem0``, the folder the CLI reads).
+        user_id: Whose memories; the demo replaces them.
         chat_model: Overrides the model chosen from the environment.
         out: Where the transcript goes.
     """
+    if mode not in ("static_control", "agent_control", "both"):
+        raise ValueError(f"unknown mode {mode!r}; use static_control, agent_control or both")
     if chat_model is None:
         chat_model, described = chat_model_from_env()
     else:
         described = type(chat_model).__name__
     print(f"chat model: {described}", file=out)
-    mw = Mem0Middleware.local(user_id=DEMO_USER, chat_model=chat_model, mode=mode, folder=folder)
-    print(f"mode: {mode}; data folder: {mw.folder}", file=out)
+    mw = Mem0Middleware.local(user_id=user_id, chat_model=chat_model, mode=mode, folder=folder)
+    print(
+        f"mode: {mode}\n"
+        f"memories of user {user_id!r} are stored in {mw.folder} (replacing that user's "
+        "earlier ones there; --folder or $AGENTSCOPE_MEM0_DIR picks another folder)",
+        file=out,
+    )
+    backend = Mem0Backend(mw.client)
     async with mw:
-        await mw.client.delete_all(user_id=DEMO_USER)  # start from a clean store
+        await backend.delete_all(Scope(user_id))  # start from a clean store
         answers = []
         for session, text in ((1, SESSION_1), (2, SESSION_2)):
             print(f"\n=== session {session}: a new agent with an empty context ===", file=out)
@@ -202,8 +233,13 @@ async def run_demo(
                 middlewares=[mw],
                 toolkit=Toolkit(tools=await mw.list_tools()),
             )
-            answers.append(await _turn(agent, mw, text, out))
+            answers.append(await _turn(agent, mw, backend, user_id, text, out))
     used = "dark" in answers[1].lower() and "matplotlib" in answers[1].lower()
     verdict = "used" if used else "did NOT use"
     print(f"\nsession 2 {verdict} dark mode and matplotlib without being told.", file=out)
+    folder_option = "" if folder is None else f" --folder {mw.folder}"
+    print(
+        f"see what was remembered: agentscope-mem0 list --user {user_id}{folder_option}",
+        file=out,
+    )
     return answers[0], answers[1]

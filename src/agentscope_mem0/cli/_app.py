@@ -1,18 +1,20 @@
-"""Command group and entry point."""
+"""Command group and entry point.
+
+The group knows its commands by name only (:data:`COMMANDS`): a command's
+module, and with it agentscope, mem0 or qdrant, is imported when that command
+runs or shows its own help, so ``agentscope-mem0 --help`` and ``--version``
+start at once. To add a command, add one row to the table.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import importlib
 import logging
+from dataclasses import dataclass
 
 import click
 
-from ._errors import ExitCode
-from ._memories import add, forget, history, list_memories, search
-from ._status import retry_failed, status
-from ._transfer import export, import_memories
-
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "LazyCommand", "cli", "main"]
 
 _EPILOG = """\
 Configuration: --folder (or $AGENTSCOPE_MEM0_DIR) picks the embedded data folder;
@@ -21,52 +23,80 @@ Qdrant server or hosted mem0. Exit codes: 0 ok, 1 not found, 2 usage or
 configuration, 3 backend unreachable or folder locked, 4 backend failure.
 """
 
+# click's KeyboardInterrupt exit status, kept here so that starting needs no import.
+_INTERRUPTED = 130
 
-@click.group(epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """Where a command lives, and the one line ``--help`` shows for it."""
+
+    module: str
+    """Module under ``agentscope_mem0.cli`` (``._memories``)."""
+    attribute: str
+    """The ``click.Command`` in that module."""
+    summary: str
+    """Shown in the group's command list without importing the module."""
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "demo": LazyCommand("._demo", "demo", "Two sessions: session 2 uses what session 1 was told."),
+    "list": LazyCommand("._memories", "list_memories", "List a user's memories, newest first."),
+    "search": LazyCommand("._memories", "search", "Search a user's memories, best first."),
+    "add": LazyCommand("._memories", "add", "Add a memory, through mem0's extraction or verbatim."),
+    "forget": LazyCommand("._memories", "forget", "Forget one memory, or all of a user's."),
+    "history": LazyCommand("._memories", "history", "Show mem0's change history of one memory."),
+    "export": LazyCommand("._transfer", "export", "Write memories as JSONL."),
+    "import": LazyCommand("._transfer", "import_memories", "Import memories from an export."),
+    "status": LazyCommand("._status", "status", "Show the configuration and the store's health."),
+    "retry-failed": LazyCommand("._retry", "retry_failed", "Requeue the writes that failed."),
+}
+"""Every command, by name, in the order ``--help`` lists them."""
+
+
+class _LazyGroup(click.Group):
+    """A group that imports a command's module only when the command is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return super().get_command(ctx, cmd_name)
+        module = importlib.import_module(entry.module, __package__)
+        command: click.Command = getattr(module, entry.attribute)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
+        for name in super().list_commands(ctx):
+            if name not in COMMANDS:
+                command = super().get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str()))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=_LazyGroup,
+    epilog=_EPILOG,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log what mem0 and the middleware do.")
 @click.version_option(package_name="agentscope-mem0")
 def cli(verbose: bool) -> None:
     """See and manage what AgentScope agents remember (mem0-backed)."""
+    from .. import _quiet
+
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
+    # -v asks for mem0's logs: its notices about missing extras included.
+    _quiet.set_demoted(not verbose)
     if not verbose:
         # psycopg pins its logger to WARNING; its pool retries would flood stderr.
         logging.getLogger("psycopg").setLevel(logging.ERROR)
-
-
-@cli.command()
-@click.option(
-    "--mode",
-    type=click.Choice(["static_control", "agent_control", "both"]),
-    envvar="MODE",
-    default="static_control",
-    show_default=True,
-    help="How the agent uses memory.",
-)
-@click.option(
-    "--folder",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Data folder (default: $AGENTSCOPE_MEM0_DIR or ~/.agentscope-mem0).",
-)
-def demo(mode: str, folder: str | None) -> None:
-    """Two sessions: session 2 uses what session 1 was told."""
-    from ..demo import run_demo
-
-    asyncio.run(run_demo(mode, folder=folder))  # type: ignore[arg-type]
-
-
-for _command in (
-    list_memories,
-    search,
-    add,
-    forget,
-    history,
-    export,
-    import_memories,
-    status,
-    retry_failed,
-):
-    cli.add_command(_command)
 
 
 def main() -> None:
@@ -74,4 +104,4 @@ def main() -> None:
     try:
         cli(standalone_mode=True)
     except KeyboardInterrupt:  # pragma: no cover - click turns it into Abort first
-        raise SystemExit(int(ExitCode.INTERRUPTED)) from None
+        raise SystemExit(_INTERRUPTED) from None

@@ -13,17 +13,20 @@ from typing import Any, TypeVar
 import click
 
 from .._exceptions import ConfigurationError
-from .._scope import Scope
+from .._scope import Scope, check_agent_id, check_user_id
 from ._config import CONFIG_ENV, Settings, load_settings, mask_url
 from ._errors import NotFoundError, UsageError, translate_errors
+from ._hosted import HostedStore
 from ._models import ChatChoice
+from ._open import open_store
 from ._output import Output
-from ._store import HostedStore, MemoryStore, open_store
+from ._store import MemoryStore
 
 __all__ = [
     "Session",
     "agent_option",
     "check_memory_id",
+    "hosted_agent_note",
     "no_memories",
     "session",
     "store_command",
@@ -38,8 +41,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _check_user(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
         return None
-    from ..service import check_user_id
-
     try:
         return check_user_id(value)
     except ConfigurationError as exc:
@@ -47,9 +48,12 @@ def _check_user(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 def _check_agent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and (not value.strip() or value != value.strip() or value == "*"):
-        raise click.BadParameter(f"{value!r} must be a non-blank id without surrounding spaces")
-    return value
+    if value is None:
+        return None
+    try:
+        return check_agent_id(value)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc)) from exc
 
 
 def user_option(*, required: bool = True) -> Callable[[F], F]:
@@ -63,14 +67,18 @@ def user_option(*, required: bool = True) -> Callable[[F], F]:
     )
 
 
-def agent_option() -> Callable[[F], F]:
-    """``--agent``: narrow to one agent's memories of the user."""
+def agent_option(*, writes: bool = False) -> Callable[[F], F]:
+    """``--agent``: narrow a read to one agent's memories, or name a write's agent."""
     return click.option(
         "--agent",
         "-a",
         default=None,
         callback=_check_agent,
-        help="Only memories of this agent id (default: every agent's).",
+        help=(
+            "Store the memory under this agent id too (default: the user only)."
+            if writes
+            else "Only memories of this agent id (default: every agent's)."
+        ),
     )
 
 
@@ -159,6 +167,14 @@ def describe_scope(scope: Scope) -> str:
     """``user 'alice'`` or ``user 'alice' and agent 'bot'``."""
     text = f"user {scope.user_id!r}"
     return f"{text} and agent {scope.agent_id!r}" if scope.agent_id else text
+
+
+def hosted_agent_note(out: Output, store: MemoryStore | HostedStore, scope: Scope) -> None:
+    """On the hosted platform, say why ``--agent`` did not narrow a read."""
+    if store.hosted and scope.agent_id:
+        from ._hosted import AGENT_NOTE
+
+        out.note(AGENT_NOTE.format(agent=scope.agent_id))
 
 
 def no_memories(scope: Scope, settings: Settings) -> NotFoundError:

@@ -11,6 +11,7 @@ from ._common import (
     agent_option,
     check_memory_id,
     describe_scope,
+    hosted_agent_note,
     no_memories,
     session,
     store_command,
@@ -56,7 +57,10 @@ def list_memories(
     with session(settings) as s:
         records = s.run(s.store.records(scope))
     if not records:
+        if out.as_json:
+            out.json([])  # scripts get valid JSON; the exit code still says "none"
         raise no_memories(scope, settings)
+    hosted_agent_note(out, s.store, scope)
     newest = sorted(records, key=lambda r: (r.date or "", r.id), reverse=True)[:limit]
     if out.as_json:
         out.json([r.to_json() for r in newest])
@@ -103,7 +107,10 @@ def search(
     with session(settings) as s:
         hits = s.run(s.store.search(query, scope, top_k=top_k, threshold=threshold))
         if not hits and not s.run(s.store.records(scope)):
+            if out.as_json:
+                out.json([])  # scripts get valid JSON; the exit code still says "none"
             raise no_memories(scope, settings)
+    hosted_agent_note(out, s.store, scope)
     if out.as_json:
         out.json([{**record.to_json(), "score": score} for record, score in hits])
         return
@@ -127,7 +134,7 @@ def search(
 
 @click.command()
 @user_option()
-@agent_option()
+@agent_option(writes=True)
 @click.argument("text")
 @click.option(
     "--raw",
@@ -210,11 +217,22 @@ def forget(
     _forget_scope(settings, out, Scope(user, agent), yes=yes, keep=keep_history)
 
 
+class _Declined(Exception):
+    """The user answered no: nothing is forgotten and the command exits 0."""
+
+
 def _confirm(question: str, yes: bool) -> None:
     if yes:
         return
-    if not click.confirm(question, default=False, err=True):
-        raise CliError("nothing was forgotten", ExitCode.NOT_FOUND)
+    try:
+        answer = click.confirm(question, default=False, err=True)
+    except click.exceptions.Abort as exc:  # end of input before an answer
+        raise UsageError(
+            "forget asks for confirmation and got no answer (no input); "
+            "pass --yes to forget without asking"
+        ) from exc
+    if not answer:
+        raise _Declined
 
 
 def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, keep: bool) -> None:
@@ -223,7 +241,11 @@ def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, k
         if record is None:
             raise NotFoundError(f"no memory with id {memory_id} in {where(settings)}")
         owner = f" of user {record.user_id!r}" if record.user_id else ""
-        _confirm(f"Forget memory {memory_id}{owner}: {record.text!r}?", yes)
+        try:
+            _confirm(f"Forget memory {memory_id}{owner}: {record.text!r}?", yes)
+        except _Declined:
+            _aborted(out)
+            return
         s.run(s.store.delete(memory_id))
         purged = 0 if keep else s.run(s.store.purge_history([memory_id]))
         left = s.run(s.store.get(memory_id))
@@ -243,12 +265,21 @@ def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, k
         records = s.run(s.store.records(scope))
         if not records:
             raise no_memories(scope, settings)
-        _confirm(
-            f"Forget all {len(records)} memories of {describe_scope(scope)} in "
-            f"{where(settings)}? This cannot be undone.",
-            yes,
+        which = (
+            "the only memory"
+            if len(records) == 1
+            else f"all {count(len(records), 'memory', 'memories')}"
         )
-        s.run(s.store.delete_scope(scope))
+        try:
+            _confirm(
+                f"Forget {which} of {describe_scope(scope)} in {where(settings)}? "
+                "This cannot be undone.",
+                yes,
+            )
+        except _Declined:
+            _aborted(out)
+            return
+        s.run(s.store.delete_scope(scope, records))
         history = messages = 0
         if not keep:
             history = s.run(s.store.purge_history([r.id for r in records]))
@@ -281,6 +312,13 @@ def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, k
         else ""
     )
     out.line(f"Verified: none remain.{extra}")
+
+
+def _aborted(out: Output) -> None:
+    if out.as_json:
+        out.json({"removed": 0, "aborted": True})
+    else:
+        out.note("aborted; nothing was forgotten")
 
 
 @click.command()

@@ -1,0 +1,177 @@
+"""Opening the store the settings name, for one command.
+
+:func:`open_store` builds the mem0 client (the embedded folder, pgvector, a
+Qdrant server or the hosted platform), checks that the embedder fits the
+store, and wraps it in :class:`~._store.MemoryStore` or
+:class:`~._hosted.HostedStore`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from .._exceptions import ConfigurationError, DimensionMismatchError, StoreLockedError
+from ._hosted import HostedStore
+from ._lock import lock_holder
+from ._models import ChatChoice, embedding_model_from_spec, inert_chat_model
+from ._store import MemoryStore, mapped
+
+if TYPE_CHECKING:
+    from agentscope.embedding import EmbeddingModelBase
+
+    from ._config import Settings
+
+__all__ = ["open_store", "pg_vector_size"]
+
+_CONNECT_TIMEOUT = 5
+
+
+def _locked_message(exc: StoreLockedError, settings: Settings) -> str:
+    holder = lock_holder(settings.folder)
+    if holder is None:
+        return f"{exc} (the holding process could not be identified)"
+    return f"{exc}. It is held by {holder.describe()}"
+
+
+def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryStore | HostedStore:
+    """Build the store the settings name.
+
+    Args:
+        settings: From :func:`~._config.load_settings`.
+        chat: The extraction model; ``None`` for commands that do not extract.
+
+    Raises:
+        ConfigurationError: Bad settings, or an embedder that does not fit.
+        StoreLockedError: Another process holds the embedded folder.
+        TransientBackendError: A server backend could not be reached.
+    """
+    if settings.backend == "hosted":
+        return _open_hosted(settings, chat)
+    embedding = embedding_model_from_spec(settings.embedding_model)
+    chat_model = chat.model if chat is not None else inert_chat_model()
+    if settings.backend == "embedded":
+        from .._clients import build_local_memory
+        from ..local import close_shared_clients
+
+        # A command is a process of its own and hands the folder back when it is
+        # done; run inside a process that already holds the folder, it leaves
+        # that process's client open.
+        holder = lock_holder(settings.folder)
+        held_here = holder is not None and holder.is_self
+        try:
+            memory = build_local_memory(
+                chat_model, embedding_model=embedding, folder=settings.folder
+            )
+        except StoreLockedError as exc:
+            raise StoreLockedError(_locked_message(exc, settings)) from exc
+        folder = settings.folder
+        return MemoryStore(
+            memory,
+            settings=settings,
+            embedding_model=embedding,
+            chat=chat,
+            on_close=None if held_here else lambda: close_shared_clients(folder),
+        )
+    return _open_server(settings, embedding, chat_model, chat)
+
+
+def _open_server(
+    settings: Settings, embedding: EmbeddingModelBase, chat_model: Any, chat: ChatChoice | None
+) -> MemoryStore:
+    from mem0 import AsyncMemory
+
+    from .._clients import build_mem0_config
+    from ..backends import pgvector_config, prepare_pgvector, qdrant_server_config
+
+    history = str(settings.history_db) if settings.history_db else None
+    if settings.backend == "pgvector":
+        assert settings.dsn is not None
+        _check_postgres(settings.dsn)
+        fields = pgvector_config(
+            settings.dsn,
+            dims=embedding.dimensions,
+            collection=settings.collection,
+            history_db_path=history,
+        )
+        with mapped("preparing the pgvector tables"):
+            prepare_pgvector(fields)
+    else:
+        assert settings.url is not None
+        fields = qdrant_server_config(
+            settings.url,
+            dims=embedding.dimensions,
+            api_key=settings.api_key,
+            collection=settings.collection,
+            history_db_path=history,
+        )
+    config = build_mem0_config(chat_model=chat_model, embedding_model=embedding, mem0_config=fields)
+    with mapped(f"connecting to the {settings.backend} backend"):
+        memory = AsyncMemory(config=config)
+    store = MemoryStore(
+        memory,
+        settings=settings,
+        embedding_model=embedding,
+        chat=chat,
+        on_close=lambda: _close_vector_store(memory),
+    )
+    size = store.vector_size()
+    if size is not None and size != embedding.dimensions:
+        store.close()
+        raise DimensionMismatchError(
+            f"the embedding model makes {embedding.dimensions}-dimensional vectors but "
+            f"{settings.backend} collection {settings.collection!r} holds {size}-dimensional "
+            "ones; configure the embedder these memories were stored with "
+            "(embedding_model in the config file, or $AGENTSCOPE_MEM0_EMBEDDER)"
+        )
+    return store
+
+
+def pg_vector_size(dsn: str, table: str) -> int | None:
+    """The size of the ``vector`` column of a pgvector table; ``None`` if there is none."""
+    import psycopg
+
+    with psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT) as conn:
+        row = conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+            " AND attname = 'vector'",
+            (table,),
+        ).fetchone()
+    return int(row[0]) if row and row[0] and row[0] > 0 else None
+
+
+def _check_postgres(dsn: str) -> None:
+    """Fail fast on an unreachable server: mem0's pool would wait 30 s per call."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigurationError(
+            "the pgvector backend needs psycopg 3: pip install 'agentscope-mem0[pgvector]'"
+        ) from exc
+    with mapped("connecting to PostgreSQL"):
+        psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT).close()
+
+
+def _close_vector_store(memory: Any) -> None:
+    store = getattr(memory, "vector_store", None)
+    for closer in (
+        getattr(getattr(store, "connection_pool", None), "close", None),
+        getattr(getattr(store, "client", None), "close", None),
+    ):
+        if callable(closer):
+            with contextlib.suppress(Exception):
+                closer()
+
+
+def _open_hosted(settings: Settings, chat: ChatChoice | None) -> HostedStore:
+    key = settings.api_key
+    if not key:
+        raise ConfigurationError(
+            f"backend 'hosted' needs an API key in ${settings.api_key_env}; "
+            "get one at https://app.mem0.ai"
+        )
+    from mem0 import AsyncMemoryClient
+
+    with mapped("connecting to the hosted platform"):
+        client = AsyncMemoryClient(api_key=key, host=settings.url)
+    return HostedStore(client, settings=settings, chat=chat)

@@ -50,6 +50,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "import": LazyCommand("._transfer", "import_memories", "Import memories from an export."),
     "status": LazyCommand("._status", "status", "Show the configuration and the store's health."),
     "retry-failed": LazyCommand("._retry", "retry_failed", "Requeue the writes that failed."),
+    "ui": LazyCommand(".ui", "ui", "Browse, search and correct memories in a local web page."),
 }
 """Every command, by name, in the order ``--help`` lists them."""
 

@@ -1,0 +1,276 @@
+"""The inspector's routes (Starlette), behind the :class:`~._security.Guard`.
+
+GET pages only read. Every change is a POST whose form passes the guard's
+CSRF check; forgetting asks first (a confirmation page posts again with
+``confirm=yes``) and then redirects back (post/redirect/get).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ..._exceptions import BackendError, ConfigurationError
+from ..._scope import check_user_id
+from .._common import where
+from . import _pages as pages
+from ._inspector import Inspector, per_day
+from ._security import Guard
+
+if TYPE_CHECKING:
+    from starlette.datastructures import FormData
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_TOP_K = 100
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _user(value: str | None) -> str:
+    try:
+        return check_user_id(value)
+    except ConfigurationError as exc:
+        raise _Refused(400, str(exc)) from exc
+
+
+def _agent(value: str | None) -> str | None:
+    if not value:
+        return None
+    if value != value.strip() or value == "*":
+        raise _Refused(400, f"agent id {value!r} must be an id without surrounding spaces")
+    return value
+
+
+def _memory_id(value: str | None) -> str:
+    try:
+        return str(uuid.UUID(value or ""))
+    except ValueError as exc:
+        raise _Refused(400, f"{value!r} is not a memory id (a UUID)") from exc
+
+
+class _Pages:
+    """Request handlers; one instance per app."""
+
+    def __init__(self, inspector: Inspector, guard: Guard) -> None:
+        self.inspector = inspector
+        self.guard = guard
+        self.where = where(inspector.settings)
+
+    @property
+    def csrf(self) -> str:
+        return self.guard.csrf
+
+    def _html(self, title: str, body: str, status: int = 200, **notes: Any) -> HTMLResponse:
+        return HTMLResponse(pages.page(title, body, where=self.where, **notes), status_code=status)
+
+    async def _form(self, request: Request) -> FormData:
+        form = await request.form()
+        token = form.get("csrf")
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        problem = self.guard.check_form(headers, token if isinstance(token, str) else None)
+        if problem is not None:
+            logger.warning("refused a %s to %s: %s", request.method, request.url.path, problem)
+            raise _Refused(403, problem)
+        return form
+
+    # -- pages --------------------------------------------------------------
+
+    async def home(self, request: Request) -> Response:
+        if request.query_params.get("user") is not None:
+            return await self.user(request)
+        ins = self.inspector
+        if not ins.lists_users:
+            body = (
+                "<p>The hosted platform lists memories per user: open "
+                "<code>/?user=&lt;id&gt;</code>.</p>" + _user_picker()
+            )
+            return self._html("Users", body)
+        records = await ins.everything()
+        users = ins.users(records)
+        latency = ins.search_latency_ms()
+        stats = [
+            ("memories", len(records)),
+            ("users", len(users)),
+            ("agents", len({r.agent_id for r in records if r.agent_id})),
+            ("new in 24 h", sum(c for _, c in per_day(records, days=1))),
+            ("new in 7 days", sum(c for _, c in per_day(records, days=7))),
+        ]
+        outbox = ins.outbox()
+        stats += [("writes pending", len(outbox.pending)), ("writes failed", len(outbox.failed))]
+        stats += [
+            (
+                f"searches here{'' if latency is None else f' (p50 {latency[0]:.0f} ms)'}",
+                ins.counters["searches"],
+            )
+        ]
+        body = (
+            pages.counters(stats)
+            + "<h2>Memories per day (30 days)</h2>"
+            + pages.per_day_svg(per_day(records))
+            + "<h2>Users</h2>"
+            + pages.users_table(users)
+            + _user_picker()
+        )
+        return self._html("Users", body, flash=request.query_params.get("flash"))
+
+    async def user(self, request: Request) -> Response:
+        user = _user(request.query_params.get("user"))
+        agent = _agent(request.query_params.get("agent"))
+        views = await self.inspector.memories(user, agent)
+        records = [v.record for v in views]
+        current = sum(1 for v in views if v.current)
+        stats = [
+            ("memories", len(views)),
+            ("current", current),
+            ("superseded", len(views) - current),
+        ]
+        body = (
+            pages.search_form(user, agent=agent)
+            + pages.counters(stats)
+            + pages.per_day_svg(per_day(records))
+            + "<h2>Memories, newest first</h2>"
+            + pages.memories_table(views, user, self.csrf)
+            + (pages.forget_user_form(user, len(views), self.csrf) if views else "")
+        )
+        title = f"Memories of {user}" + (f" (agent {agent})" if agent else "")
+        return self._html(title, body, flash=request.query_params.get("flash"))
+
+    async def search(self, request: Request) -> Response:
+        user = _user(request.query_params.get("user"))
+        agent = _agent(request.query_params.get("agent"))
+        query = (request.query_params.get("q") or "").strip()
+        try:
+            top_k = max(1, min(int(request.query_params.get("k") or 10), _MAX_TOP_K))
+        except ValueError as exc:
+            raise _Refused(400, "k must be a whole number") from exc
+        if not query:
+            raise _Refused(400, "the search query is empty")
+        hits = await self.inspector.search(query, user, agent, top_k=top_k)
+        body = (
+            pages.search_form(user, query, agent, top_k)
+            + f'<p><a href="{pages.href("/", user=user, agent=agent)}">All memories of '
+            f"{pages.e(user)}</a></p>" + pages.hits_table(hits)
+        )
+        return self._html(f"Search {user}'s memories", body)
+
+    async def outbox(self, request: Request) -> Response:
+        return self._html(
+            "Write outbox",
+            pages.outbox_body(self.inspector.outbox(), self.csrf),
+            flash=request.query_params.get("flash"),
+        )
+
+    async def style(self, request: Request) -> Response:
+        return Response(pages.CSS, media_type="text/css")
+
+    # -- actions ------------------------------------------------------------
+
+    async def forget(self, request: Request) -> Response:
+        form = await self._form(request)
+        memory_id = _memory_id(_field(form, "memory_id"))
+        user = _user(_field(form, "user"))
+        back = pages.href("/", user=user)
+        if _field(form, "confirm") != "yes":
+            record = await self.inspector.get(memory_id)
+            if record is None:
+                raise _Refused(404, f"no memory with id {memory_id}")
+            question = f"Forget this memory of {record.user_id or user}? “{record.text}”"
+            body = pages.confirm(
+                question, "/forget", {"memory_id": memory_id, "user": user}, self.csrf, back
+            )
+            return self._html("Forget a memory?", body)
+        forgotten = await self.inspector.forget(memory_id)
+        if forgotten is None:
+            raise _Refused(404, f"no memory with id {memory_id}")
+        return _see(pages.href("/", user=user, flash=f"Forgot: {forgotten.text}"))
+
+    async def forget_user(self, request: Request) -> Response:
+        form = await self._form(request)
+        user = _user(_field(form, "user"))
+        if _field(form, "confirm") != "yes":
+            count = len(await self.inspector.memories(user))
+            question = (
+                f"Forget all {count} memories of user {user}, with their history? "
+                "This cannot be undone."
+            )
+            body = pages.confirm(
+                question, "/forget-user", {"user": user}, self.csrf, pages.href("/", user=user)
+            )
+            return self._html("Forget every memory?", body)
+        removed = await self.inspector.forget_user(user)
+        return _see(pages.href("/", flash=f"Forgot {removed} memories of {user}."))
+
+    async def retry(self, request: Request) -> Response:
+        form = await self._form(request)
+        user = _field(form, "user") or None
+        count = self.inspector.retry_failed(_user(user) if user else None)
+        return _see(pages.href("/outbox", flash=f"Requeued {count} failed writes."))
+
+
+def _field(form: FormData, name: str) -> str | None:
+    value = form.get(name)
+    return value if isinstance(value, str) else None
+
+
+def _see(location: str) -> RedirectResponse:
+    # ``href`` escaped it for an attribute; a Location header wants it raw.
+    import html
+
+    return RedirectResponse(html.unescape(location), status_code=303)
+
+
+def _user_picker() -> str:
+    return (
+        '<form method="get" action="/"><label>Open a user <input type="text" name="user" '
+        'required aria-label="user id"></label> <button type="submit">Open</button></form>'
+    )
+
+
+def create_app(inspector: Inspector, *, token: str | None, loopback: bool) -> Guard:
+    """The inspector as an ASGI app: the routes wrapped in the guard.
+
+    Args:
+        inspector: The store to show.
+        token: The access token every request must carry; ``None`` for none.
+        loopback: Whether the server listens on a loopback address only.
+    """
+    holder: dict[str, _Pages] = {}
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        view = holder["pages"]
+        if isinstance(exc, _Refused):
+            return view._html(
+                "Refused" if exc.status == 403 else "Not possible", "", exc.status, error=str(exc)
+            )
+        logger.warning("the store failed: %s", exc)
+        return view._html("The memory store failed", "", 502, error=str(exc))
+
+    app = Starlette(
+        exception_handlers={_Refused: refused, BackendError: refused, RuntimeError: refused}
+    )
+    guard = Guard(app, token=token, loopback=loopback)
+    view = holder["pages"] = _Pages(inspector, guard)
+    for path, endpoint, methods in (
+        ("/", view.home, ["GET"]),
+        ("/search", view.search, ["GET"]),
+        ("/outbox", view.outbox, ["GET"]),
+        ("/style.css", view.style, ["GET"]),
+        ("/forget", view.forget, ["POST"]),
+        ("/forget-user", view.forget_user, ["POST"]),
+        ("/outbox/retry", view.retry, ["POST"]),
+    ):
+        app.router.routes.append(Route(path, endpoint, methods=methods))
+    return guard

@@ -20,12 +20,8 @@ import pytest
 
 from _pgfixture import fresh_collection, postgres_dsn
 from agentscope_mem0._working_format import WorkingFormat
-from agentscope_mem0._working_store import (
-    SqliteWorkingStore,
-    WorkingRecord,
-    WorkingStore,
-    store_for_client,
-)
+from agentscope_mem0._working_select import store_for_client
+from agentscope_mem0._working_store import SqliteWorkingStore, WorkingRecord, WorkingStore
 
 CHILD = Path(__file__).with_name("_working_child.py")
 JSON = WorkingFormat(schema={"type": "object"})

@@ -47,6 +47,7 @@ from ._recall import (
 )
 from ._scope import Scope, check_user_id
 from ._tools import AddMemoryTool, SearchMemoryTool
+from ._working import WorkingMemory, WorkingScope, build_working_memory
 from ._writer import WriteQueue
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ class Mem0Middleware(MiddlewareBase):
         memory_section_rules: str = DEFAULT_MEMORY_RULES,
         write_queue: WriteQueue | None = None,
         tool_timeout: float | None = 60.0,
+        working_memory: WorkingScope | WorkingMemory | None = None,
     ) -> None:
         """Set up memory for one user.
 
@@ -171,6 +173,12 @@ class Mem0Middleware(MiddlewareBase):
             tool_timeout: Seconds ``add_memory`` may wait for mem0 before the
                 tool reports a timeout (``search_memory`` uses
                 ``search_timeout``); ``None`` waits indefinitely.
+            working_memory: A scratchpad the agent keeps with the
+                ``update_working_memory`` tool, shown in full every turn:
+                ``"conversation"`` (kept in the agent's state), ``"user"``
+                (kept in the store, shared by the user's sessions and agents),
+                a ``WorkingMemory(...)`` for a template or schema, or ``None``
+                (the default: off). See ``docs/working-memory.md``.
 
         Raises:
             ConfigurationError: A bad ``user_id``, an unknown ``mode``, or no
@@ -219,6 +227,9 @@ class Mem0Middleware(MiddlewareBase):
             self._backend, outbox_dir=outbox_dir, on_stored=self._profile_cache.invalidate
         )
         self._breaker = CircuitBreaker(threshold=breaker_threshold, cooldown=breaker_cooldown)
+        self._working = build_working_memory(
+            working_memory, user_id=user_id, client=mem0_client, mode=mode
+        )
         self._user_id = user_id
         self._agent_id = agent_id
         self._mode: Mode = mode
@@ -381,6 +392,8 @@ class Mem0Middleware(MiddlewareBase):
 
         placed = parked = False
         final: Msg | None = None
+        if self._working is not None:
+            next_handler = self._working.around(agent, next_handler)
         async for item in next_handler(**input_kwargs):
             if query is not None and not placed and isinstance(item, ReplyStartEvent):
                 place_note(
@@ -410,7 +423,8 @@ class Mem0Middleware(MiddlewareBase):
         """``search_memory`` and ``add_memory`` in tool modes, else nothing."""
         if self._mode == "static_control":
             return []
-        return [SearchMemoryTool(self), AddMemoryTool(self)]
+        working = self._working.tools() if self._working else []
+        return [SearchMemoryTool(self), AddMemoryTool(self), *working]
 
     # -- internals ------------------------------------------------------
 

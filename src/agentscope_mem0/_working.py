@@ -27,8 +27,9 @@ from agentscope.message import AssistantMsg, HintBlock, Msg
 from ._exceptions import ConfigurationError
 from ._tokens import estimate_tokens
 from ._working_format import UpdateMode, WorkingFormat
-from ._working_render import escape_block, truncate_block
-from ._working_store import WorkingRecord, WorkingStore, store_for_client
+from ._working_render import TRUNCATION_MARKER, escape_block, truncate_block
+from ._working_select import store_for_client
+from ._working_store import WorkingRecord, WorkingStore
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -41,6 +42,7 @@ __all__ = [
     "WorkingMemory",
     "WorkingMemoryManager",
     "WorkingScope",
+    "build_working_memory",
     "is_working_block",
     "place_working_block",
 ]
@@ -55,6 +57,8 @@ WORKING_MARKER = "agentscope_mem0.working_memory"
 _STATE_KEY = "agentscope_mem0.working"
 _BLOCK_NAME = "working_memory"
 _OPEN, _CLOSE = "<working_memory>", "</working_memory>"
+_MIN_CONTENT_TOKENS = 40
+_UNAVAILABLE = "(not available this turn: its store did not answer; do not overwrite it)"
 
 DEFAULT_WORKING_INSTRUCTIONS = (
     "This is your working memory, shown in full every turn. Keep in it what must "
@@ -105,6 +109,15 @@ class WorkingMemory:
         if not isinstance(self.max_tokens, int) or self.max_tokens < 50:
             raise ConfigurationError(
                 f"working memory max_tokens must be an integer >= 50, got {self.max_tokens!r}"
+            )
+        frame = estimate_tokens(
+            "\n".join([self.header, self.instructions, _OPEN, _CLOSE, TRUNCATION_MARKER])
+        )
+        if self.max_tokens < frame + _MIN_CONTENT_TOKENS:
+            raise ConfigurationError(
+                f"working memory max_tokens={self.max_tokens} leaves no room for the content: "
+                f"the header and instructions take about {frame} tokens; use at least "
+                f"{frame + _MIN_CONTENT_TOKENS} or shorten the instructions"
             )
         for name in ("load_timeout", "update_timeout"):
             seconds = getattr(self, name)
@@ -204,8 +217,9 @@ class WorkingMemoryManager:
     async def _bounded(self, timeout: float | None, func: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.wait_for(asyncio.to_thread(func, *args), timeout=timeout)
 
-    async def current(self, state: AgentState | None) -> str:
-        """The memory's content now (the newer of state copy and store)."""
+    async def current(self, state: AgentState | None) -> str | None:
+        """The memory's content now (the newer of state copy and store);
+        ``None`` when the store failed and there is no copy."""
         copy = self._copy(state) if self.options.scope == "conversation" else None
         try:
             record = await self._bounded(
@@ -216,7 +230,7 @@ class WorkingMemoryManager:
             )
         except Exception as exc:  # a slow or failing store never fails a turn
             logger.warning("working memory not loaded from %s: %r", self._where(), exc)
-            return copy.content if copy else ""
+            return copy.content if copy else None
         if copy is not None and (record is None or copy.version >= record.version):
             return copy.content
         if record is not None and state is not None and self.options.scope == "conversation":
@@ -279,16 +293,20 @@ class WorkingMemoryManager:
 
     # -- the block ----------------------------------------------------------
 
-    def render(self, content: str) -> Msg | None:
-        """The block for ``content``; ``None`` when empty and read-only."""
-        if self.format.is_blank(content) and not self.tools_offered:
+    def render(self, content: str | None) -> Msg | None:
+        """The block for ``content`` (``None``: could not be loaded); no block
+        when there is nothing to show and the agent cannot update it."""
+        if content is None:
+            shown = _UNAVAILABLE
+        elif self.format.is_blank(content) and not self.tools_offered:
             return None
-        shown = content.strip() or self.format.initial() or "(empty)"
+        else:
+            shown = content.strip() or self.format.initial() or "(empty)"
         scope = "this conversation" if self.options.scope == "conversation" else "this user"
         instructions = self.options.instructions if self.tools_offered else _READ_ONLY_INSTRUCTIONS
         frame = [f"{self.options.header} ({scope})", instructions, _OPEN, _CLOSE]
         room = self.options.max_tokens - estimate_tokens("\n".join(frame))
-        body = truncate_block(escape_block(shown), max(room, 10))
+        body = truncate_block(escape_block(shown), room)
         text = "\n".join([*frame[:3], body, _CLOSE])
         return AssistantMsg(
             name=_BLOCK_NAME,
@@ -324,3 +342,19 @@ class WorkingMemoryManager:
         """Release the store's connections (a store given in the options stays open)."""
         if self.options.store is None and self._store is not None:
             self._store.close()
+
+
+def build_working_memory(
+    value: WorkingScope | WorkingMemory | None, *, user_id: str, client: Any, mode: str
+) -> WorkingMemoryManager | None:
+    """The manager for ``Mem0Middleware(working_memory=value)``; ``None`` when off.
+
+    The tool is offered in ``agent_control`` and ``both`` modes; in
+    ``static_control`` the block is shown read-only (when not empty).
+    """
+    options = WorkingMemory.coerce(value)
+    if options is None:
+        return None
+    return WorkingMemoryManager(
+        options, user_id=user_id, client=client, tools_offered=mode != "static_control"
+    )

@@ -8,14 +8,7 @@ updating the same record at once both land. Clearing keeps the record with
 empty content and a new version, so copies elsewhere (an agent's state) learn
 of it.
 
-Which store a mem0 client gets (:func:`store_for_client`):
-
-- embedded default and any other local setup: ``working_memory.sqlite3``
-  beside mem0's history database (the data folder for the embedded default);
-- pgvector: the table ``<collection>_working`` in the same database;
-- Qdrant server: the collection ``<collection>_working`` on the same server;
-- hosted mem0: the SQLite file in the local data folder (one machine only);
-  pass a store to share it wider.
+Which store goes with which mem0 backend: :mod:`._working_select`.
 """
 
 from __future__ import annotations
@@ -37,7 +30,6 @@ __all__ = [
     "WorkingRecord",
     "WorkingStore",
     "now_iso",
-    "store_for_client",
     "working_table_name",
 ]
 
@@ -228,43 +220,3 @@ class SqliteWorkingStore:
 
     def close(self) -> None:
         """Nothing stays open between calls."""
-
-
-def _qdrant_is_remote(qdrant: Any) -> bool:
-    """Whether a ``QdrantClient`` talks to a server (not qdrant-client's local mode)."""
-    inner = getattr(qdrant, "_client", None)
-    return inner is not None and type(inner).__name__ == "QdrantRemote"
-
-
-def store_for_client(client: Any, *, folder: str | os.PathLike[str] | None = None) -> WorkingStore:
-    """The working-memory store that belongs with a mem0 client (see the module doc).
-
-    Args:
-        client: A mem0 ``AsyncMemory`` or ``AsyncMemoryClient``.
-        folder: Where the SQLite file goes for local and hosted setups; default
-            beside mem0's history database, else the data folder.
-    """
-    config = getattr(client, "config", None)
-    vector = getattr(config, "vector_store", None)
-    provider = getattr(vector, "provider", None)
-    settings = getattr(vector, "config", None)
-    collection = str(getattr(settings, "collection_name", None) or "mem0")
-    if provider == "pgvector":
-        from ._working_remote import PostgresWorkingStore, pgvector_dsn
-
-        return PostgresWorkingStore(pgvector_dsn(settings), table=working_table_name(collection))
-    if provider == "qdrant":
-        qdrant = getattr(getattr(client, "vector_store", None), "client", None)
-        if _qdrant_is_remote(qdrant):
-            from ._working_remote import QdrantWorkingStore
-
-            return QdrantWorkingStore(qdrant, collection=working_table_name(collection))
-    if folder is None:
-        history = getattr(config, "history_db_path", None)
-        if history:
-            folder = Path(history).expanduser().parent
-        else:
-            from .local import data_dir
-
-            folder = data_dir()
-    return SqliteWorkingStore(folder)

@@ -33,9 +33,10 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._backend import classify_error
@@ -44,6 +45,7 @@ from ._bridge import caller_loop_scope
 from ._exceptions import BackendError, PermanentBackendError
 from ._outbox import Outbox, OutboxRow, count_held, new_owner_id
 from ._scope import Scope
+from ._time import check_said_at, rows_said_together, stamp_messages
 
 if TYPE_CHECKING:
     import os
@@ -132,6 +134,7 @@ class WriteQueue:
         write_timeout: float | None = 300.0,
         lease: float = 30.0,
         on_stored: Callable[[Scope], None] | None = None,
+        after_store: Callable[[Scope, list[dict[str, Any]]], Awaitable[None]] | None = None,
     ) -> None:
         if max_concurrency < 1 or max_batch < 1:
             raise ValueError("max_concurrency and max_batch must be positive")
@@ -139,6 +142,7 @@ class WriteQueue:
             raise ValueError(f"lease must be positive, got {lease!r}")
         self._backend = backend
         self._on_stored = on_stored
+        self._after_store = after_store
         self._max_concurrency = max_concurrency
         self._max_batch = max_batch
         self._retry = retry or RetryPolicy()
@@ -196,7 +200,12 @@ class WriteQueue:
         return len(self._rt.waiters) if self._rt is not None else 0
 
     async def submit(
-        self, scope: Scope, messages: list[dict[str, str]], *, wait: bool = False
+        self,
+        scope: Scope,
+        messages: list[dict[str, str]],
+        *,
+        wait: bool = False,
+        said_at: datetime | str | None = None,
     ) -> str | None:
         """Record ``messages`` for ``scope`` and queue them for mem0.
 
@@ -204,9 +213,23 @@ class WriteQueue:
         mem0 stored it or it failed permanently. Never raises for a mem0 or
         outbox failure: those are logged and counted.
 
+        Args:
+            scope: Whose memories.
+            messages: The exchange, as mem0 message dicts.
+            wait: Return only once mem0 stored it (or it failed for good).
+            said_at: When the exchange was said (an aware or local datetime, a
+                date, or ISO 8601 text), for imports and replayed conversations;
+                default now. The memories are dated by it.
+
         Returns:
             The exchange's idempotency key; ``None`` when it could not be recorded.
+
+        Raises:
+            ConfigurationError: ``said_at`` is not a time.
         """
+        messages = stamp_messages(
+            messages, datetime.now(UTC) if said_at is None else check_said_at(said_at)
+        )
         if self._closed:
             logger.error(
                 "a memory write for user %s was submitted after the queue was closed; "
@@ -477,6 +500,7 @@ class WriteQueue:
                     if scope in rt.wake:
                         continue
                     return
+                rows = rows_said_together(rows)
                 await self._apply(rt, scope, rows)
         except asyncio.CancelledError:
             raise
@@ -540,7 +564,7 @@ class WriteQueue:
             self._in_flight.update(ids)
             try:
                 async with rt.semaphore:
-                    await asyncio.wait_for(
+                    results = await asyncio.wait_for(
                         self._backend.add(messages, scope, metadata={METADATA_KEY: batch_key}),
                         self._write_timeout,
                     )
@@ -579,6 +603,12 @@ class WriteQueue:
             self._settle(rt, keys, stored=True)
             if self._on_stored is not None:
                 self._on_stored(scope)
+            if self._after_store is not None and results:
+                # In the scope's worker: the next batch waits for the time judgement.
+                try:
+                    await self._after_store(scope, results)
+                except Exception:
+                    logger.exception("after_store failed for user %s", scope.user_id)
             return
 
     async def _give_up(

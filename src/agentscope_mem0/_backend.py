@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from ._bridge import caller_loop_scope
@@ -25,9 +25,8 @@ from ._exceptions import (
 from ._scope import Scope, mem0_ids
 from ._time import (
     annotate_results,
-    current_hits,
     iso,
-    overfetch,
+    read_current,
     release_superseded,
     take_said_at,
     write_metadata,
@@ -152,9 +151,11 @@ class Mem0Backend:
 
         Memories a newer one superseded are left out unless ``include_superseded``.
         """
-        fetch = top_k if include_superseded else overfetch(top_k)
-        raw = await self.search_raw(query, scope, top_k=fetch, threshold=threshold)
-        return current_hits(normalise_hits(raw), top_k, include_superseded=include_superseded)
+
+        async def fetch(n: int) -> list[MemoryHit]:
+            return normalise_hits(await self.search_raw(query, scope, top_k=n, threshold=threshold))
+
+        return await read_current(fetch, top_k, include_superseded=include_superseded)
 
     async def search_raw(
         self,
@@ -178,9 +179,11 @@ class Mem0Backend:
         Memories a newer one superseded are left out unless ``include_superseded``.
         """
         filters = self.read_filters(scope)
-        fetch = limit if include_superseded else overfetch(limit)
-        hits = normalise_hits(await self._call("get_all", filters=filters, top_k=fetch))
-        return current_hits(hits, limit, include_superseded=include_superseded)
+
+        async def fetch(n: int) -> list[MemoryHit]:
+            return normalise_hits(await self._call("get_all", filters=filters, top_k=n))
+
+        return await read_current(fetch, limit, include_superseded=include_superseded)
 
     async def get_all_raw(
         self,

@@ -56,6 +56,8 @@ __all__ = [
     "JUDGE_SYSTEM_PROMPT",
     "TimeJudge",
     "Verdict",
+    "build_time_judge",
+    "judge_model_of",
     "judge_prompt",
     "parse_verdicts",
 ]
@@ -424,6 +426,58 @@ class TimeJudge:
                 )
         if self.on_change is not None:
             self.on_change(scope)
+
+
+def judge_model_of(client: Any) -> ChatModelBase | None:
+    """The AgentScope chat model a mem0 client extracts with, if it uses one."""
+    from agentscope.model import ChatModelBase
+
+    model = getattr(getattr(client, "llm", None), "model", None)
+    return model if isinstance(model, ChatModelBase) else None
+
+
+def build_time_judge(
+    backend: Mem0Backend,
+    judge: Any,
+    on_change: Callable[[Scope], None] | None = None,
+    *,
+    timeout: float | None = DEFAULT_JUDGE_TIMEOUT,
+) -> TimeJudge | None:
+    """The judge for the middleware's ``judge`` keyword, or ``None`` when off.
+
+    ``True`` takes the AgentScope model the client extracts with; a client
+    built with another LLM has none, and hosted mem0 keeps its own timeline,
+    so both go without (logged once at INFO).
+
+    Raises:
+        ConfigurationError: ``judge`` is neither a bool nor an AgentScope chat model.
+    """
+    from agentscope.model import ChatModelBase
+
+    from ._exceptions import ConfigurationError
+
+    if judge is False:
+        return None
+    if judge is True:
+        if backend.hosted:
+            logger.info("hosted mem0 keeps its own timeline: no time judgement here")
+            return None
+        model = judge_model_of(backend.client)
+        if model is None:
+            logger.info(
+                "the mem0 client does not extract with an AgentScope model, so new memories "
+                "are not judged against older ones; pass judge=<an AgentScope chat model>"
+            )
+            return None
+    elif isinstance(judge, ChatModelBase):
+        model = judge
+    else:
+        raise ConfigurationError(
+            f"judge must be True, False or an AgentScope chat model, got {judge!r}"
+        )
+    time_judge = TimeJudge(backend, model, timeout=timeout)
+    time_judge.on_change = on_change
+    return time_judge
 
 
 def _order(old: _Memory, new: _Memory) -> bool:

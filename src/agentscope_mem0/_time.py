@@ -31,7 +31,7 @@ import contextvars
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -58,11 +58,13 @@ __all__ = [
     "iso",
     "parse_time",
     "prepare_extraction",
+    "read_current",
     "record_extraction",
     "rows_said_together",
     "said_at_of",
     "stamp_messages",
     "take_said_at",
+    "time_label",
     "write_metadata",
     "write_time",
 ]
@@ -175,16 +177,18 @@ def take_said_at(
 
 
 def said_at_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The said time a queued write carries (for keeping batches to one said time)."""
-    return take_said_at(messages)[1]
+    """The day (UTC) a queued write was said on, which decides what it may be batched with."""
+    said = take_said_at(messages)[1]
+    return said[:10] if said else None
 
 
 def rows_said_together(rows: Sequence[_R]) -> list[_R]:
-    """The leading ``rows`` of a batch said at the same time as the first.
+    """The leading ``rows`` of a batch said on the same day as the first.
 
     mem0 gives one call one observation date and one metadata, so exchanges
-    said at different times go in separate calls; a batch sent before
-    (it has a ``batch_key``) stays whole.
+    said on different days go in separate calls (the memories of one call are
+    dated by its newest exchange); a batch sent before (it has a
+    ``batch_key``) stays whole.
     """
     if not rows or rows[0].batch_key is not None:
         return list(rows)
@@ -238,12 +242,24 @@ def overfetch(limit: int) -> int:
     return limit + max(limit, 5)
 
 
-def current_hits(
-    hits: Sequence[MemoryHit], limit: int, *, include_superseded: bool = False
+async def read_current(
+    fetch: Callable[[int], Awaitable[list[MemoryHit]]],
+    limit: int,
+    *,
+    include_superseded: bool = False,
 ) -> list[MemoryHit]:
-    """The first ``limit`` of ``hits``, superseded ones left out unless asked for."""
-    kept = list(hits) if include_superseded else [h for h in hits if not is_superseded(h)]
-    return kept[:limit]
+    """Up to ``limit`` hits from ``fetch(n)``, superseded ones left out unless asked for.
+
+    The first read asks for ``limit``, as a plain search would; only when it
+    returned superseded memories is a larger read made to fill their places.
+    """
+    hits = await fetch(limit)
+    if include_superseded:
+        return hits[:limit]
+    current = [hit for hit in hits if not is_superseded(hit)]
+    if len(current) < len(hits) and len(hits) >= limit:
+        current = [hit for hit in await fetch(overfetch(limit)) if not is_superseded(hit)]
+    return current[:limit]
 
 
 def _ids(value: Any) -> list[str]:
@@ -279,6 +295,24 @@ async def release_superseded(backend: Mem0Backend, memory_id: str) -> int:
             "memory %s is forgotten: %d memories it replaced are current again", memory_id, released
         )
     return released
+
+
+def time_label(hit: MemoryHit) -> str | None:
+    """How a memory is dated in the note: ``2024-03-10``, ``2024-03-10, happened
+    2024-02``, ``2024-01-05, no longer true since 2024-03-10``; ``None`` when undated."""
+    said = parse_time(hit.date) or parse_time(_metadata(hit).get(SAID_AT))
+    if said is None:
+        return None
+    parts = [f"{said:%Y-%m-%d}"]
+    event = event_date_of(hit)
+    if event and not parts[0].startswith(event):
+        parts.append(f"happened {event}")
+    until = valid_until_of(hit)
+    if until is not None:
+        parts.append(f"no longer true since {until:%Y-%m-%d}")
+    elif is_superseded(hit):
+        parts.append("no longer true")
+    return ", ".join(parts)
 
 
 # -- during extraction ------------------------------------------------------------------

@@ -3,6 +3,9 @@
 * :class:`ScriptedChatModel`: an AgentScope chat model whose answers come from
   a function; it recognises mem0's extraction prompt and answers it with
   mem0's JSON through :class:`RuleExtractor` unless told otherwise.
+* :class:`RuleJudge`: answers the package's time judgement (which older
+  memories a new one updates or extends) for common patterns: "moved to",
+  "switched to", "now prefers", "no longer", "changed jobs".
 * :class:`HashEmbedding`: a deterministic bag-of-words embedding; texts that
   share words are close. No download, no network.
 
@@ -29,6 +32,7 @@ from agentscope.model import ChatModelBase, ChatResponse
 __all__ = [
     "HashEmbedding",
     "RuleExtractor",
+    "RuleJudge",
     "ScriptedChatModel",
     "extraction_json",
     "is_extraction_request",
@@ -70,16 +74,16 @@ def new_messages_in(messages: Sequence[Msg]) -> list[tuple[str, str]]:
     return lines
 
 
-def extraction_json(facts: Sequence[str]) -> str:
-    """mem0's extraction answer storing ``facts``."""
-    return json.dumps(
-        {
-            "memory": [
-                {"id": str(i), "text": f, "attributed_to": "user"} for i, f in enumerate(facts)
-            ]
-        },
-        ensure_ascii=False,
-    )
+def extraction_json(facts: Sequence[str], *, event_dates: Sequence[str | None] = ()) -> str:
+    """mem0's extraction answer storing ``facts`` (with their event dates, if given)."""
+    items: list[dict[str, str]] = []
+    for i, fact in enumerate(facts):
+        item = {"id": str(i), "text": fact, "attributed_to": "user"}
+        when = event_dates[i] if i < len(event_dates) else None
+        if when:
+            item["event_date"] = when
+        items.append(item)
+    return json.dumps({"memory": items}, ensure_ascii=False)
 
 
 class RuleExtractor:
@@ -128,6 +132,170 @@ class RuleExtractor:
         return facts
 
 
+# -- time ---------------------------------------------------------------------------
+
+
+def is_judge_request(messages: Sequence[Msg]) -> bool:
+    """Whether ``messages`` are this package's time-judgement prompt."""
+    from ._judge import JUDGE_MARK
+
+    return bool(messages) and messages[0].role == "system" and JUDGE_MARK in _text_of(messages[0])
+
+
+_KINDS: dict[str, tuple[str, ...]] = {
+    "home": ("live", "lives", "living", "moved", "move", "home", "apartment", "relocated"),
+    "job": ("work", "works", "working", "job", "jobs", "employer", "company", "hired", "joined"),
+    "preference": ("prefer", "prefers", "favorite", "favourite", "likes", "like", "love"),
+    "relationship": (
+        "partner",
+        "girlfriend",
+        "boyfriend",
+        "married",
+        "dating",
+        "wife",
+        "husband",
+        "single",
+    ),
+    "possession": ("owns", "own", "drives", "car", "bought", "sold", "has", "bike", "phone"),
+    "plan": ("plan", "plans", "planning", "going", "trip", "intends", "cancelled", "canceled"),
+}
+_CHANGE = re.compile(
+    r"\b(moved|relocated|switched|changed|now|no longer|not anymore|anymore|instead|"
+    r"new job|left|quit|sold|broke up|cancel(?:l)?ed|gave up|stopped)\b",
+    re.I,
+)
+_WORDS = re.compile(r"[a-z0-9']+")
+_STOP = frozenset(
+    [
+        "user",
+        "the",
+        "a",
+        "an",
+        "to",
+        "of",
+        "in",
+        "at",
+        "on",
+        "and",
+        "is",
+        "are",
+        "was",
+        "for",
+        "with",
+        "now",
+        "their",
+        "his",
+        "her",
+    ]
+)
+
+
+def _kind(text: str) -> str | None:
+    words = set(_WORDS.findall(text.lower()))
+    for kind, marks in _KINDS.items():
+        if words & set(marks):
+            return kind
+    return None
+
+
+class RuleJudge:
+    """Answers the time judgement from patterns, a rough stand-in for an LLM.
+
+    A new memory that announces a change ("moved to", "switched to", "now
+    prefers", "no longer", "changed jobs") updates the existing memories about
+    the same thing (home, job, preference, relationship, possession, plan); a
+    new memory without such words that shares two content words with an
+    existing one of the same kind extends it.
+    """
+
+    def __call__(self, prompt: str) -> str:
+        """The JSON answer to one judgement prompt."""
+        try:
+            data, _ = json.JSONDecoder().raw_decode(prompt[prompt.index("{") :])
+        except ValueError:
+            return json.dumps({"judgements": []})
+        existing = data.get("existing_memories", [])
+        judgements = []
+        for new in data.get("new_memories", []):
+            text = str(new.get("text", ""))
+            kind = _kind(text)
+            updates: list[str] = []
+            extends: list[str] = []
+            if kind is not None:
+                changed = bool(_CHANGE.search(text))
+                mine = set(_WORDS.findall(text.lower())) - _STOP
+                for old in existing:
+                    old_text = str(old.get("text", ""))
+                    if _kind(old_text) != kind or old_text.strip() == text.strip():
+                        continue
+                    if changed:
+                        updates.append(old["key"])
+                    elif len(mine & (set(_WORDS.findall(old_text.lower())) - _STOP)) >= 2:
+                        extends.append(old["key"])
+            judgements.append({"new": new.get("key"), "updates": updates, "extends": extends})
+        return json.dumps({"judgements": judgements})
+
+
+_OBSERVED = re.compile(r"## Observation Date\n(\d{4}-\d{2}-\d{2})")
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+
+
+def _event_dates(messages: Sequence[Msg], facts: Sequence[str]) -> list[str | None]:
+    """Event dates of ``facts`` when the prompt asks for them (see ``_time``)."""
+    prompt = "\n".join(_text_of(m) for m in messages if m.role == "user")
+    match = _OBSERVED.search(prompt)
+    if "## Event Dates" not in prompt or match is None:
+        return []
+    import datetime as dt
+
+    observed = dt.date.fromisoformat(match.group(1))
+    return [event_date_in(fact, observed) for fact in facts]
+
+
+def event_date_in(text: str, observed: Any) -> str | None:
+    """The date ``text`` gives for its event, resolved against the date ``observed``."""
+    import datetime as dt
+
+    low = text.lower()
+    if m := re.search(r"\b(\d{4}-\d{2}-\d{2})\b", low):
+        return m.group(1)
+    if m := re.search(r"\bin (" + "|".join(_MONTHS) + r")(?: (\d{4}))?\b", low):
+        year = int(m.group(2)) if m.group(2) else observed.year
+        return f"{year:04d}-{_MONTHS.index(m.group(1)) + 1:02d}"
+    if m := re.search(r"\b(?:in|since) (\d{4})\b", low):
+        return m.group(1)
+    if "yesterday" in low:
+        return (observed - dt.timedelta(days=1)).isoformat()
+    if "last week" in low:
+        return (observed - dt.timedelta(days=7)).isoformat()
+    if "last month" in low:
+        first = observed.replace(day=1) - dt.timedelta(days=1)
+        return f"{first.year:04d}-{first.month:02d}"
+    if "last year" in low:
+        return str(observed.year - 1)
+    if "next month" in low:
+        nxt = (observed.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+        return f"{nxt.year:04d}-{nxt.month:02d}"
+    if m := re.search(r"\bnext (" + "|".join(_WEEKDAYS) + r")\b", low):
+        ahead = (_WEEKDAYS.index(m.group(1)) - observed.weekday()) % 7 or 7
+        return (observed + dt.timedelta(days=ahead)).isoformat()
+    return None
+
+
 class ScriptedChatModel(ChatModelBase):
     """A chat model that answers from a function instead of an API.
 
@@ -136,7 +304,10 @@ class ScriptedChatModel(ChatModelBase):
             string or a list of strings (used in turn, the last one repeating)
             works too.
         extractor: Answers mem0's extraction prompts with these facts;
-            ``None`` sends those prompts to ``reply`` as well.
+            ``None`` sends those prompts to ``reply`` as well. When the prompt
+            asks for event dates, dates the text gives ("in 2019", "last
+            month") are resolved against its observation date.
+        judge: Answers the time judgement; ``None`` sends it to ``reply``.
         delay: Seconds each call takes (to model a slow provider).
         stream: Answer as a stream of chunks, as most providers do.
     """
@@ -148,6 +319,7 @@ class ScriptedChatModel(ChatModelBase):
         | Sequence[str] = "OK.",
         *,
         extractor: Callable[[Sequence[tuple[str, str]]], list[str]] | None = RuleExtractor(),  # noqa: B008
+        judge: Callable[[str], str] | None = RuleJudge(),  # noqa: B008
         delay: float = 0.0,
         stream: bool = False,
         name: str = "scripted",
@@ -163,6 +335,9 @@ class ScriptedChatModel(ChatModelBase):
         self._reply = reply
         self._turn = 0
         self.extractor = extractor
+        self.judge = judge
+        self.judge_calls: list[list[Msg]] = []
+        """Every time-judgement call's messages."""
         self.delay = delay
         self.calls: list[list[Msg]] = []
         """Every agent-side call's messages, in order (extraction calls excluded)."""
@@ -197,7 +372,12 @@ class ScriptedChatModel(ChatModelBase):
         if self.extractor is not None and is_extraction_request(messages):
             with self._lock:
                 self.extraction_calls.append(list(messages))
-            answer: Reply = extraction_json(self.extractor(new_messages_in(messages)))
+            facts = self.extractor(new_messages_in(messages))
+            answer: Reply = extraction_json(facts, event_dates=_event_dates(messages, facts))
+        elif self.judge is not None and is_judge_request(messages):
+            with self._lock:
+                self.judge_calls.append(list(messages))
+            answer = self.judge(_text_of(messages[-1]))
         else:
             with self._lock:
                 self.calls.append(list(messages))

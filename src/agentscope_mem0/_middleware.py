@@ -47,6 +47,7 @@ from ._recall import (
 )
 from ._scope import Scope, check_user_id
 from ._tools import AddMemoryTool, SearchMemoryTool
+from ._query_cache import install_query_cache
 from ._working import WorkingMemory, WorkingScope, build_working_memory
 from ._writer import WriteQueue
 
@@ -216,6 +217,7 @@ class Mem0Middleware(MiddlewareBase):
             mem0_config=mem0_config,
         )
         self._backend = Mem0Backend(mem0_client)
+        self._query_cache = install_query_cache(mem0_client)
         self._profile_cache = ProfileCache(ttl=profile_ttl)
         if write_queue is not None and write_queue.backend.client is not mem0_client:
             raise ConfigurationError(
@@ -346,7 +348,8 @@ class Mem0Middleware(MiddlewareBase):
         Writes: ``writes_queued/stored/retried/failed/pending`` and more, see
         ``WriteQueue.stats``. Latencies are in seconds.
         """
-        return {**self._breaker.stats(), **self._writer.stats()}
+        cache = self._query_cache.stats() if self._query_cache else {}
+        return {**self._breaker.stats(), **self._writer.stats(), **cache}
 
     # -- hooks ----------------------------------------------------------
 

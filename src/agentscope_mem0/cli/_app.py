@@ -48,6 +48,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "history": LazyCommand("._memories", "history", "Show mem0's change history of one memory."),
     "export": LazyCommand("._transfer", "export", "Write memories as JSONL."),
     "import": LazyCommand("._transfer", "import_memories", "Import memories from an export."),
+    "working": LazyCommand("._working", "working", "Show or clear a user's working memory."),
     "status": LazyCommand("._status", "status", "Show the configuration and the store's health."),
     "retry-failed": LazyCommand("._retry", "retry_failed", "Requeue the writes that failed."),
     "ui": LazyCommand(".ui", "ui", "Browse, search and correct memories in a local web page."),

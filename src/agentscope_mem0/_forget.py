@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._bounded import MemoryUnavailableError
 from ._exceptions import ConfigurationError
+from ._time import time_label
 from ._tools import (
     NOT_INSTALLED,
     UNAVAILABLE,
@@ -29,6 +30,8 @@ from ._tools import (
 if TYPE_CHECKING:
     from agentscope.state import AgentState
     from agentscope.tool import ToolBase, ToolChunk
+
+    from ._backend import MemoryHit
 
 
 __all__ = ["DEFAULT_TOOLS", "TOOL_NAMES", "ForgetMemoryTool", "build_tools", "check_tool_names"]
@@ -115,6 +118,16 @@ def _belongs(entry: dict[str, Any], user_id: str, agent_id: str | None) -> bool:
     return agent_id is None or entry.get("agent_id") == agent_id
 
 
+class SearchMemoryWithIdsTool(SearchMemoryTool):
+    """``search_memory`` showing ids and dates, offered alongside ``forget_memory``."""
+
+    def line(self, hit: MemoryHit) -> str:
+        """``- [id] [said date] memory``: the id is what ``forget_memory`` takes."""
+        label = time_label(hit)
+        dated = f"[{label}] " if label else ""
+        return f"- [{hit.id}] {dated}{hit.memory}" if hit.id else f"- {dated}{hit.memory}"
+
+
 TOOL_NAMES: dict[str, Callable[[ToolContext], ToolBase]] = {
     "search_memory": SearchMemoryTool,
     "add_memory": AddMemoryTool,
@@ -147,5 +160,12 @@ def check_tool_names(tools: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def build_tools(context: ToolContext, names: Sequence[str]) -> list[ToolBase]:
-    """One tool per name, given ``context``."""
-    return [TOOL_NAMES[name](context) for name in names]
+    """One tool per name, sharing ``context``; ``search_memory`` shows memory ids
+    when ``forget_memory`` is offered too."""
+    with_ids = "forget_memory" in names
+    return [
+        SearchMemoryWithIdsTool(context)
+        if name == "search_memory" and with_ids
+        else TOOL_NAMES[name](context)
+        for name in names
+    ]

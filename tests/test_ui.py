@@ -219,8 +219,18 @@ def test_supersession_is_shown_both_ways(store: Any) -> None:
         user_id="alice",
         created_at="2026-06-01T09:00:00+00:00",
     )
-    asyncio.run(store.insert([old, new]))
+    detail = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000003",
+        text="Alice's flat in Hangzhou is near West Lake.",
+        user_id="alice",
+        created_at="2026-06-02T09:00:00+00:00",
+        metadata={"extends": "0b6c3a52-1d2e-4f00-9a6b-000000000002"},
+    )
+    asyncio.run(store.insert([old, new, detail]))
     page = client_for(store).get("/?user=alice").text
+    assert 'extends <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000002">' in page
+    assert 'extended by <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000003">' in page
+    assert page.count('class="memory superseded"') == 1
     assert page.index("Alice lives in Hangzhou.") < page.index("Alice lives in Berlin.")
     assert 'class="memory superseded"' in page
     assert 'superseded by <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000002">' in page

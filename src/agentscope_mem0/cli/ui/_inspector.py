@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..._backend import Mem0Backend, MemoryHit
 from ..._outbox import OUTBOX_FILENAME, Outbox, new_owner_id
 from ..._scope import Scope
+from ..._time import EVENT_DATE, EXTENDS, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL, parse_time
 
 if TYPE_CHECKING:
     from .._config import Settings
@@ -28,13 +29,6 @@ if TYPE_CHECKING:
     from .._store import MemoryStore
 
 __all__ = ["Inspector", "MemoryView", "OutboxView", "UserSummary", "WriteView"]
-
-# Metadata the time judgement (issue 14, ``_time.py``) keeps on memories.
-_VALID_UNTIL = "valid_until"
-_SUPERSEDED_BY = "superseded_by"
-_SUPERSEDES = "supersedes"
-_EXTENDS = "extends"
-_EVENT_DATE = "event_date"
 
 
 @dataclass(frozen=True)
@@ -108,11 +102,11 @@ def relate(records: list[MemoryRecord]) -> list[MemoryView]:
     views = {r.id: MemoryView(record=r) for r in records}
     for view in views.values():
         meta = view.record.metadata
-        view.valid_until = _text(meta.get(_VALID_UNTIL))
-        view.event_date = _text(meta.get(_EVENT_DATE))
-        view.superseded_by = next(iter(_ids(meta.get(_SUPERSEDED_BY))), None)
-        view.supersedes = _ids(meta.get(_SUPERSEDES))
-        view.extends = next(iter(_ids(meta.get(_EXTENDS))), None)
+        view.valid_until = _text(meta.get(VALID_UNTIL))
+        view.event_date = _text(meta.get(EVENT_DATE))
+        view.superseded_by = next(iter(_ids(meta.get(SUPERSEDED_BY))), None)
+        view.supersedes = _ids(meta.get(SUPERSEDES))
+        view.extends = next(iter(_ids(meta.get(EXTENDS))), None)
     for view in views.values():
         newer = views.get(view.superseded_by or "")
         if newer is not None and view.record.id not in newer.supersedes:
@@ -132,13 +126,8 @@ def _text(value: Any) -> str | None:
 
 
 def _day(value: str | None) -> date | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace(" ", "T", 1))
-    except ValueError:
-        return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC).date()
+    parsed = parse_time(value)
+    return None if parsed is None else parsed.date()
 
 
 def per_day(

@@ -280,3 +280,37 @@ def test_users_page_counts_and_plots(store: Any) -> None:
     assert "<div><b>3</b>memories</div>" in page
     bars = re.findall(r'data-count="(\d+)"', page)
     assert len(bars) == 30 and bars[-1] == "3" and set(bars[:-1]) == {"0"}
+
+
+def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    import os
+    import signal
+    import urllib.request
+
+    folder = tmp_path / "served"
+    env = {**os.environ, "AGENTSCOPE_MEM0_EMBEDDER": "hash"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentscope_mem0.cli", "ui", "--folder", str(folder), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = re.search(r"at (http://127\.0\.0\.1:\d+/)$", line.strip())
+        assert found, line
+        with urllib.request.urlopen(found.group(1), timeout=10) as response:
+            body = response.read().decode()
+        assert response.status == 200 and "No memories stored yet." in body
+        process.send_signal(signal.SIGINT)
+        assert process.wait(20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    # The folder is free again for the application.
+    from agentscope_mem0.cli._lock import lock_holder
+
+    assert lock_holder(folder) is None

@@ -16,6 +16,12 @@ takes ``--extraction-delay`` seconds per call:
 * ``ours-write-path``: ours with its search answered instantly by a stub, so
   the turn pays for the write path (and the note) only.
 
+Then the query-embedding cache: ours again, each message sent twice (a retry
+or a regenerated answer) and a third of them once more from the agent's
+saved and reloaded state (a resumed session), with the cache on and then off;
+the hit rate and the embedding time it saved come from the cache's counters.
+``--phase cache`` runs that part alone and merges it into an existing report.
+
 Each configuration runs as a "script" (its own ``asyncio.run``) with its own
 user id, ``--rounds`` times, configurations interleaved; after each script
 the memories of its user are counted. mem0's ``search`` is timed during every
@@ -24,6 +30,7 @@ run and once more alone at the end: the floor under any memory middleware.
 Usage::
 
     python benchmarks/write_latency.py --turns 30 --rounds 2 --out docs/benchmarks
+    python benchmarks/write_latency.py --phase cache --embedding e5 --out docs/benchmarks
 
 Writes ``write-latency.json``, ``write-latency.md`` and (with matplotlib)
 ``write-latency.png`` to ``--out``.
@@ -51,10 +58,12 @@ import agentscope
 import mem0
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
+from agentscope.state import AgentState
 
 import agentscope_mem0
 from agentscope_mem0 import Mem0Middleware, build_mem0_config
 from agentscope_mem0._backend import Mem0Backend
+from agentscope_mem0._query_cache import QueryEmbeddingCache, install_query_cache
 from agentscope_mem0._writer import WriteQueue
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
@@ -273,7 +282,11 @@ async def replay(memory: Any, folder: Path, users: list[str]) -> int:
 
 
 async def time_search(memory: Any, user_id: str, n: int) -> list[float]:
-    """mem0's search alone, as the middleware calls it (same store, same filters)."""
+    """mem0's search alone, as the middleware calls it (same store, same filters),
+    with the query cache bypassed: the floor is what one search costs."""
+    cache = install_query_cache(memory)
+    if cache is not None:
+        cache.enabled = False
     out = []
     for i in range(n):
         started = time.perf_counter()
@@ -283,7 +296,104 @@ async def time_search(memory: Any, user_id: str, n: int) -> list[float]:
             top_k=5,
         )
         out.append(time.perf_counter() - started)
+    if cache is not None:
+        cache.enabled = True
     return out
+
+
+def _reset(cache: QueryEmbeddingCache) -> None:
+    cache.hits = cache.misses = 0
+    cache.seconds_saved = 0.0
+
+
+async def _timed_turn(bot: Agent, text: str, into: list[float]) -> None:
+    started = time.perf_counter()
+    await bot.reply(UserMsg("user", text))
+    into.append(time.perf_counter() - started)
+
+
+async def cache_phase(memory: Any, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """Repeated and resumed turns, query cache on then off (see the module doc)."""
+    cache = install_query_cache(memory)
+    assert cache is not None
+    result: dict[str, Any] = {"embedding": args.embedding, "turns": args.turns}
+    for label, enabled in (("on", True), ("off", False)):
+        cache.enabled = enabled
+        _reset(cache)
+        user_id = f"user-cache-{label}-{time.time_ns()}"
+        mw = our_middleware(
+            folder / "outbox", user_id=user_id, client=memory, mode="static_control"
+        )
+        model = ScriptedChatModel("Noted.", delay=args.reply_delay)
+        agent = Agent(name="assistant", system_prompt="You help.", model=model, middlewares=[mw])
+        timings: dict[str, list[float]] = {"first": [], "again": [], "resumed": []}
+        texts = [f"What goes well with fruit{i:02d}, given what I like?" for i in range(args.turns)]
+
+        for text in texts:
+            await _timed_turn(agent, text, timings["first"])
+            await _timed_turn(agent, text, timings["again"])  # the same message sent again
+        saved = json.loads(json.dumps(agent.state.model_dump(mode="json")))
+        reborn = Agent(
+            name="assistant",
+            system_prompt="You help.",
+            model=model,
+            middlewares=[mw],
+            state=AgentState.model_validate(saved),
+        )
+        for text in texts[-max(1, args.turns // 3) :]:
+            await _timed_turn(reborn, text, timings["resumed"])
+        await mw.aclose()
+        stats = cache.stats()
+        result[label] = {
+            **{f"{k}_median_s": statistics.median(v) for k, v in timings.items()},
+            "searches": stats["query_cache_hits"] + stats["query_cache_misses"],
+            "hits": stats["query_cache_hits"],
+            "hit_rate": stats["query_cache_hit_rate"] if enabled else None,
+            "embedding_seconds_saved": stats["query_cache_seconds_saved"] if enabled else 0.0,
+        }
+        if not enabled:
+            result[label]["searches"] = sum(len(v) for v in timings.values())
+    cache.enabled = True
+    on, off = result["on"], result["off"]
+    result["saved_per_hit_s"] = on["embedding_seconds_saved"] / on["hits"] if on["hits"] else 0.0
+    result["repeat_turn_median_difference_s"] = off["again_median_s"] - on["again_median_s"]
+    return result
+
+
+def cache_markdown(phases: dict[str, Any]) -> list[str]:
+    """The report's section on the query-embedding cache (one row per embedder run)."""
+    lines = [
+        "## Query-embedding cache",
+        "",
+        "Our middleware again, each of the turns' messages sent twice (a retry or a "
+        "regenerated answer), then the last third once more from the agent's saved and "
+        "reloaded state (a resumed session); the same script with the cache on and off. "
+        "Hits, hit rate and the embedding time saved are the cache's own counters (the "
+        "time a hit saves is what embedding that text took when it missed).",
+        "",
+        "| embedder | lookups | hits | hit rate | embedding time saved (s) | saved per hit "
+        "(ms) | repeated turn, median, cache on / off (ms) | resumed turn, on / off (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in sorted(phases.items()):
+        on, off = r["on"], r["off"]
+        lines.append(
+            f"| {name} | {on['searches']} | {on['hits']} | {on['hit_rate']:.0%} | "
+            f"{on['embedding_seconds_saved']:.2f} | {r['saved_per_hit_s'] * 1000:.1f} | "
+            f"{on['again_median_s'] * 1000:.1f} / {off['again_median_s'] * 1000:.1f} | "
+            f"{on['resumed_median_s'] * 1000:.1f} / {off['resumed_median_s'] * 1000:.1f} |"
+        )
+    lines += [
+        "",
+        "Commands: `" + "`, `".join(r["command"] for _, r in sorted(phases.items())) + "`.",
+        "First-time messages always miss (every turn here is new text), so the hit rate is "
+        "that of the repeats; the rest of the report's turns are all new and gain nothing. "
+        "Lookups are one per search plus one per entity mem0 2.2 embeds for its entity "
+        "boost. The resumed agent runs in the same process, as `agentscope.app` rebuilds "
+        "an agent and its middlewares from the session for every request; a new process "
+        "starts with an empty cache.",
+    ]
+    return lines
 
 
 def report(results: list[Result], search: list[float], args: argparse.Namespace) -> dict[str, Any]:
@@ -416,6 +526,8 @@ def markdown(data: dict[str, Any], args: argparse.Namespace, plotted: bool) -> s
     ]
     if plotted:
         lines += ["", "![reply latency and writes kept](write-latency.png)"]
+    if data.get("query_cache"):
+        lines += ["", *cache_markdown(data["query_cache"])]
     return "\n".join(lines) + "\n"
 
 
@@ -468,6 +580,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="docs/benchmarks")
     parser.add_argument("--folder", help="data folder (default: a new temporary one)")
     parser.add_argument("--no-plot", dest="plot", action="store_false")
+    parser.add_argument(
+        "--phase",
+        choices=("all", "cache"),
+        default="all",
+        help="'cache': only the query-cache part, merged into the report in --out",
+    )
     parser.add_argument("--replay", metavar="FOLDER", help=argparse.SUPPRESS)
     parser.add_argument("users", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -483,6 +601,9 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     asyncio.run(memory.search("warm up", filters={"user_id": "warm"}, top_k=1))
+    if args.phase == "cache":
+        merge_cache_phase(memory, args, folder)
+        return
     timer = SearchTimer(memory)
     load_before = os.getloadavg()[0]
     results = [Result(name) for name in CONFIGS]
@@ -504,12 +625,42 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     data = report(results, search, args)
+    data["query_cache"] = {args.embedding: run_cache_phase(memory, args, folder)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "write-latency.json").write_text(json.dumps(data, indent=2) + "\n")
     plotted = args.plot and plot(data, out)
     (out / "write-latency.md").write_text(markdown(data, args, plotted))
     sys.stdout.write(f"search alone median {data['search_alone_s']['median'] * 1000:.1f} ms\n")
+
+
+def run_cache_phase(memory: Any, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    phase = asyncio.run(cache_phase(memory, args, folder))
+    phase["command"] = (
+        f"python benchmarks/write_latency.py --phase cache --turns {args.turns} "
+        f"--reply-delay {args.reply_delay} --extraction-delay {args.extraction_delay} "
+        f"--embedding {args.embedding}"
+    )
+    on = phase["on"]
+    sys.stdout.write(
+        f"query cache ({args.embedding}): {on['hits']}/{on['searches']} hits, "
+        f"{on['embedding_seconds_saved']:.2f} s of embedding saved\n"
+    )
+    return phase
+
+
+def merge_cache_phase(memory: Any, args: argparse.Namespace, folder: Path) -> None:
+    """``--phase cache``: add this embedder's run to the JSON and rewrite its section."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "write-latency.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.setdefault("query_cache", {})[args.embedding] = run_cache_phase(memory, args, folder)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    report_md = out / "write-latency.md"
+    text = report_md.read_text() if report_md.exists() else "# Write latency\n"
+    head = text.split("\n## Query-embedding cache\n")[0].rstrip("\n")
+    report_md.write_text(head + "\n\n" + "\n".join(cache_markdown(data["query_cache"])) + "\n")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     )
     from ._recall import RecallMode
     from ._scope import Scope
+    from ._working import WorkingMemory
+    from ._working_remote import PostgresWorkingStore, QdrantWorkingStore
+    from ._working_store import SqliteWorkingStore, WorkingStore
 
 __version__ = "0.1.0"
 
@@ -62,10 +65,15 @@ _LAZY: dict[str, str] = {
     "MemoryHit": "._backend",
     "Mode": "._middleware",
     "PermanentBackendError": "._exceptions",
+    "PostgresWorkingStore": "._working_remote",
+    "QdrantWorkingStore": "._working_remote",
     "RecallMode": "._recall",
     "Scope": "._scope",
+    "SqliteWorkingStore": "._working_store",
     "StoreLockedError": "._exceptions",
     "TransientBackendError": "._exceptions",
+    "WorkingMemory": "._working",
+    "WorkingStore": "._working_store",
     "build_local_memory": "._clients",
     "build_mem0_config": "._clients",
 }
@@ -88,10 +96,15 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "MemoryHit",
     "Mode",
     "PermanentBackendError",
+    "PostgresWorkingStore",
+    "QdrantWorkingStore",
     "RecallMode",
     "Scope",
+    "SqliteWorkingStore",
     "StoreLockedError",
     "TransientBackendError",
+    "WorkingMemory",
+    "WorkingStore",
     "__version__",
     "build_local_memory",
     "build_mem0_config",

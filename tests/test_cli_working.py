@@ -100,3 +100,18 @@ def test_pgvector_config_reads_the_working_table(pg_dsn: str, tmp_path: Path) ->
     )
     data: Any = json.loads(run("working", "-u", "ann", "--config", str(config), "--json").stdout)
     assert data["content"] == "Prefers aisle seats." and "PostgreSQL" in data["store"]
+
+
+def test_qdrant_server_config_reads_the_working_collection(tmp_path: Path) -> None:
+    """No Qdrant server runs here: the command's store for a Qdrant config is
+    checked without connecting."""
+    from agentscope_mem0._working_remote import QdrantWorkingStore
+    from agentscope_mem0.cli._config import load_settings
+    from agentscope_mem0.cli._working import open_working_store
+
+    config = tmp_path / "q.toml"
+    config.write_text('backend = "qdrant"\nurl = "http://127.0.0.1:9"\ncollection = "mem"\n')
+    store = open_working_store(load_settings(folder=None, config_path=str(config)))
+    assert isinstance(store, QdrantWorkingStore) and store.collection == "mem_working"
+    result = run("working", "-u", "ann", "--config", str(config))
+    assert result.exit_code == 3, result.output  # unreachable, said so

@@ -323,3 +323,31 @@ async def test_a_dead_store_never_fails_the_reply(store_config: dict[str, Any]) 
     ]
     assert results and "store failed" in json.dumps([r.model_dump(mode="json") for r in results])
     assert "not available this turn" in _blocks(model.calls[0])[0]
+
+
+async def test_a_conversation_keeps_its_memory_in_the_state_when_the_store_fails(
+    store_config: dict[str, Any],
+) -> None:
+    dead = PostgresWorkingStore("postgresql://nobody@127.0.0.1:9/none", timeout=1)
+    mw = Mem0Middleware(
+        user_id="u",
+        client=real_memory(store_config),
+        working_memory=WorkingMemory(store=dead),
+    )
+    model = ScriptedChatModel([[_call("Plan: Oslo first.")], "Ok.", "Sure."])  # type: ignore[list-item]
+    agent = await _agent(mw, model)
+    await agent.reply(UserMsg("user", "plan it"))
+    await agent.reply(UserMsg("user", "and then?"))
+    assert "Plan: Oslo first." in _blocks(model.calls[-1])[0]
+    tool = {t.name: t for t in await mw.list_tools()}["update_working_memory"]
+    refused = await tool(content="x", _agent_state=None)
+    assert refused.state == ToolResultState.ERROR and "agent's state" in _text(refused)
+
+
+async def test_middlewares_on_one_client_share_one_store(store_config: dict[str, Any]) -> None:
+    memory = real_memory(store_config)
+    first, second = (
+        Mem0Middleware(user_id=u, client=memory, working_memory="user") for u in ("a", "b")
+    )
+    assert first._working is not None and second._working is not None
+    assert first._working.store is second._working.store

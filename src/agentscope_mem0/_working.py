@@ -26,9 +26,9 @@ from agentscope.message import AssistantMsg, HintBlock, Msg
 
 from ._exceptions import ConfigurationError
 from ._tokens import estimate_tokens
-from ._working_format import UpdateMode, WorkingFormat
+from ._working_format import UpdateMode, WorkingContentError, WorkingFormat
 from ._working_render import TRUNCATION_MARKER, escape_block, truncate_block
-from ._working_select import store_for_client
+from ._working_select import shared_store_for_client
 from ._working_store import WorkingRecord, WorkingStore
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ class WorkingMemoryManager:
     def store(self) -> WorkingStore:
         """The store, found on first use."""
         if self._store is None:
-            self._store = store_for_client(self._client)
+            self._store = shared_store_for_client(self._client)
         return self._store
 
     # -- records ------------------------------------------------------------
@@ -253,6 +253,11 @@ class WorkingMemoryManager:
                 base = copy.content
             return self.format.apply(base, content, mode)
 
+        if state is None and self.options.scope == "conversation":
+            raise WorkingContentError(
+                "a conversation's working memory needs the agent's state; "
+                "call the tool from an agent that has this middleware"
+            )
         conversation = self.conversation_of(state)
         try:
             record: WorkingRecord = await self._bounded(
@@ -337,11 +342,6 @@ class WorkingMemoryManager:
         from ._working_tool import UpdateWorkingMemoryTool
 
         return [UpdateWorkingMemoryTool(self)]
-
-    def close(self) -> None:
-        """Release the store's connections (a store given in the options stays open)."""
-        if self.options.store is None and self._store is not None:
-            self._store.close()
 
 
 def build_working_memory(

@@ -10,12 +10,19 @@
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
 from ._working_store import SqliteWorkingStore, WorkingStore, working_table_name
 
-__all__ = ["store_for_client"]
+__all__ = ["shared_store_for_client", "store_for_client"]
+
+# One store per mem0 client: service mode builds middlewares for every chat
+# run, and each would otherwise open its own PostgreSQL connection.
+_SHARED: weakref.WeakKeyDictionary[Any, WorkingStore] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
 
 
 def _qdrant_is_remote(qdrant: Any) -> bool:
@@ -56,3 +63,16 @@ def store_for_client(client: Any, *, folder: str | os.PathLike[str] | None = Non
 
             folder = data_dir()
     return SqliteWorkingStore(folder)
+
+
+def shared_store_for_client(client: Any) -> WorkingStore:
+    """:func:`store_for_client`, one per client for as long as the client lives."""
+    try:
+        weakref.ref(client)
+    except TypeError:  # not weak-referenceable: not shared
+        return store_for_client(client)
+    with _SHARED_LOCK:
+        store = _SHARED.get(client)
+        if store is None:
+            store = _SHARED[client] = store_for_client(client)
+        return store

@@ -40,7 +40,7 @@ def open_working_store(settings: Settings) -> WorkingStore:
 
         from .._working_remote import QdrantWorkingStore
 
-        client = QdrantClient(url=settings.url, api_key=settings.api_key)
+        client = QdrantClient(url=settings.url, api_key=settings.api_key, check_compatibility=False)
         return QdrantWorkingStore(client, collection=working_table_name(settings.collection))
     # Embedded: beside mem0's history database in the data folder; hosted mem0
     # has nowhere on the platform for it, so it stays in the local data folder.

@@ -50,7 +50,7 @@ def test_file_is_wal_and_schema_is_versioned(tmp_path: Path, box: Outbox) -> Non
     assert box.durable and box.path == tmp_path / OUTBOX_FILENAME
     conn = sqlite3.connect(box.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # one entry per migration
     conn.close()
     Outbox.in_folder(tmp_path).close()  # reopening migrates nothing twice
 

@@ -28,7 +28,7 @@ from _writer_child import UniqueFacts, exchange, store_config
 from agentscope_mem0 import Scope
 from agentscope_mem0._backend import Mem0Backend
 from agentscope_mem0._outbox import Outbox, new_owner_id
-from agentscope_mem0._writer import METADATA_KEY, RetryPolicy, WriteQueue
+from agentscope_mem0._writer import MEMORY_ONLY, METADATA_KEY, RetryPolicy, WriteQueue
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import real_memory
 
@@ -111,6 +111,9 @@ class FaultyClient:
     async def delete(self, *args: Any, **kwargs: Any) -> Any:
         return await self.inner.delete(*args, **kwargs)
 
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.get(*args, **kwargs)
+
 
 def _close(memory: AsyncMemory) -> None:
     # Release the on-disk Qdrant folder lock for the next client on it.
@@ -171,8 +174,8 @@ async def test_wait_blocks_until_stored(memory: AsyncMemory) -> None:
     await queue.aclose()
 
 
-async def test_in_memory_queue_without_a_folder(memory: AsyncMemory) -> None:
-    queue = queue_for(memory)
+async def test_in_memory_queue_when_asked(memory: AsyncMemory) -> None:
+    queue = queue_for(memory, outbox_dir=MEMORY_ONLY)
     assert not queue.outbox.durable
     await queue.submit(SCOPE, said("I like fruit01."))
     assert await queue.flush(5)
@@ -353,15 +356,22 @@ async def test_hung_backend_close_gives_up_and_the_next_queue_stores_it(
     await queue.aclose()
 
 
-async def test_outbox_failure_never_breaks_the_reply(
-    memory: AsyncMemory, caplog: pytest.LogCaptureFixture
+async def test_an_outbox_that_cannot_record_keeps_the_write_in_memory(
+    memory: AsyncMemory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    queue = queue_for(memory)
-    queue.outbox.close()
+    queue = queue_for(memory, outbox_dir=tmp_path / "outbox")
+    queue.outbox.close()  # every outbox call now fails
     with caplog.at_level(logging.ERROR):
-        assert await queue.submit(SCOPE, said("I like fruit10.")) is None
-    assert queue.stats()["writes_lost"] == 1
-    assert "not stored" in caplog.text
+        keys = [await queue.submit(SCOPE, said(f"I like fruit1{i}.")) for i in range(2)]
+    assert all(keys)
+    assert await queue.flush(10)
+    assert await facts(memory) == Counter({"fruit10": 1, "fruit11": 1})
+    stats = queue.stats()
+    assert stats["writes_unrecorded"] == 2 and stats["writes_lost"] == 0
+    assert stats["outbox_errors"] >= 2
+    errors = [r for r in caplog.records if "could not record memory writes" in r.getMessage()]
+    assert len(errors) == 1  # logged once, with the real cause
+    assert "Cannot operate on a closed database" in errors[0].getMessage()
     await queue.aclose()
 
 
@@ -586,7 +596,7 @@ def test_a_script_that_ends_without_flushing_keeps_its_writes(
     store_config: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     memory = real_memory(store_config, ScriptedChatModel(extractor=UniqueFacts(), delay=0.3))
-    queue = queue_for(memory, outbox_dir=tmp_path / "outbox")
+    queue = queue_for(memory, outbox_dir=tmp_path / "outbox", exit_grace=0)
 
     async def turns() -> None:
         for i in range(3):
@@ -605,6 +615,24 @@ def test_a_script_that_ends_without_flushing_keeps_its_writes(
 
     asyncio.run(later())
     assert asyncio.run(facts(memory)) == Counter({f"fruit{i:02d}": 1 for i in range(3)})
+    _close(memory)
+
+
+def test_the_loop_ending_with_writes_pending_stores_them_first(
+    store_config: dict[str, Any], tmp_path: Path
+) -> None:
+    memory = real_memory(store_config, ScriptedChatModel(extractor=UniqueFacts(), delay=0.2))
+    queue = queue_for(memory, outbox_dir=tmp_path / "outbox", max_batch=1, exit_grace=10)
+
+    async def turns() -> None:
+        for i in range(3):
+            await queue.submit(Scope(f"user{i}"), said(f"I like fruit{i:02d}."))
+
+    asyncio.run(turns())  # asyncio.run cancels the workers: they finish within the grace
+    assert queue.stats()["writes_stored"] == 3
+    assert Outbox.in_folder(tmp_path / "outbox").counts() == {"pending": 0, "failed": 0}
+    for i in range(3):
+        assert asyncio.run(facts(memory, Scope(f"user{i}"))) == Counter({f"fruit{i:02d}": 1})
     _close(memory)
 
 

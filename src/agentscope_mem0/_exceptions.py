@@ -6,12 +6,18 @@ The hierarchy::
     ├── ConfigurationError (also ValueError)      a usage mistake; the message
     │   ├── DimensionMismatchError                says what to change
     │   └── StoreLockedError                      another process owns the folder
+    ├── InvalidStateError                         used in a state that cannot
+    │                                             work: a closed middleware, a sync
+    │                                             call on the bridge's own loop
     ├── BridgeError
-    │   ├── BridgeTimeoutError (also TimeoutError)
-    │   └── InvalidStateError                     sync call on the bridge's own loop
-    └── BackendError                              mem0 failed; wraps the original
-        ├── TransientBackendError                 worth retrying
-        └── PermanentBackendError                 retrying will not help
+    │   └── BridgeTimeoutError (also TimeoutError)
+    ├── BackendError                              mem0 failed; wraps the original
+    │   ├── TransientBackendError                 worth retrying
+    │   │   └── ExtractionFailedError             mem0's add swallowed a failure
+    │   └── PermanentBackendError                 retrying will not help
+    └── LocalFileError (also OSError)             a file of ours or mem0's on disk;
+        ├── OutboxWriteError                      names it (``path``) and the way out
+        └── DamagedFileError                      unreadable: zeroed, garbage, lost WAL
 
 ``ConfigurationError`` subclasses ``ValueError`` so that code written for
 AgentScope's built-in middleware, which raises ``ValueError`` for the same
@@ -20,14 +26,20 @@ mistakes, keeps working.
 
 from __future__ import annotations
 
+import os
+
 __all__ = [
     "BackendError",
     "BridgeError",
     "BridgeTimeoutError",
     "ConfigurationError",
+    "DamagedFileError",
     "DimensionMismatchError",
+    "ExtractionFailedError",
     "InvalidStateError",
+    "LocalFileError",
     "Mem0MiddlewareError",
+    "OutboxWriteError",
     "PermanentBackendError",
     "StoreLockedError",
     "TransientBackendError",
@@ -58,8 +70,12 @@ class BridgeTimeoutError(BridgeError, TimeoutError):
     """A call through the bridge did not finish within its timeout."""
 
 
-class InvalidStateError(BridgeError):
-    """A blocking bridge call was made from the thread that would run it."""
+class InvalidStateError(Mem0MiddlewareError):
+    """An object was used in a state where the call cannot work.
+
+    A reply through a middleware after ``aclose()``, or a blocking bridge call
+    made from the thread that would have to run it.
+    """
 
 
 class BackendError(Mem0MiddlewareError):
@@ -72,3 +88,35 @@ class TransientBackendError(BackendError):
 
 class PermanentBackendError(BackendError):
     """A failure that will repeat: bad request, validation, authentication."""
+
+
+class ExtractionFailedError(TransientBackendError):
+    """mem0's ``add`` returned normally but a step inside it failed.
+
+    mem0 2.2 logs and swallows an extraction answer it cannot parse and an
+    embedding that fails, returning fewer memories (or none) as if nothing was
+    worth keeping. The writer counts such an attempt as failed and retries it.
+    """
+
+
+class LocalFileError(Mem0MiddlewareError, OSError):
+    """A file on disk (the outbox, mem0's history) cannot be used as it is.
+
+    Attributes:
+        path: The file concerned.
+    """
+
+    def __init__(self, message: str, *, path: str | os.PathLike[str]) -> None:
+        super().__init__(message)
+        self.path = os.fspath(path)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class OutboxWriteError(LocalFileError):
+    """The outbox could not record or update a write (disk full, I/O error)."""
+
+
+class DamagedFileError(LocalFileError):
+    """A database file is damaged (zeroed, garbage, or its WAL lost)."""

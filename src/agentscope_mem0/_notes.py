@@ -12,8 +12,9 @@ A note is one ``AssistantMsg(name="memory")`` holding one ``HintBlock``::
     </memories>
 
 Memories are deduplicated, kept within a token budget (the least relevant go
-first), listed newest first, and escaped so that no memory can close the
-``<memories>`` block, start a line of its own or forge the header.
+first), listed newest first, and escaped (:mod:`._escape`, the one rule for
+every path that shows memory text to a model) so that no memory can close
+the ``<memories>`` block, start a line of its own or forge the header.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from agentscope.message import AssistantMsg, HintBlock, Msg
 
+from ._escape import escape_memory
 from ._similar import MemoryWords, are_near_duplicates, memory_words
 from ._time import time_label
 from ._tokens import estimate_tokens
@@ -77,38 +79,6 @@ NOTE_NAME = "memory"
 
 _ELLIPSIS = "…"
 _MIN_TRUNCATED_TOKENS = 8
-
-
-# -- escaping -----------------------------------------------------------------
-
-# Line and paragraph separators and bidi overrides could break a memory out of
-# its line or disguise its text; they are not content worth keeping.
-_LINE_BREAKS = re.compile(r"[\s\u2028\u2029\x85]+")
-_BIDI = dict.fromkeys(map(ord, "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
-
-
-def escape_memory(text: str) -> str:
-    """One memory as a single safe line of the note.
-
-    Whitespace (newlines included) collapses to single spaces, so a memory can
-    neither start a line of its own nor fake a header or a bullet; angle
-    brackets (and their full-width look-alikes) become ``&lt;``/``&gt;``, so no
-    memory can open or close the ``<memories>`` block; control characters and
-    bidi overrides are dropped.
-    """
-    text = _LINE_BREAKS.sub(" ", text.translate(_BIDI)).strip()
-    out: list[str] = []
-    for char in text:
-        plain = unicodedata.normalize("NFKC", char) if ord(char) > 0x7F else char
-        if plain == "<":
-            out.append("&lt;")
-        elif plain == ">":
-            out.append("&gt;")
-        elif unicodedata.category(char) == "Cc":
-            continue
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 # -- dedupe -------------------------------------------------------------------

@@ -12,23 +12,23 @@ the memories' metadata) and ``attempts`` are committed; a row found with
 sending it again.
 
 This module is synchronous and holds no event loop; :mod:`._writer` runs it
-on one thread. Without a folder the same tables live in memory.
+on one thread. Without a folder the same tables live in memory. The file
+itself (opening, checks, repair, errors) is :mod:`._outbox_db`'s job.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
 import sqlite3
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ._outbox_db import BUSY, Database
+from ._owners import new_owner_id, owner_is_dead
 
 __all__ = [
     "OUTBOX_FILENAME",
@@ -66,16 +66,28 @@ _MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS writes_by_owner ON writes (claimed_by, status, user_id);
     CREATE INDEX IF NOT EXISTS writes_by_batch ON writes (batch_key);
     """,
+    "ALTER TABLE writes ADD COLUMN kind TEXT NOT NULL DEFAULT 'exchange'",
 )
 
 _INSERT = (
     "INSERT INTO writes (key, user_id, agent_id, messages, claimed_by, lease_until,"
-    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " created_at, updated_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+_ADOPT = (
+    "INSERT OR IGNORE INTO writes (key, user_id, agent_id, messages, status, attempts,"
+    " batch_key, error, created_at, updated_at, kind) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+_ALL_COLUMNS = (
+    "id, key, user_id, agent_id, messages, status, attempts, batch_key, claimed_by,"
+    " lease_until, error, created_at, updated_at, kind"
+)
+"""Every column in table order: what a repair carries over from a damaged file."""
 
 _COLUMNS = (
     "id, key, user_id, agent_id, messages, status, attempts, batch_key, "
-    "claimed_by, error, created_at"
+    "claimed_by, error, created_at, kind"
 )
 
 
@@ -97,6 +109,8 @@ class OutboxRow:
     claimed_by: str | None
     error: str | None
     created_at: float
+    kind: str = "exchange"
+    """``"exchange"`` (a finished reply) or ``"facts"`` (from ``add_memory``)."""
 
 
 def _new_row(
@@ -106,10 +120,11 @@ def _new_row(
     messages: list[dict[str, str]],
     owner: str,
     lease: float,
+    kind: str,
 ) -> tuple[Any, ...]:
     now = time.time()
     text = json.dumps(messages, ensure_ascii=False)
-    return (key, user_id, agent_id, text, owner, now + lease, now, now)
+    return (key, user_id, agent_id, text, owner, now + lease, now, now, kind)
 
 
 def _row(values: Sequence[Any]) -> OutboxRow:
@@ -125,50 +140,8 @@ def _row(values: Sequence[Any]) -> OutboxRow:
         claimed_by=values[8],
         error=values[9],
         created_at=values[10],
+        kind=values[11],
     )
-
-
-_HOST = socket.gethostname()
-
-
-def new_owner_id() -> str:
-    """A writer's identity: ``host:pid:random``."""
-    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A killed child not yet reaped by its parent still answers signal 0.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
-
-
-def owner_is_dead(owner: str, live_here: Iterable[str] = ()) -> bool:
-    """Whether the writer ``owner`` is known to be gone.
-
-    Only owners on this host can be checked (by process id); for the others
-    the lease decides.
-
-    Args:
-        owner: An id from :func:`new_owner_id`.
-        live_here: The owner ids of the writers open in this process.
-    """
-    host, _, rest = owner.partition(":")
-    pid_text, _, _ = rest.partition(":")
-    if host != _HOST or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return owner not in set(live_here)
-    return not _pid_alive(pid)
 
 
 class Outbox:
@@ -181,36 +154,16 @@ class Outbox:
 
     def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout: float = 10.0) -> None:
         self.path = Path(path) if path is not None else None
-        self._lock = threading.Lock()
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(
-            str(self.path) if self.path is not None else ":memory:",
-            timeout=busy_timeout,
-            isolation_level=None,  # explicit BEGIN / COMMIT below
-            check_same_thread=False,
+        self.db = Database(
+            self.path,
+            migrations=_MIGRATIONS,
+            table="writes",
+            columns=_ALL_COLUMNS,
+            busy_timeout=busy_timeout,
         )
-        with self._lock:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            if self.path is not None:
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                # WAL + NORMAL survives a killed process; only a power cut can
-                # lose the last commits.
-                self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._migrate()
-        # The no-wait path of try_insert: a second connection that never waits
-        # for a lock and leaves checkpoints (the fsyncs) to the main one.
-        self._front_lock = threading.Lock()
-        self._front = self._conn
-        if self.path is not None:
-            self._front = sqlite3.connect(
-                str(self.path), timeout=0, isolation_level=None, check_same_thread=False
-            )
-            self._front.execute("PRAGMA busy_timeout = 0")
-            self._front.execute("PRAGMA synchronous = NORMAL")
-            self._front.execute("PRAGMA wal_autocheckpoint = 0")
-        else:
-            self._front_lock = self._lock  # one in-memory database, one connection
+        """The file: its checks at open (``lost_at_open``, ``recovered_at_open``), repair."""
+        self._write = self.db.write
+        self._read = self.db.read
 
     @classmethod
     def in_folder(cls, folder: str | os.PathLike[str], **kwargs: Any) -> Outbox:
@@ -221,35 +174,6 @@ class Outbox:
     def durable(self) -> bool:
         """Whether rows survive the process."""
         return self.path is not None
-
-    def _migrate(self) -> None:
-        (version,) = self._conn.execute("PRAGMA user_version").fetchone()
-        for number, script in enumerate(_MIGRATIONS[version:], start=version + 1):
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in filter(str.strip, script.split(";")):
-                    self._conn.execute(statement)
-                self._conn.execute(f"PRAGMA user_version = {number}")
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-
-    def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
-        """Run ``work`` in one immediate transaction under the lock."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(self._conn)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-            return result
-
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
 
     # -- queueing ---------------------------------------------------------
 
@@ -262,43 +186,26 @@ class Outbox:
         messages: list[dict[str, str]],
         owner: str,
         lease: float,
-    ) -> int:
-        """Record a new exchange, claimed by ``owner``; returns its row id."""
-        row = _new_row(key, user_id, agent_id, messages, owner, lease)
-        return int(self._write(lambda c: c.execute(_INSERT, row).lastrowid))
-
-    def try_insert(
-        self,
-        *,
-        key: str,
-        user_id: str,
-        agent_id: str | None,
-        messages: list[dict[str, str]],
-        owner: str,
-        lease: float,
+        kind: str = "exchange",
+        wait: bool = True,
     ) -> int | None:
-        """:meth:`insert` without waiting: ``None`` when the database is busy now.
+        """Record a new exchange, claimed by ``owner``; returns its row id.
 
-        Cheap enough (tens of microseconds) to call on an event loop's thread;
-        on ``None`` the caller falls back to :meth:`insert` on a worker thread.
+        With ``wait=False`` it returns ``None`` rather than wait for a lock:
+        cheap enough (tens of microseconds) to call on an event loop's thread,
+        the caller then falls back to waiting on a worker thread.
         """
-        row = _new_row(key, user_id, agent_id, messages, owner, lease)
-        if not self._front_lock.acquire(blocking=False):
+        row = _new_row(key, user_id, agent_id, messages, owner, lease, kind)
+        write = self.db.write if wait else self.db.try_write
+        rowid = write(lambda c: c.execute(_INSERT, row).lastrowid)
+        if rowid is BUSY or rowid is None:
             return None
-        try:
-            try:
-                self._front.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:
-                return None  # another connection holds the write lock
-            try:
-                rowid = self._front.execute(_INSERT, row).lastrowid
-                self._front.execute("COMMIT")
-            except BaseException:
-                self._front.execute("ROLLBACK")
-                raise
-            return int(rowid) if rowid is not None else None
-        finally:
-            self._front_lock.release()
+        self.db.mark(int(rowid))
+        return int(rowid)
+
+    def try_insert(self, **fields: Any) -> int | None:
+        """:meth:`insert` with ``wait=False``."""
+        return self.insert(**fields, wait=False)
 
     def next_batch(
         self, *, owner: str, user_id: str, agent_id: str | None, limit: int
@@ -330,7 +237,8 @@ class Outbox:
             ]
         batch: list[OutboxRow] = []
         for row in rows:
-            if row.batch_key is not None:
+            # Facts from add_memory go alone: their fallback is theirs only.
+            if row.batch_key is not None or (batch and "facts" in (row.kind, batch[0].kind)):
                 break
             batch.append(row)
         return batch
@@ -524,17 +432,24 @@ class Outbox:
 
         return list(self._write(work))
 
+    def adopt_rows(self, rows: Sequence[OutboxRow]) -> int:
+        """Insert rows kept elsewhere (in memory) as they were, unclaimed."""
+        values = [
+            (r.key, r.user_id, r.agent_id, json.dumps(r.messages, ensure_ascii=False), r.status)
+            + (r.attempts, r.batch_key, r.error, r.created_at, time.time(), r.kind)
+            for r in rows
+        ]
+        self._write(lambda c: c.executemany(_ADOPT, values))
+        return len(values)
+
     def counts(self) -> dict[str, int]:
         """``{"pending": n, "failed": m}`` over the whole outbox."""
         found = dict(self._read("SELECT status, count(*) FROM writes GROUP BY status"))
         return {"pending": found.get(PENDING, 0), "failed": found.get(FAILED, 0)}
 
     def close(self) -> None:
-        """Close the connections. Idempotent."""
-        with self._lock:
-            self._conn.close()
-        with self._front_lock if self._front is not self._conn else contextlib.nullcontext():
-            self._front.close()
+        """Close the file. Idempotent."""
+        self.db.close()
 
 
 def count_held(path: str | os.PathLike[str], owner: str) -> int:

@@ -14,6 +14,8 @@ from agentscope.message import TextBlock, ToolResultState
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
+from ._escape import escape_memory
+
 if TYPE_CHECKING:
     from agentscope.state import AgentState
 
@@ -117,7 +119,7 @@ class SearchMemoryTool(_MemoryTool):
             for hit in hits:
                 if hit.memory not in seen:
                     seen.add(hit.memory)
-                    lines.append(f"- {hit.memory}")
+                    lines.append(f"- {escape_memory(hit.memory)}")
         if not lines:
             return _chunk("No relevant memories found.")
         return _chunk("\n".join(lines))

@@ -99,8 +99,10 @@ def test_missing_backend_and_wrong_models_fail_at_construction(
 ) -> None:
     with pytest.raises(ConfigurationError, match="client"):
         mem0_middleware_factory()
-    with pytest.raises(ConfigurationError, match="embedding_model"):
-        mem0_middleware_factory(chat_model=ScriptedChatModel())
+    with pytest.raises(ConfigurationError, match="folder"):
+        mem0_middleware_factory(
+            chat_model=ScriptedChatModel(), folder="/tmp/x", mem0_config=store_config
+        )
     with pytest.raises(ConfigurationError, match="ChatModelBase"):
         mem0_middleware_factory(
             chat_model="gpt", embedding_model=HashEmbedding(), mem0_config=store_config
@@ -272,7 +274,7 @@ async def test_every_turn_writes_through_the_one_shared_queue(
             name="assistant", system_prompt="", model=ScriptedChatModel("Ok."), middlewares=[mw]
         )
         await agent.reply(UserMsg("user", f"I visited town{i} today."))
-        queues.add(id(mw._writer))
+        queues.add(id(mw.client_state.writer))
         del agent, mw
     assert len(queues) == 1
     assert len(_writer_tasks()) <= 3  # the queue's own tasks, not some per turn

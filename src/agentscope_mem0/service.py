@@ -4,7 +4,9 @@
 every agent assembly (each chat turn, each scheduled trigger) with the
 authenticated user. :func:`mem0_middleware_factory` returns such a factory: each
 call hands back a fresh :class:`~agentscope_mem0.Mem0Middleware` for that user,
-and all of them share one mem0 client, built once. A client per request would
+and all of them share one mem0 client, built once, and one
+:class:`~agentscope_mem0.ClientState`: the circuit breaker, the profile cache,
+the counters and the write queue outlive the turn. A client per request would
 open the embedded store again on every turn and block on its folder lock.
 
 Usage::
@@ -26,12 +28,12 @@ import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ._backend import Mem0Backend
+from ._client_state import ClientState
 from ._clients import resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
-from ._middleware import _MODES, Mem0Middleware, Mode
+from ._middleware import Mem0Middleware
+from ._options import FLAT_KEYWORDS, Mode, check_mode, options_from_keywords
 from ._scope import check_user_id
-from ._writer import WriteQueue
 
 if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
@@ -61,27 +63,28 @@ class Mem0MiddlewareFactory:
         client: Any | None = None,
         mode: Mode = "both",
         outbox_dir: str | os.PathLike[str] | None = None,
+        folder: str | os.PathLike[str] | None = None,
         **middleware_options: Any,
     ) -> None:
         """Check the configuration; the client itself is built on first use.
 
         Args and errors are those of :func:`mem0_middleware_factory`.
         """
-        if mode not in _MODES:
-            raise ConfigurationError(
-                f"unknown mode {mode!r}; use one of {', '.join(map(repr, _MODES))}"
-            )
+        check_mode(mode)
         if "user_id" in middleware_options:
             raise TypeError(
                 "mem0_middleware_factory() takes no user_id: each call of the "
                 "factory gets the authenticated user from the app"
             )
-        if "write_queue" in middleware_options:
-            raise TypeError("the factory's middlewares share the factory's write queue")
-        try:
-            inspect.signature(Mem0Middleware).bind_partial(**middleware_options)
-        except TypeError as exc:
-            raise TypeError(f"unknown Mem0Middleware option: {exc}") from exc
+        for shared in ("write_queue", "client_state"):
+            if shared in middleware_options:
+                raise TypeError(f"the factory's middlewares share the factory's {shared}")
+        known = set(inspect.signature(Mem0Middleware).parameters) - {"options"} | FLAT_KEYWORDS
+        unknown = sorted(set(middleware_options) - known)
+        if unknown:
+            raise TypeError(f"unknown Mem0Middleware option(s): {', '.join(unknown)}")
+        # Checked now, so that a bad value fails at startup, not in a chat run.
+        self._settings = options_from_keywords({"mode": mode, **middleware_options})
 
         self._mode: Mode = mode
         self._options = middleware_options
@@ -91,9 +94,10 @@ class Mem0MiddlewareFactory:
         self._build_args: dict[str, Any] = {}
         self._building: concurrent.futures.Future[Any] | None = None
         self._outbox_dir = outbox_dir
-        # One write queue for every middleware made here: writes of a scope stay
-        # in order across turns, and concurrency is bounded for the process.
-        self._queue: WriteQueue | None = None
+        self._folder = folder
+        # One state for every middleware made here: the breaker and the profile
+        # cache outlive a turn, writes of a scope stay in order across turns.
+        self._state: ClientState | None = None
         self._closed = False
 
         if client is not None:
@@ -105,7 +109,7 @@ class Mem0MiddlewareFactory:
                 mem0_config=mem0_config,
             )
             return
-        _check_models(chat_model, embedding_model, mem0_config)
+        _check_models(chat_model, embedding_model, mem0_config, folder)
         self._build_args = {
             "chat_model": chat_model,
             "embedding_model": embedding_model,
@@ -148,22 +152,33 @@ class Mem0MiddlewareFactory:
             user_id=user_id,
             client=client,
             mode=self._mode,
-            write_queue=self._write_queue(client),
+            client_state=self._client_state(client),
             **options,
         )
         return [middleware]
 
-    def _write_queue(self, client: Any) -> WriteQueue:
+    def _client_state(self, client: Any) -> ClientState:
         with self._lock:
-            if self._queue is None:
+            if self._state is None:
                 outbox = self._outbox_dir
                 if outbox is None and self._build_args.get("mem0_config", False) is None:
                     # The embedded default keeps its outbox in its data folder.
                     from .local import data_dir
 
-                    outbox = data_dir()
-                self._queue = WriteQueue(Mem0Backend(client), outbox_dir=outbox)
-            return self._queue
+                    outbox = data_dir(self._folder)
+                self._state = ClientState(
+                    client,
+                    deadlines=self._settings.deadlines,
+                    profile_ttl=self._settings.recall.profile_ttl,
+                    outbox_dir=outbox,
+                    judge=self._options.get("judge", True),
+                )
+            return self._state
+
+    def stats(self) -> dict[str, Any]:
+        """Totals of every middleware this factory made (see :meth:`ClientState.stats`);
+        empty before the first call."""
+        return {} if self._state is None else self._state.stats()
 
     # -- the shared client ----------------------------------------------
 
@@ -202,7 +217,17 @@ class Mem0MiddlewareFactory:
 
     def _build(self, future: concurrent.futures.Future[Any]) -> None:
         try:
-            client = resolve_client(client=None, **self._build_args)
+            if self._build_args["mem0_config"] is None:
+                # The embedded default; the offline embedder unless one was given.
+                from ._clients import build_local_memory
+
+                client = build_local_memory(
+                    self._build_args["chat_model"],
+                    embedding_model=self._build_args["embedding_model"],
+                    folder=self._folder,
+                )
+            else:
+                client = resolve_client(client=None, **self._build_args)
         except BaseException as exc:
             with self._lock:
                 self._building = None
@@ -223,7 +248,7 @@ class Mem0MiddlewareFactory:
         Returns:
             True when everything drained within ``timeout``.
         """
-        return True if self._queue is None else await self._queue.flush(timeout)
+        return True if self._state is None else await self._state.flush(timeout)
 
     async def aclose(self, timeout: float | None = None) -> bool:
         """Store pending writes, close the write queue, then the client if the
@@ -238,7 +263,7 @@ class Mem0MiddlewareFactory:
         if self._closed:
             return True
         self._closed = True
-        drained = True if self._queue is None else await self._queue.aclose(timeout)
+        drained = True if self._state is None else await self._state.aclose(timeout)
         if not drained:
             logger.warning("closing with mem0 writes still pending after %s s", timeout)
         with self._lock:
@@ -289,19 +314,28 @@ def _check_models(
     chat_model: ChatModelBase | None,
     embedding_model: EmbeddingModelBase | None,
     mem0_config: Any | None,
+    folder: str | os.PathLike[str] | None = None,
 ) -> None:
     """Fail now on arguments the lazy build would reject, so that a mistake
     shows at startup: agentscope.app only logs errors raised inside a chat run.
 
-    A given ``mem0_config`` is fully validated (it opens nothing); the embedded
-    default is not, since building its config opens the store folder.
+    A given ``mem0_config`` is fully validated; that may already open what it
+    names (a local Qdrant path through the shared client, a history database),
+    which the client built later reuses. The embedded default is not validated
+    here, since building its config opens the store folder.
     """
-    if mem0_config is None and (chat_model is None or embedding_model is None):
+    if mem0_config is None and chat_model is None:
         raise ConfigurationError(
             "mem0_middleware_factory needs a mem0 backend: `client` (an "
-            "AsyncMemory or AsyncMemoryClient), or `chat_model` and "
-            "`embedding_model` (optionally with `mem0_config`), or a "
+            "AsyncMemory or AsyncMemoryClient), or `chat_model` (the embedded "
+            "default, optionally with `embedding_model` and `folder`), or "
+            "`chat_model` and `embedding_model` with `mem0_config`, or a "
             "complete `mem0_config`"
+        )
+    if folder is not None and mem0_config is not None:
+        raise ConfigurationError(
+            "`folder` is the embedded default's data folder; with `mem0_config` the "
+            "store is the one the config names (drop one of the two)"
         )
     from ._clients import build_mem0_config, check_model_types
 
@@ -341,6 +375,7 @@ def mem0_middleware_factory(
     client: Any | None = None,
     mode: Mode = "both",
     outbox_dir: str | os.PathLike[str] | None = None,
+    folder: str | os.PathLike[str] | None = None,
     **middleware_options: Any,
 ) -> Mem0MiddlewareFactory:
     """An ``extra_agent_middlewares`` factory for ``agentscope.app.create_app``.
@@ -351,7 +386,9 @@ def mem0_middleware_factory(
 
     Args:
         chat_model: The AgentScope model mem0 extracts memories with.
-        embedding_model: The AgentScope model mem0 embeds memories with.
+        embedding_model: The AgentScope model mem0 embeds memories with;
+            optional for the embedded default (the offline embedder of
+            ``agentscope-mem0[local]``), as for ``Mem0Middleware.local``.
         mem0_config: A mem0 ``MemoryConfig`` (or dict) for the store; without
             it, the embedded folder (one process only).
         client: A ready ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` to
@@ -360,6 +397,9 @@ def mem0_middleware_factory(
         outbox_dir: Folder of the write queue's outbox, so that writes not yet
             stored survive a restart; by default the data folder for the
             embedded default, otherwise ``None`` (in memory only).
+        folder: The embedded default's data folder (default
+            ``$AGENTSCOPE_MEM0_DIR`` or ``~/.agentscope-mem0``); not with
+            ``mem0_config``.
         **middleware_options: Other ``Mem0Middleware`` keywords (``top_k``,
             ``scope_search_by_agent``, ``search_timeout``...). ``agent_id``
             defaults to the app's agent id; pass ``None`` for the agent's name.
@@ -378,5 +418,6 @@ def mem0_middleware_factory(
         client=client,
         mode=mode,
         outbox_dir=outbox_dir,
+        folder=folder,
         **middleware_options,
     )

@@ -314,3 +314,44 @@ def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -
     from agentscope_mem0.cli._lock import lock_holder
 
     assert lock_holder(folder) is None
+
+
+# -- another backend: pgvector on a real PostgreSQL -----------------------------
+
+
+@pytest.fixture(scope="module")
+def pg_dsn() -> Iterator[str]:
+    from _pgfixture import postgres_dsn
+
+    with postgres_dsn() as dsn:
+        yield dsn
+
+
+def test_the_inspector_works_on_pgvector(pg_dsn: str, tmp_path: Path) -> None:
+    from _pgfixture import fresh_collection
+
+    config = tmp_path / "pg.toml"
+    config.write_text(
+        f'backend = "pgvector"\ndsn = "{pg_dsn}"\ncollection = "{fresh_collection("ui")}"\n'
+        'history_db = "pg-history.db"\nfolder = "data"\n'
+    )
+    settings = load_settings(folder=None, config_path=str(config))
+    store = open_store(settings)
+    try:
+        kept = add(store, "alice", "Alice drinks green tea.")
+        gone = add(store, "alice", "Alice has a cat named Miso.")
+        add(store, "bob", "Bob lives in Oslo.")
+        client = client_for(store)
+        home = client.get("/").text
+        assert "pgvector table" in home
+        assert re.search(r'href="/\?user=alice">alice</a></td><td>2</td>', home)
+        page = client.get("/?user=alice").text
+        assert "Alice drinks green tea." in page and "Bob lives in Oslo." not in page
+        hits = client.get("/search", params={"user": "alice", "q": "green tea"}).text
+        assert hits.index("Alice drinks green tea.") < hits.index("Alice has a cat")
+        form = {"memory_id": gone, "user": "alice", "confirm": "yes", "csrf": csrf_of(page)}
+        assert client.post("/forget", data=form).status_code == 303
+        assert asyncio.run(store.get(gone)) is None
+        assert asyncio.run(store.get(kept)) is not None
+    finally:
+        store.close()

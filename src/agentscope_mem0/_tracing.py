@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import os
 import threading
 import time
@@ -70,14 +71,19 @@ _write: contextvars.ContextVar[SpanHandle | None] = contextvars.ContextVar(
 )
 
 
-def _tracer() -> trace.Tracer:
+@functools.cache
+def _release() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        release = version("agentscope-mem0")
+        return version("agentscope-mem0")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        release = "0"
-    return trace.get_tracer(PREFIX, release)
+        return "0"
+
+
+def _tracer() -> trace.Tracer:
+    # Asked each time: a provider set up later (AgentScope's, the user's) takes effect.
+    return trace.get_tracer(PREFIX, _release())
 
 
 def set_record_content(enabled: bool | None) -> None:

@@ -355,3 +355,22 @@ def test_the_inspector_works_on_pgvector(pg_dsn: str, tmp_path: Path) -> None:
         assert asyncio.run(store.get(kept)) is not None
     finally:
         store.close()
+
+
+def test_a_long_user_page_shows_the_newest_then_all(store: Any) -> None:
+    records = [
+        MemoryRecord(
+            id=f"00000000-0000-4000-8000-{i:012d}",
+            text=f"Fact number {i}.",
+            user_id="carol",
+            created_at=f"2026-03-01T10:{i // 60:02d}:{i % 60:02d}+00:00",
+        )
+        for i in range(305)
+    ]
+    asyncio.run(store.insert(records))
+    client = client_for(store)
+    page = client.get("/?user=carol").text
+    assert page.count('<tr id="m-') == 300
+    assert "Fact number 304." in page and "Fact number 4." not in page  # newest first
+    assert "The newest 300 of 305" in page and 'href="/?user=carol&amp;all=1"' in page
+    assert client.get("/?user=carol&all=1").text.count('<tr id="m-') == 305

@@ -31,6 +31,8 @@ __all__ = ["create_app"]
 logger = logging.getLogger(__name__)
 
 _MAX_TOP_K = 100
+_PAGE = 300
+"""Memories a user page lists before "show all"."""
 
 
 class _Refused(Exception):
@@ -137,12 +139,21 @@ class _Pages:
             ("current", current),
             ("superseded", len(views) - current),
         ]
+        shown = views if request.query_params.get("all") else views[:_PAGE]
+        more = ""
+        if len(shown) < len(views):
+            link = pages.href("/", user=user, agent=agent, all=1)
+            more = (
+                f'<p id="more">The newest {len(shown)} of {len(views)}: '
+                f'<a href="{link}">show all</a></p>'
+            )
         body = (
             pages.search_form(user, agent=agent)
             + pages.counters(stats)
             + pages.per_day_svg(per_day(records))
             + "<h2>Memories, newest first</h2>"
-            + pages.memories_table(views, user, self.csrf)
+            + more
+            + pages.memories_table(shown, user, self.csrf)
             + (pages.forget_user_form(user, len(views), self.csrf) if views else "")
         )
         title = f"Memories of {user}" + (f" (agent {agent})" if agent else "")

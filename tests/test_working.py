@@ -351,3 +351,20 @@ async def test_middlewares_on_one_client_share_one_store(store_config: dict[str,
     )
     assert first._working is not None and second._working is not None
     assert first._working.store is second._working.store
+
+
+async def test_service_factory_middlewares_share_the_users_memory(
+    store_config: dict[str, Any],
+) -> None:
+    from agentscope_mem0.service import mem0_middleware_factory
+
+    factory = mem0_middleware_factory(client=real_memory(store_config), working_memory="user")
+    writer_mw = (await factory("ann", "planner", "s1"))[0]
+    await (await _agent(writer_mw, ScriptedChatModel([[_call("Ann: window seat")], "Ok."]))).reply(  # type: ignore[list-item]
+        UserMsg("user", "I like window seats")
+    )
+    reader = ScriptedChatModel("Hi.")
+    reader_mw = (await factory("ann", "concierge", "s2"))[0]
+    await (await _agent(reader_mw, reader)).reply(UserMsg("user", "hi"))
+    assert "Ann: window seat" in _blocks(reader.calls[0])[0]
+    await factory.aclose()

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentscope.event import ReplyStartEvent
 from agentscope.message import AssistantMsg, HintBlock, Msg
 
+from ._escape import escape_text
 from ._exceptions import ConfigurationError
 from ._tokens import estimate_tokens
 from ._working_format import UpdateMode, WorkingContentError, WorkingFormat
-from ._working_render import TRUNCATION_MARKER, escape_block, truncate_block
+from ._working_render import TRUNCATION_MARKER, truncate_block
 from ._working_select import shared_store_for_client
 from ._working_store import WorkingRecord, WorkingStore
 
@@ -311,7 +312,7 @@ class WorkingMemoryManager:
         instructions = self.options.instructions if self.tools_offered else _READ_ONLY_INSTRUCTIONS
         frame = [f"{self.options.header} ({scope})", instructions, _OPEN, _CLOSE]
         room = self.options.max_tokens - estimate_tokens("\n".join(frame))
-        body = truncate_block(escape_block(shown), room)
+        body = truncate_block(escape_text(shown, single_line=False), room)
         text = "\n".join([*frame[:3], body, _CLOSE])
         return AssistantMsg(
             name=_BLOCK_NAME,

@@ -1,45 +1,16 @@
-"""Working memory as lines of the block: escaped, and cut to a token budget.
+"""Working memory cut to a token budget, with a marker saying so.
 
-Unlike a memory in the note, working memory is multi-line (Markdown, JSON),
-so line breaks stay; what is escaped is what could end the
-``<working_memory>`` block early or disguise text: angle brackets (and their
-full-width look-alikes), control characters, bidi overrides and the Unicode
-line separators.
+Escaping is :func:`agentscope_mem0._escape.escape_text` (multi-line mode):
+working memory is Markdown or JSON, so its lines stay.
 """
 
 from __future__ import annotations
 
-import unicodedata
-
 from ._tokens import estimate_tokens
 
-__all__ = ["TRUNCATION_MARKER", "escape_block", "truncate_block"]
+__all__ = ["TRUNCATION_MARKER", "truncate_block"]
 
 TRUNCATION_MARKER = "[… working memory truncated here: about {hidden} more tokens not shown]"
-
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-_SEPARATORS = frozenset("\u2028\u2029\x85\r")
-
-
-def escape_block(text: str) -> str:
-    """``text`` safe to show inside the block, its lines kept."""
-    out: list[str] = []
-    for char in text:
-        if char in _BIDI:
-            continue
-        if char in _SEPARATORS:
-            out.append("\n")
-            continue
-        plain = unicodedata.normalize("NFKC", char) if ord(char) > 0x7F else char
-        if plain == "<":
-            out.append("&lt;")
-        elif plain == ">":
-            out.append("&gt;")
-        elif char not in "\n\t" and unicodedata.category(char) == "Cc":
-            continue
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 def truncate_block(text: str, max_tokens: int) -> str:

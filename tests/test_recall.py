@@ -13,13 +13,8 @@ from agentscope.message import AssistantMsg, Msg, ToolCallBlock, UserMsg
 from agentscope_mem0 import ConfigurationError, Mem0Middleware, MemoryHit, Scope
 from agentscope_mem0._backend import Mem0Backend
 from agentscope_mem0._notes import is_memory_note, note_text, render_note
-from agentscope_mem0._recall import (
-    ProfileCache,
-    build_query,
-    check_recall_options,
-    recall_profile,
-    retrieve,
-)
+from agentscope_mem0._options import NoteOptions, RecallOptions
+from agentscope_mem0._recall import ProfileCache, build_query, recall_profile, retrieve
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import RecordingClient, real_memory
 
@@ -45,15 +40,15 @@ async def _memory(store_config: dict[str, Any], facts: list[str] = FACTS) -> Any
 
 
 def test_options_are_checked() -> None:
-    assert check_recall_options("full") == "full"
+    assert RecallOptions(mode="full").mode == "full"
     with pytest.raises(ConfigurationError, match="unknown recall 'all'"):
-        check_recall_options("all")
+        RecallOptions(mode="all")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="query_context_turns"):
-        check_recall_options("query", query_context_turns=-1)
+        RecallOptions(query_context_turns=-1)
     with pytest.raises(ConfigurationError, match="profile_ttl"):
-        check_recall_options("query", profile_ttl=-1)
+        RecallOptions(profile_ttl=-1)
     with pytest.raises(ConfigurationError, match="max_memory_tokens"):
-        check_recall_options("query", max_memory_tokens=0)
+        NoteOptions(max_memory_tokens=0)
 
 
 # -- the query ----------------------------------------------------------------

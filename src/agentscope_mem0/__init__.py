@@ -16,9 +16,16 @@ from . import (
 )
 
 if TYPE_CHECKING:
-    from ._adapters import AgentScopeEmbedding, AgentScopeLLM
+    from ._adapters import (
+        AgentScopeEmbedding,
+        AgentScopeLLM,
+    )
     from ._backend import MemoryHit
-    from ._clients import build_local_memory, build_mem0_config
+    from ._client_state import ClientState
+    from ._clients import (
+        build_local_memory,
+        build_mem0_config,
+    )
     from ._exceptions import (
         BackendError,
         BridgeError,
@@ -31,17 +38,27 @@ if TYPE_CHECKING:
         StoreLockedError,
         TransientBackendError,
     )
-    from ._middleware import DEFAULT_TOOL_INSTRUCTIONS, Mem0Middleware, Mode
+    from ._middleware import Mem0Middleware
     from ._notes import (
         DEFAULT_MEMORY_RULES,
         DEFAULT_MEMORY_SECTION_HEADER,
         DEFAULT_MEMORY_SECTION_INTRO,
     )
-    from ._recall import RecallMode
+    from ._options import (
+        DEFAULT_TOOL_INSTRUCTIONS,
+        Deadlines,
+        FlatOptions,
+        Mode,
+        NoteOptions,
+        RecallMode,
+        RecallOptions,
+        WriteOptions,
+    )
     from ._scope import Scope
     from ._working import WorkingMemory
     from ._working_remote import PostgresWorkingStore, QdrantWorkingStore
     from ._working_store import SqliteWorkingStore, WorkingStore
+    from ._writer import WriteQueue
 
 __version__ = "0.1.0"
 
@@ -53,27 +70,34 @@ _LAZY: dict[str, str] = {
     "BackendError": "._exceptions",
     "BridgeError": "._exceptions",
     "BridgeTimeoutError": "._exceptions",
+    "ClientState": "._client_state",
     "ConfigurationError": "._exceptions",
     "DEFAULT_MEMORY_RULES": "._notes",
     "DEFAULT_MEMORY_SECTION_HEADER": "._notes",
     "DEFAULT_MEMORY_SECTION_INTRO": "._notes",
-    "DEFAULT_TOOL_INSTRUCTIONS": "._middleware",
+    "DEFAULT_TOOL_INSTRUCTIONS": "._options",
+    "Deadlines": "._options",
     "DimensionMismatchError": "._exceptions",
+    "FlatOptions": "._options",
     "InvalidStateError": "._exceptions",
     "Mem0Middleware": "._middleware",
     "Mem0MiddlewareError": "._exceptions",
     "MemoryHit": "._backend",
-    "Mode": "._middleware",
+    "Mode": "._options",
+    "NoteOptions": "._options",
     "PermanentBackendError": "._exceptions",
     "PostgresWorkingStore": "._working_remote",
     "QdrantWorkingStore": "._working_remote",
-    "RecallMode": "._recall",
+    "RecallMode": "._options",
+    "RecallOptions": "._options",
     "Scope": "._scope",
     "SqliteWorkingStore": "._working_store",
     "StoreLockedError": "._exceptions",
     "TransientBackendError": "._exceptions",
     "WorkingMemory": "._working",
     "WorkingStore": "._working_store",
+    "WriteOptions": "._options",
+    "WriteQueue": "._writer",
     "build_local_memory": "._clients",
     "build_mem0_config": "._clients",
 }
@@ -84,27 +108,34 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "BackendError",
     "BridgeError",
     "BridgeTimeoutError",
+    "ClientState",
     "ConfigurationError",
     "DEFAULT_MEMORY_RULES",
     "DEFAULT_MEMORY_SECTION_HEADER",
     "DEFAULT_MEMORY_SECTION_INTRO",
     "DEFAULT_TOOL_INSTRUCTIONS",
+    "Deadlines",
     "DimensionMismatchError",
+    "FlatOptions",
     "InvalidStateError",
     "Mem0Middleware",
     "Mem0MiddlewareError",
     "MemoryHit",
     "Mode",
+    "NoteOptions",
     "PermanentBackendError",
     "PostgresWorkingStore",
     "QdrantWorkingStore",
     "RecallMode",
+    "RecallOptions",
     "Scope",
     "SqliteWorkingStore",
     "StoreLockedError",
     "TransientBackendError",
     "WorkingMemory",
     "WorkingStore",
+    "WriteOptions",
+    "WriteQueue",
     "__version__",
     "build_local_memory",
     "build_mem0_config",

@@ -1,6 +1,6 @@
-"""Keep a failing or slow memory search from costing every reply its deadline.
+"""Keep a failing or slow mem0 from costing every reply its deadline.
 
-:class:`CircuitBreaker` counts consecutive failed searches (errors and
+:class:`CircuitBreaker` counts consecutive failed calls to mem0 (errors and
 timeouts). After ``threshold`` of them it opens: :meth:`CircuitBreaker.allow`
 answers ``False`` and replies go on without memories, at no cost, for
 ``cooldown`` seconds. Then it lets one probe through (half-open): a success
@@ -8,18 +8,10 @@ closes it, a failure opens it for another cool-down.
 
 :class:`LatencyRecorder` keeps the latest durations and reports percentiles.
 
-Both are I/O-free and clock-injectable; the middleware owns the timing::
-
-    if breaker.allow():
-        started = time.perf_counter()
-        try:
-            hits = await asyncio.wait_for(search(...), timeout)
-        except TimeoutError:
-            breaker.record_failure(timeout=True)
-        except Exception:
-            breaker.record_failure()
-        else:
-            breaker.record_success(time.perf_counter() - started, hits=len(hits))
+Both are I/O-free and clock-injectable. The timing and the reporting are
+done by :func:`agentscope_mem0._bounded.bounded`, the one helper every mem0
+read and tool call goes through; one breaker serves every middleware on the
+same client (service mode shares it through ``ClientState``).
 """
 
 from __future__ import annotations
@@ -168,33 +160,41 @@ class CircuitBreaker:
             self._counts["searches_skipped"] += 1
             return False
 
-    def record_success(self, latency: float | None = None, *, hits: int = 0) -> None:
-        """Report a search that answered; closes the breaker.
+    def record_success(
+        self, latency: float | None = None, *, hits: int = 0, search: bool = True
+    ) -> None:
+        """Report a call that answered; closes the breaker.
 
         Args:
-            latency: Seconds the search took.
+            latency: Seconds the call took.
             hits: How many memories it returned.
+            search: It was a search (counted, its latency kept); a write only
+                closes the breaker.
         """
         with self._lock:
-            self._counts["searches"] += 1
-            self._counts["search_hits"] += hits
+            if search:
+                self._counts["searches"] += 1
+                self._counts["search_hits"] += hits
             if self._state is not BreakerState.CLOSED:
                 logger.info("memory search recovered; searching again")
             self._state = BreakerState.CLOSED
             self._consecutive = 0
             self._probe_started = None
-        if latency is not None:
+        if latency is not None and search:
             self.latency.record(latency)
 
-    def record_failure(self, *, timeout: bool = False) -> None:
-        """Report a search that failed or ran out of time.
+    def record_failure(self, *, timeout: bool = False, search: bool = True) -> None:
+        """Report a call that failed or ran out of time.
 
         Args:
             timeout: It hit the deadline rather than raising.
+            search: It was a search (counted); a failed write counts towards
+                opening the breaker all the same.
         """
         with self._lock:
-            self._counts["searches"] += 1
-            self._counts["search_timeouts" if timeout else "search_failures"] += 1
+            if search:
+                self._counts["searches"] += 1
+                self._counts["search_timeouts" if timeout else "search_failures"] += 1
             self._consecutive += 1
             probe_failed = self._state is BreakerState.HALF_OPEN
             if probe_failed or (

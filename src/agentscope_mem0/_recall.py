@@ -9,8 +9,9 @@ Three recall modes:
   serves turns like "ok, go on" that are too short or vague to search with.
 * ``"full"``: both, profile first, without repeats.
 
-The middleware calls :func:`build_query` and :func:`retrieve` per turn and
-:meth:`ProfileCache.invalidate` after each write.
+The middleware calls :func:`recall_note` per turn (it runs :func:`build_query`,
+:func:`retrieve` and renders the note); :meth:`ProfileCache.invalidate` runs
+after each write.
 """
 
 from __future__ import annotations
@@ -21,93 +22,44 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._exceptions import ConfigurationError
-from ._notes import dedupe_hits, is_memory_note
+from agentscope.event import ExternalExecutionResultEvent, UserConfirmResultEvent
+from agentscope.message import Msg
+
+from ._bounded import bounded
+from ._notes import dedupe_hits, is_memory_note, render_note
+from ._options import DEFAULT_PROFILE_TTL, RecallMode
+from ._scope import Scope
+from ._time import parse_time
+from ._tracing import skipped_search, traced_search
 
 if TYPE_CHECKING:
-    from agentscope.message import Msg
-
     from ._backend import Mem0Backend, MemoryHit
     from ._breaker import CircuitBreaker
-    from ._scope import Scope
+    from ._client_state import ClientState
+    from ._options import Options
 
 __all__ = [
-    "DEFAULT_MAX_MEMORY_TOKENS",
     "DEFAULT_PROFILE_SCAN",
-    "DEFAULT_PROFILE_TTL",
-    "DEFAULT_QUERY_CONTEXT_TURNS",
-    "RECALL_MODES",
     "ProfileCache",
-    "RecallMode",
     "build_query",
-    "check_recall_options",
+    "query_text",
+    "recall_note",
     "recall_profile",
     "retrieve",
 ]
 
 logger = logging.getLogger(__name__)
 
-RecallMode = Literal["query", "profile", "full"]
-RECALL_MODES: tuple[RecallMode, ...] = ("query", "profile", "full")
-
-DEFAULT_MAX_MEMORY_TOKENS = 1000
-"""Default budget of the memory note: above five short extracted memories
-(about 200 tokens with the frame) or five long raw LoCoMo turns (about 500),
-low enough to stop a few huge ones."""
-
-DEFAULT_PROFILE_TTL = 30.0
-"""Seconds a scope's profile is reused before ``get_all`` is asked again."""
-
 DEFAULT_PROFILE_SCAN = 200
 """Memories read per profile refresh; the newest of them make the profile.
 mem0's local stores list in no particular order (mem0 2.2), so a user with
 more memories than this gets the newest of an arbitrary subset."""
 
-DEFAULT_QUERY_CONTEXT_TURNS = 0
-"""Earlier messages added to the search query. The message alone won on the
-LoCoMo development half (e5 recall@10 0.570; with the previous reply 0.529,
-with the previous exchange 0.367): see ``docs/benchmarks/note-recall.md``."""
-
 _CONTEXT_CHARS = 300
 """Characters kept of each earlier message in a query: enough to name the
 topic, not so much that a long answer drowns the new question."""
-
-
-def check_recall_options(
-    recall: str,
-    *,
-    query_context_turns: int = DEFAULT_QUERY_CONTEXT_TURNS,
-    profile_ttl: float = DEFAULT_PROFILE_TTL,
-    max_memory_tokens: int | None = None,
-) -> RecallMode:
-    """Validate the recall keywords of the middleware.
-
-    Returns:
-        ``recall`` as a :data:`RecallMode`.
-
-    Raises:
-        ConfigurationError: A value out of range, naming the fix.
-    """
-    if recall not in RECALL_MODES:
-        raise ConfigurationError(
-            f"unknown recall {recall!r}; use one of {', '.join(map(repr, RECALL_MODES))}"
-        )
-    if not isinstance(query_context_turns, int) or query_context_turns < 0:
-        raise ConfigurationError(
-            f"query_context_turns must be a non-negative integer, got {query_context_turns!r}"
-        )
-    if not isinstance(profile_ttl, int | float) or profile_ttl < 0:
-        raise ConfigurationError(f"profile_ttl must be seconds >= 0, got {profile_ttl!r}")
-    if max_memory_tokens is not None and (
-        not isinstance(max_memory_tokens, int) or max_memory_tokens < 1
-    ):
-        raise ConfigurationError(
-            f"max_memory_tokens must be a positive integer or None, got {max_memory_tokens!r}"
-        )
-    return recall
 
 
 # -- the query ------------------------------------------------------------------
@@ -220,14 +172,8 @@ class ProfileCache:
 
 
 def _sort_key(hit: MemoryHit) -> float:
-    value = hit.date
-    if not value:
-        return float("-inf")
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace(" ", "T", 1))
-    except ValueError:
-        return float("-inf")
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+    parsed = parse_time(hit.date)
+    return parsed.timestamp() if parsed is not None else float("-inf")
 
 
 async def recall_profile(
@@ -263,16 +209,10 @@ async def _bounded(
     timeout: float | None,
     breaker: CircuitBreaker | None = None,
 ) -> list[_T]:
-    """``await call`` within ``timeout``; a failure or timeout is logged and empty.
-
-    The outcome (latency, hits, failure, timeout) is reported to ``breaker``.
-    """
-    started = time.perf_counter()
+    """``await call`` through :func:`bounded`; a failure or timeout is logged and empty."""
     try:
-        result = await asyncio.wait_for(call, timeout=timeout)
+        return await bounded(call, timeout=timeout, breaker=breaker, check=False)
     except TimeoutError:
-        if breaker is not None:
-            breaker.record_failure(timeout=True)
         logger.warning(
             "memory %s for user %s took over %.2f s; replying without it",
             what,
@@ -280,13 +220,7 @@ async def _bounded(
             timeout,
         )
     except Exception as exc:
-        if breaker is not None:
-            breaker.record_failure()
         logger.warning("memory %s for user %s failed: %s", what, scope.user_id, exc)
-    else:
-        if breaker is not None:
-            breaker.record_success(time.perf_counter() - started, hits=len(result))
-        return result
     return []
 
 
@@ -303,7 +237,6 @@ async def retrieve(
     top_k: int = 5,
     threshold: float | None = None,
     profile_cache: ProfileCache | None = None,
-    profile_limit: int | None = None,
     timeout: float | None = None,
     breaker: CircuitBreaker | None = None,
 ) -> list[MemoryHit]:
@@ -318,7 +251,6 @@ async def retrieve(
         top_k: Memories searched for.
         threshold: Minimum search score; ``None`` leaves it to mem0.
         profile_cache: Where profiles are cached; ``None`` reads every time.
-        profile_limit: Profile memories; ``None`` means ``top_k``.
         timeout: Seconds each of the search and the profile read may take
             (they run concurrently); one that fails or is late contributes
             nothing and is logged.
@@ -331,15 +263,15 @@ async def retrieve(
     """
     if breaker is not None and not breaker.allow():
         logger.debug("memory reads skipped for user %s: breaker open", scope.user_id)
+        skipped_search(scope, top_k=top_k, breaker=breaker)
         return []
-    limit = top_k if profile_limit is None else profile_limit
     jobs: list[Awaitable[list[MemoryHit]]] = []
     if recall in ("profile", "full"):
         jobs.append(
             _bounded(
                 "profile read",
                 scope,
-                recall_profile(backend, scope, limit=limit, cache=profile_cache),
+                recall_profile(backend, scope, limit=top_k, cache=profile_cache),
                 timeout,
                 breaker,
             )
@@ -349,7 +281,14 @@ async def retrieve(
             _bounded(
                 "search",
                 scope,
-                backend.search(query, scope, top_k=top_k, threshold=threshold),
+                traced_search(
+                    backend.search(query, scope, top_k=top_k, threshold=threshold),
+                    scope,
+                    query=query,
+                    top_k=top_k,
+                    source="auto",
+                    breaker=breaker,
+                ),
                 timeout,
                 breaker,
             )
@@ -358,3 +297,62 @@ async def retrieve(
         return []
     parts = await asyncio.gather(*jobs)
     return dedupe_hits(hit for part in parts for hit in part)
+
+
+_RESUMPTIONS = (UserConfirmResultEvent, ExternalExecutionResultEvent)
+
+
+def query_text(inputs: Any) -> str | None:
+    """The text of the new user message(s) of a reply, or ``None`` when there is none.
+
+    Resumption events (a confirmation or an external tool result) and empty
+    inputs carry no new user text.
+    """
+    if inputs is None or isinstance(inputs, _RESUMPTIONS):
+        return None
+    messages = inputs if isinstance(inputs, list) else [inputs]
+    texts = [
+        text
+        for msg in messages
+        if isinstance(msg, Msg) and msg.role == "user"
+        for text in [msg.get_text_content()]
+        if text and text.strip()
+    ]
+    return "\n".join(texts) if texts else None
+
+
+async def recall_note(
+    state: ClientState,
+    options: Options,
+    scope: Scope,
+    message: str,
+    context: Sequence[Msg],
+) -> str | None:
+    """The memory note of one turn, or ``None`` when nothing was recalled. Never raises.
+
+    Args:
+        state: The client's backend, breaker and profile cache.
+        options: The middleware's options (recall, note, deadlines, top_k...).
+        scope: The calling agent's scope; searched user-wide unless
+            ``scope_search_by_agent``.
+        message: The new user text.
+        context: The agent's context before the new message lands.
+    """
+    hits = await retrieve(
+        state.backend,
+        scope if options.scope_search_by_agent else Scope(scope.user_id),
+        build_query(message, context, turns=options.recall.query_context_turns),
+        recall=options.recall.mode,
+        top_k=options.top_k,
+        threshold=options.threshold,
+        profile_cache=state.profiles,
+        timeout=options.deadlines.search_timeout,
+        breaker=state.breaker,
+    )
+    return render_note(
+        hits,
+        header=options.header,
+        intro=options.intro,
+        rules=options.note.rules,
+        max_tokens=options.note.max_memory_tokens,
+    )

@@ -8,12 +8,20 @@ hosted platform (reads name the user only) lives in one place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ._exceptions import ConfigurationError
 
-__all__ = ["WILDCARD", "Scope", "check_agent_id", "check_user_id", "mem0_ids"]
+__all__ = [
+    "WILDCARD",
+    "Scope",
+    "check_agent_id",
+    "check_user_id",
+    "mem0_ids",
+    "resolve_agent_id",
+]
 
 WILDCARD = "*"
 """mem0 2.2 reads ``"*"`` in a filter as "any value"."""
@@ -62,6 +70,23 @@ def check_agent_id(agent_id: Any, source: str | None = None) -> str:
         ConfigurationError: The same rules as :func:`check_user_id`.
     """
     return _check_id("agent_id", agent_id, source)
+
+
+def resolve_agent_id(setting: str | Callable[[Any], str] | None, agent: Any) -> str:
+    """The mem0 ``agent_id`` of ``agent`` under the middleware's ``agent_id`` setting.
+
+    Args:
+        setting: A fixed id, a function of the agent, or ``None`` for the
+            agent's ``name``.
+        agent: The AgentScope agent.
+
+    Raises:
+        ConfigurationError: The id is not a valid mem0 id.
+    """
+    if isinstance(setting, str):
+        return setting
+    value = setting(agent) if callable(setting) else agent.name
+    return check_agent_id(value, f"agent {agent.name!r}")
 
 
 @dataclass(frozen=True, slots=True)

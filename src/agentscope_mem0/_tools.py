@@ -2,29 +2,111 @@
 
 Both take no user or scope argument: the scope comes from the middleware
 and from the calling agent's live state, never from what the model writes.
+Each tool gets a :class:`ToolContext`: the client's backend and breaker, the
+deadlines and the scope rules; every mem0 call goes through
+:meth:`ToolContext.call`, the same bounded call as the automatic search.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentscope.message import TextBlock, ToolResultState
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
+from ._bounded import MemoryUnavailableError, bounded
 from ._escape import escape_memory
+from ._scope import Scope
+from ._tracing import traced_search
 
 if TYPE_CHECKING:
     from agentscope.state import AgentState
 
-    from ._middleware import Mem0Middleware
-    from ._scope import Scope
+    from ._backend import Mem0Backend, MemoryHit
+    from ._breaker import CircuitBreaker
+    from ._client_state import ClientState
+    from ._options import Deadlines, Options
+    from ._writer import WriteQueue
 
-__all__ = ["AddMemoryTool", "SearchMemoryTool"]
+__all__ = ["STATE_KEY", "AddMemoryTool", "SearchMemoryTool", "ToolContext"]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+STATE_KEY = "agentscope_mem0"
+"""The middleware's entry in ``agent.state.middle_context``: it records the
+agent's mem0 id there at each hook, and the tools read it back."""
+
+NOT_INSTALLED = (
+    "The memory tools only work on an agent that has this Mem0Middleware in its `middlewares`."
+)
+UNAVAILABLE = "Memory is unavailable right now (mem0 failed repeatedly); go on without it."
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    """What the memory tools need from the middleware that offers them."""
+
+    user_id: str
+    """Whose memories the tools read and write."""
+    backend: Mem0Backend
+    """The door to mem0."""
+    breaker: CircuitBreaker
+    """The client's breaker; tool calls are reported to it and skipped while it is open."""
+    deadlines: Deadlines
+    """``search_timeout`` bounds searches, ``tool_timeout`` writes."""
+    threshold: float | None = None
+    """Minimum search score; ``None`` leaves it to mem0."""
+    scope_search_by_agent: bool = True
+    """Searches read the calling agent's memories only."""
+    after_write: Callable[[Scope], None] = lambda scope: None
+    """Called after a tool changed the memories of a scope."""
+    writer: WriteQueue | None = None
+    """The client's durable write queue: ``add_memory`` writes go through it."""
+
+    @classmethod
+    def of(cls, state: ClientState, options: Options, user_id: str) -> ToolContext:
+        """The context for a middleware's tools: its client's state and its options."""
+        return cls(
+            user_id=user_id,
+            backend=state.backend,
+            breaker=state.breaker,
+            deadlines=options.deadlines,
+            threshold=options.threshold,
+            scope_search_by_agent=options.scope_search_by_agent,
+            after_write=state.profiles.invalidate,
+            writer=state.writer,
+        )
+
+    def scope(self, state: AgentState | None, *, for_search: bool) -> Scope | None:
+        """The scope of the agent whose live ``state`` called the tool.
+
+        Returns:
+            ``None`` when that agent has no middleware of this kind (nothing
+            recorded its id).
+        """
+        entry = state.middle_context.get(STATE_KEY) if state is not None else None
+        if not isinstance(entry, dict) or not entry.get("agent_id"):
+            return None
+        if for_search and not self.scope_search_by_agent:
+            return Scope(self.user_id)
+        return Scope(self.user_id, str(entry["agent_id"]))
+
+    async def call(self, call: Awaitable[_T], *, write: bool = False) -> _T:
+        """``await call`` bounded by the deadline and the breaker (see :func:`bounded`).
+
+        Raises:
+            MemoryUnavailableError: The breaker is open.
+            TimeoutError: Over ``search_timeout`` (``tool_timeout`` for a write).
+        """
+        timeout = self.deadlines.tool_timeout if write else self.deadlines.search_timeout
+        return await bounded(call, timeout=timeout, breaker=self.breaker, search=not write)
 
 
 def _chunk(text: str, *, error: bool = False) -> ToolChunk:
@@ -37,9 +119,9 @@ class _MemoryTool(ToolBase):
     is_external_tool = False
     is_mcp = False
 
-    def __init__(self, middleware: Mem0Middleware) -> None:
+    def __init__(self, context: ToolContext) -> None:
         super().__init__()
-        self._mw = middleware
+        self._ctx = context
 
     async def check_permissions(self, *args: Any, **kwargs: Any) -> PermissionDecision:
         """Memory tools never ask the user for permission."""
@@ -88,27 +170,30 @@ class SearchMemoryTool(_MemoryTool):
         _agent_state: AgentState | None = None,
     ) -> ToolChunk:
         """Run one search per keyword and merge the results without duplicates."""
-        scope = self._mw._tool_scope(_agent_state, for_search=True)
+        scope = self._ctx.scope(_agent_state, for_search=True)
         if scope is None:
-            return _chunk(self._mw._NOT_INSTALLED, error=True)
+            return _chunk(NOT_INSTALLED, error=True)
         queries = [k.strip() for k in keywords if isinstance(k, str) and k.strip()]
         if not queries:
             return _chunk("No keywords were given, so nothing was searched.", error=True)
         limit = max(1, min(int(limit), 50))
-        try:
-            per_query = await asyncio.wait_for(
-                asyncio.gather(
-                    *(
-                        self._mw._backend.search(
-                            q, scope, top_k=limit, threshold=self._mw._threshold
-                        )
-                        for q in queries
-                    )
-                ),
-                timeout=self._mw._search_timeout,
+        backend, threshold = self._ctx.backend, self._ctx.threshold
+        searches = (
+            traced_search(
+                backend.search(q, scope, top_k=limit, threshold=threshold),
+                scope,
+                query=q,
+                top_k=limit,
+                source="tool",
             )
+            for q in queries
+        )
+        try:
+            per_query = await self._ctx.call(asyncio.gather(*searches))
+        except MemoryUnavailableError:
+            return _chunk(UNAVAILABLE, error=True)
         except TimeoutError:
-            logger.warning("search_memory took over %s s", self._mw._search_timeout)
+            logger.warning("search_memory took over %s s", self._ctx.deadlines.search_timeout)
             return _chunk("Memory search timed out; go on without it.", error=True)
         except Exception as exc:
             logger.warning("search_memory failed: %s", exc)
@@ -119,10 +204,15 @@ class SearchMemoryTool(_MemoryTool):
             for hit in hits:
                 if hit.memory not in seen:
                     seen.add(hit.memory)
-                    lines.append(f"- {escape_memory(hit.memory)}")
+                    # Escaped here, once, whatever ``line`` a subclass draws.
+                    lines.append(self.line(replace(hit, memory=escape_memory(hit.memory))))
         if not lines:
             return _chunk("No relevant memories found.")
         return _chunk("\n".join(lines))
+
+    def line(self, hit: MemoryHit) -> str:
+        """How one memory reads in the result (``_forget`` adds its id)."""
+        return f"- {hit.memory}"
 
 
 class AddMemoryTool(_MemoryTool):
@@ -165,18 +255,20 @@ class AddMemoryTool(_MemoryTool):
         _agent_state: AgentState | None = None,
     ) -> ToolChunk:
         """Store ``content`` through mem0's extraction, verbatim if it finds nothing."""
-        scope = self._mw._tool_scope(_agent_state, for_search=False)
+        scope = self._ctx.scope(_agent_state, for_search=False)
         if scope is None:
-            return _chunk(self._mw._NOT_INSTALLED, error=True)
+            return _chunk(NOT_INSTALLED, error=True)
         facts = [c.strip() for c in content if isinstance(c, str) and c.strip()]
         if not facts:
             return _chunk("`content` is empty, so nothing was recorded.", error=True)
+        if self._ctx.writer is not None:
+            return await self._queue(self._ctx.writer, facts, scope, thinking)
         try:
-            stored = await asyncio.wait_for(
-                self._store(facts, scope), timeout=self._mw._tool_timeout
-            )
+            stored = await self._ctx.call(self._store(facts, scope), write=True)
+        except MemoryUnavailableError:
+            return _chunk(f"{UNAVAILABLE} Nothing was recorded; do not retry now.", error=True)
         except TimeoutError:
-            logger.warning("add_memory took over %s s", self._mw._tool_timeout)
+            logger.warning("add_memory took over %s s", self._ctx.deadlines.tool_timeout)
             return _chunk(
                 "Recording to memory timed out; it may still be stored. Do not retry now.",
                 error=True,
@@ -184,18 +276,41 @@ class AddMemoryTool(_MemoryTool):
         except Exception as exc:
             logger.warning("add_memory failed: %s", exc)
             return _chunk(f"Recording to memory failed: {exc}", error=True)
-        self._mw._after_write(scope)
+        self._ctx.after_write(scope)
         saved = [str(item.get("memory", "")) for item in stored if isinstance(item, dict)]
         summary = "; ".join(s.rstrip(". ") for s in saved if s) or "; ".join(facts)
         reason = f" Reason given: {thinking}" if thinking else ""
         return _chunk(f"Recorded to memory: {summary}.{reason}")
 
+    async def _queue(
+        self, writer: WriteQueue, facts: list[str], scope: Scope, thinking: str
+    ) -> ToolChunk:
+        """Through the durable queue, as automatic writes; the answer says where it stands."""
+        result = await writer.submit_facts(scope, facts, timeout=self._ctx.deadlines.tool_timeout)
+        reason = f" Reason given: {thinking}" if thinking else ""
+        if result.state == "stored":
+            self._ctx.after_write(scope)
+            summary = "; ".join(m.rstrip(". ") for m in result.memories) or "; ".join(facts)
+            return _chunk(f"Recorded to memory: {summary}.{reason}")
+        if result.state == "queued":
+            return _chunk(
+                f"Queued for memory: {'; '.join(facts)}. It is saved and will be stored "
+                f"shortly; do not add it again.{reason}"
+            )
+        if result.state == "failed":
+            return _chunk(
+                "Recording to memory failed; the facts are kept as a failed write that "
+                "can be retried later (agentscope-mem0 retry-failed). Go on without it.",
+                error=True,
+            )
+        return _chunk("Could not record to memory: nothing was stored.", error=True)
+
     async def _store(self, facts: list[str], scope: Scope) -> list[Any]:
         joined = [{"role": "user", "content": "\n".join(facts)}]
-        stored = await self._mw._backend.add(joined, scope)
+        stored = await self._ctx.backend.add(joined, scope)
         if not stored:
             # Extraction judged nothing worth keeping, but the agent asked
             # explicitly: keep each fact as written, one memory each.
             verbatim = [{"role": "user", "content": fact} for fact in facts]
-            stored = await self._mw._backend.add(verbatim, scope, infer=False)
+            stored = await self._ctx.backend.add(verbatim, scope, infer=False)
         return stored

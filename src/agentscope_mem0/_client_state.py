@@ -1,0 +1,149 @@
+"""State that lives as long as a mem0 client, shared by every middleware on it.
+
+``agentscope.app`` builds a new middleware for every chat run, so whatever a
+middleware keeps itself lasts one turn. What must outlive a turn lives here:
+the backend, the circuit breaker (with the search latencies), the profile
+cache (its entries are per user and agent), the write queue and the time
+judge. A lone :class:`~agentscope_mem0.Mem0Middleware` makes its own;
+:func:`~agentscope_mem0.service.mem0_middleware_factory` makes one per client
+and hands it to every middleware it builds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from ._backend import Mem0Backend
+from ._breaker import CircuitBreaker
+from ._exceptions import ConfigurationError
+from ._judge import build_time_judge
+from ._options import DEFAULT_PROFILE_TTL, Deadlines
+from ._recall import ProfileCache
+from ._writer import WriteQueue
+
+if TYPE_CHECKING:
+    from agentscope.model import ChatModelBase
+
+    from ._options import Options
+
+__all__ = ["ClientState"]
+
+logger = logging.getLogger(__name__)
+
+
+class ClientState:
+    """The per-client state the middlewares on one mem0 client share.
+
+    Args:
+        client: The async mem0 client.
+        deadlines: Its ``breaker_threshold`` and ``breaker_cooldown`` set the
+            breaker; the timeouts stay each middleware's own.
+        profile_ttl: Seconds a user's profile is cached.
+        outbox_dir: Folder of the write queue's durable outbox; ``None`` keeps
+            queued writes in memory only.
+        write_queue: A queue to use instead of building one; it must write to
+            ``client``. :meth:`aclose` then only flushes it.
+        judge: The time judgement of new memories (see ``Mem0Middleware``).
+
+    Raises:
+        ConfigurationError: ``write_queue`` writes to another client.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        deadlines: Deadlines | None = None,
+        profile_ttl: float = DEFAULT_PROFILE_TTL,
+        outbox_dir: str | os.PathLike[str] | None = None,
+        write_queue: WriteQueue | None = None,
+        judge: bool | ChatModelBase = True,
+    ) -> None:
+        deadlines = deadlines or Deadlines()
+        if write_queue is not None and write_queue.backend.client is not client:
+            raise ConfigurationError(
+                "write_queue writes to another mem0 client than this middleware; "
+                "build the queue on the same client"
+            )
+        self.backend: Mem0Backend = write_queue.backend if write_queue else Mem0Backend(client)
+        """The one door to the client."""
+        self.breaker = CircuitBreaker(
+            threshold=deadlines.breaker_threshold, cooldown=deadlines.breaker_cooldown
+        )
+        """Skips reads and tool calls while mem0 keeps failing."""
+        self.profiles = ProfileCache(ttl=profile_ttl)
+        """Each scope's profile memories, refreshed after a write."""
+        self.judge = build_time_judge(self.backend, judge, self.profiles.invalidate)
+        """Marks what new memories supersede or extend; ``None`` when off."""
+        self._owns_writer = write_queue is None
+        self.writer: WriteQueue = write_queue or WriteQueue(
+            self.backend,
+            outbox_dir=outbox_dir,
+            on_stored=self.profiles.invalidate,
+            after_store=self.judge.after_store if self.judge else None,
+        )
+        """The write queue, ordered per scope."""
+        self._closed = False
+
+    @classmethod
+    def from_options(
+        cls,
+        client: Any,
+        options: Options,
+        *,
+        write_queue: WriteQueue | None = None,
+        judge: bool | ChatModelBase = True,
+    ) -> ClientState:
+        """The state a middleware with ``options`` builds for itself."""
+        return cls(
+            client,
+            deadlines=options.deadlines,
+            profile_ttl=options.recall.profile_ttl,
+            outbox_dir=options.writes.outbox_dir,
+            write_queue=write_queue,
+            judge=judge,
+        )
+
+    @property
+    def client(self) -> Any:
+        """The mem0 client."""
+        return self.backend.client
+
+    def stats(self) -> dict[str, Any]:
+        """Totals of every middleware on this client: searches, breaker, writes, judgements.
+
+        Searches: ``searches``, ``search_hits``, ``search_failures``,
+        ``search_timeouts``, ``searches_skipped`` (breaker open),
+        ``breaker_opened``, ``breaker_state``, ``search_latency_p50/p95``.
+        Writes: ``writes_queued/stored/retried/failed/pending`` and more, see
+        ``WriteQueue.stats``. Latencies are in seconds.
+        """
+        judge = self.judge.stats() if self.judge else {}
+        return {**self.breaker.stats(), **self.writer.stats(), **judge}
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued write, then its time judgement, is done.
+
+        Returns:
+            True when both drained within ``timeout``.
+        """
+        flushed = await self.writer.flush(timeout)
+        if self.judge is not None:
+            flushed = await self.judge.flush(timeout) and flushed
+        return flushed
+
+    async def aclose(self, timeout: float | None = None) -> bool:
+        """Flush, then close the write queue if this state built it. Idempotent.
+
+        Returns:
+            True when every queued write was stored.
+        """
+        if self._closed:
+            return True
+        self._closed = True
+        flushed = await self.flush(timeout)
+        if not self._owns_writer:
+            return flushed
+        return await self.writer.aclose(timeout) and flushed

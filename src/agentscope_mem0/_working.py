@@ -26,6 +26,7 @@ from agentscope.message import AssistantMsg, HintBlock, Msg
 
 from ._escape import escape_text
 from ._exceptions import ConfigurationError
+from ._notes import place_note
 from ._tokens import estimate_tokens
 from ._working_format import UpdateMode, WorkingContentError, WorkingFormat
 from ._working_render import TRUNCATION_MARKER, truncate_block
@@ -153,14 +154,8 @@ def is_working_block(msg: Msg) -> bool:
 def place_working_block(context: list[Msg], block: Msg | None) -> None:
     """Replace earlier blocks in ``context`` by ``block``, after the newest user message."""
     context[:] = [msg for msg in context if not is_working_block(msg)]
-    if block is None:
-        return
-    position = len(context)
-    for index in range(len(context) - 1, -1, -1):
-        if context[index].role == "user":
-            position = index + 1
-            break
-    context.insert(position, block)
+    # Placed like the memory note; replace=False: the note is not ours to remove.
+    place_note(context, block, replace=False)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from ._exceptions import BackendError, ConfigurationError
-from ._working_store import Change, WorkingRecord, now_iso
+from ._working_store import WorkingRecord, WriteBasedStore, now_iso
 
 __all__ = ["PostgresWorkingStore", "QdrantWorkingStore", "pgvector_dsn"]
 
@@ -40,7 +40,7 @@ def pgvector_dsn(settings: Any) -> str:
     return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
 
 
-class PostgresWorkingStore:
+class PostgresWorkingStore(WriteBasedStore):
     """Working memory in one PostgreSQL table; a row lock serialises updates.
 
     Args:
@@ -158,20 +158,6 @@ class PostgresWorkingStore:
         result: WorkingRecord | None = self._run(work)
         return result
 
-    def update(
-        self, user_id: str, conversation: str, change: Change, *, kind: str
-    ) -> WorkingRecord:
-        """Apply ``change`` while holding the row's lock."""
-        record = self._write(user_id, conversation, lambda old: (change(old), kind))
-        assert record is not None
-        return record
-
-    def clear(self, user_id: str, conversation: str = "") -> WorkingRecord | None:
-        """Empty the record, keeping it with a new version."""
-        return self._write(
-            user_id, conversation, lambda old: None if old is None else ("", old.kind)
-        )
-
     def conversations(self, user_id: str) -> list[str]:
         """The user's conversations with a non-empty record, newest first."""
         from psycopg import sql
@@ -200,7 +186,7 @@ _RECENT_WRITERS = 64
 _MAX_ATTEMPTS = 64
 
 
-class QdrantWorkingStore:
+class QdrantWorkingStore(WriteBasedStore):
     """Working memory as points of a Qdrant collection of its own.
 
     Qdrant has no transactions, so an update is a compare-and-set: read the
@@ -316,20 +302,6 @@ class QdrantWorkingStore:
         raise BackendError(
             f"working memory in {self.location}: {_MAX_ATTEMPTS} writers raced for "
             f"user {user_id!r}; try again"
-        )
-
-    def update(
-        self, user_id: str, conversation: str, change: Change, *, kind: str
-    ) -> WorkingRecord:
-        """Apply ``change`` by compare-and-set, retrying a lost race."""
-        record = self._write(user_id, conversation, lambda old: (change(old), kind))
-        assert record is not None
-        return record
-
-    def clear(self, user_id: str, conversation: str = "") -> WorkingRecord | None:
-        """Empty the record, keeping it with a new version."""
-        return self._write(
-            user_id, conversation, lambda old: None if old is None else ("", old.kind)
         )
 
     def conversations(self, user_id: str) -> list[str]:

@@ -26,9 +26,11 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = [
     "WORKING_DB_NAME",
     "Change",
+    "NewContent",
     "SqliteWorkingStore",
     "WorkingRecord",
     "WorkingStore",
+    "WriteBasedStore",
     "now_iso",
     "working_table_name",
 ]
@@ -102,7 +104,40 @@ class WorkingStore(Protocol):
         ...
 
 
-class SqliteWorkingStore:
+NewContent = tuple[str, str]
+"""What a low-level write stores: ``(content, kind)``."""
+
+
+class WriteBasedStore:
+    """``update`` and ``clear`` on top of one atomic read-change-write,
+    ``_write(user_id, conversation, change)``, which each store implements
+    with its own concurrency control; a change returning ``None`` writes
+    nothing."""
+
+    def _write(
+        self,
+        user_id: str,
+        conversation: str,
+        change: Callable[[WorkingRecord | None], NewContent | None],
+    ) -> WorkingRecord | None:
+        raise NotImplementedError
+
+    def update(
+        self, user_id: str, conversation: str, change: Change, *, kind: str
+    ) -> WorkingRecord:
+        """Apply ``change`` atomically and return the stored result."""
+        record = self._write(user_id, conversation, lambda old: (change(old), kind))
+        assert record is not None
+        return record
+
+    def clear(self, user_id: str, conversation: str = "") -> WorkingRecord | None:
+        """Empty the record, keeping it with a new version; ``None`` if absent."""
+        return self._write(
+            user_id, conversation, lambda old: None if old is None else ("", old.kind)
+        )
+
+
+class SqliteWorkingStore(WriteBasedStore):
     """Working memory in one SQLite file (WAL), safe across threads and processes.
 
     Args:
@@ -159,7 +194,7 @@ class SqliteWorkingStore:
         self,
         user_id: str,
         conversation: str,
-        change: Callable[[WorkingRecord | None], tuple[str, str] | None],
+        change: Callable[[WorkingRecord | None], NewContent | None],
     ) -> WorkingRecord | None:
         conn = self._connect()
         try:
@@ -190,20 +225,6 @@ class SqliteWorkingStore:
                 raise
         finally:
             conn.close()
-
-    def update(
-        self, user_id: str, conversation: str, change: Change, *, kind: str
-    ) -> WorkingRecord:
-        """Apply ``change`` inside one write transaction."""
-        record = self._write(user_id, conversation, lambda old: (change(old), kind))
-        assert record is not None
-        return record
-
-    def clear(self, user_id: str, conversation: str = "") -> WorkingRecord | None:
-        """Empty the record, keeping it with a new version."""
-        return self._write(
-            user_id, conversation, lambda old: None if old is None else ("", old.kind)
-        )
 
     def conversations(self, user_id: str) -> list[str]:
         """The user's conversations with a non-empty record, newest first."""

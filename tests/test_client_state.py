@@ -1,0 +1,167 @@
+"""State that lives as long as the client: the factory's middlewares share the
+breaker, the profile cache, the counters and the write queue across turns."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from agentscope.agent import Agent
+from agentscope.message import UserMsg
+
+from agentscope_mem0 import ClientState, Deadlines, Mem0Middleware, RecallOptions
+from agentscope_mem0.service import mem0_middleware_factory
+from agentscope_mem0.testing import ScriptedChatModel
+from fakes import RecordingClient, note_text, real_memory
+from test_service import ScriptedCredential, _User
+
+
+class HungSearch(RecordingClient):
+    """A real mem0 whose search never answers."""
+
+    async def search(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(("search", args, kwargs))
+        await asyncio.sleep(60)
+
+
+class RefusedWrites(RecordingClient):
+    """A real mem0 that refuses every write (so no write refreshes a profile)."""
+
+    async def add(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(("add", args, kwargs))
+        raise ValueError("writes are refused in this test")
+
+
+async def test_through_agentscope_app_the_breaker_outlives_the_turn(tmp_path: Path) -> None:
+    """agentscope.app calls the factory once per chat run; a hung search costs the
+    deadline only until the breaker opens, then later turns skip it."""
+    from agentscope.app import create_app
+    from agentscope.app.message_bus import InMemoryMessageBus
+    from agentscope.app.storage import AsyncSQLAlchemyStorage
+    from agentscope.app.workspace_manager import LocalWorkspaceManager
+
+    client = HungSearch(real_memory(_store(tmp_path)))
+    factory = mem0_middleware_factory(
+        client=client, mode="static_control", breaker_threshold=3, search_timeout=0.4
+    )
+    app = create_app(
+        storage=AsyncSQLAlchemyStorage(f"sqlite+aiosqlite:///{tmp_path / 'app.db'}"),
+        message_bus=InMemoryMessageBus(),
+        workspace_manager=LocalWorkspaceManager(str(tmp_path / "ws")),
+        enable_scheduler=False,
+        enable_channel_worker=False,
+        enable_index_worker=False,
+        extra_credentials=[ScriptedCredential],
+        extra_agent_middlewares=factory,
+    )
+    factory.install(app)
+    made: list[Any] = []
+    real_call = factory.__call__
+
+    async def counted(*args: Any) -> Any:
+        made.extend(await real_call(*args))
+        return made[-1:]
+
+    app.state.extra_agent_middlewares = counted  # the app's per-turn call, counted
+
+    transport = httpx.ASGITransport(app=app)
+    durations = []
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://app") as http,
+    ):
+        user = _User(http, "alice")
+        await user.setup()
+        session = await user.new_session("one")
+        for turn in range(7):
+            started = time.perf_counter()
+            await user.chat(session, f"Turn {turn}: I like tea.")
+            durations.append(time.perf_counter() - started)
+        stats = factory.stats()
+
+    assert len(made) == 7 and len({id(mw) for mw in made}) == 7  # a middleware per turn
+    assert len(client.named("search")) == 3  # the breaker opened after three timeouts
+    assert stats["search_timeouts"] == 3
+    assert stats["searches_skipped"] == 4
+    assert stats["breaker_opened"] == 1 and stats["breaker_state"] == "open"
+    assert stats["writes_queued"] == 7  # the totals of all seven middlewares
+    # The first turns waited out the deadline; the skipped ones did not.
+    assert min(durations[:3]) >= 0.4
+    assert max(durations[3:]) < min(durations[:3])
+
+
+async def test_a_profile_is_read_once_per_ttl_across_turns(store_config: dict[str, Any]) -> None:
+    memory = real_memory(store_config)
+    await memory.add("User likes green tea", user_id="alice", agent_id="assistant", infer=False)
+    await memory.add("User likes jazz", user_id="bob", agent_id="assistant", infer=False)
+    client = RefusedWrites(memory)
+    factory = mem0_middleware_factory(
+        client=client, mode="static_control", recall="profile", profile_ttl=60
+    )
+    notes = []
+    for turn in range(4):
+        for user in ("alice", "bob"):
+            # as agentscope.app does: a middleware and an agent per turn, dropped after it
+            (mw,) = await factory(user, "assistant", f"s-{user}")
+            model = ScriptedChatModel("Ok.")
+            agent = Agent(name="assistant", system_prompt="", model=model, middlewares=[mw])
+            await agent.reply(UserMsg("user", f"Hello again, turn {turn}."))
+            notes.append((user, note_text(model.calls[-1])))
+    reads = [k["filters"]["user_id"] for _, k in client.named("get_all")]
+    assert sorted(reads) == ["alice", "bob"]  # one read per user, not one per turn
+    assert all(("green tea" in note) == (user == "alice") for user, note in notes)
+    assert all(("jazz" in note) == (user == "bob") for user, note in notes)
+    await factory.aclose(timeout=5)
+
+
+async def test_middlewares_given_one_state_share_it(store_config: dict[str, Any]) -> None:
+    memory = real_memory(store_config)
+    state = ClientState(memory, deadlines=Deadlines(breaker_threshold=2))
+    first = Mem0Middleware(user_id="alice", client_state=state)
+    second = Mem0Middleware(user_id="bob", client=memory, client_state=state)
+    assert first.client_state is second.client_state is state
+    assert first.client is memory
+    state.breaker.record_failure()
+    state.breaker.record_failure()
+    assert first.stats()["breaker_state"] == second.stats()["breaker_state"] == "open"
+    assert await first.aclose() and await second.aclose()
+    assert not state.writer.closed  # a given state is only flushed
+    await state.aclose()
+    assert state.writer.closed
+
+
+def test_options_come_whole_or_flat_but_not_both(store_config: dict[str, Any]) -> None:
+    import pytest
+
+    from agentscope_mem0 import ConfigurationError
+
+    memory = real_memory(store_config)
+    whole = Mem0Middleware(
+        user_id="u",
+        client=memory,
+        recall=RecallOptions(mode="full", profile_ttl=5),
+        deadlines=Deadlines(search_timeout=1.0),
+    )
+    flat = Mem0Middleware(
+        user_id="u", client=memory, recall="full", profile_ttl=5, search_timeout=1.0
+    )
+    assert whole._options == flat._options
+    with pytest.raises(ConfigurationError, match="search_timeout was given both"):
+        Mem0Middleware(user_id="u", client=memory, deadlines=Deadlines(), search_timeout=1.0)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        Mem0Middleware(user_id="u", client=memory, search_timout=1.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="Deadlines"):
+        Mem0Middleware(user_id="u", client=memory, deadlines={"search_timeout": 1})  # type: ignore[arg-type]
+
+
+def _store(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "vector_store": {
+            "provider": "qdrant",
+            "config": {"path": str(tmp_path / "q"), "on_disk": True, "collection_name": "t"},
+        },
+        "history_db_path": str(tmp_path / "h.db"),
+    }

@@ -216,3 +216,34 @@ def test_judge_helper_span(spans: InMemorySpanExporter) -> None:
     assert attrs["agentscope_mem0.candidates"] == 3
     assert attrs["agentscope_mem0.decision"] == "supersedes"
     assert "agentscope_mem0.extra" not in attrs
+
+
+async def test_the_time_judgement_is_a_judge_span_under_the_write(
+    spans: InMemorySpanExporter, tmp_path: Any
+) -> None:
+    mw = Mem0Middleware.local(
+        user_id="alice",
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(),
+        folder=tmp_path / "data",
+    )
+    async with mw:
+        for text, when in (
+            ("I live in Hangzhou.", "2024-01-05T10:00:00+00:00"),
+            ("I moved to Beijing last month.", "2024-03-10T10:00:00+00:00"),
+        ):
+            model = ScriptedChatModel("Noted.")
+            bot = Agent(name="helper", system_prompt="You help.", model=model, middlewares=[mw])
+            await bot.reply(UserMsg(name="user", content=text, created_at=when))
+            assert await mw.flush(timeout=30)
+    writes = {s.context.span_id: s for s in named(spans, "agentscope_mem0.write")}
+    judges = named(spans, "agentscope_mem0.judge")
+    assert len(judges) == 2 and len(writes) == 2
+    for judge in judges:
+        assert judge.parent is not None and judge.parent.span_id in writes
+    last = dict(max(judges, key=lambda s: s.start_time or 0).attributes or {})
+    assert last["agentscope_mem0.user_id"] == "alice"
+    assert last["agentscope_mem0.new"] == 1
+    assert last["agentscope_mem0.candidates"] == 1
+    assert last["agentscope_mem0.changed"] >= 2  # the new memory and the one it supersedes
+    assert "Hangzhou" not in str(last) and "Beijing" not in str(last)

@@ -42,6 +42,7 @@ from ._time import (
     iso,
     parse_time,
 )
+from ._tracing import SpanHandle, span
 
 if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
@@ -259,6 +260,10 @@ class TimeJudge:
     # -- one batch ------------------------------------------------------------
 
     async def _judge(self, scope: Scope, results: Sequence[Any]) -> None:
+        with span("judge", user_id=scope.user_id, agent_id=scope.agent_id) as handle:
+            await self._judge_batch(scope, results, handle)
+
+    async def _judge_batch(self, scope: Scope, results: Sequence[Any], handle: SpanHandle) -> None:
         new = [
             item
             for item in results
@@ -267,6 +272,7 @@ class TimeJudge:
             and item.get("memory")
             and item.get("event", "ADD") == "ADD"
         ]
+        handle.set(new=len(new))
         if not new:
             return
         changes: dict[str, dict[str, Any]] = {}
@@ -285,6 +291,7 @@ class TimeJudge:
                     scope.user_id,
                     self._timeout,
                 )
+                handle.set(timed_out=True)
                 asked = None
             except Exception as exc:
                 logger.warning(
@@ -293,11 +300,14 @@ class TimeJudge:
                 asked = None
             if asked is None:
                 self._counts["skipped"] += 1
+                handle.set(skipped=True)
             else:
                 verdicts, news, existing = asked
+                handle.set(candidates=len(existing), verdicts=len(verdicts))
                 if existing:
                     self._counts["judged"] += 1
                 self._plan(verdicts, news, existing, changes)
+            handle.set(changed=len(changes))
             await self._write(scope, changes)
         finally:
             self._latency.record(time.perf_counter() - started)

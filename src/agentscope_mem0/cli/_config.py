@@ -26,7 +26,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
 from ..backends import DEFAULT_COLLECTION
-from ..local import DATA_DIR_ENV
 
 __all__ = [
     "BACKENDS",
@@ -202,6 +201,10 @@ def load_settings(
 
     def path_of(value: str) -> Path:
         return (base / Path(value).expanduser()).resolve()
+
+    # Here, not at the top: importing the embedded store's package imports mem0,
+    # and a command's --help should not wait for that.
+    from ..local import DATA_DIR_ENV
 
     if folder:
         folder_path, sources["folder"] = Path(folder).expanduser().resolve(), "--folder"

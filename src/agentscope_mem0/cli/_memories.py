@@ -7,6 +7,8 @@ from typing import Any
 import click
 
 from .._scope import Scope
+from .._time import overfetch
+from . import _timeline as timeline
 from ._common import (
     agent_option,
     check_memory_id,
@@ -33,7 +35,7 @@ def _row(record: MemoryRecord) -> list[Any]:
         record.agent_id or "-",
         short_date(record.created_at),
         short_date(record.updated_at),
-        record.text,
+        timeline.mark(record, record.text),
     ]
 
 
@@ -48,14 +50,15 @@ def _row(record: MemoryRecord) -> list[Any]:
     show_default=True,
     help="Show at most this many, newest first.",
 )
+@click.option("--all", "show_all", is_flag=True, help=timeline.ALL_HELP)
 @store_command()
 def list_memories(
-    *, settings: Settings, out: Output, user: str, agent: str | None, limit: int
+    *, settings: Settings, out: Output, user: str, agent: str | None, limit: int, show_all: bool
 ) -> None:
     """List a user's memories, newest first: id, agent, dates, text."""
     scope = Scope(user, agent)
     with session(settings) as s:
-        records = s.run(s.store.records(scope))
+        records = timeline.current(s.run(s.store.records(scope)), show_all=show_all)
     if not records:
         if out.as_json:
             out.json([])  # scripts get valid JSON; the exit code still says "none"
@@ -89,6 +92,7 @@ def list_memories(
     default=None,
     help="Minimum similarity score (default: mem0's).",
 )
+@click.option("--all", "show_all", is_flag=True, help=timeline.ALL_HELP)
 @store_command()
 def search(
     *,
@@ -99,13 +103,16 @@ def search(
     query: str,
     top_k: int,
     threshold: float | None,
+    show_all: bool = False,
 ) -> None:
     """Search a user's memories for QUERY, best first, with scores."""
     if not query.strip():
         raise UsageError("QUERY is empty")
     scope = Scope(user, agent)
     with session(settings) as s:
-        hits = s.run(s.store.search(query, scope, top_k=top_k, threshold=threshold))
+        fetch = top_k if show_all else overfetch(top_k)
+        found = s.run(s.store.search(query, scope, top_k=fetch, threshold=threshold))
+        hits = timeline.current(found, show_all=show_all)[:top_k]
         if not hits and not s.run(s.store.records(scope)):
             if out.as_json:
                 out.json([])  # scripts get valid JSON; the exit code still says "none"
@@ -125,7 +132,7 @@ def search(
                 record.id,
                 record.agent_id or "-",
                 short_date(record.date),
-                record.text,
+                timeline.mark(record, record.text),
             ]
             for record, score in hits
         ],
@@ -325,11 +332,16 @@ def _aborted(out: Output) -> None:
 @click.argument("memory_id")
 @store_command()
 def history(*, settings: Settings, out: Output, memory_id: str) -> None:
-    """Show mem0's change history of one memory: adds, updates, deletes."""
+    """Show mem0's change history of one memory (adds, updates, deletes) and the
+    memories it superseded or extends, or that superseded or extend it."""
     memory_id = check_memory_id(memory_id)
     with session(settings) as s:
         entries = s.run(s.store.history(memory_id))
-        current = s.run(s.store.get(memory_id)) if not entries else None
+        current = s.run(s.store.get(memory_id))
+        if current is not None and current.user_id:
+            # The newer and older memories it is linked to, both ways.
+            mine = s.run(s.store.records(Scope(current.user_id)))
+            entries = entries + timeline.chain(current, mine)
     if not entries and current is None:
         raise NotFoundError(f"no memory and no history with id {memory_id} in {where(settings)}")
     if out.as_json:

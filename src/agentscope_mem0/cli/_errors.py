@@ -63,7 +63,7 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, exit_code: ExitCode = ExitCode.FAILED) -> None:
         super().__init__(message)
-        self.exit_code = int(exit_code)  # type: ignore[misc]  # click's is a class default
+        self.exit_code = int(exit_code)
 
     def show(self, file: IO[Any] | None = None) -> None:
         """Print the message to stderr."""

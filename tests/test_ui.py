@@ -31,6 +31,7 @@ from agentscope_mem0.cli._open import open_store
 from agentscope_mem0.cli._records import MemoryRecord
 from agentscope_mem0.cli.ui._inspector import Inspector
 from agentscope_mem0.cli.ui._web import create_app
+from test_hosted import platform  # noqa: F401  (fixture)
 
 BASE = "http://127.0.0.1:8765"
 TOKEN = "s3cret-token-for-tests-0123"
@@ -374,3 +375,41 @@ def test_a_long_user_page_shows_the_newest_then_all(store: Any) -> None:
     assert "Fact number 304." in page and "Fact number 4." not in page  # newest first
     assert "The newest 300 of 305" in page and 'href="/?user=carol&amp;all=1"' in page
     assert client.get("/?user=carol&all=1").text.count('<tr id="m-') == 305
+
+
+# -- hosted mem0: the platform fake of test_hosted --------------------------------
+
+
+def test_the_inspector_on_hosted_mem0(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    platform: Any,  # noqa: F811
+) -> None:
+    import httpx
+    import mem0
+
+    from test_hosted import KEY
+
+    real = mem0.AsyncMemoryClient
+
+    class RoutedClient(real):  # type: ignore[misc, valid-type]
+        def __init__(self, api_key: str | None = None, host: str | None = None) -> None:
+            transport = httpx.MockTransport(platform.handle)
+            super().__init__(
+                api_key=api_key, host=host, client=httpx.AsyncClient(transport=transport)
+            )
+
+    monkeypatch.setattr(mem0, "AsyncMemoryClient", RoutedClient)
+    monkeypatch.setenv("MEM0_API_KEY", KEY)
+    config = tmp_path / "hosted.toml"
+    config.write_text('backend = "hosted"\nurl = "https://api.mem0.test"\n')
+    store = open_store(load_settings(folder=str(tmp_path / "data"), config_path=str(config)))
+    for user, text in (("alice", "Alice likes oolong tea."), ("bob", "Bob likes black coffee.")):
+        asyncio.run(store.add(text, Scope(user), infer=False))  # the platform queues adds
+    client = client_for(store)
+    home = client.get("/").text
+    assert "lists memories per user" in home  # the platform cannot list users
+    page = client.get("/?user=alice").text
+    assert "Alice likes oolong tea." in page and "black coffee" not in page
+    found = client.get("/search", params={"user": "alice", "q": "tea"}).text
+    assert "Alice likes oolong tea." in found and "black coffee" not in found

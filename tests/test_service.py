@@ -64,16 +64,24 @@ def test_signature_fits_both_forms_agentscope_app_probes(store_config: dict[str,
     assert inspect.iscoroutinefunction(factory.__call__)
 
 
-@pytest.mark.parametrize("user_id", ["", "   ", "\t\n", None, 42, "alice ", " alice", "*"])
-async def test_factory_rejects_user_ids_that_do_not_name_one_user(
-    user_id: Any, store_config: dict[str, Any]
+@pytest.mark.parametrize(
+    "user_id", ["", "   ", "\t\n", None, 42, "alice ", " alice", "*", "alice smith", "a\u00a0b"]
+)
+async def test_a_user_id_mem0_cannot_store_gets_a_turn_without_memory(
+    user_id: Any, store_config: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     memory = RecordingClient(real_memory(store_config))
     factory = mem0_middleware_factory(client=memory)
+    with caplog.at_level("WARNING", logger="agentscope_mem0.service"):
+        assert await factory(user_id, "agent", "session") == []
+        assert await factory(user_id, "agent", "session") == []
+    warnings = [r for r in caplog.records if "without memory" in r.getMessage()]
+    assert len(warnings) == 1  # once per id, not once per turn
+    assert "user_id" in warnings[0].getMessage()
     with pytest.raises(ConfigurationError, match="user_id"):
-        await factory(user_id, "agent", "session")
-    with pytest.raises(ValueError):
         check_user_id(user_id)
+    with pytest.raises(ConfigurationError, match="user_id"):
+        Mem0Middleware(user_id=user_id, client=memory)
     assert memory.calls == []
 
 
@@ -453,25 +461,23 @@ class _User:
         raise AssertionError(f"no reply in session {session_id}; read the app's log")
 
 
-async def test_app_users_recall_their_own_facts_across_sessions(tmp_path: Path) -> None:
-    from agentscope.app import create_app
-    from agentscope.app.message_bus import InMemoryMessageBus
-    from agentscope.app.storage import AsyncSQLAlchemyStorage
-    from agentscope.app.workspace_manager import IsolationPolicy, LocalWorkspaceManager
-
-    memory_config = {
+def _memory_config(tmp_path: Path) -> dict[str, Any]:
+    return {
         "vector_store": {
             "provider": "qdrant",
             "config": {"path": str(tmp_path / "q"), "on_disk": True, "collection_name": "t"},
         },
         "history_db_path": str(tmp_path / "h.db"),
     }
-    extraction = ScriptedChatModel()
-    factory = mem0_middleware_factory(
-        chat_model=extraction,
-        embedding_model=HashEmbedding(),
-        mem0_config=memory_config,
-    )
+
+
+def _app(tmp_path: Path, factory: Mem0MiddlewareFactory) -> Any:
+    """A real agentscope.app with the scripted model and ``factory`` installed."""
+    from agentscope.app import create_app
+    from agentscope.app.message_bus import InMemoryMessageBus
+    from agentscope.app.storage import AsyncSQLAlchemyStorage
+    from agentscope.app.workspace_manager import IsolationPolicy, LocalWorkspaceManager
+
     app = create_app(
         storage=AsyncSQLAlchemyStorage(f"sqlite+aiosqlite:///{tmp_path / 'app.db'}"),
         message_bus=InMemoryMessageBus(),
@@ -485,8 +491,34 @@ async def test_app_users_recall_their_own_facts_across_sessions(tmp_path: Path) 
         extra_credentials=[ScriptedCredential],
         extra_agent_middlewares=factory,
     )
-    factory.install(app)
+    return factory.install(app)
 
+
+async def test_a_refused_user_id_still_gets_its_reply_without_memory(tmp_path: Path) -> None:
+    memory = RecordingClient(real_memory(_memory_config(tmp_path)))
+    factory = mem0_middleware_factory(client=memory)
+    app = _app(tmp_path, factory)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://app") as http,
+    ):
+        for user_id in ("*", "alice smith"):
+            user = _User(http, user_id)
+            await user.setup()
+            session = await user.new_session("first")
+            assert await user.chat(session, "I live in Paris.") == "Nothing recalled."
+    assert memory.calls == []
+
+
+async def test_app_users_recall_their_own_facts_across_sessions(tmp_path: Path) -> None:
+    extraction = ScriptedChatModel()
+    factory = mem0_middleware_factory(
+        chat_model=extraction,
+        embedding_model=HashEmbedding(),
+        mem0_config=_memory_config(tmp_path),
+    )
+    app = _app(tmp_path, factory)
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),

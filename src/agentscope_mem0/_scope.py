@@ -8,6 +8,7 @@ hosted platform (reads name the user only) lives in one place.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from ._exceptions import ConfigurationError
 __all__ = [
     "WILDCARD",
     "Scope",
+    "agent_id_from_name",
     "check_agent_id",
     "check_user_id",
     "mem0_ids",
@@ -26,13 +28,17 @@ __all__ = [
 WILDCARD = "*"
 """mem0 2.2 reads ``"*"`` in a filter as "any value"."""
 
+_WHITESPACE_RUN = re.compile(r"\s+")
+
 
 def _check_id(kind: str, value: Any, source: str | None) -> str:
     """``value`` if it names exactly one owner in mem0, else a clear error.
 
     mem0 2.2 strips surrounding whitespace from ids (so ``"alice "`` would read
-    and write Alice's memories) and reads ``"*"`` in a filter as "any value"
-    (so it would read everybody's). Both are refused rather than passed on.
+    and write Alice's memories), rejects ids with whitespace inside (so every
+    search and write for ``"alice smith"`` would fail) and reads ``"*"`` in a
+    filter as "any value" (so it would read everybody's). All three are
+    refused here rather than passed on.
     """
     where = f"{kind} from {source}" if source else kind
     if not isinstance(value, str) or not value.strip():
@@ -41,6 +47,12 @@ def _check_id(kind: str, value: Any, source: str | None) -> str:
         raise ConfigurationError(
             f"{where} {value!r} has surrounding whitespace; mem0 trims ids, so it "
             f"would share memories with another {kind}. Normalise ids before they get here"
+        )
+    if any(char.isspace() for char in value):
+        raise ConfigurationError(
+            f"{where} {value!r} has whitespace inside; mem0 2.2 refuses such ids, so "
+            f"every search and write would fail. Use an id without spaces, e.g. "
+            f"{_WHITESPACE_RUN.sub('_', value)!r}"
         )
     if value == WILDCARD:
         raise ConfigurationError(
@@ -54,7 +66,7 @@ def check_user_id(user_id: Any) -> str:
 
     Raises:
         ConfigurationError: ``user_id`` is not a string, is blank, has
-            surrounding whitespace, or is the wildcard ``"*"``.
+            whitespace around or inside it, or is the wildcard ``"*"``.
     """
     return _check_id("user_id", user_id, None)
 
@@ -77,7 +89,7 @@ def resolve_agent_id(setting: str | Callable[[Any], str] | None, agent: Any) -> 
 
     Args:
         setting: A fixed id, a function of the agent, or ``None`` for the
-            agent's ``name``.
+            agent's ``name`` (made a valid id by :func:`agent_id_from_name`).
         agent: The AgentScope agent.
 
     Raises:
@@ -85,8 +97,27 @@ def resolve_agent_id(setting: str | Callable[[Any], str] | None, agent: Any) -> 
     """
     if isinstance(setting, str):
         return setting
-    value = setting(agent) if callable(setting) else agent.name
-    return check_agent_id(value, f"agent {agent.name!r}")
+    if callable(setting):
+        return check_agent_id(setting(agent), f"agent {agent.name!r}")
+    return check_agent_id(agent_id_from_name(agent.name), f"agent {agent.name!r}")
+
+
+def agent_id_from_name(name: Any) -> Any:
+    """The mem0 ``agent_id`` an agent gets from its name: spaces become ``_``.
+
+    AgentScope names like ``"Research Assistant"`` are common, and mem0 2.2
+    refuses ids with whitespace, so the name is stripped and every run of
+    whitespace inside it becomes one underscore: ``"Research Assistant"`` ->
+    ``"Research_Assistant"``. The mapping is deterministic, so the agent
+    finds its memories again in every process. Names that differ only in
+    whitespace versus underscores (``"Research Assistant"`` and
+    ``"Research_Assistant"``) share one id; give such agents an explicit
+    ``agent_id`` to keep them apart. Anything that is not a string is
+    returned unchanged, for :func:`check_agent_id` to refuse.
+    """
+    if not isinstance(name, str):
+        return name
+    return _WHITESPACE_RUN.sub("_", name.strip())
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from ._clients import resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
 from ._middleware import Mem0Middleware
 from ._options import FLAT_KEYWORDS, Mode, check_mode, options_from_keywords
-from ._scope import check_user_id
+from ._scope import agent_id_from_name, check_user_id
 
 if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 __all__ = ["Mem0MiddlewareFactory", "check_user_id", "mem0_middleware_factory"]
 
 logger = logging.getLogger(__name__)
+
+# Refused user ids are logged once each, up to this many distinct ids.
+_MAX_REFUSED_IDS_LOGGED = 1000
 
 
 class Mem0MiddlewareFactory:
@@ -89,6 +92,7 @@ class Mem0MiddlewareFactory:
         self._mode: Mode = mode
         self._options = middleware_options
         self._lock = threading.Lock()
+        self._refused_ids: set[str] = set()
         self._client: Any | None = None
         self._owned = False
         self._build_args: dict[str, Any] = {}
@@ -136,18 +140,20 @@ class Mem0MiddlewareFactory:
             workspace: The session's workspace; unused.
 
         Returns:
-            A one-element list holding a new ``Mem0Middleware``.
+            A one-element list holding a new ``Mem0Middleware``; an empty list
+            when ``user_id`` cannot be a mem0 user id (see
+            :func:`check_user_id`): the turn then runs without memory, and
+            a warning is logged (once per id).
 
         Raises:
-            ConfigurationError: ``user_id`` does not name one user (see
-                :func:`check_user_id`).
             InvalidStateError: The factory was closed.
         """
-        check_user_id(user_id)
+        if not self._usable_user_id(user_id):
+            return []
         client = await self.get_client()
         options = dict(self._options)
         if "agent_id" not in options and isinstance(agent_id, str) and agent_id.strip():
-            options["agent_id"] = agent_id
+            options["agent_id"] = agent_id_from_name(agent_id)
         middleware = Mem0Middleware(
             user_id=user_id,
             client=client,
@@ -156,6 +162,26 @@ class Mem0MiddlewareFactory:
             **options,
         )
         return [middleware]
+
+    def _usable_user_id(self, user_id: Any) -> bool:
+        """Whether ``user_id`` can be a mem0 user id; a refusal is logged once per id.
+
+        agentscope.app only logs an exception raised here and the turn then
+        produces no reply at all, so a bad ``X-User-ID`` costs the memory of
+        that turn, not the reply.
+        """
+        try:
+            check_user_id(user_id)
+        except ConfigurationError as exc:
+            key = repr(user_id)[:200]
+            with self._lock:
+                first = key not in self._refused_ids
+                if first and len(self._refused_ids) < _MAX_REFUSED_IDS_LOGGED:
+                    self._refused_ids.add(key)
+            log = logger.warning if first else logger.debug
+            log("this turn runs without memory: %s", exc)
+            return False
+        return True
 
     def _client_state(self, client: Any) -> ClientState:
         with self._lock:
@@ -396,7 +422,7 @@ def mem0_middleware_factory(
         mode: ``"static_control"``, ``"agent_control"`` or ``"both"``.
         outbox_dir: Folder of the write queue's outbox, so that writes not yet
             stored survive a restart; by default the data folder for the
-            embedded default, otherwise ``None`` (in memory only).
+            embedded default, otherwise next to the store's own files.
         folder: The embedded default's data folder (default
             ``$AGENTSCOPE_MEM0_DIR`` or ``~/.agentscope-mem0``); not with
             ``mem0_config``.

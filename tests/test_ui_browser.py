@@ -99,13 +99,18 @@ def _seed(store: Any) -> dict[str, str]:
     return ids
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
+TOKEN = "browser-test-token-0123456789"
+
+
+@pytest.fixture(params=[False], ids=["loopback"])
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
     settings = load_settings(folder=str(tmp_path / "data"), config_path=None)
     settings = dataclasses.replace(settings, embedding_model="hash")
     store = open_store(settings)
     ids = _seed(store)
-    app = create_app(Inspector(store, settings), token=None, loopback=True)
+    # With the token, the app behaves as when bound to a public address.
+    token = TOKEN if request.param else None
+    app = create_app(Inspector(store, settings), token=token, loopback=not token)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, name="inspector", daemon=True)
     thread.start()
@@ -202,3 +207,22 @@ def test_a_memory_holding_script_stays_text(page: Any, served: Served) -> None:
     assert page.evaluate("document.querySelectorAll('script, main img').length") == 0
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert errors == []
+
+
+@pytest.mark.parametrize("served", [True], indirect=True, ids=["token"])
+def test_with_a_token_the_printed_url_opens_and_forms_work(
+    browser: Any, page: Any, served: Served
+) -> None:
+    stranger = browser.new_context()
+    try:
+        denied = stranger.new_page().goto(served.url + "/?user=alice")
+        assert denied is not None and denied.status == 401
+    finally:
+        stranger.close()
+    page.goto(f"{served.url}/?token={TOKEN}")
+    assert page.url == served.url + "/"  # the token left the address bar
+    page.click("#users a.user:text-is('alice')")
+    page.locator("#memories tr.memory", has_text="Miso").locator("button.forget").click()
+    page.click("#confirm")
+    page.wait_for_selector(".flash")
+    assert page.locator("#memories tr.memory", has_text="Miso").count() == 0

@@ -107,14 +107,14 @@ class _Pages:
             ("memories", len(records)),
             ("users", len(users)),
             ("agents", len({r.agent_id for r in records if r.agent_id})),
-            ("new in 24 h", sum(c for _, c in per_day(records, days=1))),
+            ("new today (UTC)", sum(c for _, c in per_day(records, days=1))),
             ("new in 7 days", sum(c for _, c in per_day(records, days=7))),
         ]
         outbox = ins.outbox()
         stats += [("writes pending", len(outbox.pending)), ("writes failed", len(outbox.failed))]
         stats += [
             (
-                f"searches here{'' if latency is None else f' (p50 {latency[0]:.0f} ms)'}",
+                f"searches on this page{'' if latency is None else f' (p50 {latency[0]:.0f} ms)'}",
                 ins.counters["searches"],
             )
         ]

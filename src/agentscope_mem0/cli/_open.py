@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ._config import Settings
 
-__all__ = ["open_store", "pg_vector_size"]
+__all__ = ["open_store"]
 
 _CONNECT_TIMEOUT = 5
 
@@ -125,19 +125,6 @@ def _open_server(
             "(embedding_model in the config file, or $AGENTSCOPE_MEM0_EMBEDDER)"
         )
     return store
-
-
-def pg_vector_size(dsn: str, table: str) -> int | None:
-    """The size of the ``vector`` column of a pgvector table; ``None`` if there is none."""
-    import psycopg
-
-    with psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT) as conn:
-        row = conn.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s)"
-            " AND attname = 'vector'",
-            (table,),
-        ).fetchone()
-    return int(row[0]) if row and row[0] and row[0] > 0 else None
 
 
 def _check_postgres(dsn: str) -> None:

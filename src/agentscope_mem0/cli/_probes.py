@@ -9,10 +9,10 @@ from typing import Any
 
 from .._exceptions import ConfigurationError, StoreLockedError
 from .._outbox import OUTBOX_FILENAME, Outbox, OutboxRow
+from .._vectors import pg_vector_size, qdrant_vector_size
 from ._config import Settings
 from ._lock import lock_holder
 from ._models import embedding_model_from_spec
-from ._open import pg_vector_size
 
 __all__ = ["gather_status"]
 
@@ -20,6 +20,56 @@ _PROBE_TIMEOUT = 5
 
 
 def _embedded_backend(settings: Settings) -> dict[str, Any]:
+    from ..local import store_engine
+
+    if store_engine() == "qdrant-local":
+        return _embedded_qdrant_local(settings)
+    return _embedded_edge(settings)
+
+
+def _embedded_edge(settings: Settings) -> dict[str, Any]:
+    from ..local import close_shared_clients
+    from ..local._edge_index import store_status
+    from ..local._folder import COLLECTION
+    from ..local._migrate import migrate_if_needed
+
+    edge = settings.folder / "edge"
+    info: dict[str, Any] = {
+        "store": f"Qdrant Edge in {edge}",
+        "collection": COLLECTION,
+        "reachable": True,
+        "locked": False,
+        "lock_holder": None,
+        "memories": None,
+        "vector_size": None,
+    }
+    holder = lock_holder(settings.folder)
+    if holder is not None and not holder.is_self:
+        info.update(
+            reachable=False,
+            locked=True,
+            lock_holder={"pid": holder.pid, "command": holder.command},
+            error=f"the data folder is locked by {holder.describe()}",
+        )
+        return info
+    try:
+        migrate_if_needed(settings.folder)
+        found = store_status(edge, COLLECTION)
+    except StoreLockedError as exc:
+        info.update(reachable=False, locked=True, error=str(exc))
+        return info
+    except ConfigurationError as exc:
+        info.update(reachable=False, error=str(exc))
+        return info
+    finally:
+        if holder is None or not holder.is_self:  # leave this process's own store open
+            close_shared_clients(settings.folder)
+    info.update(found)
+    info["memories"] = found.get("points", 0)
+    return info
+
+
+def _embedded_qdrant_local(settings: Settings) -> dict[str, Any]:
     from ..local import close_shared_clients, shared_qdrant_client
     from ..local._folder import COLLECTION
 
@@ -60,14 +110,11 @@ def _embedded_backend(settings: Settings) -> dict[str, Any]:
 
 
 def _read_qdrant(client: Any, collection: str, info: dict[str, Any]) -> None:
-    from qdrant_client.models import VectorParams
-
     if not client.collection_exists(collection):
         info["memories"] = 0
         info["note"] = f"collection {collection!r} not created yet"
         return
-    vectors = client.get_collection(collection).config.params.vectors
-    info["vector_size"] = vectors.size if isinstance(vectors, VectorParams) else None
+    info["vector_size"] = qdrant_vector_size(client, collection)
     info["memories"] = client.count(collection, exact=True).count
 
 

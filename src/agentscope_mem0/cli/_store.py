@@ -261,18 +261,13 @@ class MemoryStore:
 
     def vector_size(self) -> int | None:
         """The vector size the store holds (``None`` when it cannot tell)."""
-        from ._open import pg_vector_size
+        from .._vectors import pg_vector_size, qdrant_vector_size
 
         qdrant = self._qdrant()
         name = getattr(self._vectors, "collection_name", None)
         try:
             if qdrant is not None:
-                if not qdrant.collection_exists(name):
-                    return None
-                from qdrant_client.models import VectorParams
-
-                vectors = qdrant.get_collection(name).config.params.vectors
-                return vectors.size if isinstance(vectors, VectorParams) else None
+                return qdrant_vector_size(qdrant, name)
             dsn = getattr(self.settings, "dsn", None)
             if self.settings.backend == "pgvector" and dsn:
                 return pg_vector_size(dsn, self.settings.collection)

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from qdrant_client import QdrantClient
-from qdrant_client.models import VectorParams
 
 from .._exceptions import DimensionMismatchError, StoreLockedError
+from .._vectors import qdrant_vector_size
 from ._folder import (
     COLLECTION,
     DATA_DIR_ENV,
@@ -247,11 +247,7 @@ def check_collection_dims(client: QdrantClient, collection: str, dims: int) -> N
     Raises:
         DimensionMismatchError: The sizes differ.
     """
-    if not client.collection_exists(collection):
-        return
-    vectors = client.get_collection(collection).config.params.vectors
-    # mem0 creates one unnamed dense vector; a dict means named vectors mem0 did not make.
-    size = vectors.size if isinstance(vectors, VectorParams) else None
+    size = qdrant_vector_size(client, collection)
     if size is not None and size != dims:
         raise DimensionMismatchError(
             f"the embedding model makes {dims}-dimensional vectors, but the collection "

@@ -31,6 +31,7 @@ from agentscope_mem0.cli._open import open_store
 from agentscope_mem0.cli._records import MemoryRecord
 from agentscope_mem0.cli.ui._inspector import Inspector
 from agentscope_mem0.cli.ui._web import create_app
+from test_cli_hosted import config  # noqa: F401  (fixture: hosted.toml routed to the fake)
 from test_hosted import platform  # noqa: F401  (fixture)
 
 BASE = "http://127.0.0.1:8765"
@@ -331,12 +332,12 @@ def pg_dsn() -> Iterator[str]:
 def test_the_inspector_works_on_pgvector(pg_dsn: str, tmp_path: Path) -> None:
     from _pgfixture import fresh_collection
 
-    config = tmp_path / "pg.toml"
-    config.write_text(
+    pg_config = tmp_path / "pg.toml"
+    pg_config.write_text(
         f'backend = "pgvector"\ndsn = "{pg_dsn}"\ncollection = "{fresh_collection("ui")}"\n'
         'history_db = "pg-history.db"\nfolder = "data"\n'
     )
-    settings = load_settings(folder=None, config_path=str(config))
+    settings = load_settings(folder=None, config_path=str(pg_config))
     store = open_store(settings)
     try:
         kept = add(store, "alice", "Alice drinks green tea.")
@@ -380,29 +381,7 @@ def test_a_long_user_page_shows_the_newest_then_all(store: Any) -> None:
 # -- hosted mem0: the platform fake of test_hosted --------------------------------
 
 
-def test_the_inspector_on_hosted_mem0(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    platform: Any,  # noqa: F811
-) -> None:
-    import httpx
-    import mem0
-
-    from test_hosted import KEY
-
-    real = mem0.AsyncMemoryClient
-
-    class RoutedClient(real):  # type: ignore[misc, valid-type]
-        def __init__(self, api_key: str | None = None, host: str | None = None) -> None:
-            transport = httpx.MockTransport(platform.handle)
-            super().__init__(
-                api_key=api_key, host=host, client=httpx.AsyncClient(transport=transport)
-            )
-
-    monkeypatch.setattr(mem0, "AsyncMemoryClient", RoutedClient)
-    monkeypatch.setenv("MEM0_API_KEY", KEY)
-    config = tmp_path / "hosted.toml"
-    config.write_text('backend = "hosted"\nurl = "https://api.mem0.test"\n')
+def test_the_inspector_on_hosted_mem0(tmp_path: Path, config: Path) -> None:  # noqa: F811
     store = open_store(load_settings(folder=str(tmp_path / "data"), config_path=str(config)))
     for user, text in (("alice", "Alice likes oolong tea."), ("bob", "Bob likes black coffee.")):
         asyncio.run(store.add(text, Scope(user), infer=False))  # the platform queues adds

@@ -38,5 +38,9 @@ def demo(mode: str, folder: str | None, user: str) -> None:
     `agentscope-mem0 list --user alice` shows what was remembered.
     """
     from ..demo import run_demo
+    from ._errors import translate_errors
 
-    asyncio.run(run_demo(mode, folder=folder, user_id=user))  # type: ignore[arg-type]
+    # A missing [local] extra (or a locked folder) exits 2 (3) with the fix,
+    # not a traceback.
+    with translate_errors():
+        asyncio.run(run_demo(mode, folder=folder, user_id=user))  # type: ignore[arg-type]

@@ -284,3 +284,16 @@ def test_time_label_reads_the_metadata() -> None:
         id="1", memory="m", created_at="2024-03-10T10:00:00+00:00", metadata={"event_date": "2019"}
     )
     assert time_label(hit) == "2024-03-10, happened 2019"
+
+
+async def test_the_note_can_show_superseded_memories_marked(tmp_path: Any) -> None:
+    from agentscope_mem0._options import RecallOptions
+
+    mw = _middleware(tmp_path, recall=RecallOptions(mode="full", include_superseded=True))
+    async with mw:
+        await _turn(mw, "I live in Hangzhou.", "2024-01-05T10:00:00+00:00")
+        await _turn(mw, "I moved to Beijing.", "2024-03-10T10:00:00+00:00")
+        model = await _turn(mw, "Where do I live now?", "2024-04-01T10:00:00+00:00")
+        note = note_text(model.calls[0])
+        assert "- [2024-03-10] User moved to Beijing." in note
+        assert "- [2024-01-05, no longer true since 2024-03-10] User lives in Hangzhou." in note

@@ -96,6 +96,10 @@ class RecallOptions:
     profile_ttl: float = DEFAULT_PROFILE_TTL
     """Seconds a user's profile is cached; a stored write refreshes it sooner."""
 
+    include_superseded: bool = False
+    """Also recall memories a newer one superseded, marked "no longer true
+    since" in the note (see docs/time.md); by default only what is true now."""
+
     def __post_init__(self) -> None:
         if self.mode not in RECALL_MODES:
             raise ConfigurationError(

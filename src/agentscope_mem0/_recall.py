@@ -183,14 +183,18 @@ async def recall_profile(
     limit: int,
     cache: ProfileCache | None = None,
     scan: int = DEFAULT_PROFILE_SCAN,
+    include_superseded: bool = False,
 ) -> list[MemoryHit]:
-    """The ``limit`` most recently updated memories of ``scope``, newest first."""
+    """The ``limit`` most recently updated memories of ``scope``, newest first
+    (superseded ones left out unless ``include_superseded``)."""
     if cache is not None:
         cached = cache.get(scope)
         if cached is not None:
             return cached[:limit]
         epoch = cache.epoch(scope)
-    everything = await backend.get_all(scope, limit=max(scan, limit))
+    everything = await backend.get_all(
+        scope, limit=max(scan, limit), include_superseded=include_superseded
+    )
     newest = sorted(dedupe_hits(everything), key=_sort_key, reverse=True)[: max(limit, 1)]
     if cache is not None:
         cache.put(scope, newest, epoch)
@@ -239,6 +243,7 @@ async def retrieve(
     profile_cache: ProfileCache | None = None,
     timeout: float | None = None,
     breaker: CircuitBreaker | None = None,
+    include_superseded: bool = False,
 ) -> list[MemoryHit]:
     """The memories for one turn, most important first. Never raises.
 
@@ -256,6 +261,8 @@ async def retrieve(
             nothing and is logged.
         breaker: Skips the turn's reads while open and learns from each
             read's outcome.
+        include_superseded: Also memories a newer one superseded (the note
+            marks them); the profile is then read past its cache.
 
     Returns:
         Profile memories (newest first) then search hits (best first), without
@@ -271,7 +278,13 @@ async def retrieve(
             _bounded(
                 "profile read",
                 scope,
-                recall_profile(backend, scope, limit=top_k, cache=profile_cache),
+                recall_profile(
+                    backend,
+                    scope,
+                    limit=top_k,
+                    cache=None if include_superseded else profile_cache,
+                    include_superseded=include_superseded,
+                ),
                 timeout,
                 breaker,
             )
@@ -282,7 +295,13 @@ async def retrieve(
                 "search",
                 scope,
                 traced_search(
-                    backend.search(query, scope, top_k=top_k, threshold=threshold),
+                    backend.search(
+                        query,
+                        scope,
+                        top_k=top_k,
+                        threshold=threshold,
+                        include_superseded=include_superseded,
+                    ),
                     scope,
                     query=query,
                     top_k=top_k,
@@ -348,6 +367,7 @@ async def recall_note(
         profile_cache=state.profiles,
         timeout=options.deadlines.search_timeout,
         breaker=state.breaker,
+        include_superseded=options.recall.include_superseded,
     )
     return render_note(
         hits,

@@ -16,16 +16,11 @@ from . import (
 )
 
 if TYPE_CHECKING:
-    from ._adapters import (
-        AgentScopeEmbedding,
-        AgentScopeLLM,
-    )
-    from ._backend import MemoryHit
+    from ._adapters import AgentScopeEmbedding, AgentScopeLLM
+    from ._backend import Mem0Backend, MemoryHit
     from ._client_state import ClientState
-    from ._clients import (
-        build_local_memory,
-        build_mem0_config,
-    )
+    from ._clients import build_local_memory, build_mem0_config
+    from ._delivery import RetryPolicy
     from ._exceptions import (
         BackendError,
         BridgeError,
@@ -54,11 +49,12 @@ if TYPE_CHECKING:
         RecallOptions,
         WriteOptions,
     )
+    from ._outbox import Outbox, OutboxRow
     from ._scope import Scope
-    from ._working import WorkingMemory
+    from ._working import WorkingMemory, WorkingScope
     from ._working_remote import PostgresWorkingStore, QdrantWorkingStore
-    from ._working_store import SqliteWorkingStore, WorkingStore
-    from ._writer import WriteQueue
+    from ._working_store import SqliteWorkingStore, WorkingRecord, WorkingStore
+    from ._writer import WriteQueue, WriteResult
 
 __version__ = "0.1.0"
 
@@ -80,24 +76,31 @@ _LAZY: dict[str, str] = {
     "DimensionMismatchError": "._exceptions",
     "FlatOptions": "._options",
     "InvalidStateError": "._exceptions",
+    "Mem0Backend": "._backend",
     "Mem0Middleware": "._middleware",
     "Mem0MiddlewareError": "._exceptions",
     "MemoryHit": "._backend",
     "Mode": "._options",
     "NoteOptions": "._options",
+    "Outbox": "._outbox",
+    "OutboxRow": "._outbox",
     "PermanentBackendError": "._exceptions",
     "PostgresWorkingStore": "._working_remote",
     "QdrantWorkingStore": "._working_remote",
     "RecallMode": "._options",
     "RecallOptions": "._options",
+    "RetryPolicy": "._delivery",
     "Scope": "._scope",
     "SqliteWorkingStore": "._working_store",
     "StoreLockedError": "._exceptions",
     "TransientBackendError": "._exceptions",
     "WorkingMemory": "._working",
+    "WorkingRecord": "._working_store",
+    "WorkingScope": "._working",
     "WorkingStore": "._working_store",
     "WriteOptions": "._options",
     "WriteQueue": "._writer",
+    "WriteResult": "._writer",
     "build_local_memory": "._clients",
     "build_mem0_config": "._clients",
 }
@@ -118,24 +121,31 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "DimensionMismatchError",
     "FlatOptions",
     "InvalidStateError",
+    "Mem0Backend",
     "Mem0Middleware",
     "Mem0MiddlewareError",
     "MemoryHit",
     "Mode",
     "NoteOptions",
+    "Outbox",
+    "OutboxRow",
     "PermanentBackendError",
     "PostgresWorkingStore",
     "QdrantWorkingStore",
     "RecallMode",
     "RecallOptions",
+    "RetryPolicy",
     "Scope",
     "SqliteWorkingStore",
     "StoreLockedError",
     "TransientBackendError",
     "WorkingMemory",
+    "WorkingRecord",
+    "WorkingScope",
     "WorkingStore",
     "WriteOptions",
     "WriteQueue",
+    "WriteResult",
     "__version__",
     "build_local_memory",
     "build_mem0_config",

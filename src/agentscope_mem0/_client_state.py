@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from ._options import Options
 
-__all__ = ["ClientState"]
+__all__ = ["ClientState", "state_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +42,8 @@ class ClientState:
         deadlines: Its ``breaker_threshold`` and ``breaker_cooldown`` set the
             breaker; the timeouts stay each middleware's own.
         profile_ttl: Seconds a user's profile is cached.
-        outbox_dir: Folder of the write queue's durable outbox; ``None`` keeps
-            queued writes in memory only.
+        outbox_dir: Folder of the write queue's durable outbox; ``None``: next
+            to the store's own files; ``":memory:"``: in memory only.
         write_queue: A queue to use instead of building one; it must write to
             ``client``. :meth:`aclose` then only flushes it.
         judge: The time judgement of new memories (see ``Mem0Middleware``).
@@ -90,25 +90,6 @@ class ClientState:
         """The write queue, ordered per scope."""
         self._closed = False
 
-    @classmethod
-    def from_options(
-        cls,
-        client: Any,
-        options: Options,
-        *,
-        write_queue: WriteQueue | None = None,
-        judge: bool | ChatModelBase = True,
-    ) -> ClientState:
-        """The state a middleware with ``options`` builds for itself."""
-        return cls(
-            client,
-            deadlines=options.deadlines,
-            profile_ttl=options.recall.profile_ttl,
-            outbox_dir=options.writes.outbox_dir,
-            write_queue=write_queue,
-            judge=judge,
-        )
-
     @property
     def client(self) -> Any:
         """The mem0 client."""
@@ -151,3 +132,21 @@ class ClientState:
         if not self._owns_writer:
             return flushed
         return await self.writer.aclose(timeout) and flushed
+
+
+def state_for(
+    client: Any,
+    options: Options,
+    *,
+    write_queue: WriteQueue | None = None,
+    judge: bool | ChatModelBase = True,
+) -> ClientState:
+    """The state a middleware configured with ``options`` builds for itself."""
+    return ClientState(
+        client,
+        deadlines=options.deadlines,
+        profile_ttl=options.recall.profile_ttl,
+        outbox_dir=options.writes.outbox_dir,
+        write_queue=write_queue,
+        judge=judge,
+    )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentscope.middleware import MiddlewareBase
 from typing_extensions import Unpack
 
-from ._client_state import ClientState
+from ._client_state import ClientState, state_for
 from ._clients import resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
 from ._exchange import ReplyWatch
@@ -162,7 +162,7 @@ class Mem0Middleware(MiddlewareBase):
         self._tools = check_tool_names(tools)
         if client_state is not None and client not in (None, client_state.client):
             raise ConfigurationError("client_state belongs to another mem0 client than client")
-        self._state = client_state or ClientState.from_options(
+        self._state = client_state or state_for(
             resolve_client(
                 client=client,
                 chat_model=chat_model,

@@ -354,6 +354,7 @@ async def cache_phase(memory: Any, args: argparse.Namespace, folder: Path) -> di
         if not enabled:
             result[label]["searches"] = sum(len(v) for v in timings.values())
     cache.enabled = True
+    result["load_average_1m_after"] = os.getloadavg()[0]
     on, off = result["on"], result["off"]
     result["saved_per_hit_s"] = on["embedding_seconds_saved"] / on["hits"] if on["hits"] else 0.0
     result["repeat_turn_median_difference_s"] = off["again_median_s"] - on["again_median_s"]
@@ -362,6 +363,10 @@ async def cache_phase(memory: Any, args: argparse.Namespace, folder: Path) -> di
 
 def cache_markdown(phases: dict[str, Any]) -> list[str]:
     """The report's section on the query-embedding cache (one row per embedder run)."""
+    loads = ", ".join(
+        f"{name} {run.get('load_average_1m_after', float('nan')):.1f}"
+        for name, run in sorted(phases.items())
+    )
     lines = [
         "## Query-embedding cache",
         "",
@@ -372,21 +377,24 @@ def cache_markdown(phases: dict[str, Any]) -> list[str]:
         "time a hit saves is what embedding that text took when it missed).",
         "",
         "| embedder | lookups | hits | hit rate | embedding time saved (s) | saved per hit "
-        "(ms) | repeated turn, median, cache on / off (ms) | resumed turn, on / off (ms) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "(ms) | turn medians, cache on / off (ms): new message | sent again | resumed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in sorted(phases.items()):
         on, off = r["on"], r["off"]
         lines.append(
             f"| {name} | {on['searches']} | {on['hits']} | {on['hit_rate']:.0%} | "
             f"{on['embedding_seconds_saved']:.2f} | {r['saved_per_hit_s'] * 1000:.1f} | "
+            f"{on['first_median_s'] * 1000:.1f} / {off['first_median_s'] * 1000:.1f} | "
             f"{on['again_median_s'] * 1000:.1f} / {off['again_median_s'] * 1000:.1f} | "
             f"{on['resumed_median_s'] * 1000:.1f} / {off['resumed_median_s'] * 1000:.1f} |"
         )
     lines += [
         "",
         "Commands: `" + "`, `".join(r["command"] for _, r in sorted(phases.items())) + "`.",
-        "First-time messages always miss (every turn here is new text), so the hit rate is "
+        "First-time messages always miss (every turn here is new text): their medians, on "
+        "and off, show how much two runs differ by noise alone on this machine (1-minute "
+        f"load average after each run: {loads}). The hit rate is "
         "that of the repeats; the rest of the report's turns are all new and gain nothing. "
         "Lookups are one per search plus one per entity mem0 2.2 embeds for its entity "
         "boost. The resumed agent runs in the same process, as `agentscope.app` rebuilds "
@@ -528,6 +536,8 @@ def markdown(data: dict[str, Any], args: argparse.Namespace, plotted: bool) -> s
         lines += ["", "![reply latency and writes kept](write-latency.png)"]
     if data.get("query_cache"):
         lines += ["", *cache_markdown(data["query_cache"])]
+        if plotted and plot_cache(data["query_cache"], Path(args.out)):
+            lines += ["", "![query-embedding cache](write-latency-cache.png)"]
     return "\n".join(lines) + "\n"
 
 
@@ -649,6 +659,35 @@ def run_cache_phase(memory: Any, args: argparse.Namespace, folder: Path) -> dict
     return phase
 
 
+def plot_cache(phases: dict[str, Any], out: Path) -> bool:
+    """``write-latency-cache.png``: turn medians with the cache on and off, per embedder."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logging.getLogger(__name__).warning("matplotlib is not installed; no plot")
+        return False
+    names = sorted(phases)
+    kinds = (("first", "new message"), ("again", "sent again"), ("resumed", "resumed state"))
+    fig, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 3.8), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        x = list(range(len(kinds)))
+        for shift, label in ((-0.2, "on"), (0.2, "off")):
+            values = [phases[name][label][f"{k}_median_s"] * 1000 for k, _ in kinds]
+            ax.bar([i + shift for i in x], values, 0.4, label=f"cache {label}")
+        ax.set_xticks(x, [title for _, title in kinds])
+        ax.set_ylabel("reply latency, median (ms)")
+        hits = phases[name]["on"]
+        ax.set_title(f"{name}: {hits['hits']} hits, {hits['embedding_seconds_saved']:.2f} s saved")
+        ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out / "write-latency-cache.png", dpi=120)
+    plt.close(fig)
+    return True
+
+
 def merge_cache_phase(memory: Any, args: argparse.Namespace, folder: Path) -> None:
     """``--phase cache``: add this embedder's run to the JSON and rewrite its section."""
     out = Path(args.out)
@@ -660,7 +699,10 @@ def merge_cache_phase(memory: Any, args: argparse.Namespace, folder: Path) -> No
     report_md = out / "write-latency.md"
     text = report_md.read_text() if report_md.exists() else "# Write latency\n"
     head = text.split("\n## Query-embedding cache\n")[0].rstrip("\n")
-    report_md.write_text(head + "\n\n" + "\n".join(cache_markdown(data["query_cache"])) + "\n")
+    section = cache_markdown(data["query_cache"])
+    if args.plot and plot_cache(data["query_cache"], out):
+        section += ["", "![query-embedding cache](write-latency-cache.png)"]
+    report_md.write_text(head + "\n\n" + "\n".join(section) + "\n")
 
 
 if __name__ == "__main__":

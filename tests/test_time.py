@@ -297,3 +297,19 @@ async def test_the_note_can_show_superseded_memories_marked(tmp_path: Any) -> No
         note = note_text(model.calls[0])
         assert "- [2024-03-10] User moved to Beijing." in note
         assert "- [2024-01-05, no longer true since 2024-03-10] User lives in Hangzhou." in note
+
+
+async def test_mem0s_qdrant_provider_keeps_the_timeline(store_config: dict[str, Any]) -> None:
+    """mem0's own Qdrant store (the code path of a Qdrant server): set_payload merges."""
+    from fakes import real_memory
+
+    mw = Mem0Middleware(user_id="alice", client=real_memory(store_config), mode="static_control")
+    async with mw:
+        await _turn(mw, "I live in Hangzhou.", "2024-01-05T10:00:00+00:00")
+        await _turn(mw, "I moved to Beijing.", "2024-03-10T10:00:00+00:00")
+        stored = await _all(mw)
+        new = stored["User moved to Beijing."]
+        assert stored["User lives in Hangzhou."]["metadata"]["superseded_by"] == new["id"]
+        assert await mw.client_state.backend.delete(new["id"])
+        left = await _all(mw)
+        assert not left["User lives in Hangzhou."]["metadata"].get("superseded_by")

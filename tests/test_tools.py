@@ -229,3 +229,29 @@ async def test_fallback_keeps_each_fact_as_its_own_memory(store_config: dict[str
         "The user likes tea.",
         "The user lives in Hangzhou.",
     ]
+
+
+async def test_tools_report_to_the_breaker_and_skip_mem0_while_it_is_open(
+    store_config: dict[str, Any],
+) -> None:
+    import asyncio
+
+    class HungSearch(RecordingClient):
+        async def search(self, *a: Any, **k: Any) -> Any:
+            self.calls.append(("search", a, k))
+            await asyncio.sleep(30)
+
+    client = HungSearch(real_memory(store_config))
+    mw = Mem0Middleware(
+        user_id="u", client=client, mode="agent_control", search_timeout=0.1, breaker_threshold=2
+    )
+    agent = await _bound_agent(mw)
+    tools = await _tools(mw)
+    for _ in range(2):  # two timeouts open the breaker
+        found = await tools["search_memory"](keywords=["x"], _agent_state=agent.state)
+        assert "timed out" in _text(found)
+    assert mw.stats()["breaker_state"] == "open"
+    skipped = await tools["search_memory"](keywords=["x"], _agent_state=agent.state)
+    assert skipped.state == ToolResultState.ERROR and "unavailable" in _text(skipped)
+    assert len(client.named("search")) == 2  # the third was not sent to mem0
+    assert mw.stats()["searches_skipped"] == 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -109,6 +109,12 @@ class ToolContext:
         return await bounded(call, timeout=timeout, breaker=self.breaker, search=not write)
 
 
+async def _gather(calls: Iterable[Awaitable[_T]]) -> list[_T]:
+    # A coroutine rather than the gather future: on a timeout the task is
+    # cancelled and awaited, so no "exception was never retrieved" is logged.
+    return list(await asyncio.gather(*calls))
+
+
 def _chunk(text: str, *, error: bool = False) -> ToolChunk:
     state = ToolResultState.ERROR if error else ToolResultState.SUCCESS
     return ToolChunk(content=[TextBlock(text=text)], state=state)
@@ -189,7 +195,7 @@ class SearchMemoryTool(_MemoryTool):
             for q in queries
         )
         try:
-            per_query = await self._ctx.call(asyncio.gather(*searches))
+            per_query = await self._ctx.call(_gather(searches))
         except MemoryUnavailableError:
             return _chunk(UNAVAILABLE, error=True)
         except TimeoutError:

@@ -13,7 +13,8 @@ from agentscope.message import ToolResultState, UserMsg
 
 from agentscope_mem0 import ConfigurationError, Mem0Middleware
 from agentscope_mem0._backend import MemoryHit
-from agentscope_mem0._judge import TimeJudge, build_time_judge, parse_verdicts
+from agentscope_mem0._judge import TimeJudge, build_time_judge
+from agentscope_mem0._judge_prompt import parse_verdicts
 from agentscope_mem0._scope import Scope
 from agentscope_mem0._time import rows_said_together, stamp_messages, time_label
 from agentscope_mem0.testing import HashEmbedding, RuleJudge, ScriptedChatModel

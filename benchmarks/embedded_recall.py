@@ -479,9 +479,13 @@ figures do not depend on it.
   ({hyb["recall@5"] - bm25["recall@5"]:+.3f} / {hyb["recall@10"] - bm25["recall@10"]:+.3f}).
   Semantic only (e5): {_f(sem["recall@5"])} / {_f(sem["recall@10"])}.
 - The fusion was chosen on this run: the best engine fusion by recall@10 is
-  {best} ({_f(r[best]["recall@10"])}). RRF needs a small k and still trails DBSF
-  here: mem0 asks for 60 candidates, and with k=60 a hit ranked 30th in one list
-  counts almost as much as the first.
+  {best} ({_f(r[best]["recall@10"])}). With mem0's 60 candidates per ranking,
+  RRF's k matters most: at k=60 a hit ranked 30th in one list counts almost
+  as much as the first, and the fusion falls back to release 0.1's level.
+- The dense and the keyword halves are one engine query under the same filter
+  (no second scan); search times below are through mem0 with the query vector
+  cached, so they are mem0's and the engine's share only (the first variant
+  also paid for embedding each question once).
 
 ## Recall
 

@@ -2,12 +2,12 @@
 
 Usage::
 
-    python _store_child.py count <qdrant folder> <collection>
-    python _store_child.py open <data folder>
+    python _store_child.py count <store folder> <collection>
+    python _store_child.py open <data folder> [edge|qdrant-local]
 
-``count`` reopens the on-disk store with a plain ``QdrantClient`` and reports
-how many points survived; ``open`` tries this package's shared client and
-reports the error it got.
+``count`` reopens an on-disk store (a Qdrant Edge shard folder, or a
+qdrant-client local folder) and reports how many points survived; ``open``
+tries this package's shared store and reports the error it got.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ import sys
 
 
 def count(storage: str, collection: str) -> dict[str, object]:
+    from pathlib import Path
+
+    if (Path(storage) / "edge_config.json").is_file() or Path(storage).name == collection:
+        return count_edge(storage)
     from qdrant_client import QdrantClient
 
     client = QdrantClient(path=storage)
@@ -28,12 +32,26 @@ def count(storage: str, collection: str) -> dict[str, object]:
         client.close()
 
 
-def open_folder(folder: str) -> dict[str, object]:
+def count_edge(storage: str) -> dict[str, object]:
+    from pathlib import Path
+
+    from qdrant_edge import CountRequest, EdgeShard
+
+    if not (Path(storage) / "edge_config.json").is_file():
+        return {"points": 0, "collection": False}
+    shard = EdgeShard.load(storage)
+    try:
+        return {"points": shard.count(CountRequest(exact=True)), "collection": True}
+    finally:
+        shard.close()
+
+
+def open_folder(folder: str, engine: str = "edge") -> dict[str, object]:
     from agentscope_mem0 import StoreLockedError
-    from agentscope_mem0.local import shared_qdrant_client
+    from agentscope_mem0.local import embedded_store_config
 
     try:
-        shared_qdrant_client(folder)
+        embedded_store_config(dims=64, folder=folder, engine=engine)
     except Exception as exc:
         return {
             "error": type(exc).__name__,
@@ -48,7 +66,7 @@ def main(argv: list[str]) -> None:
     if argv[0] == "count":
         result = count(argv[1], argv[2])
     elif argv[0] == "open":
-        result = open_folder(argv[1])
+        result = open_folder(*argv[1:3])
     else:
         raise SystemExit(f"unknown command {argv[0]!r}")
     sys.stdout.write(json.dumps(result) + "\n")

@@ -19,8 +19,9 @@ from test_cli import _offline_models, add_raw, run, run_json  # noqa: F401  (aut
 
 HOLDER = """
 import sys
-from agentscope_mem0.local import shared_qdrant_client
-shared_qdrant_client(sys.argv[1])
+from agentscope_mem0.local import embedded_store_config
+from agentscope_mem0.testing import HashEmbedding
+embedded_store_config(dims=HashEmbedding().dimensions, folder=sys.argv[1])
 print("ready", flush=True)
 sys.stdin.read()
 """
@@ -109,7 +110,7 @@ def test_a_locked_folder_is_reported_with_its_holder(
     assert report["ok"] is False
     assert report["backend"]["locked"] is True
     assert report["backend"]["lock_holder"]["pid"] == held_folder.pid
-    assert "shared_qdrant_client" in report["backend"]["lock_holder"]["command"]
+    assert "embedded_store_config" in report["backend"]["lock_holder"]["command"]
 
     text = run("status")
     assert text.exit_code == 3

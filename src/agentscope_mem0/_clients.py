@@ -17,6 +17,7 @@ from agentscope.model import ChatModelBase
 
 from ._adapters import PROVIDER, agentscope_config_classes
 from ._exceptions import ConfigurationError, DimensionMismatchError
+from ._salvage import check_history_db
 
 if TYPE_CHECKING:
     from mem0 import AsyncMemory
@@ -97,7 +98,12 @@ def build_mem0_config(
     """
     from mem0.configs.base import MemoryConfig
 
-    from .local import embedded_store_config, history_db_path, share_local_qdrant
+    from .local import (
+        embedded_store_config,
+        history_db_path,
+        memory_config_from,
+        share_local_qdrant,
+    )
     from .local._folder import prepare_history_db
 
     check_model_types(chat_model, embedding_model)
@@ -109,14 +115,14 @@ def build_mem0_config(
                 "build_mem0_config needs both chat_model and embedding_model "
                 "when no mem0_config is given"
             )
-        config = MemoryConfig(**embedded_store_config(dims=embedding_model.dimensions))
+        config = memory_config_from(embedded_store_config(dims=embedding_model.dimensions))
     elif isinstance(mem0_config, dict):
         base = {
             k: v
             for k, v in mem0_config.items()
             if not (k == "llm" and chat_model) and not (k == "embedder" and embedding_model)
         }
-        config = MemoryConfig(**base)
+        config = memory_config_from(base)
     elif isinstance(mem0_config, MemoryConfig):
         # Two levels of copy: the slots and the store's size are set below and
         # the caller's object must not change.
@@ -138,6 +144,8 @@ def build_mem0_config(
         # mem0 would fall back to its global ~/.mem0; keep history in our folder.
         config.history_db_path = str(history_db_path())
         prepare_history_db(config.history_db_path)
+    elif config.history_db_path not in ("", ":memory:"):
+        check_history_db(config.history_db_path)  # damaged: moved aside, not a raw error
     return share_local_qdrant(config)
 
 

@@ -1,6 +1,7 @@
 """Who holds the embedded store's folder lock.
 
-The local Qdrant store takes an exclusive ``flock`` on ``<folder>/qdrant/.lock``.
+The embedded store takes an exclusive ``flock`` on a file in the data folder
+(see :func:`lock_file`).
 On Linux the kernel lists every held lock, with the holder's process id, in
 ``/proc/locks``; elsewhere the holder cannot be named.
 """
@@ -34,7 +35,15 @@ class LockHolder:
 
 
 def lock_file(folder: Path) -> Path:
-    """The local Qdrant lock file inside the data folder."""
+    """The store's lock inside the data folder.
+
+    Qdrant Edge locks its memory collection's WAL folder,
+    ``<folder>/edge/agentscope_mem0/wal``; qdrant-client's local mode
+    (release 0.1, still selectable) locks ``<folder>/qdrant/.lock``.
+    """
+    edge_wal = folder / "edge" / "agentscope_mem0" / "wal"
+    if edge_wal.is_dir() and os.environ.get("AGENTSCOPE_MEM0_ENGINE", "edge") != "qdrant-local":
+        return edge_wal
     return folder / "qdrant" / ".lock"
 
 

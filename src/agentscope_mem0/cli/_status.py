@@ -70,6 +70,10 @@ def _print_status(out: Output, report: dict[str, Any]) -> None:
         pairs.append(("folder lock", lock))
     if backend.get("memories") is not None:
         pairs.append(("memories", backend["memories"]))
+    if backend.get("engine"):
+        pairs.append(("engine", backend["engine"]))
+    if backend.get("index"):
+        pairs.append(("index", _index_line(backend)))
     if backend.get("note"):
         pairs.append(("note", backend["note"]))
     out.fields(pairs, indent=2)
@@ -138,3 +142,19 @@ def status(*, settings: Settings, out: Output) -> None:
     code = _exit_code(report)
     if code:
         raise click.exceptions.Exit(int(code))
+
+
+def _index_line(backend: dict[str, Any]) -> str:
+    """``exact search (no HNSW): 1200 points, 1200 indexed vectors, 1 segment``."""
+    kinds = {
+        "exact": "exact search (no HNSW; `agentscope-mem0 optimize` builds it)",
+        "hnsw": "HNSW",
+        "partial": "HNSW on part of the store (newer points searched exactly)",
+    }
+    text = kinds.get(backend["index"], str(backend["index"]))
+    if backend.get("segments") is not None:
+        text += (
+            f": {backend.get('points', 0)} points, {backend.get('indexed_vectors', 0)} "
+            f"indexed vectors, {backend['segments']} segment(s)"
+        )
+    return text

@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 __all__ = [
     "LockedQdrantClient",
     "check_collection_dims",
+    "close_local_client",
     "close_shared_clients",
-    "embedded_store_config",
+    "qdrant_local_store_config",
     "share_local_qdrant",
     "shared_qdrant_client",
 ]
@@ -208,17 +209,26 @@ def _shared_at(storage: Path) -> LockedQdrantClient:
 
 
 def close_shared_clients(folder: str | os.PathLike[str] | None = None) -> None:
-    """Close the shared client of data folder ``folder``, or every shared client.
+    """Close the shared stores of data folder ``folder``, or every shared store.
 
-    mem0 clients built on a closed client fail on their next call; build new
-    ones. Mostly for tests and for handing a folder to another process.
+    Both engines: the Qdrant Edge shards and the qdrant-client local mode
+    client. mem0 clients built on a closed store fail on their next call;
+    build new ones. Mostly for tests and for handing a folder to another process.
     """
+    from ._edge import close_shards
+
+    close_shards(None if folder is None else Path(folder).expanduser().resolve() / "edge")
+    close_local_client(folder)
+
+
+def close_local_client(folder: str | os.PathLike[str] | None = None) -> None:
+    """Close the qdrant-client local mode client of data folder ``folder`` (or all of them)."""
     with _registry_lock:
         if folder is None:
             closing = list(_clients.values())
             _clients.clear()
         else:
-            client = _clients.pop(qdrant_dir(folder), None)
+            client = _clients.pop(Path(folder).expanduser().resolve() / "qdrant", None)
             closing = [client] if client is not None else []
     for client in closing:
         try:
@@ -298,14 +308,15 @@ def share_local_qdrant(config: MemoryConfig) -> MemoryConfig:
     return config.model_copy(update={"vector_store": vector_store})
 
 
-def embedded_store_config(
+def qdrant_local_store_config(
     *, dims: int, folder: str | os.PathLike[str] | None = None
 ) -> dict[str, Any]:
-    """The ``MemoryConfig`` fields for the embedded store in one data folder.
+    """The ``MemoryConfig`` fields for qdrant-client's local mode in one data folder.
 
-    Opens (or reuses) the folder's shared Qdrant client, checks ``dims``
-    against the collections already there and puts the history database in
-    WAL mode.
+    Release 0.1's embedded store, selectable for one more release with
+    ``AGENTSCOPE_MEM0_ENGINE=qdrant-local``. Opens (or reuses) the folder's
+    shared Qdrant client, checks ``dims`` against the collections already
+    there and puts the history database in WAL mode.
 
     Args:
         dims: The embedding model's vector size.

@@ -1,0 +1,302 @@
+"""One Qdrant Edge shard per collection folder per process, shared and serialised.
+
+Qdrant Edge (``qdrant-edge-py``) is Qdrant's storage engine in-process:
+segments, a write-ahead log, payload indexes, sparse vectors with an IDF
+modifier and the Query API. A shard holds an exclusive lock on its WAL, so a
+second ``EdgeShard.load`` of the same folder fails, in this process or in
+another. This module keeps a process-wide registry that hands every caller
+the same :class:`SharedShard` for a folder and turns another process's lock
+into :class:`StoreLockedError`.
+
+Every call into the engine goes through :meth:`SharedShard.call`, which
+
+* holds one re-entrant lock (the engine holds the GIL for the length of each
+  call anyway, so nothing is lost, and a close can never race a call);
+* maps the engine's errors to this package's: its Rust panics arrive as
+  ``pyo3_runtime.PanicException``, a ``BaseException`` that would otherwise
+  sail past ``except Exception`` and kill the write queue's task.
+
+Measured on qdrant-edge-py 0.9.0: ``EdgeShard.optimize()`` (building HNSW)
+holds the GIL for its whole run (38 s for 50k x 384 here), so it must never
+run in a serving process's thread; see :mod:`._edge_index`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .._exceptions import BackendError, DimensionMismatchError, StoreLockedError
+from ._folder import DATA_DIR_ENV
+
+__all__ = [
+    "DENSE",
+    "SPARSE",
+    "EdgeEngineError",
+    "SharedShard",
+    "close_shards",
+    "shard_dims",
+    "shared_shard",
+]
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+DENSE = ""
+"""The dense vector's name in a shard (Qdrant's unnamed default)."""
+
+SPARSE = "bm25"
+"""The keyword vector's name; Qdrant applies the IDF part of BM25 to it."""
+
+SCOPE_FIELDS = ("user_id", "agent_id", "run_id", "actor_id")
+"""Payload fields with a keyword index: mem0 filters every call by them."""
+
+_CONFIG_FILE = "edge_config.json"
+# qdrant-edge 0.9 words the WAL lock failure this way (a plain Exception).
+_WAL_LOCKED = ("WouldBlock", "Resource temporarily unavailable")
+
+
+class EdgeEngineError(BackendError):
+    """Qdrant Edge failed or panicked; ``__cause__`` holds the original.
+
+    Not a :class:`~agentscope_mem0.PermanentBackendError`: inputs are checked
+    before they reach the engine, so what is left (a full disk, a transient
+    I/O error) is worth the write queue's bounded retries.
+    """
+
+
+def is_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Rust panic surfaced by pyo3 (``pyo3_runtime.PanicException``)."""
+    return type(exc).__name__ == "PanicException"
+
+
+def shard_dims(path: Path) -> int | None:
+    """The dense vector size a shard folder was created with, or ``None`` if it has none."""
+    try:
+        config = json.loads((path / _CONFIG_FILE).read_text(encoding="utf-8"))
+        return int(config["vectors"][DENSE]["size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def shard_exists(path: Path) -> bool:
+    """Whether ``path`` holds a shard (its config file is written at creation)."""
+    return (path / _CONFIG_FILE).is_file()
+
+
+def _new_config(dims: int) -> Any:
+    from qdrant_edge import (
+        Distance,
+        EdgeConfig,
+        EdgeSparseVectorParams,
+        EdgeVectorParams,
+        Modifier,
+    )
+
+    return EdgeConfig(
+        vectors=EdgeVectorParams(size=dims, distance=Distance.Cosine),
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+    )
+
+
+def _dims_message(path: Path, dims: int, existing: int) -> str:
+    return (
+        f"the embedding model makes {dims}-dimensional vectors, but the collection "
+        f"{path.name!r} in {path.parent} holds {existing}-dimensional ones. Use the "
+        "embedding model these memories were stored with, or another data folder "
+        f"(folder=... or ${DATA_DIR_ENV}), or delete the folder to start over"
+    )
+
+
+def _locked_message(path: Path) -> str:
+    return (
+        f"the memory store {path} is in use by another process: the embedded "
+        "store (Qdrant Edge) can be opened by one process at a time. Use the "
+        "memory from one process only (the agentscope-mem0 service shares one "
+        "store between all its users), or run a Qdrant server and point "
+        "mem0_config's vector_store at its url, or give this process another "
+        f"data folder (folder=... or ${DATA_DIR_ENV})"
+    )
+
+
+class SharedShard:
+    """A Qdrant Edge shard shared by every store object on one folder in the process.
+
+    Get one through :func:`shared_shard`; do not build it directly.
+
+    Args:
+        path: The shard folder.
+        dims: The dense vector size; a new shard is created with it, an
+            existing one must match.
+
+    Raises:
+        StoreLockedError: Another process holds the shard.
+        DimensionMismatchError: The shard holds vectors of another size.
+    """
+
+    def __init__(self, path: Path, dims: int) -> None:
+        self.path = path
+        """The shard folder."""
+        self.dims = dims
+        """The dense vector size."""
+        self._lock = threading.RLock()
+        self._closed = False
+        self._abandoned = False
+        existing = shard_dims(path) if shard_exists(path) else None
+        if existing is not None and existing != dims:
+            raise DimensionMismatchError(_dims_message(path, dims, existing))
+        self._shard = self._open(existing is not None)
+        self.ensure_scope_indexes()
+
+    def _open(self, existing: bool) -> Any:
+        from qdrant_edge import EdgeShard
+
+        try:
+            if existing:
+                return EdgeShard.load(os.fspath(self.path))
+            self.path.mkdir(parents=True, exist_ok=True)
+            return EdgeShard.create(os.fspath(self.path), _new_config(self.dims))
+        except BaseException as exc:
+            if any(marker in str(exc) for marker in _WAL_LOCKED):
+                raise StoreLockedError(_locked_message(self.path)) from exc
+            if isinstance(exc, Exception) or is_panic(exc):
+                raise EdgeEngineError(
+                    f"Qdrant Edge could not open the store {self.path}: {exc}. If the "
+                    "folder was damaged, restore it from an export "
+                    "(agentscope-mem0 import) or move it away to start over"
+                ) from exc
+            raise
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def call(self, what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Run ``method(shard, *args, **kwargs)`` under the lock, mapping engine errors.
+
+        Args:
+            what: What the call does, for error messages ("search", "upsert").
+            method: A function taking the raw ``EdgeShard`` first.
+
+        Raises:
+            EdgeEngineError: The engine raised or panicked.
+            RuntimeError: The shard was closed or belongs to the parent process.
+        """
+        with self._lock:
+            self._ensure_usable(what)
+            try:
+                return method(self._shard, *args, **kwargs)
+            except Exception as exc:
+                raise EdgeEngineError(f"Qdrant Edge {what} failed in {self.path}: {exc}") from exc
+            except BaseException as exc:
+                if not is_panic(exc):
+                    raise
+                logger.error("Qdrant Edge panicked during %s in %s: %s", what, self.path, exc)
+                raise EdgeEngineError(
+                    f"Qdrant Edge panicked during {what} in {self.path}: {exc}"
+                ) from exc
+
+    def ensure_scope_indexes(self) -> None:
+        """Create the keyword payload indexes on the scope fields (idempotent)."""
+        from qdrant_edge import PayloadSchemaType, UpdateOperation
+
+        schema = self.call("info", lambda s: s.info().payload_schema)
+        for field in SCOPE_FIELDS:
+            if field not in schema:
+                self.call(
+                    "create_field_index",
+                    lambda s, f=field: s.update(
+                        UpdateOperation.create_field_index(f, PayloadSchemaType.Keyword)
+                    ),
+                )
+
+    def close(self) -> None:
+        """Flush and release the shard. Idempotent; later calls raise ``RuntimeError``."""
+        with self._lock:
+            if self._closed or self._abandoned:
+                self._closed = True
+                return
+            self._closed = True
+            try:
+                self._shard.flush()
+            finally:
+                self._shard.close()
+
+    def _ensure_usable(self, what: str) -> None:
+        if self._abandoned:
+            raise RuntimeError(
+                f"Qdrant Edge {what}: this store was inherited through fork() and belongs "
+                f"to the parent process; open {self.path} again in this process"
+            )
+        if self._closed:
+            raise RuntimeError(
+                f"Qdrant Edge {what}: the shared store {self.path} was closed; build a "
+                "new memory client to reopen it"
+            )
+
+
+_shards: dict[Path, SharedShard] = {}
+_registry_lock = threading.Lock()
+
+
+def shared_shard(path: str | os.PathLike[str], dims: int) -> SharedShard:
+    """This process's shard in folder ``path``, opened (or created) on first use.
+
+    Args:
+        path: The shard folder; symlinks are resolved, so spellings share one shard.
+        dims: The dense vector size.
+
+    Raises:
+        StoreLockedError: Another process holds the shard.
+        DimensionMismatchError: The shard holds vectors of another size.
+    """
+    key = Path(path).expanduser().resolve()
+    with _registry_lock:
+        shard = _shards.get(key)
+        if shard is None or shard.closed:
+            shard = SharedShard(key, dims)
+            _shards[key] = shard
+            logger.debug("opened the Qdrant Edge store in %s", key)
+        elif shard.dims != dims:
+            raise DimensionMismatchError(_dims_message(key, dims, shard.dims))
+        return shard
+
+
+def close_shards(under: str | os.PathLike[str] | None = None) -> None:
+    """Close the shared shards inside folder ``under``, or every shared shard."""
+    root = Path(under).expanduser().resolve() if under is not None else None
+    with _registry_lock:
+        closing = [key for key in _shards if root is None or key == root or root in key.parents]
+        shards = [_shards.pop(key) for key in closing]
+    for shard in shards:
+        try:
+            shard.close()
+        except BaseException as exc:  # a panic while closing must not stop the others
+            if not (isinstance(exc, Exception) or is_panic(exc)):
+                raise
+            logger.exception("closing the Qdrant Edge store in %s failed", shard.path)
+
+
+def _forget_after_fork() -> None:
+    global _registry_lock
+    _registry_lock = threading.Lock()
+    for shard in _shards.values():
+        shard._abandoned = True
+    _shards.clear()
+
+
+def describe_error(exc: BackendError) -> str:
+    """One line for logs: the error and the engine's original message."""
+    return f"{exc} ({exc.__cause__!r})" if exc.__cause__ else str(exc)
+
+
+atexit.register(close_shards)
+os.register_at_fork(after_in_child=_forget_after_fork)

@@ -1,0 +1,432 @@
+"""mem0's vector store on Qdrant Edge, with hybrid search done by the engine.
+
+:class:`EdgeVectorStore` implements everything mem0 2.2's ``AsyncMemory`` calls
+on a vector store (insert, search, keyword_search, get, list, update, delete,
+col_info, list_cols, delete_col, reset; search_batch comes from mem0's base).
+:func:`edge_vector_store_config` builds the ``VectorStoreConfig`` naming it;
+mem0's own ``VectorStoreConfig`` keeps its whitelist, so a config naming
+:data:`PROVIDER` without this module is still rejected.
+
+Every point carries a dense vector and a sparse ``"bm25"`` vector of its
+text's keyword terms (:class:`~agentscope_mem0.local.KeywordEncoder`; Qdrant
+applies IDF). With ``fusion="rrf"`` (the default) a search asks the engine
+for the dense and the keyword top hits under the same filter and fuses them
+by reciprocal rank in one query; the score mem0 sees is the fused score
+scaled to (0, 1] (1.0: first in both rankings), and ``keyword_search``
+returns ``None`` so mem0 does not add the keyword score a second time.
+``fusion="none"`` searches by meaning and leaves keyword scoring to mem0.
+mem0's entity collection (``<name>_entities``) is always searched by meaning
+only: mem0 2.2 merges entities whose score reaches 0.95, a cosine threshold.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from mem0.vector_stores.base import VectorStoreBase
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._edge import DENSE, SPARSE, SharedShard, shard_exists, shared_shard
+from ._edge_filters import build_filter
+from ._keyword import KeywordEncoder, SparseTerms
+
+__all__ = [
+    "PROVIDER",
+    "EdgeHit",
+    "EdgeStoreConfig",
+    "EdgeVectorStore",
+    "edge_config_class",
+    "edge_vector_store_config",
+]
+
+logger = logging.getLogger(__name__)
+
+PROVIDER = "agentscope_edge"
+"""The vector-store provider name this package registers with mem0."""
+
+Fusion = Literal["rrf", "dbsf", "none"]
+
+_ENTITY_SUFFIX = "_entities"  # mem0 2.2's _entity_collection_name for every store but s3
+_LIST_DEFAULT = 100
+
+
+class EdgeStoreConfig(BaseModel):
+    """The ``vector_store.config`` of the Qdrant Edge provider."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection_name: str = Field("agentscope_mem0", description="Collection (shard) name")
+    embedding_model_dims: int | None = Field(None, description="Dense vector size")
+    path: str = Field(description="Folder holding one shard folder per collection")
+    fusion: Fusion = Field("rrf", description="How dense and keyword hits are fused")
+    rrf_k: int = Field(5, ge=1, description="Reciprocal-rank constant")
+    dense_weight: float = Field(1.0, gt=0, description="RRF weight of the dense ranking")
+
+
+@dataclass(slots=True)
+class EdgeHit:
+    """One point as mem0 reads it: ``id``, ``score`` and ``payload``."""
+
+    id: str
+    score: float | None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def _hit(point: Any, score: float | None = None) -> EdgeHit:
+    return EdgeHit(id=str(point.id), score=score, payload=dict(point.payload or {}))
+
+
+def sparse_vector(terms: SparseTerms | Any) -> Any:
+    """A validated engine ``SparseVector`` (a mismatched one panics inside the engine).
+
+    Raises:
+        ValueError: Indices and values differ in length, an index is not a
+            32-bit unsigned integer or repeats, or a value is not finite.
+    """
+    from qdrant_edge import SparseVector
+
+    indices = [int(i) for i in terms.indices]
+    values = [float(v) for v in terms.values]
+    if len(indices) != len(values):
+        raise ValueError(
+            f"sparse vector has {len(indices)} indices but {len(values)} values; "
+            "they must pair up one to one"
+        )
+    if any(i < 0 or i > 0xFFFFFFFF for i in indices) or len(set(indices)) != len(indices):
+        raise ValueError("sparse vector indices must be unique integers in [0, 2**32)")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError("sparse vector values must be finite numbers")
+    return SparseVector(indices=indices, values=values)
+
+
+class EdgeVectorStore(VectorStoreBase):
+    """mem0 vector store on this process's shared Qdrant Edge shard.
+
+    Built by mem0's ``VectorStoreFactory`` from :class:`EdgeStoreConfig`'s fields.
+
+    Raises:
+        StoreLockedError: Another process holds the shard.
+        DimensionMismatchError: The shard holds vectors of another size.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        collection_name: str = "agentscope_mem0",
+        embedding_model_dims: int | None = None,
+        fusion: Fusion = "rrf",
+        rrf_k: int = 5,
+        dense_weight: float = 1.0,
+    ) -> None:
+        if not embedding_model_dims:
+            raise ValueError("the Qdrant Edge store needs embedding_model_dims")
+        self.root = Path(path)
+        self.collection_name = collection_name
+        self.embedding_model_dims = int(embedding_model_dims)
+        entities = collection_name.endswith(_ENTITY_SUFFIX)
+        self.fusion: Fusion = "none" if entities else fusion
+        self.rrf_k = rrf_k
+        self.dense_weight = dense_weight
+        # The slot names install_keyword_encoder() and mem0's Qdrant store use.
+        self._bm25_encoder: Any = KeywordEncoder()
+        self._has_bm25_slot = True
+        self.shard: SharedShard = shared_shard(
+            self.root / collection_name, self.embedding_model_dims
+        )
+
+    # --- helpers --------------------------------------------------------------
+
+    def _get_bm25_encoder(self) -> Any:
+        return self._bm25_encoder or None
+
+    def _sparse(self, text: str) -> Any | None:
+        encoder = self._get_bm25_encoder()
+        if encoder is None or not text:
+            return None
+        terms = next(iter(encoder.embed([text])))
+        return sparse_vector(terms) if len(terms.indices) else None
+
+    def _dense(self, vector: Any) -> list[float]:
+        values = [float(v) for v in vector]
+        if len(values) != self.embedding_model_dims:
+            raise ValueError(
+                f"vector has {len(values)} dimensions; the store {self.collection_name!r} "
+                f"holds {self.embedding_model_dims}-dimensional vectors"
+            )
+        return values
+
+    def _point(self, point_id: Any, vector: Any, payload: dict[str, Any] | None) -> Any:
+        from qdrant_edge import Point
+
+        payload = dict(payload or {})
+        vectors: dict[str, Any] = {DENSE: self._dense(vector)}
+        sparse = self._sparse(str(payload.get("text_lemmatized") or payload.get("data") or ""))
+        if sparse is not None:
+            vectors[SPARSE] = sparse
+        return Point(id=str(point_id), vector=vectors, payload=payload)
+
+    def _update(self, what: str, operation: Any) -> None:
+        self.shard.call(what, lambda s: s.update(operation))
+
+    # --- mem0's interface ----------------------------------------------------
+
+    def create_col(self, name: Any = None, vector_size: Any = None, distance: Any = None) -> None:
+        """Nothing to do: the shard is created when the store is built."""
+
+    def insert(
+        self, vectors: list[Any], payloads: list[dict[str, Any]] | None = None, ids: Any = None
+    ) -> None:
+        """Upsert points, each with its dense vector and its text's keyword vector."""
+        from qdrant_edge import UpdateOperation
+
+        if ids is not None and len(ids) != len(vectors):
+            raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
+        points = [
+            self._point(ids[i] if ids is not None else i, vector, payloads[i] if payloads else None)
+            for i, vector in enumerate(vectors)
+        ]
+        if points:
+            self._update("upsert", UpdateOperation.upsert_points(points))
+
+    def search(
+        self, query: Any, vectors: Any, top_k: int = 5, filters: dict[str, Any] | None = None
+    ) -> list[EdgeHit]:
+        """The ``top_k`` best points under ``filters``, fused with keyword hits when on."""
+        from qdrant_edge import Fusion, Prefetch, Query, QueryRequest
+
+        condition = build_filter(filters)
+        dense = Query.Nearest(self._dense(vectors))
+        sparse = self._sparse(query) if self.fusion != "none" and isinstance(query, str) else None
+        if sparse is None:
+            request = QueryRequest(limit=top_k, query=dense, filter=condition, with_payload=True)
+            points = self.shard.call("search", lambda s: s.query(request))
+            return [_hit(p, float(p.score)) for p in points]
+        prefetches = [
+            Prefetch(limit=top_k, query=dense, filter=condition),
+            Prefetch(limit=top_k, query=Query.Nearest(sparse, using=SPARSE), filter=condition),
+        ]
+        if self.fusion == "dbsf":
+            fusion: Any = Fusion.Dbsf()
+            scale = 1.0 / len(prefetches)
+        else:
+            weights = [self.dense_weight, 1.0]
+            fusion = Fusion.Rrf(k=self.rrf_k, weights=weights)
+            # The engine scores 1/(k + rank) per ranking, rank from 0: the best is sum(w)/k.
+            scale = self.rrf_k / sum(weights)
+        request = QueryRequest(
+            limit=top_k, prefetches=prefetches, query=fusion, filter=condition, with_payload=True
+        )
+        points = self.shard.call("hybrid search", lambda s: s.query(request))
+        return [_hit(p, min(float(p.score) * scale, 1.0)) for p in points]
+
+    def keyword_search(
+        self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
+    ) -> list[EdgeHit] | None:
+        """Keyword (BM25) hits; ``None`` when :meth:`search` already fuses them."""
+        if self.fusion != "none":
+            return None
+        return self.keyword_hits(query, top_k=top_k, filters=filters)
+
+    def keyword_hits(
+        self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
+    ) -> list[EdgeHit]:
+        """The ``top_k`` best points by keyword score alone (BM25 with Qdrant's IDF)."""
+        from qdrant_edge import Query, QueryRequest
+
+        sparse = self._sparse(query)
+        if sparse is None:
+            return []
+        request = QueryRequest(
+            limit=top_k,
+            query=Query.Nearest(sparse, using=SPARSE),
+            filter=build_filter(filters),
+            with_payload=True,
+        )
+        points = self.shard.call("keyword search", lambda s: s.query(request))
+        return [_hit(p, float(p.score)) for p in points]
+
+    def delete(self, vector_id: Any) -> None:
+        """Delete one point (a missing id is not an error)."""
+        from qdrant_edge import UpdateOperation
+
+        self._update("delete", UpdateOperation.delete_points([str(vector_id)]))
+
+    def delete_where(self, filters: dict[str, Any]) -> None:
+        """Delete every point matching a mem0 filter dict (an empty one is refused)."""
+        from qdrant_edge import UpdateOperation
+
+        condition = build_filter(filters)
+        if condition is None:
+            raise ValueError("delete_where needs a filter; use reset() to delete everything")
+        self._update("delete by filter", UpdateOperation.delete_points_by_filter(condition))
+
+    def update(
+        self, vector_id: Any, vector: Any = None, payload: dict[str, Any] | None = None
+    ) -> None:
+        """Replace a point's vector and payload, or merge a payload / set a vector alone.
+
+        A new payload text also refreshes the keyword vector (mem0's Qdrant
+        store leaves it stale).
+        """
+        from qdrant_edge import PointVectors, UpdateOperation
+
+        if vector is not None and payload is not None:
+            self._update(
+                "upsert", UpdateOperation.upsert_points([self._point(vector_id, vector, payload)])
+            )
+            return
+        vectors: dict[str, Any] = {}
+        if vector is not None:
+            vectors[DENSE] = self._dense(vector)
+        if payload is not None:
+            self._update(
+                "set payload", UpdateOperation.set_payload([str(vector_id)], dict(payload))
+            )
+            text = payload.get("text_lemmatized") or payload.get("data")
+            sparse = self._sparse(str(text)) if text else None
+            if sparse is not None:
+                vectors[SPARSE] = sparse
+        if vectors:
+            operation = UpdateOperation.update_vectors(
+                [PointVectors(id=str(vector_id), vector=vectors)]
+            )
+            self._update("update vectors", operation)
+
+    def get(self, vector_id: Any) -> EdgeHit | None:
+        """One point by id, or ``None``."""
+        records = self.shard.call(
+            "retrieve", lambda s: s.retrieve([str(vector_id)], with_payload=True, with_vector=False)
+        )
+        return _hit(records[0]) if records else None
+
+    def vectors(self, ids: list[str]) -> dict[str, list[float]]:
+        """The dense vectors of ``ids`` (for export and migration checks)."""
+        records = self.shard.call(
+            "retrieve", lambda s: s.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
+        )
+        out: dict[str, list[float]] = {}
+        for record in records:
+            vector = record.vector
+            out[str(record.id)] = list(vector[DENSE] if isinstance(vector, dict) else vector)
+        return out
+
+    def list(
+        self, filters: dict[str, Any] | None = None, top_k: int | None = None
+    ) -> builtins.list[builtins.list[EdgeHit]]:
+        """Up to ``top_k`` points under ``filters``, as ``[points]`` (mem0 unwraps one level)."""
+        from qdrant_edge import ScrollRequest
+
+        request = ScrollRequest(
+            limit=int(top_k or _LIST_DEFAULT), filter=build_filter(filters), with_payload=True
+        )
+        records, _next = self.shard.call("scroll", lambda s: s.scroll(request))
+        return [[_hit(r) for r in records]]
+
+    def count(self, filters: dict[str, Any] | None = None) -> int:
+        """How many points match ``filters`` (all of them without)."""
+        from qdrant_edge import CountRequest
+
+        request = CountRequest(exact=True, filter=build_filter(filters))
+        return int(self.shard.call("count", lambda s: s.count(request)))
+
+    def list_cols(self) -> builtins.list[str]:
+        """The collections (shard folders) next to this one."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if shard_exists(p))
+
+    def delete_col(self) -> None:
+        """Delete every point of this collection (its shard stays open for the others)."""
+        from qdrant_edge import Filter, UpdateOperation
+
+        self._update("delete all", UpdateOperation.delete_points_by_filter(Filter()))
+
+    def col_info(self) -> dict[str, Any]:
+        """Name, points, index state and settings of this collection."""
+        info = self.shard.call("info", lambda s: s.info())
+        return {
+            "engine": "qdrant-edge",
+            "name": self.collection_name,
+            "path": os.fspath(self.shard.path),
+            "points": int(info.points_count),
+            "indexed_vectors": int(info.indexed_vectors_count),
+            "segments": int(info.segments_count),
+            "payload_indexes": sorted(info.payload_schema),
+            "dims": self.embedding_model_dims,
+            "fusion": self.fusion,
+        }
+
+    def reset(self) -> None:
+        """Delete every point; the shard and its payload indexes stay."""
+        logger.warning("resetting the Qdrant Edge collection %s", self.collection_name)
+        self.delete_col()
+
+
+def edge_vector_store_config(
+    *,
+    path: str | os.PathLike[str],
+    dims: int,
+    collection_name: str = "agentscope_mem0",
+    fusion: Fusion = "rrf",
+    **options: Any,
+) -> Any:
+    """A mem0 ``VectorStoreConfig`` for the Qdrant Edge store, registering the provider.
+
+    Args:
+        path: The folder holding the collections' shard folders.
+        dims: The embedding model's vector size.
+        collection_name: The collection.
+        fusion: ``"rrf"``, ``"dbsf"`` or ``"none"`` (see the module docstring).
+        **options: Further :class:`EdgeStoreConfig` fields.
+
+    Returns:
+        A ``VectorStoreConfig`` (a subclass accepting only :data:`PROVIDER`).
+    """
+    config_class = edge_config_class()
+    store = EdgeStoreConfig(
+        path=os.fspath(path),
+        embedding_model_dims=dims,
+        collection_name=collection_name,
+        fusion=fusion,
+        **options,
+    )
+    return config_class(provider=PROVIDER, config=store.model_dump())
+
+
+_config_class: type | None = None
+
+
+def edge_config_class() -> type:
+    """``VectorStoreConfig`` subclass that accepts :data:`PROVIDER` and nothing else."""
+    global _config_class
+    if _config_class is not None:
+        return _config_class
+    from mem0.utils.factory import VectorStoreFactory
+    from mem0.vector_stores.configs import VectorStoreConfig
+    from pydantic import model_validator
+
+    class EdgeVectorStoreConfig(VectorStoreConfig):
+        @model_validator(mode="after")
+        def validate_and_create_config(self) -> EdgeVectorStoreConfig:
+            if self.provider != PROVIDER:
+                raise ValueError(f"Unsupported vector store provider: {self.provider}")
+            given: Any = getattr(self, "config", None)
+            if not isinstance(given, EdgeStoreConfig):
+                if not isinstance(given, dict) or "path" not in given:
+                    raise ValueError(
+                        f"the {PROVIDER} vector store needs a config with a 'path' "
+                        "(the folder its collections live in)"
+                    )
+                setattr(self, "config", EdgeStoreConfig(**given))  # noqa: B010
+            return self
+
+    VectorStoreFactory.provider_to_class[PROVIDER] = f"{__name__}.EdgeVectorStore"
+    _config_class = EdgeVectorStoreConfig
+    return _config_class

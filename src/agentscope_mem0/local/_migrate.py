@@ -1,0 +1,224 @@
+"""Moving a release-0.1 data folder (on-disk local Qdrant) onto Qdrant Edge.
+
+Release 0.1 kept memories in ``<folder>/qdrant/`` through qdrant-client's
+local mode. On the first open by the Qdrant Edge engine, every point of the
+memory and entity collections there is copied, with its id, payload, dense
+vector and keyword vector, into shards under ``<folder>/edge.migrating/``;
+the copy is counted and checked point by point, and only then renamed to
+``<folder>/edge/`` in one step. The old ``qdrant/`` folder is left alone (delete
+it once you are satisfied). A failure removes the half-built copy, leaves the
+folder as it was and raises :class:`MigrationError` saying why; the next open
+tries again.
+
+Run it by hand with ``agentscope-mem0 migrate`` or :func:`migrate_folder`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from .._exceptions import ConfigurationError, DimensionMismatchError
+from ._folder import COLLECTION, DATA_DIR_ENV, qdrant_dir
+
+__all__ = ["MIGRATION_RECORD", "MigrationError", "migrate_folder", "migrate_if_needed"]
+
+logger = logging.getLogger(__name__)
+
+MIGRATION_RECORD = "migrated-from-0.1.json"
+"""Written into ``<folder>/edge/`` after a migration: counts and time."""
+
+_COLLECTIONS = (COLLECTION, f"{COLLECTION}_entities")
+_BATCH = 256
+
+
+class MigrationError(ConfigurationError):
+    """A release-0.1 folder could not be moved onto Qdrant Edge; it was left as it was."""
+
+
+def _old_collections(root: Path) -> list[str]:
+    storage = Path(root) / "qdrant" / "collection"  # qdrant_dir() would create the folder
+    return [name for name in _COLLECTIONS if (storage / name).is_dir()]
+
+
+def migrate_if_needed(root: Path, *, dims: int | None = None) -> dict[str, int] | None:
+    """Migrate ``root`` when it holds a release-0.1 store and no Qdrant Edge store yet.
+
+    Returns:
+        Points copied per collection, or ``None`` when there was nothing to do.
+
+    Raises:
+        MigrationError: The copy failed; the folder is unchanged.
+        DimensionMismatchError: The old store holds vectors of another size than ``dims``.
+        StoreLockedError: Another process holds the old store.
+    """
+    if (root / "edge").exists() or not _old_collections(root):
+        return None
+    return migrate_folder(root, dims=dims)
+
+
+def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> dict[str, int]:
+    """Copy a release-0.1 store in data folder ``root`` to Qdrant Edge (see the module docs).
+
+    Args:
+        root: The data folder.
+        dims: The vector size expected; checked against the old store.
+
+    Returns:
+        Points copied per collection.
+
+    Raises:
+        MigrationError: There is nothing to migrate, the new store already
+            exists, or the copy failed (the folder is then unchanged).
+    """
+    from ._store import _shared_at, close_local_client
+
+    root = Path(root).expanduser().resolve()
+    target = root / "edge"
+    staging = root / "edge.migrating"
+    if target.exists():
+        raise MigrationError(
+            f"{target} already exists: the folder was migrated before. Move it away "
+            "to migrate the release-0.1 store in qdrant/ again"
+        )
+    names = _old_collections(root)
+    if not names:
+        raise MigrationError(
+            f"{root} holds no release-0.1 store (no qdrant/collection/{COLLECTION})"
+        )
+    started = time.monotonic()
+    logger.warning("migrating the release-0.1 store in %s to Qdrant Edge", qdrant_dir(root))
+    shutil.rmtree(staging, ignore_errors=True)
+    client = _shared_at(qdrant_dir(root))
+    counts: dict[str, int] = {}
+    try:
+        for name in names:
+            counts[name] = _copy_collection(client, name, staging / name, dims)
+        os.replace(staging, target)
+    except (DimensionMismatchError, MigrationError):
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+            raise
+        raise MigrationError(
+            f"could not move the release-0.1 store in {qdrant_dir(root)} to Qdrant Edge: "
+            f"{exc}. The folder is unchanged. Fix the cause and open it again, or keep "
+            "using the old store with AGENTSCOPE_MEM0_ENGINE=qdrant-local"
+        ) from exc
+    finally:
+        close_local_client(root)
+    record = {"from": "qdrant-local", "points": counts, "seconds": time.monotonic() - started}
+    (target / MIGRATION_RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    logger.warning(
+        "migrated %s to Qdrant Edge in %.1f s; the old store in %s can be deleted",
+        counts,
+        record["seconds"],
+        qdrant_dir(root),
+    )
+    return counts
+
+
+def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> int:
+    from qdrant_edge import Point, UpdateOperation
+
+    from .._vectors import qdrant_vector_size
+    from ._edge import DENSE, SPARSE, SharedShard
+    from ._edge_provider import sparse_vector
+    from ._keyword import KeywordEncoder
+
+    size = qdrant_vector_size(client, name)
+    if size is None:
+        raise MigrationError(f"collection {name!r} has named dense vectors, which 0.1 never wrote")
+    if dims is not None and size != dims:
+        raise DimensionMismatchError(
+            f"the embedding model makes {dims}-dimensional vectors, but the release-0.1 "
+            f"store in {qdrant_dir(path.parents[1])} holds {size}-dimensional ones. Use the "
+            f"embedding model these memories were stored with, or another data folder "
+            f"(folder=... or ${DATA_DIR_ENV})"
+        )
+    encoder = KeywordEncoder()
+    shard = SharedShard(path, size)
+    copied: dict[str, tuple[list[float], dict[str, Any]]] = {}
+    try:
+        offset = None
+        while True:
+            records, offset = client.scroll(
+                name, limit=_BATCH, offset=offset, with_payload=True, with_vectors=True
+            )
+            points = []
+            for record in records:
+                vectors = (
+                    record.vector if isinstance(record.vector, dict) else {DENSE: record.vector}
+                )
+                dense = [float(v) for v in vectors[DENSE]]
+                payload = dict(record.payload or {})
+                named: dict[str, Any] = {DENSE: dense}
+                old_sparse = vectors.get(SPARSE)
+                if old_sparse is not None:
+                    named[SPARSE] = sparse_vector(_Terms(old_sparse.indices, old_sparse.values))
+                else:
+                    text = str(payload.get("text_lemmatized") or payload.get("data") or "")
+                    terms = encoder.encode(text)
+                    if len(terms.indices):
+                        named[SPARSE] = sparse_vector(terms)
+                points.append(Point(id=str(record.id), vector=named, payload=payload))
+                copied[str(record.id)] = (dense, payload)
+            if points:
+                shard.call(
+                    "migrate", lambda s, p=points: s.update(UpdateOperation.upsert_points(p))
+                )
+            if offset is None:
+                break
+        _verify(shard, copied, name)
+    finally:
+        shard.close()
+    return len(copied)
+
+
+class _Terms:
+    """A qdrant-client sparse vector in the shape :func:`sparse_vector` reads."""
+
+    def __init__(self, indices: list[int], values: list[float]) -> None:
+        self.indices = indices
+        self.values = values
+
+
+def _verify(shard: Any, copied: dict[str, tuple[list[float], dict[str, Any]]], name: str) -> None:
+    from qdrant_edge import CountRequest
+
+    count = shard.call("count", lambda s: s.count(CountRequest(exact=True)))
+    if count != len(copied):
+        raise MigrationError(f"{name}: copied {len(copied)} points but the new store holds {count}")
+    ids = list(copied)
+    for start in range(0, len(ids), _BATCH):
+        chunk = ids[start : start + _BATCH]
+        records = shard.call(
+            "verify", lambda s, c=chunk: s.retrieve(c, with_payload=True, with_vector=[""])
+        )
+        for record in records:
+            dense, payload = copied[str(record.id)]
+            vector = record.vector[""] if isinstance(record.vector, dict) else record.vector
+            if dict(record.payload or {}) != payload or not _close(vector, dense):
+                raise MigrationError(f"{name}: point {record.id} differs after the copy")
+        if len(records) != len(chunk):
+            raise MigrationError(
+                f"{name}: {len(chunk) - len(records)} points missing after the copy"
+            )
+
+
+def _close(a: Any, b: list[float]) -> bool:
+    # Cosine collections store normalised vectors; 0.1's were normalised too.
+    import numpy as np
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    nx, ny = np.linalg.norm(x), np.linalg.norm(y)
+    if nx == 0 or ny == 0:
+        return bool(nx == ny)
+    return bool(np.allclose(x / nx, y / ny, atol=1e-5))

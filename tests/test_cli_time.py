@@ -6,24 +6,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
 
 from agentscope_mem0 import Mem0Middleware
 from agentscope_mem0.local import close_shared_clients
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from test_cli import CLI_ENV, run, run_json
-
-
-@pytest.fixture(autouse=True)
-def _offline_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in CLI_ENV.items():
-        if value:
-            monkeypatch.setenv(name, value)
-        else:
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("AGENTSCOPE_MEM0_CONFIG", raising=False)
+from test_cli import _offline_models, run, run_json  # noqa: F401  (autouse fixture)
 
 
 async def _two_sessions(folder: Path) -> None:

@@ -10,12 +10,14 @@ describes each fault and how to run this file.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import re
 import signal
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,10 +31,12 @@ from mem0 import AsyncMemory
 from _faults_child import middleware
 from _writer_child import UniqueFacts
 from agentscope_mem0 import Mem0Middleware, Scope
+from agentscope_mem0._backend import Mem0Backend
 from agentscope_mem0._exceptions import InvalidStateError
 from agentscope_mem0._outbox import OUTBOX_FILENAME, Outbox
-from agentscope_mem0._writer import RetryPolicy
-from agentscope_mem0.testing import ScriptedChatModel
+from agentscope_mem0._owners import new_owner_id
+from agentscope_mem0._writer import RetryPolicy, WriteQueue
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import real_memory
 
 CHILD = Path(__file__).with_name("_faults_child.py")
@@ -140,3 +144,325 @@ async def test_a_reply_through_a_closed_middleware_raises(
     with pytest.raises(InvalidStateError, match="'alice' was closed"):
         await agent.reply(UserMsg(name="user", content="I like fruit02."))
     assert await fruit_counts(memory) == Counter({"fruit01": 1})
+
+
+# -- a model answering prose, an embedder failing ---------------------------------
+
+
+VALID = '{"memory": [{"id": "0", "text": "User likes fruit%s #%s", "attributed_to": "user"}]}'
+
+
+class Extraction:
+    """Answers mem0's extraction prompt from a list (the last one repeating)."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    def __call__(self, messages: list[Any], tools: Any) -> str:
+        answer = self.answers[min(self.calls, len(self.answers) - 1)]
+        self.calls += 1
+        return answer % ("01", uuid.uuid4().hex[:6]) if "%s" in answer else answer
+
+
+def _queue_on(store_config: dict[str, Any], model: Any, embedding: Any = None) -> WriteQueue:
+    memory = real_memory(store_config, model, embedding)
+    return WriteQueue(Mem0Backend(memory), retry=FAST)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "I could not find anything worth remembering, sorry!",
+        '{"memory": [{"id": "0", "text": "User likes fru',  # cut off mid-answer
+    ],
+    ids=["prose", "truncated"],
+)
+async def test_an_extraction_answer_mem0_cannot_parse_is_a_failed_attempt(
+    store_config: dict[str, Any], bad: str
+) -> None:
+    # Unparseable twice, then valid: stored by the third attempt.
+    queue = _queue_on(store_config, ScriptedChatModel(Extraction(bad, bad, VALID), extractor=None))
+    await queue.submit(SCOPE, said("I like fruit01."))
+    assert await queue.flush(30)
+    stats = queue.stats()
+    assert (stats["writes_retried"], stats["writes_stored"], stats["writes_failed"]) == (2, 1, 0)
+    assert await fruit_counts(queue.backend.client) == Counter({"fruit01": 1})
+    await queue.aclose()
+
+
+async def test_a_model_that_only_answers_prose_leaves_a_visible_failed_write(
+    store_config: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    prose = "Sure! The user likes fruit."
+    queue = _queue_on(store_config, ScriptedChatModel(Extraction(prose), extractor=None))
+    with caplog.at_level(logging.ERROR):
+        await queue.submit(SCOPE, said("I like fruit01."))
+        assert await queue.flush(30)
+    assert queue.stats()["writes_failed"] == 1 and queue.stats()["writes_stored"] == 0
+    (row,) = await queue.failed()
+    assert "not mem0's JSON" in (row.error or "") and "Sure! The user likes fruit." in row.error
+    assert "kept in the outbox as failed" in caplog.text
+    # Durable: the CLI's status and retry-failed read the same file.
+    assert queue.outbox.durable and Outbox(queue.outbox.path).counts()["failed"] == 1
+    await queue.aclose()
+
+
+async def test_a_valid_empty_answer_is_nothing_worth_keeping(store_config: dict[str, Any]) -> None:
+    queue = _queue_on(store_config, ScriptedChatModel(Extraction('{"memory": []}'), extractor=None))
+    await queue.submit(SCOPE, said("Hello there."))
+    assert await queue.flush(30)
+    stats = queue.stats()
+    assert (stats["writes_stored"], stats["writes_retried"], stats["writes_failed"]) == (1, 0, 0)
+    await queue.aclose()
+
+
+class FlakyEmbedding(HashEmbedding):
+    """Fails to embed extracted facts ("User ...") the first ``failures`` times."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def _call_api(self, inputs: list[Any], **kwargs: Any) -> Any:
+        if self.failures > 0 and any(str(t).startswith("User ") for t in inputs):
+            self.failures -= 1
+            raise ConnectionError("embedding service unavailable")
+        return await super()._call_api(inputs, **kwargs)
+
+
+@pytest.mark.parametrize(("failures", "stored"), [(2, 1), (1000, 0)], ids=["recovers", "down"])
+async def test_an_embedding_failing_inside_mem0s_add_is_a_failed_attempt(
+    store_config: dict[str, Any], failures: int, stored: int
+) -> None:
+    model = ScriptedChatModel(extractor=UniqueFacts())
+    queue = _queue_on(store_config, model, FlakyEmbedding(failures))
+    await queue.submit(SCOPE, said("I like fruit01."))
+    assert await queue.flush(30)
+    stats = queue.stats()
+    assert stats["writes_stored"] == stored and stats["writes_failed"] == 1 - stored
+    assert stats["writes_retried"] >= 1
+    assert await fruit_counts(queue.backend.client) == Counter(
+        {"fruit01": stored} if stored else {}
+    )
+    if not stored:
+        (row,) = await queue.failed()
+        assert "embedding" in (row.error or "") and "embedding service unavailable" in row.error
+    await queue.aclose()
+
+
+# -- a full disk ---------------------------------------------------------------
+
+
+class FullDisk:
+    """The outbox's folder on a small tmpfs that can be filled up and freed again.
+
+    Where mounting is not allowed (CI runners without root), SQLite's own
+    limit stands in: ``PRAGMA max_page_count`` makes the outbox connections
+    fail with the very error a full disk gives (``SQLITE_FULL``).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.tmpfs = False
+        if not os.environ.get("FAULT_NO_TMPFS"):  # set it to try the fallback here
+            mount = ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)]
+            self.tmpfs = subprocess.run(mount, capture_output=True).returncode == 0
+        self._box: Outbox | None = None
+
+    def fill(self, box: Outbox) -> None:
+        self._box = box
+        if not self.tmpfs:
+            for conn in {box.db._conn, box.db._front}:
+                (pages,) = conn.execute("PRAGMA page_count").fetchone()
+                conn.execute(f"PRAGMA max_page_count = {pages}")
+            return
+        fd = os.open(self.folder / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"\0" * 65536)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        if not self.tmpfs:
+            assert self._box is not None
+            for conn in {self._box.db._conn, self._box.db._front}:
+                conn.execute("PRAGMA max_page_count = 1073741823")
+            return
+        (self.folder / "filler").unlink()
+
+    def unmount(self) -> None:
+        if self.tmpfs:
+            subprocess.run(["umount", "-l", str(self.folder)], check=False)
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[FullDisk]:
+    disk = FullDisk(tmp_path / "small-disk")
+    yield disk
+    disk.unmount()
+
+
+async def test_a_full_disk_keeps_writes_in_memory_and_recovers_by_itself(
+    memory: AsyncMemory, full_disk: FullDisk, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = WriteQueue(Mem0Backend(memory), outbox_dir=full_disk.folder, retry=FAST, lease=0.6)
+    for i in range(3):
+        await queue.submit(SCOPE, said(f"I like fruit{i:02d}."))
+    assert await queue.flush(30)
+
+    full_disk.fill(queue.outbox)
+    with caplog.at_level(logging.WARNING):
+        keys = [await queue.submit(SCOPE, said(f"I like fruit{i:02d}.")) for i in range(3, 23)]
+        assert all(keys)  # every reply went on, every write was taken
+        unrecorded = queue.stats()["writes_unrecorded"]
+        assert unrecorded >= 1
+        # Those kept in memory reach mem0 while the disk is still full.
+        for _ in range(100):
+            if queue.stats()["writes_stored"] >= 3 + unrecorded:
+                break
+            await asyncio.sleep(0.1)
+        assert queue.stats()["writes_stored"] >= 3 + unrecorded
+
+        full_disk.free()
+        await queue.submit(SCOPE, said("I like fruit23."))
+        assert await queue.flush(30)
+    errors = [r.getMessage() for r in caplog.records if "could not record" in r.getMessage()]
+    assert len(errors) == 1 and "database or disk is full" in errors[0]
+    assert "records writes again" in caplog.text
+    assert "cannot rollback" not in caplog.text
+    stats = queue.stats()
+    assert stats["writes_lost"] == 0 and stats["outbox_errors"] >= unrecorded
+    assert await fruit_counts(memory) == Counter({f"fruit{i:02d}": 1 for i in range(24)})
+    await queue.aclose()
+    assert Outbox.in_folder(full_disk.folder).counts() == {"pending": 0, "failed": 0}
+
+
+# -- damaged files -----------------------------------------------------------------
+
+
+def _dead_owner() -> str:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return f"{new_owner_id().split(':')[0]}:{child.pid}:0000deadbeef"
+
+
+def _left_rows(folder: Path, n: int, *, size: int = 40) -> None:
+    """``n`` pending writes of a writer that died, in ``folder``'s outbox."""
+    box, dead = Outbox.in_folder(folder), _dead_owner()
+    for i in range(n):
+        text = f"I like fruit{i:02d}. " + "x" * size
+        box.insert(key=f"left{i:02d}", user_id="alice", agent_id="assistant",
+                   messages=said(text), owner=dead, lease=60)  # fmt: skip
+    box.close()
+
+
+async def _replay(memory: AsyncMemory, folder: Path) -> WriteQueue:
+    queue = WriteQueue(Mem0Backend(memory), outbox_dir=folder, retry=FAST)
+    assert await queue.flush(60)
+    return queue
+
+
+async def test_a_zeroed_outbox_is_moved_aside_and_a_new_one_started(
+    memory: AsyncMemory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "outbox"
+    _left_rows(folder, 3)
+    path = folder / OUTBOX_FILENAME
+    path.write_bytes(b"\0" * path.stat().st_size)  # what a crash on some filesystems leaves
+    with caplog.at_level(logging.ERROR):
+        queue = await _replay(memory, folder)
+    assert f"the outbox {path} was damaged" in caplog.text
+    (moved,) = folder.glob(f"{OUTBOX_FILENAME}.damaged-*[0-9]")
+    assert moved.read_bytes() == b"\0" * moved.stat().st_size  # kept for inspection
+    await queue.submit(SCOPE, said("I like fruit09."))  # the new outbox works
+    assert await queue.flush(30)
+    assert await fruit_counts(memory) == Counter({"fruit09": 1})
+    await queue.aclose()
+
+
+async def test_a_corrupted_page_keeps_every_row_still_readable(
+    memory: AsyncMemory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "outbox"
+    _left_rows(folder, 40, size=1500)  # two or three rows a page
+    path = folder / OUTBOX_FILENAME
+    with path.open("r+b") as f:  # one page of garbage in the middle of the table
+        f.seek(4096 * 12)
+        f.write(random.Random(3).randbytes(4096))
+    with caplog.at_level(logging.ERROR):
+        queue = await _replay(memory, folder)
+    kept = queue.outbox.db.recovered_at_open
+    assert kept is not None and 30 <= kept < 40
+    assert "some rows could not be read and are lost" in caplog.text
+    found = await fruit_counts(memory)
+    assert len(found) == kept and set(found.values()) == {1}  # the readable ones, once
+    await queue.aclose()
+
+
+def _crash_with_rows(folder: Path, n: int) -> None:
+    """A process that records ``n`` writes and is killed before SQLite checkpoints them."""
+    script = (
+        "import os, signal, sys\n"
+        "from agentscope_mem0._outbox import Outbox\n"
+        "box = Outbox.in_folder(sys.argv[1])\n"
+        f"for i in range({n}):\n"
+        "    box.insert(key=f'k{i}', user_id='alice', agent_id='assistant',\n"
+        "               messages=[{'role': 'user', 'content': 'I like fruit%02d.' % i}],\n"
+        "               owner='elsewhere:1:x', lease=60)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(folder)], check=False, timeout=60)
+    assert (folder / f"{OUTBOX_FILENAME}-wal").exists()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage"])
+async def test_a_lost_wal_is_detected_and_counted(
+    memory: AsyncMemory, tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    folder = tmp_path / "outbox"
+    _crash_with_rows(folder, 5)
+    wal = folder / f"{OUTBOX_FILENAME}-wal"
+    if damage == "deleted":
+        wal.unlink()
+        (folder / f"{OUTBOX_FILENAME}-shm").unlink(missing_ok=True)
+    else:
+        wal.write_bytes(random.Random(5).randbytes(wal.stat().st_size))
+    with caplog.at_level(logging.ERROR):
+        queue = WriteQueue(Mem0Backend(memory), outbox_dir=folder, retry=FAST)
+    assert "5 memory writes recorded in the outbox" in caplog.text
+    assert "were deleted or damaged" in caplog.text or "was deleted or damaged" in caplog.text
+    assert queue.stats()["writes_lost"] == 5
+    await queue.submit(SCOPE, said("I like fruit09."))  # and it goes on working
+    assert await queue.flush(30)
+    assert await fruit_counts(memory) == Counter({"fruit09": 1})
+    await queue.aclose()
+
+
+async def test_a_damaged_history_database_is_moved_aside(
+    tmp_path: Path, store_config: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    history = Path(store_config["history_db_path"])
+    history.write_bytes(b"this is not a database" * 100)
+    with caplog.at_level(logging.WARNING):
+        mw = Mem0Middleware(
+            user_id="alice",
+            chat_model=ScriptedChatModel(extractor=UniqueFacts()),
+            embedding_model=HashEmbedding(),
+            mem0_config=store_config,
+            mode="static_control",
+        )
+    assert f"history database {history} is damaged" in caplog.text
+    assert list(tmp_path.glob("history.db.damaged-*"))
+    agent = Agent(
+        name="assistant", system_prompt="", model=ScriptedChatModel("Noted."), middlewares=[mw]
+    )
+    await agent.reply(UserMsg(name="user", content="I like fruit01."))
+    assert await mw.flush(30)
+    assert await fruit_counts(mw.client) == Counter({"fruit01": 1})
+    await mw.aclose()
+    mw.client.vector_store.client.close()

@@ -149,7 +149,9 @@ class WriteOptions:
     """Folder of the durable write outbox (``outbox.sqlite3``): a write is
     recorded there before the reply returns and removed once mem0 stored it;
     writes left by a process that ended are stored by the next middleware on
-    the folder. ``None`` keeps queued writes in memory only.
+    the folder. ``None``: next to the store's own files (the folder of
+    mem0's ``history_db_path``; see ``_outbox_place``), so writes are durable
+    on every path; ``":memory:"`` keeps them in memory only.
     ``Mem0Middleware.local`` uses its data folder."""
 
 

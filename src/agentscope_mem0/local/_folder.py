@@ -15,6 +15,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+from .._salvage import check_history_db
+
 __all__ = [
     "COLLECTION",
     "DATA_DIR_ENV",
@@ -77,8 +79,10 @@ def prepare_history_db(path: str | os.PathLike[str]) -> None:
     and several mem0 clients in one process can share the file.
 
     Args:
-        path: The database file; created when missing.
+        path: The database file; created when missing. A damaged one is
+            moved aside first (see :func:`agentscope_mem0._salvage.check_history_db`).
     """
+    check_history_db(path)
     connection = sqlite3.connect(path, timeout=HISTORY_BUSY_TIMEOUT)
     try:
         (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()

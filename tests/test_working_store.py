@@ -183,7 +183,7 @@ def test_postgres_threads_and_processes_lose_no_update(pg_dsn: str) -> None:
     assert result["version"] >= 60
 
 
-def test_pgvector_client_gets_a_table_beside_mem0s(pg_dsn: str, tmp_path: Path) -> None:
+async def test_pgvector_client_gets_a_table_beside_mem0s(pg_dsn: str, tmp_path: Path) -> None:
     from mem0 import AsyncMemory
 
     from agentscope_mem0 import build_mem0_config
@@ -212,6 +212,28 @@ def test_pgvector_client_gets_a_table_beside_mem0s(pg_dsn: str, tmp_path: Path) 
         rows = conn.execute(f'SELECT user_id, version FROM "{collection}_working"').fetchall()
     assert rows == [("ann", 1)]
     store.close()
+
+    # Through the middleware: one agent's tool call, another agent's next turn.
+    from agentscope.agent import Agent
+    from agentscope.message import HintBlock, UserMsg
+    from agentscope.state import AgentState
+
+    from agentscope_mem0 import Mem0Middleware, WorkingMemory
+
+    options = WorkingMemory(scope="user", schema={"type": "object"})
+    writer = Mem0Middleware(user_id="ann", client=memory, working_memory=options)
+    tool = {t.name: t for t in await writer.list_tools()}["update_working_memory"]
+    await tool(content='{"seat": "aisle"}', _agent_state=AgentState())
+    model = ScriptedChatModel("Hi.")
+    reader = Mem0Middleware(user_id="ann", client=memory, working_memory=options)
+    bot = Agent(name="concierge", system_prompt="", model=model, middlewares=[reader])
+    await bot.reply(UserMsg("user", "hi"))
+    hints = [str(b.hint) for m in model.calls[0] for b in m.content if isinstance(b, HintBlock)]
+    block = next(h for h in hints if "<working_memory>" in h)
+    inside = block.split("<working_memory>\n", 1)[1].rsplit("\n</working_memory>", 1)[0]
+    assert json.loads(inside) == {"name": "Ann", "seat": "aisle"}  # merged, both kept
+    await writer.aclose()
+    await reader.aclose()
 
 
 # -- Qdrant ---------------------------------------------------------------------

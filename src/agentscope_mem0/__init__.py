@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         TransientBackendError,
     )
     from ._middleware import Mem0Middleware
+    from ._modes import Mode
     from ._notes import (
         DEFAULT_MEMORY_RULES,
         DEFAULT_MEMORY_SECTION_HEADER,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
         DEFAULT_TOOL_INSTRUCTIONS,
         Deadlines,
         FlatOptions,
-        Mode,
         NoteOptions,
         RecallMode,
         RecallOptions,
@@ -80,7 +80,7 @@ _LAZY: dict[str, str] = {
     "Mem0Middleware": "._middleware",
     "Mem0MiddlewareError": "._exceptions",
     "MemoryHit": "._backend",
-    "Mode": "._options",
+    "Mode": "._modes",
     "NoteOptions": "._options",
     "Outbox": "._outbox",
     "OutboxRow": "._outbox",

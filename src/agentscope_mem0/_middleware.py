@@ -23,12 +23,12 @@ from ._clients import resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
 from ._exchange import ReplyWatch
 from ._forget import build_tools, check_tool_names
+from ._modes import Mode
 from ._notes import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
 from ._options import (
     DEFAULT_TOOL_INSTRUCTIONS,
     Deadlines,
     FlatOptions,
-    Mode,
     NoteOptions,
     RecallMode,
     RecallOptions,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict
 
 from ._exceptions import ConfigurationError
+from ._modes import Mode, check_mode
 from ._notes import (
     DEFAULT_MEMORY_RULES,
     DEFAULT_MEMORY_SECTION_HEADER,
@@ -28,24 +29,17 @@ __all__ = [
     "DEFAULT_QUERY_CONTEXT_TURNS",
     "DEFAULT_TOOL_INSTRUCTIONS",
     "FLAT_KEYWORDS",
-    "MODES",
     "RECALL_MODES",
     "Deadlines",
     "FlatOptions",
-    "Mode",
     "NoteOptions",
     "Options",
     "RecallMode",
     "RecallOptions",
     "WriteOptions",
-    "check_mode",
     "collect_options",
     "options_from_keywords",
 ]
-
-Mode = Literal["static_control", "agent_control", "both"]
-MODES: tuple[Mode, ...] = ("static_control", "agent_control", "both")
-"""The control modes, as AgentScope's built-in middleware names them."""
 
 RecallMode = Literal["query", "profile", "full"]
 RECALL_MODES: tuple[RecallMode, ...] = ("query", "profile", "full")
@@ -71,13 +65,6 @@ DEFAULT_TOOL_INSTRUCTIONS = (
     "user tells you a durable fact or preference worth keeping."
 )
 """Appended to the system prompt in the tool modes."""
-
-
-def check_mode(mode: Any) -> Mode:
-    """``mode`` if it is one of :data:`MODES`, else a clear error."""
-    if mode not in MODES:
-        raise ConfigurationError(f"unknown mode {mode!r}; use one of {', '.join(map(repr, MODES))}")
-    return mode
 
 
 @dataclass(frozen=True, kw_only=True)

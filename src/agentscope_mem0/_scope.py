@@ -20,6 +20,7 @@ __all__ = [
     "Scope",
     "agent_id_from_name",
     "check_agent_id",
+    "check_id",
     "check_user_id",
     "mem0_ids",
     "resolve_agent_id",
@@ -31,8 +32,11 @@ WILDCARD = "*"
 _WHITESPACE_RUN = re.compile(r"\s+")
 
 
-def _check_id(kind: str, value: Any, source: str | None) -> str:
+def check_id(kind: str, value: Any, source: str | None = None) -> str:
     """``value`` if it names exactly one owner in mem0, else a clear error.
+
+    The one definition of a valid mem0 id (``user_id``, ``agent_id``,
+    ``run_id``); :func:`check_user_id` and :func:`check_agent_id` name it.
 
     mem0 2.2 strips surrounding whitespace from ids (so ``"alice "`` would read
     and write Alice's memories), rejects ids with whitespace inside (so every
@@ -68,7 +72,7 @@ def check_user_id(user_id: Any) -> str:
         ConfigurationError: ``user_id`` is not a string, is blank, has
             whitespace around or inside it, or is the wildcard ``"*"``.
     """
-    return _check_id("user_id", user_id, None)
+    return check_id("user_id", user_id)
 
 
 def check_agent_id(agent_id: Any, source: str | None = None) -> str:
@@ -81,7 +85,7 @@ def check_agent_id(agent_id: Any, source: str | None = None) -> str:
     Raises:
         ConfigurationError: The same rules as :func:`check_user_id`.
     """
-    return _check_id("agent_id", agent_id, source)
+    return check_id("agent_id", agent_id, source)
 
 
 def resolve_agent_id(setting: str | Callable[[Any], str] | None, agent: Any) -> str:

@@ -35,7 +35,8 @@ from agentscope.tool import Toolkit
 from pydantic import SecretStr
 
 from ._backend import Mem0Backend
-from ._middleware import Mem0Middleware, Mode
+from ._middleware import Mem0Middleware
+from ._modes import Mode, check_mode
 from ._notes import is_memory_note
 from ._scope import Scope
 from .testing import ScriptedChatModel
@@ -206,8 +207,7 @@ async def run_demo(
         chat_model: Overrides the model chosen from the environment.
         out: Where the transcript goes.
     """
-    if mode not in ("static_control", "agent_control", "both"):
-        raise ValueError(f"unknown mode {mode!r}; use static_control, agent_control or both")
+    check_mode(mode)
     if chat_model is None:
         chat_model, described = chat_model_from_env()
     else:

@@ -32,7 +32,8 @@ from ._client_state import ClientState
 from ._clients import resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
 from ._middleware import Mem0Middleware
-from ._options import FLAT_KEYWORDS, Mode, check_mode, options_from_keywords
+from ._modes import Mode, check_mode
+from ._options import FLAT_KEYWORDS, options_from_keywords
 from ._scope import agent_id_from_name, check_user_id
 
 if TYPE_CHECKING:

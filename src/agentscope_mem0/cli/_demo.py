@@ -6,13 +6,15 @@ import asyncio
 
 import click
 
+from .._modes import MODES
+
 __all__ = ["demo"]
 
 
 @click.command()
 @click.option(
     "--mode",
-    type=click.Choice(["static_control", "agent_control", "both"]),
+    type=click.Choice(list(MODES)),
     envvar="MODE",
     default="both",
     show_default=True,

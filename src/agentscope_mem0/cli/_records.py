@@ -33,6 +33,9 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from .._exceptions import ConfigurationError
+from .._scope import check_id
+
 __all__ = [
     "CORE_PAYLOAD_KEYS",
     "FormatError",
@@ -188,10 +191,11 @@ def parse_line(line: str, number: int, *, now: datetime | None = None) -> Memory
     if not any(scope.values()):
         raise FormatError(f"line {number}: give at least one of user_id, agent_id, run_id")
     for key, value in scope.items():
-        if value is not None and (value != value.strip() or not value or value == "*"):
-            raise FormatError(
-                f"line {number}: {key} {value!r} is blank, padded with spaces or the wildcard"
-            )
+        if value is not None:
+            try:
+                check_id(key, value)
+            except ConfigurationError as exc:
+                raise FormatError(f"line {number}: {exc}") from exc
     metadata = data.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise FormatError(f"line {number}: 'metadata' must be an object")

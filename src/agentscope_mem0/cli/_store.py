@@ -267,7 +267,7 @@ class MemoryStore:
         name = getattr(self._vectors, "collection_name", None)
         try:
             if qdrant is not None:
-                return qdrant_vector_size(qdrant, name)
+                return qdrant_vector_size(qdrant, name) if name else None
             dsn = getattr(self.settings, "dsn", None)
             if self.settings.backend == "pgvector" and dsn:
                 return pg_vector_size(dsn, self.settings.collection)

@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..._exceptions import BackendError, ConfigurationError
-from ..._scope import check_user_id
+from ..._scope import check_agent_id, check_user_id
 from .._common import where
 from . import _pages as pages
 from ._inspector import Inspector, per_day
@@ -51,9 +51,10 @@ def _user(value: str | None) -> str:
 def _agent(value: str | None) -> str | None:
     if not value:
         return None
-    if value != value.strip() or value == "*":
-        raise _Refused(400, f"agent id {value!r} must be an id without surrounding spaces")
-    return value
+    try:
+        return check_agent_id(value)
+    except ConfigurationError as exc:
+        raise _Refused(400, str(exc)) from exc
 
 
 def _memory_id(value: str | None) -> str:

@@ -111,3 +111,23 @@ async def test_the_factory_takes_a_folder_and_no_embedding_model(tmp_path: Path)
         assert client.embedding_model.config.model.dimensions == 384  # the offline embedder
     finally:
         await factory.aclose()
+
+
+def test_the_deploying_snippet_defines_every_name(tmp_path: Path) -> None:
+    """docs/deploying.md's service-mode app builds as written (nothing is started)."""
+    import re
+
+    text = (ROOT / "docs" / "deploying.md").read_text(encoding="utf-8")
+    section = text.split("## Service mode", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    check = code.group(1) + (
+        "\nfrom agentscope_mem0.service import Mem0MiddlewareFactory\n"
+        "assert isinstance(memory, Mem0MiddlewareFactory) and memory.client is None\n"
+        "print(type(app).__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "FastAPI"

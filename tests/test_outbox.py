@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -216,3 +217,60 @@ def test_try_insert_in_memory() -> None:
     assert box.try_insert(key="k", user_id="u", agent_id=None, messages=[], owner=me, lease=30)
     assert [r.key for r in box.held(me)] == ["k"]
     box.close()
+
+
+# -- where the outbox lives without an outbox_dir --------------------------------
+
+
+def _client_with(config: dict[str, Any]) -> Any:
+    from types import SimpleNamespace
+
+    from mem0.configs.base import MemoryConfig
+
+    return SimpleNamespace(config=MemoryConfig(**config))
+
+
+def test_the_outbox_lives_with_a_store_that_keeps_its_files_together(tmp_path: Path) -> None:
+    from agentscope_mem0._outbox_place import default_outbox_dir
+
+    client = _client_with(
+        {
+            "vector_store": {"provider": "qdrant", "config": {"path": str(tmp_path / "q")}},
+            "history_db_path": str(tmp_path / "history.db"),
+        }
+    )
+    assert default_outbox_dir(client) == tmp_path.resolve()
+
+
+def test_a_server_store_gets_its_own_outbox_folder_by_identity(tmp_path: Path) -> None:
+    from agentscope_mem0._outbox_place import default_outbox_dir
+
+    def server(collection: str, password: str) -> Any:
+        return _client_with(
+            {
+                "vector_store": {
+                    "provider": "pgvector",
+                    "config": {
+                        "host": "db",
+                        "port": 5432,
+                        "dbname": "mem",
+                        "user": "u",
+                        "password": password,
+                        "collection_name": collection,
+                    },
+                },
+                "history_db_path": str(tmp_path / "history.db"),
+            }
+        )
+
+    first = default_outbox_dir(server("a", "secret"))
+    assert first is not None and first.parent == tmp_path.resolve() / "agentscope-mem0-outbox"
+    assert first.name.startswith("pgvector-")
+    assert default_outbox_dir(server("a", "rotated")) == first  # secrets are not identity
+    assert default_outbox_dir(server("b", "secret")) != first  # another store, another outbox
+
+
+def test_a_client_whose_store_cannot_be_told_keeps_writes_in_memory() -> None:
+    from agentscope_mem0._outbox_place import default_outbox_dir
+
+    assert default_outbox_dir(object()) is None

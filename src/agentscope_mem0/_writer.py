@@ -57,18 +57,8 @@ MEMORY_ONLY = ":memory:"
 """``outbox_dir`` value that keeps queued writes in memory only (lost with the process)."""
 
 _OPEN_QUEUES: weakref.WeakSet[WriteQueue] = weakref.WeakSet()
-_COUNTERS = (
-    "queued",
-    "replayed",
-    "stored",
-    "redone",
-    "retried",
-    "failed",
-    "requeued",
-    "lost",
-    "unrecorded",
-    "batches",
-)
+# What stats() reports as writes_<name> (and write_batches).
+_COUNTERS = "queued replayed stored redone retried failed requeued lost unrecorded batches".split()  # noqa: SIM905
 
 
 @dataclass(frozen=True)
@@ -219,13 +209,9 @@ class WriteQueue:
             ConfigurationError: ``said_at`` is not a time.
         """
         key = await self._submit(scope, messages, said_at=said_at, kind="exchange")
-        if (
-            key is not None
-            and wait
-            and self._workers.rt is not None
-            and key in self._workers.rt.waiters
-        ):
-            await asyncio.shield(self._workers.rt.waiters[key])
+        done = self._waiter(key)
+        if wait and done is not None:
+            await asyncio.shield(done)
         return key
 
     async def submit_facts(
@@ -240,10 +226,9 @@ class WriteQueue:
         """
         messages = [{"role": "user", "content": fact} for fact in facts]
         key = await self._submit(scope, messages, said_at=None, kind=FACTS)
-        rt = self._workers.rt
-        if key is None or rt is None:
+        if key is None:
             return WriteResult("lost")
-        done = rt.waiters.get(key)
+        done = self._waiter(key)
         if done is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(done), timeout)
@@ -359,6 +344,10 @@ class WriteQueue:
         return out
 
     # -- runtime ----------------------------------------------------------
+
+    def _waiter(self, key: str | None) -> asyncio.Future[bool] | None:
+        rt = self._workers.rt
+        return rt.waiters.get(key) if key is not None and rt is not None else None
 
     def _take_lost(self) -> bool:
         lost, self._lost_unreported = self._lost_unreported, False

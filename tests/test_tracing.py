@@ -186,7 +186,9 @@ async def test_tool_search_spans_nest_under_the_tool_span(
     assert tool.parent is not None and tool.parent.span_id == reply.context.span_id
     for search in searches:
         assert search.parent is not None and search.parent.span_id == tool.context.span_id
-        assert dict(search.attributes or {})["agentscope_mem0.source"] == "tool"
+        attrs = dict(search.attributes or {})
+        assert attrs["agentscope_mem0.source"] == "tool"
+        assert attrs["agentscope_mem0.breaker_state"] == "closed"
     await mw.aclose()
 
 

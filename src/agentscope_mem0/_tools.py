@@ -191,6 +191,7 @@ class SearchMemoryTool(_MemoryTool):
                 query=q,
                 top_k=limit,
                 source="tool",
+                breaker=self._ctx.breaker,
             )
             for q in queries
         )

@@ -28,6 +28,7 @@ __all__ = [
     "build_mem0_config",
     "check_dimensions",
     "check_model_types",
+    "close_memory",
     "resolve_client",
 ]
 
@@ -285,3 +286,30 @@ def resolve_client(
             "async mem0 client: mem0.AsyncMemory or mem0.AsyncMemoryClient"
         )
     return client
+
+
+def close_memory(client: Any) -> None:
+    """Release what building ``client`` opened; the one way a client is closed.
+
+    That is mem0's history database and, when mem0 opened the vector store
+    itself (from a path, a url or a connection string), that store's client
+    or connection pool (an embedded Qdrant holds its folder lock). A store
+    client handed in through the config is left open: it may be shared (the
+    embedded default's is; :func:`agentscope_mem0.local.close_shared_clients`
+    releases it). Failures are logged, never raised.
+    """
+    closers = [getattr(client, "close", None)]
+    store_config = getattr(
+        getattr(getattr(client, "config", None), "vector_store", None), "config", None
+    )
+    if getattr(store_config, "client", None) is None:
+        store = getattr(client, "vector_store", None)
+        closers.append(getattr(getattr(store, "connection_pool", None), "close", None))
+        closers.append(getattr(getattr(store, "client", None), "close", None))
+    for close in closers:
+        if not callable(close):
+            continue
+        try:
+            close()
+        except Exception as exc:
+            logger.warning("closing the mem0 client: %s", exc)

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ._client_state import ClientState
-from ._clients import resolve_client
+from ._clients import close_memory, resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
 from ._middleware import Mem0Middleware
 from ._modes import Mode, check_mode
@@ -296,7 +296,7 @@ class Mem0MiddlewareFactory:
         with self._lock:
             client, owned = self._client, self._owned
         if client is not None and owned:
-            await asyncio.to_thread(_close_memory, client)
+            await asyncio.to_thread(close_memory, client)
         return drained
 
     @contextlib.asynccontextmanager
@@ -371,27 +371,6 @@ def _check_models(
         build_mem0_config(
             chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
         )
-
-
-def _close_memory(client: Any) -> None:
-    """Release what building ``client`` opened: mem0's history database and,
-    when mem0 opened the vector store itself from a path, that store (an
-    embedded Qdrant holds its folder lock). A store client handed in through
-    the config is left open: it may be shared."""
-    closers = [getattr(client, "close", None)]
-    store_config = getattr(
-        getattr(getattr(client, "config", None), "vector_store", None), "config", None
-    )
-    if getattr(store_config, "client", None) is None:
-        store = getattr(getattr(client, "vector_store", None), "client", None)
-        closers.append(getattr(store, "close", None))
-    for close in closers:
-        if not callable(close):
-            continue
-        try:
-            close()
-        except Exception as exc:
-            logger.warning("closing the shared mem0 client: %s", exc)
 
 
 def mem0_middleware_factory(

@@ -8,7 +8,6 @@ store, and wraps it in :class:`~._store.MemoryStore` or
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigurationError, DimensionMismatchError, StoreLockedError
@@ -81,7 +80,7 @@ def _open_server(
 ) -> MemoryStore:
     from mem0 import AsyncMemory
 
-    from .._clients import build_mem0_config
+    from .._clients import build_mem0_config, close_memory
     from ..backends import pgvector_config, prepare_pgvector, qdrant_server_config
 
     history = str(settings.history_db) if settings.history_db else None
@@ -113,7 +112,7 @@ def _open_server(
         settings=settings,
         embedding_model=embedding,
         chat=chat,
-        on_close=lambda: _close_vector_store(memory),
+        on_close=lambda: close_memory(memory),
     )
     size = store.vector_size()
     if size is not None and size != embedding.dimensions:
@@ -137,17 +136,6 @@ def _check_postgres(dsn: str) -> None:
         ) from exc
     with mapped("connecting to PostgreSQL"):
         psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT).close()
-
-
-def _close_vector_store(memory: Any) -> None:
-    store = getattr(memory, "vector_store", None)
-    for closer in (
-        getattr(getattr(store, "connection_pool", None), "close", None),
-        getattr(getattr(store, "client", None), "close", None),
-    ):
-        if callable(closer):
-            with contextlib.suppress(Exception):
-                closer()
 
 
 def _open_hosted(settings: Settings, chat: ChatChoice | None) -> HostedStore:

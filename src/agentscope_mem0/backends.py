@@ -86,7 +86,11 @@ def pgvector_config(
         max_connections: Connections each mem0 client may open; size
             PostgreSQL's ``max_connections`` for all processes together.
         history_db_path: mem0's history database (SQLite in mem0 2.2, one file
-            per machine); ``None`` keeps mem0's default ``~/.mem0/history.db``.
+            per machine). ``None`` leaves it out of the fields: the middleware,
+            the factory and :func:`~agentscope_mem0.build_mem0_config` then put
+            it in the data folder (``$AGENTSCOPE_MEM0_DIR/history.db``, default
+            ``~/.agentscope-mem0/history.db``); only a ``MemoryConfig`` built
+            from these fields without them falls back to mem0's ``~/.mem0``.
 
     Returns:
         ``vector_store`` (and ``history_db_path`` when given) for ``mem0_config=``.
@@ -155,7 +159,7 @@ def qdrant_server_config(
         collection: The collection name.
         on_disk: Keep the vectors on the server's disk rather than in its RAM.
         history_db_path: mem0's history database (SQLite in mem0 2.2);
-            ``None`` keeps mem0's default ``~/.mem0/history.db``.
+            ``None``: in the data folder, as for :func:`pgvector_config`.
 
     Returns:
         ``vector_store`` (and ``history_db_path`` when given) for ``mem0_config=``.

@@ -332,7 +332,8 @@ def build_qdrant(folder: Path, embedding: Any, chat: Any) -> Any:
     from agentscope_mem0 import build_mem0_config
     from agentscope_mem0.local import embedded_store_config
 
-    store = embedded_store_config(dims=embedding.dimensions, folder=folder)
+    # Release 0.1's embedded store; the Qdrant Edge default is in edge_scaling.py.
+    store = embedded_store_config(dims=embedding.dimensions, folder=folder, engine="qdrant-local")
     return AsyncMemory(
         config=build_mem0_config(chat_model=chat, embedding_model=embedding, mem0_config=store)
     )

@@ -7,8 +7,9 @@ which may use operators (``eq``, ``ne``, ``gt``, ``gte``, ``lt``, ``lte``,
 for "any value", and the logical keys ``AND`` / ``OR`` / ``NOT`` (also
 spelled ``$and`` / ``$or`` / ``$not``, mem0 renames some and keeps both).
 The meaning follows mem0's own Qdrant store, so a memory found there is found
-here; ``icontains`` is a case-insensitive substring match here (mem0's Qdrant
-store can only match case-sensitively without a full-text index).
+here. ``contains`` is a substring match; ``icontains`` matches the text as
+given, lower-cased, upper-cased, capitalised or title-cased (the engine has no
+case-folding match; mem0's own Qdrant store matches case-sensitively only).
 """
 
 from __future__ import annotations
@@ -95,11 +96,11 @@ def _condition(key: str, value: Any) -> Any:
     if "eq" in value:
         return FieldCondition(key=key, match=MatchValue(value=value["eq"]))
     if "ne" in value:
-        return FieldCondition(key=key, match=MatchExcept(except_=[value["ne"]]))
+        return FieldCondition(key=key, match=MatchExcept([value["ne"]]))
     if "in" in value:
         return FieldCondition(key=key, match=MatchAny(any=list(value["in"])))
     if "nin" in value:
-        return FieldCondition(key=key, match=MatchExcept(except_=list(value["nin"])))
+        return FieldCondition(key=key, match=MatchExcept(list(value["nin"])))
     if "contains" in value:
         return FieldCondition(key=key, match=MatchSubstring(substring=str(value["contains"])))
     text = str(value["icontains"])

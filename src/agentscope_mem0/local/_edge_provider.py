@@ -25,6 +25,7 @@ import builtins
 import logging
 import math
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -76,6 +77,19 @@ class EdgeHit:
     id: str
     score: float | None
     payload: dict[str, Any] = field(default_factory=dict)
+
+
+def _point_id(value: Any) -> int | str:
+    """An id the engine accepts: an unsigned integer, or a UUID string (mem0 uses uuid4)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    text = str(value)
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise ValueError(
+            f"point id {text!r} is neither an unsigned integer nor a UUID (all Qdrant accepts)"
+        ) from None
 
 
 def _hit(point: Any, score: float | None = None) -> EdgeHit:
@@ -170,7 +184,7 @@ class EdgeVectorStore(VectorStoreBase):
         sparse = self._sparse(str(payload.get("text_lemmatized") or payload.get("data") or ""))
         if sparse is not None:
             vectors[SPARSE] = sparse
-        return Point(id=str(point_id), vector=vectors, payload=payload)
+        return Point(id=_point_id(point_id), vector=vectors, payload=payload)
 
     def _update(self, what: str, operation: Any) -> None:
         self.shard.call(what, lambda s: s.update(operation))
@@ -256,7 +270,7 @@ class EdgeVectorStore(VectorStoreBase):
         """Delete one point (a missing id is not an error)."""
         from qdrant_edge import UpdateOperation
 
-        self._update("delete", UpdateOperation.delete_points([str(vector_id)]))
+        self._update("delete", UpdateOperation.delete_points([_point_id(vector_id)]))
 
     def delete_where(self, filters: dict[str, Any]) -> None:
         """Delete every point matching a mem0 filter dict (an empty one is refused)."""
@@ -287,7 +301,7 @@ class EdgeVectorStore(VectorStoreBase):
             vectors[DENSE] = self._dense(vector)
         if payload is not None:
             self._update(
-                "set payload", UpdateOperation.set_payload([str(vector_id)], dict(payload))
+                "set payload", UpdateOperation.set_payload([_point_id(vector_id)], dict(payload))
             )
             text = payload.get("text_lemmatized") or payload.get("data")
             sparse = self._sparse(str(text)) if text else None
@@ -295,21 +309,25 @@ class EdgeVectorStore(VectorStoreBase):
                 vectors[SPARSE] = sparse
         if vectors:
             operation = UpdateOperation.update_vectors(
-                [PointVectors(id=str(vector_id), vector=vectors)]
+                [PointVectors(id=_point_id(vector_id), vector=vectors)]
             )
             self._update("update vectors", operation)
 
     def get(self, vector_id: Any) -> EdgeHit | None:
         """One point by id, or ``None``."""
         records = self.shard.call(
-            "retrieve", lambda s: s.retrieve([str(vector_id)], with_payload=True, with_vector=False)
+            "retrieve",
+            lambda s: s.retrieve([_point_id(vector_id)], with_payload=True, with_vector=False),
         )
         return _hit(records[0]) if records else None
 
     def vectors(self, ids: list[str]) -> dict[str, list[float]]:
         """The dense vectors of ``ids`` (for export and migration checks)."""
         records = self.shard.call(
-            "retrieve", lambda s: s.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
+            "retrieve",
+            lambda s: s.retrieve(
+                [_point_id(i) for i in ids], with_payload=False, with_vector=[DENSE]
+            ),
         )
         out: dict[str, list[float]] = {}
         for record in records:

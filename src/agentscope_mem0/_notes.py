@@ -31,7 +31,7 @@ from agentscope.message import AssistantMsg, HintBlock, Msg
 
 from ._escape import escape_memory
 from ._similar import MemoryWords, are_near_duplicates, memory_words
-from ._time import time_label
+from ._time import parse_time, time_label
 from ._tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -133,18 +133,8 @@ def memory_key(text: str) -> str:
     return _NOT_WORD.sub(" ", key).strip()
 
 
-def _parse_date(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace(" ", "T", 1))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def _newer(a: str | None, b: str | None) -> str | None:
-    da, db = _parse_date(a), _parse_date(b)
+    da, db = parse_time(a), parse_time(b)
     if da is None:
         return b if db is not None else a or b
     if db is None:
@@ -256,8 +246,8 @@ def render_note_text(
     order = sorted(
         range(len(lines)),
         key=lambda i: (
-            _parse_date(unique[i].date) is None,
-            -(_parse_date(unique[i].date) or datetime.min.replace(tzinfo=UTC)).timestamp(),
+            parse_time(unique[i].date) is None,
+            -(parse_time(unique[i].date) or datetime.min.replace(tzinfo=UTC)).timestamp(),
             i,
         ),
     )

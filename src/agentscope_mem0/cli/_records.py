@@ -35,6 +35,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from .._scope import check_id
+from .._time import parse_time
 
 __all__ = [
     "CORE_PAYLOAD_KEYS",
@@ -205,11 +206,8 @@ def parse_line(line: str, number: int, *, now: datetime | None = None) -> Memory
             f"line {number}: metadata may not hold mem0's own fields {', '.join(clash)}"
         )
     for key in ("created_at", "updated_at"):
-        if data.get(key) is not None:
-            try:
-                datetime.fromisoformat(data[key])
-            except ValueError as exc:
-                raise FormatError(f"line {number}: {key} is not an ISO 8601 date") from exc
+        if data.get(key) is not None and parse_time(data[key]) is None:
+            raise FormatError(f"line {number}: {key} is not an ISO 8601 date")
     memory_id = data.get("id")
     if memory_id is None:
         memory_id = str(uuid.uuid5(_ID_NAMESPACE, json.dumps([scope, text], sort_keys=True)))

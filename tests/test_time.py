@@ -249,6 +249,17 @@ def _dt(text: str) -> Any:
 async def test_said_at_is_checked(tmp_path: Any) -> None:
     mw = _middleware(tmp_path)
     async with mw:
+        import datetime as dt
+
+        await mw.client_state.writer.submit(
+            Scope("alice", "helper"),
+            [{"role": "user", "content": "I play the cello."}],
+            said_at=dt.date(2020, 5, 1),
+            wait=True,
+        )
+        cello = (await _all(mw))["User play the cello."]
+        assert cello["created_at"].startswith("2020-05-01")
+        assert cello["metadata"]["said_at"].startswith("2020-05-01")
         with pytest.raises(ConfigurationError, match="said_at"):
             await mw.client_state.writer.submit(
                 Scope("alice", "helper"), [{"role": "user", "content": "hi"}], said_at="soon"

@@ -103,12 +103,13 @@ MESSAGE_SAID_AT = "said_at"
 def parse_time(value: Any) -> datetime | None:
     """``value`` (a datetime, a date, or ISO 8601 text) as an aware datetime, else ``None``.
 
-    Naive values are read as local time, as AgentScope stamps messages.
+    Naive values are read as local time, as AgentScope stamps messages; a
+    date is that day at midnight UTC.
     """
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, date):
-        parsed = datetime(value.year, value.month, value.day)
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)  # that day, anywhere
     elif isinstance(value, str) and value.strip():
         text = value.strip().replace(" ", "T", 1)
         if text.endswith(("Z", "z")):

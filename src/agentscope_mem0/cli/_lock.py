@@ -41,10 +41,13 @@ def lock_file(folder: Path) -> Path:
     ``<folder>/edge/agentscope_mem0/wal``; qdrant-client's local mode
     (release 0.1, still selectable) locks ``<folder>/qdrant/.lock``.
     """
-    edge_wal = folder / "edge" / "agentscope_mem0" / "wal"
+    from ..local._folder import COLLECTION, FolderLayout
+
+    layout = FolderLayout(folder)
+    edge_wal = layout.edge / COLLECTION / "wal"
     if edge_wal.is_dir() and os.environ.get("AGENTSCOPE_MEM0_ENGINE", "edge") != "qdrant-local":
         return edge_wal
-    return folder / "qdrant" / ".lock"
+    return layout.qdrant / ".lock"
 
 
 def _command_of(pid: int) -> str:

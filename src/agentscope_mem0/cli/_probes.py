@@ -30,10 +30,10 @@ def _embedded_backend(settings: Settings) -> dict[str, Any]:
 def _embedded_edge(settings: Settings) -> dict[str, Any]:
     from ..local import close_shared_clients
     from ..local._edge_index import store_status
-    from ..local._folder import COLLECTION
+    from ..local._folder import COLLECTION, FolderLayout
     from ..local._migrate import migrate_if_needed
 
-    edge = settings.folder / "edge"
+    edge = FolderLayout(settings.folder).edge
     info: dict[str, Any] = {
         "store": f"Qdrant Edge in {edge}",
         "collection": COLLECTION,
@@ -71,9 +71,9 @@ def _embedded_edge(settings: Settings) -> dict[str, Any]:
 
 def _embedded_qdrant_local(settings: Settings) -> dict[str, Any]:
     from ..local import close_shared_clients, shared_qdrant_client
-    from ..local._folder import COLLECTION
+    from ..local._folder import COLLECTION, FolderLayout
 
-    storage = settings.folder / "qdrant"
+    storage = FolderLayout(settings.folder).qdrant
     info: dict[str, Any] = {
         "store": f"local Qdrant in {storage}",
         "collection": COLLECTION,

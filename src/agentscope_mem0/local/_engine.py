@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._exceptions import ConfigurationError
-from ._folder import COLLECTION, data_dir, history_db_path, prepare_history_db
+from ._folder import COLLECTION, FolderLayout, data_dir, history_db_path, prepare_history_db
 
 if TYPE_CHECKING:
     from mem0.configs.base import MemoryConfig
@@ -58,7 +58,7 @@ def store_engine(engine: str | None = None) -> Engine:
 
 def edge_dir(folder: str | os.PathLike[str] | None = None) -> Path:
     """The Qdrant Edge collections inside the data folder (one shard folder each)."""
-    return data_dir(folder) / "edge"
+    return FolderLayout(data_dir(folder)).edge
 
 
 def embedded_store_config(

@@ -3,9 +3,13 @@
 One data folder holds everything::
 
     <folder>/
-      qdrant/        the local Qdrant storage (collections, its own lock file)
-      history.db     mem0's SQLite history, in WAL mode
-      ...            the middleware's own files
+      edge/                   the Qdrant Edge store (one shard folder per collection)
+      qdrant/                 release 0.1's local Qdrant storage (collections, lock file)
+      history.db              mem0's SQLite history, in WAL mode
+      outbox.sqlite3          the durable write outbox (see agentscope_mem0._outbox)
+      working_memory.sqlite3  working memory kept per user (agentscope_mem0._working_store)
+
+:class:`FolderLayout` names these places, and nothing else spells them out.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 from .._salvage import check_history_db
@@ -21,6 +26,7 @@ __all__ = [
     "COLLECTION",
     "DATA_DIR_ENV",
     "HISTORY_BUSY_TIMEOUT",
+    "FolderLayout",
     "data_dir",
     "history_db_path",
     "prepare_history_db",
@@ -40,6 +46,39 @@ HISTORY_BUSY_TIMEOUT = 30.0
 """Seconds a history-database connection waits for another writer's lock."""
 
 
+@dataclass(frozen=True)
+class FolderLayout:
+    """The places inside one data folder; naming them creates nothing.
+
+    Args:
+        root: The data folder.
+    """
+
+    root: Path
+
+    @classmethod
+    def of(cls, folder: str | os.PathLike[str] | None = None) -> FolderLayout:
+        """The layout of ``folder``, else ``$AGENTSCOPE_MEM0_DIR``, else
+        ``~/.agentscope-mem0`` (absolute, symlinks resolved, not created)."""
+        chosen = folder or os.environ.get(DATA_DIR_ENV) or Path.home() / ".agentscope-mem0"
+        return cls(Path(chosen).expanduser().resolve())
+
+    @property
+    def edge(self) -> Path:
+        """The Qdrant Edge store."""
+        return self.root / "edge"
+
+    @property
+    def qdrant(self) -> Path:
+        """Release 0.1's local Qdrant storage."""
+        return self.root / "qdrant"
+
+    @property
+    def history_db(self) -> Path:
+        """mem0's history database."""
+        return self.root / "history.db"
+
+
 def data_dir(folder: str | os.PathLike[str] | None = None) -> Path:
     """Resolve (and create) the data folder.
 
@@ -50,15 +89,14 @@ def data_dir(folder: str | os.PathLike[str] | None = None) -> Path:
     Returns:
         The absolute folder path, symlinks resolved.
     """
-    chosen = folder or os.environ.get(DATA_DIR_ENV) or Path.home() / ".agentscope-mem0"
-    path = Path(chosen).expanduser().resolve()
+    path = FolderLayout.of(folder).root
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def qdrant_dir(folder: str | os.PathLike[str] | None = None) -> Path:
     """The local Qdrant storage inside the data folder (see :func:`data_dir`)."""
-    return data_dir(folder) / "qdrant"
+    return FolderLayout(data_dir(folder)).qdrant
 
 
 def history_db_path(folder: str | os.PathLike[str] | None = None) -> Path:
@@ -67,7 +105,7 @@ def history_db_path(folder: str | os.PathLike[str] | None = None) -> Path:
     Use it for ``MemoryConfig.history_db_path`` so that mem0 never falls back to
     its global ``~/.mem0/history.db``.
     """
-    return data_dir(folder) / "history.db"
+    return FolderLayout(data_dir(folder)).history_db
 
 
 def prepare_history_db(path: str | os.PathLike[str]) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError, DimensionMismatchError
-from ._folder import COLLECTION, DATA_DIR_ENV, qdrant_dir
+from ._folder import COLLECTION, DATA_DIR_ENV, FolderLayout, qdrant_dir
 
 __all__ = ["MIGRATION_RECORD", "MigrationError", "migrate_folder", "migrate_if_needed"]
 
@@ -42,7 +42,7 @@ class MigrationError(ConfigurationError):
 
 
 def _old_collections(root: Path) -> list[str]:
-    storage = Path(root) / "qdrant" / "collection"  # qdrant_dir() would create the folder
+    storage = FolderLayout(Path(root)).qdrant / "collection"
     return [name for name in _COLLECTIONS if (storage / name).is_dir()]
 
 
@@ -57,7 +57,7 @@ def migrate_if_needed(root: Path, *, dims: int | None = None) -> dict[str, int] 
         DimensionMismatchError: The old store holds vectors of another size than ``dims``.
         StoreLockedError: Another process holds the old store.
     """
-    if (root / "edge").exists() or not _old_collections(root):
+    if FolderLayout(root).edge.exists() or not _old_collections(root):
         return None
     return migrate_folder(root, dims=dims)
 
@@ -79,7 +79,7 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
     from ._store import _shared_at, close_local_client
 
     root = Path(root).expanduser().resolve()
-    target = root / "edge"
+    target = FolderLayout(root).edge
     staging = root / "edge.migrating"
     if target.exists():
         raise MigrationError(

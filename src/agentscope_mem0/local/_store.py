@@ -31,6 +31,7 @@ from .._vectors import qdrant_vector_size
 from ._folder import (
     COLLECTION,
     DATA_DIR_ENV,
+    FolderLayout,
     data_dir,
     history_db_path,
     prepare_history_db,
@@ -217,7 +218,7 @@ def close_shared_clients(folder: str | os.PathLike[str] | None = None) -> None:
     """
     from ._edge import close_shards
 
-    close_shards(None if folder is None else Path(folder).expanduser().resolve() / "edge")
+    close_shards(None if folder is None else FolderLayout.of(folder).edge)
     close_local_client(folder)
 
 
@@ -228,7 +229,7 @@ def close_local_client(folder: str | os.PathLike[str] | None = None) -> None:
             closing = list(_clients.values())
             _clients.clear()
         else:
-            client = _clients.pop(Path(folder).expanduser().resolve() / "qdrant", None)
+            client = _clients.pop(FolderLayout.of(folder).qdrant, None)
             closing = [client] if client is not None else []
     for client in closing:
         try:

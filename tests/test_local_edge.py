@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -348,3 +349,49 @@ def test_close_shards_is_idempotent(tmp_path: Path) -> None:
     close_shards(tmp_path)
     with pytest.raises(RuntimeError, match="was closed"):
         store.count()
+
+
+# -- the command line ---------------------------------------------------------------
+
+
+def _cli(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from agentscope_mem0.cli import cli
+
+    env = {"AGENTSCOPE_MEM0_EMBEDDER": f"hash:{DIMS}", "AGENTSCOPE_MEM0_CHAT_MODEL": None}
+    result = CliRunner(env=env).invoke(cli, list(args), catch_exceptions=False)
+    return result
+
+
+async def test_status_shows_the_engine_and_its_index(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    memory = memory_on(folder)
+    for i in range(5):
+        await remember(memory, "alice", f"fact {i}")
+    close_shared_clients(folder)
+
+    result = _cli("status", "--folder", str(folder), "--json")
+    assert result.exit_code == 0, result.output
+    backend = json.loads(result.stdout)["backend"]
+    assert backend["engine"] == "qdrant-edge" and backend["memories"] == 5
+    assert backend["points"] == 5 and backend["index"] == "exact"
+    assert backend["vector_size"] == DIMS and backend["segments"] >= 1
+    text = _cli("status", "--folder", str(folder))
+    assert re.search(r"engine:\s+qdrant-edge", text.stdout)
+    assert re.search(r"index:\s+exact search", text.stdout)
+
+    optimized = _cli("optimize", "--folder", str(folder), "--json")
+    assert optimized.exit_code == 0, optimized.output
+    assert json.loads(optimized.stdout)[COLLECTION]["points"] == 5
+    assert memory_on(folder).vector_store.count() == 5
+
+
+async def test_migrate_command(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    await _release_0_1_folder(folder)
+    result = _cli("migrate", "--folder", str(folder), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["migrated"] == {COLLECTION: 12}
+    again = _cli("migrate", "--folder", str(folder))
+    assert again.exit_code == 2 and "migrated before" in again.stderr

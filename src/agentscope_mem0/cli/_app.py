@@ -51,6 +51,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "working": LazyCommand("._working", "working", "Show or clear a user's working memory."),
     "status": LazyCommand("._status", "status", "Show the configuration and the store's health."),
     "retry-failed": LazyCommand("._retry", "retry_failed", "Requeue the writes that failed."),
+    "migrate": LazyCommand("._maintenance", "migrate", "Move a release-0.1 folder to Qdrant Edge."),
+    "optimize": LazyCommand("._maintenance", "optimize", "Build the embedded store's HNSW index."),
     "ui": LazyCommand(".ui", "ui", "Browse, search and correct memories in a local web page."),
 }
 """Every command, by name, in the order ``--help`` lists them."""

@@ -211,6 +211,9 @@ class MemoryStore:
                 with_vectors=False,
             )
             return {str(p.id) for p in points}
+        known = getattr(self._vectors, "existing_ids", None)  # the Qdrant Edge store
+        if known is not None:
+            return set(await self._io("retrieve", known, list(ids)))
         found = set()
         for memory_id in ids:
             if await self._io("get", self._vectors.get, vector_id=memory_id) is not None:
@@ -268,6 +271,8 @@ class MemoryStore:
         try:
             if qdrant is not None:
                 return qdrant_vector_size(qdrant, name) if name else None
+            if getattr(self._vectors, "shard", None) is not None:  # the Qdrant Edge store
+                return int(self._vectors.embedding_model_dims)
             dsn = getattr(self.settings, "dsn", None)
             if self.settings.backend == "pgvector" and dsn:
                 return pg_vector_size(dsn, self.settings.collection)

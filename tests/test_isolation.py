@@ -252,8 +252,8 @@ async def test_factory_refuses_ids_that_would_reach_other_users(
 ) -> None:
     client = await _two_users(store_config)
     factory = mem0_middleware_factory(client=client)
-    with pytest.raises(ConfigurationError):
-        await factory(user_id, "assistant", "s")
+    # No middleware, so the turn runs without memory (and gets its reply).
+    assert await factory(user_id, "assistant", "s") == []
     assert client.calls == []
 
 

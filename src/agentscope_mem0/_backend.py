@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ._bridge import caller_loop_scope
+from ._bridge import caller_loop_scope, get_lanes
 from ._exceptions import (
     BackendError,
     ConfigurationError,
@@ -131,6 +131,9 @@ class Mem0Backend:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.hosted = is_hosted(client)
+        # mem0's own AsyncMemory blocks worker threads on model calls: it runs
+        # on this package's lanes, off the agent loop's executor (see _bridge).
+        self._on_lanes = _is_oss_memory(client)
 
     def read_filters(self, scope: Scope) -> dict[str, str]:
         """The filters that read ``scope``'s memories from this client."""
@@ -361,12 +364,26 @@ class Mem0Backend:
             raise PermanentBackendError(f"{type(self.client).__name__} has no {name}()")
         with caller_loop_scope():
             try:
+                if self._on_lanes:
+                    lane = "read" if name in _READS else "write"
+                    return await get_lanes().run(method(*args, **kwargs), lane=lane)
                 return await method(*args, **kwargs)
             except (asyncio.CancelledError, ConfigurationError, BackendError):
                 raise
             except Exception as exc:
                 kind = classify_error(exc)
                 raise kind(f"mem0 {name} failed: {exc}") from exc
+
+
+_READS = frozenset({"search", "get_all", "get", "history"})
+
+
+def _is_oss_memory(client: Any) -> bool:
+    try:
+        from mem0 import AsyncMemory
+    except ImportError:  # pragma: no cover - mem0 is a dependency
+        return False
+    return isinstance(client, AsyncMemory)
 
 
 async def _within(timeout: float | None, call: Awaitable[Any]) -> Any:

@@ -292,6 +292,8 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         subprocess.run(command, check=True)
         results.append(json.loads(out.read_text()))
         out.unlink()
+        partial = args.out_dir / "edge-scaling.partial.json"
+        partial.write_text(json.dumps(results, indent=2) + "\n")
     from importlib.metadata import version
 
     import mem0
@@ -379,6 +381,26 @@ def plot(report: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def table(report: dict[str, Any]) -> str:
+    """The Markdown table of one report's measured rows."""
+    head = (
+        "| engine | memories | index | search p50 ms | p95 ms | searches/s (1) "
+        "| searches/s (8 in flight) | recall@5 vs exact | open s | RSS MB | folder MB |\n"
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )
+    lines = [head]
+    for r in report["results"]:
+        if "search_ms_p50" not in r:
+            continue
+        lines.append(
+            f"| {r['engine']} | {r['size']:,} | {r.get('index', '-')} | {r['search_ms_p50']} "
+            f"| {r['search_ms_p95']} | {r['searches_per_s_1']} | {r['searches_per_s_8_in_flight']} "
+            f"| {r['recall_at_5_dense_vs_exact']} | {r.get('open_seconds', '-')} "
+            f"| {r.get('rss_mb_after_open', '-')} | {r.get('folder_mb', '-')} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -406,6 +428,7 @@ def main() -> None:
         json_path.write_text(json.dumps(report, indent=2) + "\n")
     report = json.loads(json_path.read_text())
     plot(report, args.out_dir / "edge-scaling.png")
+    print(table(report))
 
 
 if __name__ == "__main__":

@@ -148,8 +148,7 @@ def _index_line(backend: dict[str, Any]) -> str:
     """``exact search (no HNSW): 1200 points, 1200 indexed vectors, 1 segment``."""
     kinds = {
         "exact": "exact search (no HNSW; `agentscope-mem0 optimize` builds it)",
-        "hnsw": "HNSW",
-        "partial": "HNSW on part of the store (newer points searched exactly)",
+        "hnsw": "HNSW (points added since the last optimize are searched exactly)",
     }
     text = kinds.get(backend["index"], str(backend["index"]))
     if backend.get("segments") is not None:

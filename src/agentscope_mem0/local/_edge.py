@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,6 +58,9 @@ SPARSE = "bm25"
 
 SCOPE_FIELDS = ("user_id", "agent_id", "run_id", "actor_id")
 """Payload fields with a keyword index: mem0 filters every call by them."""
+
+FLUSH_EVERY = 5.0
+"""Seconds between segment flushes while writing (Qdrant server's default too)."""
 
 _CONFIG_FILE = "edge_config.json"
 # qdrant-edge 0.9 words the WAL lock failure this way (a plain Exception).
@@ -149,6 +153,7 @@ class SharedShard:
         self._lock = threading.RLock()
         self._closed = False
         self._abandoned = False
+        self._flushed_at = time.monotonic()
         existing = shard_dims(path) if shard_exists(path) else None
         if existing is not None and existing != dims:
             raise DimensionMismatchError(_dims_message(path, dims, existing))
@@ -203,6 +208,19 @@ class SharedShard:
                 raise EdgeEngineError(
                     f"Qdrant Edge panicked during {what} in {self.path}: {exc}"
                 ) from exc
+
+    def write(self, what: str, operation: Any) -> None:
+        """Apply one ``UpdateOperation``; flush the segments every :data:`FLUSH_EVERY` s.
+
+        The write-ahead log makes the write durable when this returns; the
+        periodic flush lets the engine trim that log, so that reopening after
+        a crash replays seconds of writes, not the whole history.
+        """
+        with self._lock:
+            self.call(what, lambda s: s.update(operation))
+            if time.monotonic() - self._flushed_at >= FLUSH_EVERY:
+                self._flushed_at = time.monotonic()
+                self.call("flush", lambda s: s.flush())
 
     def ensure_scope_indexes(self) -> None:
         """Create the keyword payload indexes on the scope fields (idempotent)."""

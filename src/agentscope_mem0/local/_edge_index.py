@@ -55,17 +55,13 @@ def folder_size(path: Path) -> int:
 def index_state(shard: SharedShard) -> dict[str, Any]:
     """Points, indexed vectors and segment kinds of one open shard.
 
-    ``index`` is ``"exact"`` (no HNSW segment: every search scans its scope),
-    ``"hnsw"`` (every segment has HNSW) or ``"partial"``.
+    ``index`` is ``"exact"`` (no HNSW segment: every search scans its scope)
+    or ``"hnsw"`` (an optimized segment has HNSW; points written since land in
+    a plain appendable segment and are searched exactly, see ``plain_segments``).
     """
     info = shard.call("info", lambda s: s.info())
     kinds = _segment_kinds(shard.path)
-    if kinds["hnsw"] == 0:
-        state = "exact"
-    elif kinds["plain"] == 0:
-        state = "hnsw"
-    else:
-        state = "partial"
+    state = "hnsw" if kinds["hnsw"] else "exact"
     return {
         "points": int(info.points_count),
         "indexed_vectors": int(info.indexed_vectors_count),

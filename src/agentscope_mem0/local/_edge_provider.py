@@ -11,9 +11,13 @@ Every point carries a dense vector and a sparse ``"bm25"`` vector of its
 text's keyword terms (:class:`~agentscope_mem0.local.KeywordEncoder`; Qdrant
 applies IDF). With ``fusion="rrf"`` (the default) a search asks the engine
 for the dense and the keyword top hits under the same filter and fuses them
-by reciprocal rank in one query; the score mem0 sees is the fused score
-scaled to (0, 1] (1.0: first in both rankings), and ``keyword_search``
-returns ``None`` so mem0 does not add the keyword score a second time.
+by reciprocal rank (k=5, chosen on the LoCoMo dev half, see
+docs/benchmarks/embedded-recall.md) in one query; the score mem0 sees is the
+fused score scaled to (0, 1] (1.0: first in both rankings; with k=5 a hit
+found by one ranking only scores 0.5 at its top, 0.1 at its 21st place), so
+mem0's ``threshold`` applies to that rank score, not to a cosine. And
+``keyword_search`` returns ``None``, so mem0 does not add the keyword score a
+second time.
 ``fusion="none"`` searches by meaning and leaves keyword scoring to mem0.
 mem0's entity collection (``<name>_entities``) is always searched by meaning
 only: mem0 2.2 merges entities whose score reaches 0.95, a cosine threshold.
@@ -187,7 +191,7 @@ class EdgeVectorStore(VectorStoreBase):
         return Point(id=_point_id(point_id), vector=vectors, payload=payload)
 
     def _update(self, what: str, operation: Any) -> None:
-        self.shard.call(what, lambda s: s.update(operation))
+        self.shard.write(what, operation)
 
     # --- mem0's interface ----------------------------------------------------
 

@@ -337,7 +337,7 @@ def test_a_waiting_query_goes_before_waiting_passages(
     reader.start()
     turns = getattr(_embedder, "_turns", None)
     for _ in range(200):  # until the query waits for the engine
-        if turns is not None and turns._queries_waiting:
+        if turns is not None and turns.queries_waiting:
             break
         threading.Event().wait(0.01)
     recording_engine.release.set()
@@ -407,3 +407,33 @@ async def test_building_the_memory_warms_the_model_so_the_first_search_loads_not
     hits = await backend.search("Where does the user live?", Scope("alice"), top_k=1)
     assert hits[0].memory == "User lives in Hangzhou"
     await mw.aclose()
+
+
+def test_queries_waiting_together_are_embedded_in_one_call(
+    model: OfflineE5Embedding, recording_engine: _RecordingEngine
+) -> None:
+    recording_engine.hold_first = True
+    writer = threading.Thread(target=model.embed_sync, args=(["a stored text"],))
+    writer.start()
+    assert recording_engine.first_started.wait(30)
+    questions = [f"where does user {i} live?" for i in range(5)]
+    found: dict[int, list[float]] = {}
+
+    def ask(i: int) -> None:
+        found[i] = model.embed_sync([questions[i]], query=True)[0]
+
+    readers = [threading.Thread(target=ask, args=(i,)) for i in range(5)]
+    for reader in readers:
+        reader.start()
+    for _ in range(500):
+        if _embedder._turns.queries_waiting == 5:
+            break
+        threading.Event().wait(0.01)
+    recording_engine.release.set()
+    for thread in [writer, *readers]:
+        thread.join(60)
+
+    kinds = [("query" if q else "passage", len(texts)) for texts, q in recording_engine.calls]
+    assert kinds == [("passage", 1), ("query", 5)]
+    for i, question in enumerate(questions):
+        assert _cosine(found[i], model.embed_sync([question], query=True)[0]) > 0.9999

@@ -21,12 +21,12 @@ Three rules keep one process's memory responsive under load:
 * The engine runs one call at a time (it already uses every core), and a
   waiting query goes before waiting passages, which are sent in small
   pieces: a search waits for at most one piece, never for a long write.
+  Queries waiting together are embedded in one call (:mod:`._embedder_turns`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -37,6 +37,7 @@ from agentscope.credential import CredentialBase
 from agentscope.embedding import EmbeddingModelBase, EmbeddingResponse, EmbeddingUsage
 
 from .._exceptions import ConfigurationError
+from ._embedder_turns import EngineTurns
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -138,40 +139,7 @@ def _load_engine() -> Any:
         return engine
 
 
-class _EngineTurns:
-    """One engine call at a time; a waiting query goes before waiting passages.
-
-    The engine spreads each call over every core, so calls side by side would
-    only slow each other down; a search must not queue behind stored texts.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._busy = False
-        self._queries_waiting = 0
-
-    @contextlib.contextmanager
-    def turn(self, *, query: bool) -> Iterator[None]:
-        """Hold the engine for one call."""
-        with self._cond:
-            if query:
-                self._queries_waiting += 1
-            try:
-                while self._busy or (not query and self._queries_waiting):
-                    self._cond.wait()
-            finally:
-                if query:
-                    self._queries_waiting -= 1
-            self._busy = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
-
-
-_turns = _EngineTurns()
+_turns = EngineTurns()
 
 
 def _clean(text: Any) -> str:
@@ -301,15 +269,17 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
             return []
         engine = _load_engine()
         fitted = [fit_to_model(engine, t, query=query) for t in cleaned]
-        rows: list[list[float]] = []
         if query:
-            # Queries are short and rare: one call, ahead of waiting passages.
-            groups: Iterator[list[str]] = iter([[text for text, _ in fitted]])
-        else:
-            groups = _pieces([text for text, _ in fitted], [count for _, count in fitted])
-        for group in groups:
-            with _turns.turn(query=query):
-                matrix = engine.encode(group, query)
+            # Ahead of waiting passages, in one call with the other waiting queries.
+            return _turns.queries(
+                [text for text, _ in fitted],
+                sum(count for _, count in fitted),
+                lambda texts: engine.encode(texts, True),
+            )
+        rows: list[list[float]] = []
+        for group in _pieces([text for text, _ in fitted], [count for _, count in fitted]):
+            with _turns.passage_turn():
+                matrix = engine.encode(group, False)
             rows.extend(row.tolist() for row in matrix)
         return rows
 

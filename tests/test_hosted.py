@@ -39,7 +39,8 @@ from agentscope_mem0 import (
     PermanentBackendError,
     TransientBackendError,
 )
-from agentscope_mem0._backend import Mem0Backend, classify_error
+from agentscope_mem0._backend import Mem0Backend
+from agentscope_mem0._mem0_errors import classify_error
 from agentscope_mem0._scope import Scope
 from agentscope_mem0._writer import RetryPolicy, WriteQueue
 from fakes import note_text, one_session

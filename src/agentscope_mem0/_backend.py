@@ -1,6 +1,7 @@
 """The one door to mem0: every call of a mem0 client goes through
 :class:`Mem0Backend`, which scopes it, normalises its answer and maps mem0's
-errors to the package's own in one place (:meth:`Mem0Backend._call`).
+errors to the package's own in one place (:meth:`Mem0Backend._call`, with
+the retry policy of :func:`._mem0_errors.classify_error`).
 
 Building a client is :mod:`._clients`' job; turning a scope into mem0's ids is
 :func:`._scope.mem0_ids`'.
@@ -22,6 +23,7 @@ from ._exceptions import (
     PermanentBackendError,
     TransientBackendError,
 )
+from ._mem0_errors import classify_error, http_status
 from ._scope import Scope, mem0_ids
 from ._time import (
     annotate_results,
@@ -33,7 +35,7 @@ from ._time import (
     write_time,
 )
 
-__all__ = ["Mem0Backend", "MemoryHit", "classify_error", "http_status", "normalise_hits"]
+__all__ = ["Mem0Backend", "MemoryHit", "normalise_hits"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,66 +56,6 @@ class MemoryHit:
     def date(self) -> str | None:
         """When the memory was last true: updated, else created."""
         return self.updated_at or self.created_at
-
-
-_TRANSIENT_NAMES = (
-    "timeout",
-    "connect",
-    "network",
-    "unavailable",
-    "ratelimit",
-    "rate limit",
-    "too many requests",
-    "temporarily",
-    "locked",
-    "busy",
-)
-
-
-def http_status(exc: BaseException) -> int | None:
-    """The HTTP status behind ``exc`` or the errors it was raised from, if any."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        # mem0's hosted client (mem0ai 2.2) raises mem0.exceptions.MemoryError
-        # subclasses that keep the status only in `debug_info`.
-        debug = getattr(current, "debug_info", None)
-        for status in (
-            getattr(current, "status_code", None),
-            getattr(getattr(current, "response", None), "status_code", None),
-            debug.get("status_code") if isinstance(debug, dict) else None,
-        ):
-            if isinstance(status, int) and not isinstance(status, bool):
-                return status
-        current = current.__cause__ or current.__context__
-    return None
-
-
-def classify_error(
-    exc: BaseException,
-) -> type[TransientBackendError | PermanentBackendError]:
-    """Decide whether retrying ``exc`` may help."""
-    if isinstance(
-        exc,
-        TransientBackendError | asyncio.TimeoutError | TimeoutError | ConnectionError,
-    ):
-        return TransientBackendError
-    if isinstance(exc, PermanentBackendError):
-        return PermanentBackendError
-    status = http_status(exc)
-    if status is not None:
-        if status == 429 or status >= 500 or status == 408:
-            return TransientBackendError
-        return PermanentBackendError
-    text = f"{type(exc).__name__} {exc}".lower()
-    if any(word in text for word in _TRANSIENT_NAMES):
-        return TransientBackendError
-    if isinstance(exc, ValueError | TypeError | KeyError):
-        return PermanentBackendError
-    # An unknown failure is retried (a bounded number of times) rather than
-    # dropped: losing a write is worse than a wasted attempt.
-    return TransientBackendError
 
 
 class Mem0Backend:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._add_check import watch_add
-from ._backend import classify_error
 from ._exceptions import BackendError, PermanentBackendError
+from ._mem0_errors import classify_error
 from ._scope import Scope
 from ._tracing import note_write
 

@@ -17,9 +17,10 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._backend import Mem0Backend, classify_error
+from .._backend import Mem0Backend
 from .._bridge import caller_loop_scope
 from .._exceptions import BackendError, ConfigurationError
+from .._mem0_errors import classify_error
 from . import _history_db
 from ._models import ChatChoice
 from ._records import MemoryRecord

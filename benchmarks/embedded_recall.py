@@ -177,7 +177,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 def _default_variant() -> str:
     """The variant whose settings are the provider's defaults."""
-    from agentscope_mem0.local._edge_provider import EdgeStoreConfig
+    from agentscope_mem0.local._edge_config import EdgeStoreConfig
 
     fields = EdgeStoreConfig.model_fields
     for name, settings in VARIANTS.items():

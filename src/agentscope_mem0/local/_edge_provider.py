@@ -21,6 +21,7 @@ second time.
 ``fusion="none"`` searches by meaning and leaves keyword scoring to mem0.
 mem0's entity collection (``<name>_entities``) is always searched by meaning
 only: mem0 2.2 merges entities whose score reaches 0.95, a cosine threshold.
+The provider's config and its registration with mem0 are in :mod:`._edge_config`.
 """
 
 from __future__ import annotations
@@ -32,12 +33,18 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mem0.vector_stores.base import VectorStoreBase
-from pydantic import BaseModel, ConfigDict, Field
 
 from ._edge import DENSE, SPARSE, SharedShard, shard_exists, shared_shard
+from ._edge_config import (
+    PROVIDER,
+    EdgeStoreConfig,
+    Fusion,
+    edge_config_class,
+    edge_vector_store_config,
+)
 from ._edge_filters import build_filter
 from ._keyword import KeywordEncoder, SparseTerms
 
@@ -52,26 +59,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PROVIDER = "agentscope_edge"
-"""The vector-store provider name this package registers with mem0."""
-
-Fusion = Literal["rrf", "dbsf", "none"]
-
 _ENTITY_SUFFIX = "_entities"  # mem0 2.2's _entity_collection_name for every store but s3
 _LIST_DEFAULT = 100
-
-
-class EdgeStoreConfig(BaseModel):
-    """The ``vector_store.config`` of the Qdrant Edge provider."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    collection_name: str = Field("agentscope_mem0", description="Collection (shard) name")
-    embedding_model_dims: int | None = Field(None, description="Dense vector size")
-    path: str = Field(description="Folder holding one shard folder per collection")
-    fusion: Fusion = Field("rrf", description="How dense and keyword hits are fused")
-    rrf_k: int = Field(5, ge=1, description="Reciprocal-rank constant")
-    dense_weight: float = Field(1.0, gt=0, description="RRF weight of the dense ranking")
 
 
 @dataclass(slots=True)
@@ -399,66 +388,3 @@ class EdgeVectorStore(VectorStoreBase):
         """Delete every point; the shard and its payload indexes stay."""
         logger.warning("resetting the Qdrant Edge collection %s", self.collection_name)
         self.delete_col()
-
-
-def edge_vector_store_config(
-    *,
-    path: str | os.PathLike[str],
-    dims: int,
-    collection_name: str = "agentscope_mem0",
-    fusion: Fusion = "rrf",
-    **options: Any,
-) -> Any:
-    """A mem0 ``VectorStoreConfig`` for the Qdrant Edge store, registering the provider.
-
-    Args:
-        path: The folder holding the collections' shard folders.
-        dims: The embedding model's vector size.
-        collection_name: The collection.
-        fusion: ``"rrf"``, ``"dbsf"`` or ``"none"`` (see the module docstring).
-        **options: Further :class:`EdgeStoreConfig` fields.
-
-    Returns:
-        A ``VectorStoreConfig`` (a subclass accepting only :data:`PROVIDER`).
-    """
-    config_class = edge_config_class()
-    store = EdgeStoreConfig(
-        path=os.fspath(path),
-        embedding_model_dims=dims,
-        collection_name=collection_name,
-        fusion=fusion,
-        **options,
-    )
-    return config_class(provider=PROVIDER, config=store.model_dump())
-
-
-_config_class: type | None = None
-
-
-def edge_config_class() -> type:
-    """``VectorStoreConfig`` subclass that accepts :data:`PROVIDER` and nothing else."""
-    global _config_class
-    if _config_class is not None:
-        return _config_class
-    from mem0.utils.factory import VectorStoreFactory
-    from mem0.vector_stores.configs import VectorStoreConfig
-    from pydantic import model_validator
-
-    class EdgeVectorStoreConfig(VectorStoreConfig):
-        @model_validator(mode="after")
-        def validate_and_create_config(self) -> EdgeVectorStoreConfig:
-            if self.provider != PROVIDER:
-                raise ValueError(f"Unsupported vector store provider: {self.provider}")
-            given: Any = getattr(self, "config", None)
-            if not isinstance(given, EdgeStoreConfig):
-                if not isinstance(given, dict) or "path" not in given:
-                    raise ValueError(
-                        f"the {PROVIDER} vector store needs a config with a 'path' "
-                        "(the folder its collections live in)"
-                    )
-                setattr(self, "config", EdgeStoreConfig(**given))  # noqa: B010
-            return self
-
-    VectorStoreFactory.provider_to_class[PROVIDER] = f"{__name__}.EdgeVectorStore"
-    _config_class = EdgeVectorStoreConfig
-    return _config_class

@@ -35,7 +35,9 @@ class RefusedWrites(RecordingClient):
         raise ValueError("writes are refused in this test")
 
 
-async def test_through_agentscope_app_the_breaker_outlives_the_turn(tmp_path: Path) -> None:
+async def test_through_agentscope_app_the_breaker_outlives_the_turn(
+    tmp_path: Path, store_config: dict[str, Any]
+) -> None:
     """agentscope.app calls the factory once per chat run; a hung search costs the
     deadline only until the breaker opens, then later turns skip it."""
     from agentscope.app import create_app
@@ -43,7 +45,7 @@ async def test_through_agentscope_app_the_breaker_outlives_the_turn(tmp_path: Pa
     from agentscope.app.storage import AsyncSQLAlchemyStorage
     from agentscope.app.workspace_manager import LocalWorkspaceManager
 
-    client = HungSearch(real_memory(_store(tmp_path)))
+    client = HungSearch(real_memory(store_config))
     factory = mem0_middleware_factory(
         client=client, mode="static_control", breaker_threshold=3, search_timeout=0.4
     )
@@ -155,13 +157,3 @@ def test_options_come_whole_or_flat_but_not_both(store_config: dict[str, Any]) -
         Mem0Middleware(user_id="u", client=memory, search_timout=1.0)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="Deadlines"):
         Mem0Middleware(user_id="u", client=memory, deadlines={"search_timeout": 1})  # type: ignore[arg-type]
-
-
-def _store(tmp_path: Path) -> dict[str, Any]:
-    return {
-        "vector_store": {
-            "provider": "qdrant",
-            "config": {"path": str(tmp_path / "q"), "on_disk": True, "collection_name": "t"},
-        },
-        "history_db_path": str(tmp_path / "h.db"),
-    }

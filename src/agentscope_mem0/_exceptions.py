@@ -5,7 +5,9 @@ The hierarchy::
     Mem0MiddlewareError
     ├── ConfigurationError (also ValueError)      a usage mistake; the message
     │   ├── DimensionMismatchError                says what to change
-    │   └── StoreLockedError                      another process owns the folder
+    │   ├── StoreLockedError                      another process owns the folder
+    │   └── MigrationError (local._migrate)       a release-0.1 folder was not
+    │                                             moved; it is left as it was
     ├── InvalidStateError                         used in a state that cannot
     │                                             work: a closed middleware, a sync
     │                                             call on the bridge's own loop
@@ -14,7 +16,8 @@ The hierarchy::
     ├── BackendError                              mem0 failed; wraps the original
     │   ├── TransientBackendError                 worth retrying
     │   │   └── ExtractionFailedError             mem0's add swallowed a failure
-    │   └── PermanentBackendError                 retrying will not help
+    │   ├── PermanentBackendError                 retrying will not help
+    │   └── EdgeEngineError (local._edge)         Qdrant Edge failed or panicked
     └── LocalFileError (also OSError)             a file of ours or mem0's on disk;
         ├── OutboxWriteError                      names it (``path``) and the way out
         └── DamagedFileError                      unreadable: zeroed, garbage, lost WAL

@@ -466,3 +466,29 @@ async def test_a_damaged_history_database_is_moved_aside(
     assert await fruit_counts(mw.client) == Counter({"fruit01": 1})
     await mw.aclose()
     mw.client.vector_store.client.close()
+
+
+def test_a_model_call_whose_loop_ends_fails_fast_instead_of_stalling_exit() -> None:
+    # asyncio.run returning while mem0 still runs a call on its write lane: the
+    # model coroutine sent to the agent's loop never runs; the call must not
+    # wait out the bridge's 60 s timeout (it held the interpreter's exit).
+    import threading
+    import time
+
+    from agentscope_mem0._bridge import Bridge, _caller_loop
+    from agentscope_mem0._exceptions import BridgeError
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever)
+    runner.start()
+    token = _caller_loop.set(loop)
+    try:
+        threading.Timer(0.3, loop.call_soon_threadsafe, args=(loop.stop,)).start()
+        threading.Timer(0.6, lambda: (runner.join(), loop.close())).start()
+        started = time.monotonic()
+        with pytest.raises(BridgeError, match="closed before it ran"):
+            Bridge().run(asyncio.sleep(30), timeout=60)
+        assert time.monotonic() - started < 3
+    finally:
+        _caller_loop.reset(token)
+        runner.join(5)

@@ -37,6 +37,7 @@ import contextvars
 import logging
 import os
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -47,6 +48,8 @@ __all__ = ["Bridge", "Mem0Lanes", "caller_loop_scope", "get_bridge", "get_lanes"
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_SLICE = 0.5  # seconds between checks that the target loop still runs
 
 _caller_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
     "agentscope_mem0_caller_loop", default=None
@@ -124,11 +127,22 @@ class Bridge:
                 "mem0.AsyncMemory"
             )
         future = asyncio.run_coroutine_threadsafe(coro, loop)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError as exc:
-            future.cancel()
-            raise BridgeTimeoutError(f"model call did not finish within {timeout} s") from exc
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                # In slices: a loop that ends meanwhile (asyncio.run returning)
+                # never runs the call, and waiting out the timeout would stall exit.
+                return future.result(_SLICE if left is None else min(left, _SLICE))
+            except concurrent.futures.TimeoutError as exc:
+                if loop.is_closed():
+                    future.cancel()
+                    raise BridgeError("the model call's event loop closed before it ran") from exc
+                if left is not None and left <= _SLICE:
+                    future.cancel()
+                    raise BridgeTimeoutError(
+                        f"model call did not finish within {timeout} s"
+                    ) from exc
 
     @property
     def thread(self) -> threading.Thread | None:

@@ -35,6 +35,7 @@ from agentscope_mem0.local._folder import COLLECTION
 from agentscope_mem0.local._keyword import SparseTerms
 from agentscope_mem0.local._migrate import MIGRATION_RECORD, MigrationError
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+from test_local_keyword import FILLER, LOOKALIKES, QUERY, TARGET
 
 DIMS = 64
 WRITER = Path(__file__).with_name("_edge_writer_child.py")
@@ -164,16 +165,6 @@ async def test_metadata_filters_and_operators(tmp_path: Path) -> None:
     assert len(listed()) == 2 and store.count({"user_id": "bob"}) == 1
     with pytest.raises(ValueError, match="needs a filter"):
         store.delete_where({})
-
-
-TARGET = "The Brompton is folded under the office desk"
-LOOKALIKES = [
-    "The user does keep the spare keys where the user can find them",
-    "The user keeps old letters in the attic",
-    "Where the user can keep things is in the kitchen drawer",
-]
-FILLER = [f"The user keeps reminder {i} for errand {i * 13}" for i in range(50)]
-QUERY = "Where does the user keep the Brompton?"
 
 
 async def test_the_engine_fuses_keyword_and_dense_hits(tmp_path: Path) -> None:

@@ -11,12 +11,39 @@ from .._exceptions import ConfigurationError, StoreLockedError
 from .._outbox import OUTBOX_FILENAME, Outbox, OutboxRow
 from .._vectors import pg_vector_size, qdrant_vector_size
 from ._config import Settings
-from ._lock import lock_holder
+from ._lock import LockHolder, lock_holder
 from ._models import embedding_model_from_spec
 
 __all__ = ["gather_status"]
 
 _PROBE_TIMEOUT = 5
+
+
+def _embedded_info(store: str) -> dict[str, Any]:
+    from ..local._folder import COLLECTION
+
+    return {
+        "store": store,
+        "collection": COLLECTION,
+        "reachable": True,
+        "locked": False,
+        "lock_holder": None,
+        "memories": None,
+        "vector_size": None,
+    }
+
+
+def _held_elsewhere(holder: LockHolder | None, info: dict[str, Any]) -> bool:
+    """Whether another process holds the folder; if so, say so in ``info``."""
+    if holder is None or holder.is_self:
+        return False
+    info.update(
+        reachable=False,
+        locked=True,
+        lock_holder={"pid": holder.pid, "command": holder.command},
+        error=f"the data folder is locked by {holder.describe()}",
+    )
+    return True
 
 
 def _embedded_backend(settings: Settings) -> dict[str, Any]:
@@ -34,23 +61,9 @@ def _embedded_edge(settings: Settings) -> dict[str, Any]:
     from ..local._migrate import migrate_if_needed
 
     edge = FolderLayout(settings.folder).edge
-    info: dict[str, Any] = {
-        "store": f"Qdrant Edge in {edge}",
-        "collection": COLLECTION,
-        "reachable": True,
-        "locked": False,
-        "lock_holder": None,
-        "memories": None,
-        "vector_size": None,
-    }
+    info = _embedded_info(f"Qdrant Edge in {edge}")
     holder = lock_holder(settings.folder)
-    if holder is not None and not holder.is_self:
-        info.update(
-            reachable=False,
-            locked=True,
-            lock_holder={"pid": holder.pid, "command": holder.command},
-            error=f"the data folder is locked by {holder.describe()}",
-        )
+    if _held_elsewhere(holder, info):
         return info
     try:
         migrate_if_needed(settings.folder)
@@ -74,27 +87,13 @@ def _embedded_qdrant_local(settings: Settings) -> dict[str, Any]:
     from ..local._folder import COLLECTION, FolderLayout
 
     storage = FolderLayout(settings.folder).qdrant
-    info: dict[str, Any] = {
-        "store": f"local Qdrant in {storage}",
-        "collection": COLLECTION,
-        "reachable": True,
-        "locked": False,
-        "lock_holder": None,
-        "memories": None,
-        "vector_size": None,
-    }
+    info = _embedded_info(f"local Qdrant in {storage}")
     if not storage.exists():
         info["memories"] = 0
         info["note"] = "nothing stored yet"
         return info
     holder = lock_holder(settings.folder)
-    if holder is not None and not holder.is_self:
-        info.update(
-            reachable=False,
-            locked=True,
-            lock_holder={"pid": holder.pid, "command": holder.command},
-            error=f"the data folder is locked by {holder.describe()}",
-        )
+    if _held_elsewhere(holder, info):
         return info
     try:
         client = shared_qdrant_client(settings.folder)

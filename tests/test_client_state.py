@@ -9,10 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
 
-from agentscope_mem0 import ClientState, Deadlines, Mem0Middleware, RecallOptions
+from agentscope_mem0 import (
+    ClientState,
+    ConfigurationError,
+    Deadlines,
+    Mem0Middleware,
+    RecallOptions,
+)
 from agentscope_mem0.service import mem0_middleware_factory
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import RecordingClient, note_text, real_memory
@@ -125,6 +132,10 @@ async def test_middlewares_given_one_state_share_it(store_config: dict[str, Any]
     first = Mem0Middleware(user_id="alice", client_state=state)
     second = Mem0Middleware(user_id="bob", client=memory, client_state=state)
     assert first.client_state is second.client_state is state
+    with pytest.raises(ConfigurationError, match="client_state brings"):
+        Mem0Middleware(user_id="c", client=real_memory(store_config), client_state=state)
+    with pytest.raises(ConfigurationError, match="client_state brings"):
+        Mem0Middleware(user_id="c", client_state=state, write_queue=state.writer)
     assert first.client is memory
     state.breaker.record_failure()
     state.breaker.record_failure()
@@ -136,10 +147,6 @@ async def test_middlewares_given_one_state_share_it(store_config: dict[str, Any]
 
 
 def test_options_come_whole_or_flat_but_not_both(store_config: dict[str, Any]) -> None:
-    import pytest
-
-    from agentscope_mem0 import ConfigurationError
-
     memory = real_memory(store_config)
     whole = Mem0Middleware(
         user_id="u",

@@ -160,8 +160,8 @@ class Mem0Middleware(MiddlewareBase):
             **options,
         )
         self._tools = check_tool_names(tools)
-        if client_state is not None and client not in (None, client_state.client):
-            raise ConfigurationError("client_state belongs to another mem0 client than client")
+        if client_state is not None and (write_queue or client not in (None, client_state.client)):
+            raise ConfigurationError("client_state brings its client and queue; drop the others")
         self._state = client_state or state_for(
             resolve_client(
                 client=client,

@@ -383,6 +383,8 @@ async def test_submit_after_close_is_logged_not_raised(
     with caplog.at_level(logging.ERROR):
         assert await queue.submit(SCOPE, said("I like fruit11.")) is None
     assert "after the queue was closed" in caplog.text
+    assert not await queue.flush()  # a lost write is not a successful flush
+    assert await queue.flush()  # reported once
 
 
 # -- durability and exactly once -----------------------------------------------

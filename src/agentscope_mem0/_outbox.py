@@ -18,16 +18,27 @@ itself (opening, checks, repair, errors) is :mod:`._outbox_db`'s job.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._outbox_db import BUSY, Database
+from ._outbox_rows import (
+    ADOPT,
+    ALL_COLUMNS,
+    COLUMNS,
+    FAILED,
+    INSERT,
+    MIGRATIONS,
+    PENDING,
+    OutboxRow,
+    adopt_values,
+    new_row,
+    row_of,
+)
 from ._owners import new_owner_id, owner_is_dead
 
 __all__ = [
@@ -42,107 +53,6 @@ __all__ = [
 OUTBOX_FILENAME = "outbox.sqlite3"
 """The outbox's file name inside the configured folder."""
 
-PENDING = "pending"
-FAILED = "failed"
-
-# Append-only: the schema version is the number of entries applied.
-_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE IF NOT EXISTS writes (
-        id          INTEGER PRIMARY KEY AUTOINCREMENT,
-        key         TEXT NOT NULL UNIQUE,
-        user_id     TEXT NOT NULL,
-        agent_id    TEXT,
-        messages    TEXT NOT NULL,
-        status      TEXT NOT NULL DEFAULT 'pending',
-        attempts    INTEGER NOT NULL DEFAULT 0,
-        batch_key   TEXT,
-        claimed_by  TEXT,
-        lease_until REAL,
-        error       TEXT,
-        created_at  REAL NOT NULL,
-        updated_at  REAL NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS writes_by_owner ON writes (claimed_by, status, user_id);
-    CREATE INDEX IF NOT EXISTS writes_by_batch ON writes (batch_key);
-    """,
-    "ALTER TABLE writes ADD COLUMN kind TEXT NOT NULL DEFAULT 'exchange'",
-)
-
-_INSERT = (
-    "INSERT INTO writes (key, user_id, agent_id, messages, claimed_by, lease_until,"
-    " created_at, updated_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-_ADOPT = (
-    "INSERT OR IGNORE INTO writes (key, user_id, agent_id, messages, status, attempts,"
-    " batch_key, error, created_at, updated_at, kind) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-)
-
-_ALL_COLUMNS = (
-    "id, key, user_id, agent_id, messages, status, attempts, batch_key, claimed_by,"
-    " lease_until, error, created_at, updated_at, kind"
-)
-"""Every column in table order: what a repair carries over from a damaged file."""
-
-_COLUMNS = (
-    "id, key, user_id, agent_id, messages, status, attempts, batch_key, "
-    "claimed_by, error, created_at, kind"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxRow:
-    """One queued exchange as the outbox holds it."""
-
-    id: int
-    key: str
-    """The exchange's idempotency key."""
-    user_id: str
-    agent_id: str | None
-    messages: list[dict[str, str]]
-    status: str
-    attempts: int
-    """How many times it was sent to mem0 (by any writer)."""
-    batch_key: str | None
-    """The key the last attempt stored in mem0's metadata."""
-    claimed_by: str | None
-    error: str | None
-    created_at: float
-    kind: str = "exchange"
-    """``"exchange"`` (a finished reply) or ``"facts"`` (from ``add_memory``)."""
-
-
-def _new_row(
-    key: str,
-    user_id: str,
-    agent_id: str | None,
-    messages: list[dict[str, str]],
-    owner: str,
-    lease: float,
-    kind: str,
-) -> tuple[Any, ...]:
-    now = time.time()
-    text = json.dumps(messages, ensure_ascii=False)
-    return (key, user_id, agent_id, text, owner, now + lease, now, now, kind)
-
-
-def _row(values: Sequence[Any]) -> OutboxRow:
-    return OutboxRow(
-        id=values[0],
-        key=values[1],
-        user_id=values[2],
-        agent_id=values[3],
-        messages=json.loads(values[4]),
-        status=values[5],
-        attempts=values[6],
-        batch_key=values[7],
-        claimed_by=values[8],
-        error=values[9],
-        created_at=values[10],
-        kind=values[11],
-    )
-
 
 class Outbox:
     """The SQLite tables behind a write queue; safe to share between threads.
@@ -156,9 +66,9 @@ class Outbox:
         self.path = Path(path) if path is not None else None
         self.db = Database(
             self.path,
-            migrations=_MIGRATIONS,
+            migrations=MIGRATIONS,
             table="writes",
-            columns=_ALL_COLUMNS,
+            columns=ALL_COLUMNS,
             busy_timeout=busy_timeout,
         )
         """The file: its checks at open (``lost_at_open``, ``recovered_at_open``), repair."""
@@ -195,9 +105,9 @@ class Outbox:
         cheap enough (tens of microseconds) to call on an event loop's thread,
         the caller then falls back to waiting on a worker thread.
         """
-        row = _new_row(key, user_id, agent_id, messages, owner, lease, kind)
+        row = new_row(key, user_id, agent_id, messages, owner, lease, kind)
         write = self.db.write if wait else self.db.try_write
-        rowid = write(lambda c: c.execute(_INSERT, row).lastrowid)
+        rowid = write(lambda c: c.execute(INSERT, row).lastrowid)
         if rowid is BUSY or rowid is None:
             return None
         self.db.mark(int(rowid))
@@ -216,9 +126,9 @@ class Outbox:
         same group; otherwise up to ``limit`` consecutive rows never sent.
         """
         rows = [
-            _row(v)
+            row_of(v)
             for v in self._read(
-                f"SELECT {_COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
+                f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
                 " AND user_id = ? AND agent_id IS ? ORDER BY id LIMIT ?",
                 (owner, PENDING, user_id, agent_id, max(limit, 1)),
             )
@@ -228,9 +138,9 @@ class Outbox:
         first = rows[0]
         if first.batch_key is not None:
             return [
-                _row(v)
+                row_of(v)
                 for v in self._read(
-                    f"SELECT {_COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
+                    f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
                     " AND batch_key = ? ORDER BY id",
                     (owner, PENDING, first.batch_key),
                 )
@@ -356,9 +266,9 @@ class Outbox:
                 (owner, now + lease, *ids),
             )
             return [
-                _row(v)
+                row_of(v)
                 for v in conn.execute(
-                    f"SELECT {_COLUMNS} FROM writes WHERE id IN ({id_marks}) ORDER BY id", ids
+                    f"SELECT {COLUMNS} FROM writes WHERE id IN ({id_marks}) ORDER BY id", ids
                 )
             ]
 
@@ -367,9 +277,9 @@ class Outbox:
     def held(self, owner: str) -> list[OutboxRow]:
         """The pending rows ``owner`` holds, oldest first."""
         return [
-            _row(v)
+            row_of(v)
             for v in self._read(
-                f"SELECT {_COLUMNS} FROM writes WHERE claimed_by = ? AND status = ? ORDER BY id",
+                f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ? ORDER BY id",
                 (owner, PENDING),
             )
         ]
@@ -395,9 +305,9 @@ class Outbox:
     def failed(self) -> list[OutboxRow]:
         """Every row kept as failed, oldest first."""
         return [
-            _row(v)
+            row_of(v)
             for v in self._read(
-                f"SELECT {_COLUMNS} FROM writes WHERE status = ? ORDER BY id", (FAILED,)
+                f"SELECT {COLUMNS} FROM writes WHERE status = ? ORDER BY id", (FAILED,)
             )
         ]
 
@@ -424,9 +334,9 @@ class Outbox:
                 (PENDING, owner, time.time() + lease, time.time(), *ids),
             )
             return [
-                _row(v)
+                row_of(v)
                 for v in conn.execute(
-                    f"SELECT {_COLUMNS} FROM writes WHERE id IN ({marks}) ORDER BY id", ids
+                    f"SELECT {COLUMNS} FROM writes WHERE id IN ({marks}) ORDER BY id", ids
                 )
             ]
 
@@ -434,12 +344,8 @@ class Outbox:
 
     def adopt_rows(self, rows: Sequence[OutboxRow]) -> int:
         """Insert rows kept elsewhere (in memory) as they were, unclaimed."""
-        values = [
-            (r.key, r.user_id, r.agent_id, json.dumps(r.messages, ensure_ascii=False), r.status)
-            + (r.attempts, r.batch_key, r.error, r.created_at, time.time(), r.kind)
-            for r in rows
-        ]
-        self._write(lambda c: c.executemany(_ADOPT, values))
+        values = [adopt_values(r) for r in rows]
+        self._write(lambda c: c.executemany(ADOPT, values))
         return len(values)
 
     def counts(self) -> dict[str, int]:

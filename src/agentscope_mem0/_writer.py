@@ -124,9 +124,9 @@ class WriteQueue:
         self._results: dict[str, list[dict[str, Any]]] = {}
         self._latency = LatencyRecorder()
         self._closed = False
-        self._lost_unreported = False
         self._counts = dict.fromkeys(_COUNTERS, 0)
         self._counts["lost"] = self._outbox.db.lost_at_open
+        self._lost_unreported = self._outbox.db.lost_at_open > 0
         self._recorder = Recorder(self._outbox, owner=self._owner, io=self._io, counts=self._counts)
         self._delivery = Delivery(
             backend,

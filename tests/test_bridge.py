@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -142,11 +143,11 @@ async def test_cancelling_the_caller_cancels_the_call_on_the_lane() -> None:
     cancelled = threading.Event()
 
     async def slow() -> None:
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
+            return
+        cancelled.set()
+        raise asyncio.CancelledError
 
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(lanes.run(slow(), lane="read"), 0.2)

@@ -38,6 +38,17 @@ CITIES = [
 ]
 
 
+def _local(user: str, folder: Path, *, search_timeout: float) -> Mem0Middleware:
+    """The user's middleware on the embedded default, with its own embedder."""
+    return Mem0Middleware.local(
+        user_id=user,
+        chat_model=ScriptedChatModel(),
+        folder=folder,
+        mode="static_control",
+        search_timeout=search_timeout,
+    )
+
+
 async def _seed(folder: Path, users: list[str]) -> None:
     seeder = Mem0Middleware.local(user_id=users[0], chat_model=ScriptedChatModel(), folder=folder)
     backend = Mem0Backend(seeder.client)
@@ -59,16 +70,7 @@ async def test_a_dozen_concurrent_first_turns_find_memories_and_store_writes(
     loop.set_default_executor(pool)
     users = [f"user{i}" for i in range(12)]
     await _seed(tmp_path, users)
-    middlewares = [
-        Mem0Middleware.local(
-            user_id=user,
-            chat_model=ScriptedChatModel(),
-            folder=tmp_path,
-            mode="static_control",
-            search_timeout=10.0,
-        )
-        for user in users
-    ]
+    middlewares = [_local(user, tmp_path, search_timeout=10.0) for user in users]
 
     models = await asyncio.wait_for(
         asyncio.gather(
@@ -101,16 +103,7 @@ async def test_a_60k_character_paste_does_not_stall_another_users_searches(
 ) -> None:
     users = ["paster", "reader"]
     await _seed(tmp_path, users)
-    paster, reader = (
-        Mem0Middleware.local(
-            user_id=user,
-            chat_model=ScriptedChatModel(),
-            folder=tmp_path,
-            mode="static_control",
-            search_timeout=5.0,
-        )
-        for user in users
-    )
+    paster, reader = (_local(user, tmp_path, search_timeout=5.0) for user in users)
     paste = "Quarterly figures, line by line, for the whole region and year. " * 940  # 60k
 
     async def reader_turns() -> list[str]:

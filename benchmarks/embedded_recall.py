@@ -446,6 +446,7 @@ def render(result: dict[str, Any]) -> str:
     hyb, before, sem, bm25 = r[default], r["mem0-additive"], r["semantic"], r["bm25"]
     engine_names = [n for n in result["variants"] if n != "mem0-additive"]
     best = max(engine_names, key=lambda n: (r[n]["recall@10"], r[n]["recall@5"]))
+    best_answerable = max(engine_names, key=lambda n: r[n]["recall@10_cat1-4"])
     ms = result["search"]["ms_per_query_by_variant"]
     return f"""# Recall of the embedded default (LoCoMo development half)
 
@@ -479,7 +480,9 @@ figures do not depend on it.
   ({hyb["recall@5"] - bm25["recall@5"]:+.3f} / {hyb["recall@10"] - bm25["recall@10"]:+.3f}).
   Semantic only (e5): {_f(sem["recall@5"])} / {_f(sem["recall@10"])}.
 - The fusion was chosen on this run: the best engine fusion by recall@10 is
-  {best} ({_f(r[best]["recall@10"])}). With mem0's 60 candidates per ranking,
+  {best} ({_f(r[best]["recall@10"])}), by recall@10 on the answerable questions
+  (cat. 1-4) {best_answerable} ({_f(r[best_answerable]["recall@10_cat1-4"])}); the
+  default is {default}. With mem0's 60 candidates per ranking,
   RRF's k matters most: at k=60 a hit ranked 30th in one list counts almost
   as much as the first, and the fusion falls back to release 0.1's level.
 - The dense and the keyword halves are one engine query under the same filter

@@ -33,7 +33,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .._exceptions import BackendError, DimensionMismatchError, StoreLockedError
+from .._exceptions import (
+    BackendError,
+    ConfigurationError,
+    DimensionMismatchError,
+    StoreLockedError,
+)
 from ._folder import DATA_DIR_ENV
 
 __all__ = [
@@ -161,7 +166,14 @@ class SharedShard:
         self.ensure_scope_indexes()
 
     def _open(self, existing: bool) -> Any:
-        from qdrant_edge import EdgeShard
+        try:
+            from qdrant_edge import EdgeShard
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"the embedded store needs qdrant-edge-py ({exc}): pip install "
+                "'qdrant-edge-py>=0.9,<0.10', or use release 0.1's engine with "
+                "AGENTSCOPE_MEM0_ENGINE=qdrant-local"
+            ) from exc
 
         try:
             if existing:

@@ -130,3 +130,24 @@ def test_the_checker_sees_a_signature_type() -> None:
             used |= _annotation_names(parameter.annotation)
     assert {"WriteQueue", "ClientState", "RecallOptions", "Deadlines"} <= used
     assert "WriteQueue" in _package_types()
+
+
+def test_the_constructor_keeps_every_keyword_of_agentscopes_builtin() -> None:
+    from agentscope.middleware import Mem0Middleware as BuiltIn
+
+    theirs = inspect.signature(BuiltIn.__init__).parameters
+    ours = inspect.signature(agentscope_mem0.Mem0Middleware.__init__).parameters
+    for name, parameter in theirs.items():
+        if name == "self":
+            continue
+        assert name in ours, name
+        assert ours[name].kind is parameter.kind, name
+    # The defaults that differ on purpose: writes in the background, and our tool text.
+    differing = {
+        name
+        for name, parameter in theirs.items()
+        if name != "self" and ours[name].default != parameter.default
+    }
+    assert differing <= {"await_write", "tool_instructions"}
+    # This package's own options come after them, as groups or flat keywords.
+    assert {"recall", "note", "writes", "deadlines"} <= set(ours)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._backend import Mem0Backend
 from ._breaker import CircuitBreaker
-from ._exceptions import ConfigurationError
+from ._exceptions import ConfigurationError, InvalidStateError
 from ._judge import build_time_judge
 from ._options import DEFAULT_PROFILE_TTL, Deadlines
 from ._query_cache import install_query_cache
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from ._options import Options
 
-__all__ = ["ClientState", "state_for"]
+__all__ = ["ClientState", "closed_error", "state_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,9 @@ class ClientState:
                 "write_queue writes to another mem0 client than this middleware; "
                 "build the queue on the same client"
             )
-        self.backend: Mem0Backend = write_queue.backend if write_queue else Mem0Backend(client)
+        self.backend: Mem0Backend = (
+            write_queue.backend if write_queue is not None else Mem0Backend(client)
+        )
         """The one door to the client."""
         self.breaker = CircuitBreaker(
             threshold=deadlines.breaker_threshold, cooldown=deadlines.breaker_cooldown
@@ -81,11 +83,15 @@ class ClientState:
         self.query_cache = install_query_cache(client)
         """Search embeddings of recent queries; ``None`` for hosted mem0."""
         self._owns_writer = write_queue is None
-        self.writer: WriteQueue = write_queue or WriteQueue(
-            self.backend,
-            outbox_dir=outbox_dir,
-            on_stored=self.profiles.invalidate,
-            after_store=self.judge.after_store if self.judge else None,
+        self.writer: WriteQueue = (
+            write_queue
+            if write_queue is not None
+            else WriteQueue(
+                self.backend,
+                outbox_dir=outbox_dir,
+                on_stored=self.profiles.invalidate,
+                after_store=self.judge.after_store if self.judge else None,
+            )
         )
         """The write queue, ordered per scope."""
         self._closed = False
@@ -149,4 +155,12 @@ def state_for(
         outbox_dir=options.writes.outbox_dir,
         write_queue=write_queue,
         judge=judge,
+    )
+
+
+def closed_error(user_id: str) -> InvalidStateError:
+    """The error of a reply through a closed middleware (or one whose queue closed)."""
+    return InvalidStateError(
+        f"Mem0Middleware of user {user_id!r} was closed (aclose()); a reply "
+        "through it would neither recall nor store memories. Build a new one"
     )

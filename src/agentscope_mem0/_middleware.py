@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from agentscope.middleware import MiddlewareBase
 from typing_extensions import Unpack
 
-from ._client_state import ClientState, state_for
+from ._client_state import ClientState, closed_error, state_for
 from ._clients import resolve_client
-from ._exceptions import ConfigurationError, InvalidStateError
+from ._exceptions import ConfigurationError
 from ._exchange import ReplyWatch
 from ._forget import build_tools, check_tool_names
 from ._modes import Mode
@@ -160,7 +160,9 @@ class Mem0Middleware(MiddlewareBase):
             **options,
         )
         self._tools = check_tool_names(tools)
-        if client_state is not None and (write_queue or client not in (None, client_state.client)):
+        if client_state is not None and (
+            write_queue is not None or client not in (None, client_state.client)
+        ):
             raise ConfigurationError("client_state brings its client and queue; drop the others")
         self._state = client_state or state_for(
             resolve_client(
@@ -297,10 +299,7 @@ class Mem0Middleware(MiddlewareBase):
         a closed middleware does (``InvalidStateError``), before anything runs.
         """
         if self._closed or self._state.writer.closed:
-            raise InvalidStateError(
-                f"Mem0Middleware of user {self._user_id!r} was closed (aclose()); a reply "
-                "through it would neither recall nor store memories. Build a new one"
-            )
+            raise closed_error(self._user_id)
         opts, state = self._options, self._state
         scope = Scope(self._user_id, self._bind_agent(agent))
         inputs = input_kwargs.get("inputs")

@@ -310,7 +310,9 @@ def full_disk(tmp_path: Path) -> Iterator[FullDisk]:
 async def test_a_full_disk_keeps_writes_in_memory_and_recovers_by_itself(
     memory: AsyncMemory, full_disk: FullDisk, caplog: pytest.LogCaptureFixture
 ) -> None:
-    queue = WriteQueue(Mem0Backend(memory), outbox_dir=full_disk.folder, retry=FAST, lease=0.6)
+    queue = WriteQueue(
+        Mem0Backend(memory), outbox_dir=full_disk.folder, retry=FAST, lease=0.6, write_timeout=15
+    )
     for i in range(3):
         await queue.submit(SCOPE, said(f"I like fruit{i:02d}."))
     assert await queue.flush(30)
@@ -330,7 +332,7 @@ async def test_a_full_disk_keeps_writes_in_memory_and_recovers_by_itself(
 
         full_disk.free()
         await queue.submit(SCOPE, said("I like fruit23."))
-        assert await queue.flush(30)
+        assert await queue.flush(60), (queue.stats(), queue.outbox.counts())
     errors = [r.getMessage() for r in caplog.records if "could not record" in r.getMessage()]
     assert len(errors) == 1 and "database or disk is full" in errors[0]
     assert "records writes again" in caplog.text

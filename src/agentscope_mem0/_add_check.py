@@ -131,10 +131,8 @@ def _watch_embeds(embed: Callable[..., Any]) -> Callable[..., Any]:
 @contextlib.contextmanager
 def watch_add(client: Any) -> Iterator[AddWatch]:
     """Record what the LLM and embedder of ``client`` do during the ``with`` block."""
-    try:
+    with contextlib.suppress(AttributeError, TypeError):  # a client we cannot wrap: no watch
         _install(client)
-    except (AttributeError, TypeError):  # a client we cannot instrument: no watch
-        pass
     watch = AddWatch()
     token = _CURRENT.set(watch)
     try:

@@ -175,7 +175,7 @@ def middleware_for(name: str, user_id: str, memory: Any, folder: Path) -> Any:
         async def no_search(*args: Any, **kwargs: Any) -> list[Any]:
             return []
 
-        mw._backend.search = no_search  # type: ignore[method-assign]
+        mw.client_state.backend.search = no_search  # type: ignore[method-assign]
     return mw
 
 
@@ -249,7 +249,7 @@ def replay_in_next_process(
     # open; hand them back as this process exiting would (rows held by a dead
     # process are free at once), without waiting for a single write.
     for mw in result.left_open:
-        asyncio.run(mw._writer.aclose(timeout=0))
+        asyncio.run(mw.client_state.writer.aclose(timeout=0))
     # Hand the folder over: the embedded Qdrant admits one process at a time.
     memory.vector_store.client.close()
     done = subprocess.run(

@@ -1,4 +1,5 @@
-"""Two sessions, one memory: what the user says in session 1 shapes session 2.
+"""Four sessions, one memory: what the user says shapes later sessions, and a
+newer fact ("I moved to Beijing") supersedes an older one ("I live in Hangzhou").
 
     python demos/oss_demo.py [static_control|agent_control|both] [--folder DIR] [--user ID]
 
@@ -6,7 +7,8 @@ The default mode is ``both``, the middleware's default (``MODE`` in the
 environment works too). Memories are stored for user ``alice`` in the data
 folder (``$AGENTSCOPE_MEM0_DIR`` or ``~/.agentscope-mem0`` unless ``--folder``
 names another), replacing that user's earlier memories there; afterwards
-``agentscope-mem0 list --user alice`` shows them. See ``agentscope_mem0.demo``
+``agentscope-mem0 list --user alice`` shows the current ones (``--all`` the
+superseded ones too). See ``agentscope_mem0.demo``
 for the choice of chat model (DashScope, an OpenAI-compatible endpoint, or the
 offline scripted one).
 """
@@ -24,7 +26,8 @@ MODES = ("static_control", "agent_control", "both")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The demo's command line."""
     parser = argparse.ArgumentParser(
-        description="Two sessions: session 2 uses what session 1 was told.",
+        description="Four sessions: session 2 uses what session 1 was told; session 3's "
+        "move to Beijing supersedes Hangzhou, and session 4 uses Beijing.",
         epilog="Chat model: DASHSCOPE_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL pick a "
         "real one; otherwise an offline scripted model answers (memory is real either way).",
     )

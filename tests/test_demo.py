@@ -1,9 +1,10 @@
-"""The two-session demo, offline, on the real embedded default."""
+"""The four-session demo, offline, on the real embedded default."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import subprocess
 import sys
@@ -18,16 +19,56 @@ from agentscope_mem0.demo import DEMO_USER, run_demo
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _stored(folder: Path, *extra: str) -> list[dict[str, object]]:
+    """The demo user's memories as ``agentscope-mem0 list --json`` reads them."""
+    listed = CliRunner().invoke(
+        cli,
+        ["list", "--user", DEMO_USER, "--folder", str(folder), "--json", *extra],
+        catch_exceptions=False,
+    )
+    assert listed.exit_code == 0, listed.output
+    return json.loads(listed.stdout)
+
+
 @pytest.mark.parametrize("mode", ["static_control", "agent_control", "both"])
-async def test_session_two_uses_what_session_one_was_told(mode: str, tmp_path: Path) -> None:
+def test_later_sessions_use_what_was_told_and_a_move_supersedes_the_old_home(
+    mode: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "demo"
     out = io.StringIO()
-    _, second = await run_demo(mode, folder=tmp_path / "demo", out=out)  # type: ignore[arg-type]
+    answers = asyncio.run(run_demo(mode, folder=folder, out=out))  # type: ignore[arg-type]
     transcript = out.getvalue()
+    assert len(answers) == 4
+    second, fourth = answers[1], answers[3]
     assert "offline scripted model" in transcript
     assert 'plt.style.use("dark_background")' in second
     assert "matplotlib" in second and "Hangzhou" in second
     assert "session 2 used dark mode and matplotlib" in transcript
-    assert transcript.count("[assistant]") == 2
+    assert transcript.count("[assistant]") == 4
+    # Session 4 (after "I moved to Beijing") plots Beijing, still in dark mode.
+    assert "Beijing" in fourth and "Hangzhou" not in fourth
+    assert 'plt.style.use("dark_background")' in fourth
+    assert "session 4 used Beijing, not Hangzhou, as where the user lives now." in transcript
+    # What session 4 was given (note or search results) presents only Beijing.
+    session_four = transcript.split("=== session 4")[1].split("[assistant]")[0]
+    assert "Beijing" in session_four and "Hangzhou" not in session_four
+    # In the store: every Hangzhou memory is kept, marked superseded by a Beijing one.
+    everything = {str(m["id"]): m for m in _stored(folder, "--all")}
+    metadata = {i: dict(m["metadata"]) for i, m in everything.items()}  # type: ignore[call-overload]
+    old = [i for i, m in everything.items() if "Hangzhou" in str(m["text"])]
+    assert old
+    for memory_id in old:
+        newer = metadata[memory_id]["superseded_by"]
+        assert "Beijing" in str(everything[newer]["text"])
+        assert memory_id in metadata[newer]["supersedes"]
+        assert metadata[memory_id]["valid_until"]
+        assert f'"{everything[memory_id]["text"]}" no longer true since' in transcript
+    assert f"{len(old)} of {len(old)} memories saying Hangzhou are marked superseded" in transcript
+    assert any(f"agentscope-mem0 history {i} --folder {folder}\n" in transcript for i in old)
+    # Beijing said twice (the agent's add_memory and the automatic write) stays current.
+    current = [str(m["text"]) for m in _stored(folder)]
+    assert not any("Hangzhou" in text for text in current)
+    assert sum("Beijing" in text for text in current) == (2 if mode == "both" else 1)
     if mode == "agent_control":
         assert "[tool call (agent)] add_memory" in transcript
         assert "[tool call (agent)] search_memory" in transcript
@@ -57,7 +98,13 @@ def test_default_is_both_for_alice_and_the_cli_finds_it(tmp_path: Path) -> None:
         cli, ["list", "--user", "alice", "--folder", str(folder)], catch_exceptions=False
     )
     assert listed.exit_code == 0, listed.output
-    assert "Hangzhou" in listed.stdout
+    assert "Beijing" in listed.stdout and "dark mode" in listed.stdout
+    assert "Hangzhou" not in listed.stdout  # superseded: hidden unless --all
+    shown = CliRunner().invoke(
+        cli, ["list", "--user", "alice", "--folder", str(folder), "--all"], catch_exceptions=False
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "Hangzhou. (superseded" in shown.stdout
 
 
 def test_demo_script_help_and_bad_mode() -> None:

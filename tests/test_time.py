@@ -226,6 +226,13 @@ def test_the_rule_judge_knows_common_changes() -> None:
     assert verdict("User changed jobs to Globex", "User works at Acme")["updates"] == ["E1"]
     assert verdict("User no longer owns a car", "User owns a red car")["updates"] == ["E1"]
     assert verdict("User likes green tea", "User works at Acme")["updates"] == []
+    # The same change said twice (add_memory and the automatic write) is neither.
+    same = verdict("User moved to Beijing last month.", "The user moved to Beijing.")
+    assert same["updates"] == [] and same["extends"] == []
+    assert verdict("User moved to Beijing", "User moved to Shanghai")["updates"] == ["E1"]
+    assert verdict("User no longer lives in Hangzhou", "User lives in Hangzhou")["updates"] == [
+        "E1"
+    ]
 
 
 def test_batches_keep_to_one_said_day() -> None:

@@ -1,4 +1,11 @@
-"""The two-session demo: what the user said in session 1 shapes session 2.
+"""The four-session demo: what the user said shapes later sessions, and a newer
+fact replaces an older one.
+
+Session 1 states a chart preference and a home city, session 2 uses both;
+session 3 says the user moved, and session 4 uses the new city, not the old:
+the package's time judgement marked the old memory superseded (kept, hidden
+from recall). The offline scripted model answers that judgement with the
+shipped :class:`~agentscope_mem0.testing.RuleJudge`.
 
 Run it with ``python demos/oss_demo.py`` or ``agentscope-mem0 demo``. The
 memory side is always real: the offline embedder, the on-disk vector store,
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -39,14 +47,31 @@ from ._middleware import Mem0Middleware
 from ._modes import Mode, check_mode
 from ._notes import is_memory_note
 from ._scope import Scope
+from ._time import SUPERSEDED_BY, VALID_UNTIL
 from .testing import ScriptedChatModel
 
-__all__ = ["DEMO_USER", "SESSION_1", "SESSION_2", "chat_model_from_env", "run_demo"]
+__all__ = [
+    "DEMO_USER",
+    "NEW_CITY",
+    "OLD_CITY",
+    "SESSIONS",
+    "SESSION_1",
+    "SESSION_2",
+    "SESSION_3",
+    "SESSION_4",
+    "chat_model_from_env",
+    "run_demo",
+]
 
 DEMO_USER = "alice"
 """The user the demo remembers for: the one the README's CLI examples read."""
-SESSION_1 = "Please make my charts dark mode with matplotlib by default. I live in Hangzhou."
+OLD_CITY = "Hangzhou"
+NEW_CITY = "Beijing"
+SESSION_1 = f"Please make my charts dark mode with matplotlib by default. I live in {OLD_CITY}."
 SESSION_2 = "Draw a bar chart of my monthly sales."
+SESSION_3 = f"I moved to {NEW_CITY} last month."
+SESSION_4 = "Plot this week's temperatures where I live."
+SESSIONS = (SESSION_1, SESSION_2, SESSION_3, SESSION_4)
 SYSTEM_PROMPT = (
     "You are a data assistant who writes short Python plotting code. "
     "Follow the user's known preferences without asking again."
@@ -114,18 +139,39 @@ def _offline_script(messages: list[Msg], tools: list[dict[str, Any]] | None) -> 
             payload = {"thinking": "Lasting preferences and location.", "content": facts}
             return [ToolCallBlock(id="add-1", name="add_memory", input=json.dumps(payload))]
         return "Noted: dark-mode matplotlib charts from now on, and you live in Hangzhou."
+    if moved := re.search(r"\bmoved to ([A-Z]\w+)", request):
+        if "add_memory" in names and not used_tool:
+            fact = f"The user moved to {moved.group(1)} last month."
+            payload = {"thinking": "The user's home changed.", "content": [fact]}
+            return [ToolCallBlock(id="add-2", name="add_memory", input=json.dumps(payload))]
+        return f"Noted: you live in {moved.group(1)} now; I will use it from now on."
     if "search_memory" in names and not used_tool:
         payload = {"keywords": ["chart style preferences", "where the user lives"]}
         return [ToolCallBlock(id="search-1", name="search_memory", input=json.dumps(payload))]
     known = "\n".join(evidence).lower()
-    city = " (Hangzhou)" if "hangzhou" in known else ""
+    # Every city the context presents as where the user lives (a stale one too).
+    cities = list(
+        dict.fromkeys(re.findall(r"\b(?:lives in|moved to) ([A-Z]\w+)", "\n".join(evidence)))
+    )
+    style = 'plt.style.use("dark_background")\n' if "dark" in known else ""
+    if "temperature" in request:
+        if len(cities) != 1:
+            named = " and ".join(cities) or "no city"
+            return f"Your memories name {named}; which city do you live in now?"
+        return (
+            f"Here are this week's temperatures in {cities[0]}"
+            f"{' in dark mode' if style else ''}:\n```python\nimport matplotlib.pyplot as plt\n"
+            f"{style}days = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun']\n"
+            "temps = [3, 5, 4, 6, 2, 1, 4]\nplt.plot(days, temps, marker='o')\n"
+            f'plt.title("This week\'s temperatures in {cities[0]}")\nplt.show()\n```'
+        )
+    city = f" ({cities[0]})" if len(cities) == 1 else ""
     if "matplotlib" not in known:
         # Nothing remembered: a generic answer with a library the user did not ask for.
         return (
             "Here is a bar chart of monthly sales:\n```python\nimport plotly.express as px\n"
             "px.bar(x=['Jan', 'Feb', 'Mar', 'Apr'], y=[120, 135, 150, 160]).show()\n```"
         )
-    style = 'plt.style.use("dark_background")\n' if "dark" in known else ""
     return (
         f"Here is your monthly sales bar chart with matplotlib{' in dark mode' if style else ''}:"
         "\n```python\nimport matplotlib.pyplot as plt\n"
@@ -134,17 +180,49 @@ def _offline_script(messages: list[Msg], tools: list[dict[str, Any]] | None) -> 
     )
 
 
-async def _memories(backend: Mem0Backend, user_id: str) -> dict[str, str]:
-    """Every memory of the user: id -> text."""
+async def _memories(backend: Mem0Backend, user_id: str) -> dict[str, dict[str, Any]]:
+    """Every memory of the user, superseded ones included: id -> mem0's entry."""
     found = await backend.get_all_raw(Scope(user_id), limit=1000)
-    return {str(m["id"]): str(m.get("memory", "")) for m in found if m.get("id")}
+    return {str(m["id"]): m for m in found if m.get("id")}
+
+
+def _text(entry: dict[str, Any]) -> str:
+    return str(entry.get("memory", ""))
+
+
+def _superseded(memories: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The superseded memories: id -> the id of the newer memory."""
+    found = {}
+    for memory_id, entry in memories.items():
+        newer = (entry.get("metadata") or {}).get(SUPERSEDED_BY)
+        if isinstance(newer, str):
+            found[memory_id] = newer
+    return found
+
+
+def _print_timeline(memories: dict[str, dict[str, Any]], seen: set[str], out: TextIO) -> None:
+    """One line per memory the time judgement marked superseded since ``seen``."""
+    for memory_id, newer in _superseded(memories).items():
+        if memory_id in seen:
+            continue
+        seen.add(memory_id)
+        since = str((memories[memory_id].get("metadata") or {}).get(VALID_UNTIL, "?"))[:10]
+        replaced_by = _text(memories[newer]) if newer in memories else newer
+        print(
+            f'[mem0 timeline] "{_text(memories[memory_id])}" no longer true since {since}: '
+            f'superseded by "{replaced_by}" (kept, left out of recall)',
+            file=out,
+            flush=True,
+        )
 
 
 async def _turn(
     agent: Agent, mw: Mem0Middleware, backend: Mem0Backend, user_id: str, text: str, out: TextIO
 ) -> str:
     """One reply, printing memory traffic as it happens."""
-    known = set(await _memories(backend, user_id))
+    before = await _memories(backend, user_id)
+    known = set(before)
+    superseded = set(_superseded(before))
     print(f"[user] {text}", file=out, flush=True)
     args: dict[str, str] = {}
     results: dict[str, str] = {}
@@ -175,17 +253,19 @@ async def _turn(
             if names.get(event.tool_call_id) == "add_memory":
                 # add_memory stores before it answers; the automatic write of
                 # this exchange is queued only after the reply.
-                for memory_id, memory in (await _memories(backend, user_id)).items():
+                for memory_id, entry in (await _memories(backend, user_id)).items():
                     if memory_id not in known:
                         known.add(memory_id)
-                        print(f"[agent → mem0 (add_memory)] {memory}", file=out, flush=True)
+                        print(f"[agent → mem0 (add_memory)] {_text(entry)}", file=out, flush=True)
         elif isinstance(event, Msg) and event.role == "assistant":
             answer = event.get_text_content() or ""
     print(f"[assistant] {answer}", file=out, flush=True)
-    await mw.flush()
-    for memory_id, memory in (await _memories(backend, user_id)).items():
+    await mw.flush()  # the writes are stored and judged against older memories
+    after = await _memories(backend, user_id)
+    for memory_id, entry in after.items():
         if memory_id not in known:
-            print(f"[context → mem0 (static)] {memory}", file=out, flush=True)
+            print(f"[context → mem0 (static)] {_text(entry)}", file=out, flush=True)
+    _print_timeline(after, superseded, out)
     return answer
 
 
@@ -196,8 +276,8 @@ async def run_demo(
     user_id: str = DEMO_USER,
     chat_model: ChatModelBase | None = None,
     out: TextIO = sys.stdout,
-) -> tuple[str, str]:
-    """Run both sessions and return the two answers.
+) -> tuple[str, ...]:
+    """Run the four sessions and return their answers.
 
     Args:
         mode: The middleware mode to show (the middleware's default, ``both``).
@@ -224,7 +304,7 @@ async def run_demo(
     async with mw:
         await backend.delete_all(Scope(user_id))  # start from a clean store
         answers = []
-        for session, text in ((1, SESSION_1), (2, SESSION_2)):
+        for session, text in enumerate(SESSIONS, 1):
             print(f"\n=== session {session}: a new agent with an empty context ===", file=out)
             agent = Agent(
                 name="assistant",
@@ -234,12 +314,26 @@ async def run_demo(
                 toolkit=Toolkit(tools=await mw.list_tools()),
             )
             answers.append(await _turn(agent, mw, backend, user_id, text, out))
+        memories = await _memories(backend, user_id)
     used = "dark" in answers[1].lower() and "matplotlib" in answers[1].lower()
     verdict = "used" if used else "did NOT use"
     print(f"\nsession 2 {verdict} dark mode and matplotlib without being told.", file=out)
-    folder_option = "" if folder is None else f" --folder {mw.folder}"
+    current = NEW_CITY in answers[3] and OLD_CITY not in answers[3]
+    verdict = "used" if current else "did NOT use"
+    print(f"session 4 {verdict} {NEW_CITY}, not {OLD_CITY}, as where the user lives now.", file=out)
+    old = [i for i, entry in memories.items() if OLD_CITY in _text(entry)]
+    kept = [i for i in old if i in _superseded(memories)]
     print(
-        f"see what was remembered: agentscope-mem0 list --user {user_id}{folder_option}",
+        f"{len(kept)} of {len(old)} memories saying {OLD_CITY} are marked superseded "
+        "(kept in the store, left out of recall).",
         file=out,
     )
-    return answers[0], answers[1]
+    folder_option = "" if folder is None else f" --folder {mw.folder}"
+    print(
+        f"see what was remembered: agentscope-mem0 list --user {user_id}{folder_option}"
+        " (--all shows the superseded ones too)",
+        file=out,
+    )
+    if kept:
+        print(f"see the timeline: agentscope-mem0 history {kept[0]}{folder_option}", file=out)
+    return tuple(answers)

@@ -196,7 +196,9 @@ class RuleJudge:
     possession, plan) and, except for a home or a job (one at a time), a word
     in common ("prefers", "car", "partner"), so "now prefers matcha" leaves
     "likes hiking" alone. A new memory without such words that shares two
-    content words with an existing one of the same kind extends it.
+    content words with an existing one of the same kind extends it. The same
+    change said twice (the agent's ``add_memory`` and the automatic write both
+    storing "moved to Beijing") is neither.
     """
 
     def __call__(self, prompt: str) -> str:
@@ -219,7 +221,10 @@ class RuleJudge:
                     old_text = str(old.get("text", ""))
                     if _kind(old_text) != kind or old_text.strip() == text.strip():
                         continue
-                    shared = mine & _content_words(old_text)
+                    theirs = _content_words(old_text)
+                    shared = mine & theirs
+                    if changed and _CHANGE.search(old_text) and (theirs <= mine or mine <= theirs):
+                        continue  # the same change said again ("moved to Beijing" twice)
                     if changed and (kind in _SINGLE or shared):
                         updates.append(old["key"])
                     elif not changed and len(shared) >= 2:

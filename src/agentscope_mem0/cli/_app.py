@@ -40,7 +40,9 @@ class LazyCommand:
 
 
 COMMANDS: dict[str, LazyCommand] = {
-    "demo": LazyCommand("._demo", "demo", "Two sessions: session 2 uses what session 1 was told."),
+    "demo": LazyCommand(
+        "._demo", "demo", "Four sessions: later ones use what was told; a move supersedes."
+    ),
     "list": LazyCommand("._memories", "list_memories", "List a user's memories, newest first."),
     "search": LazyCommand("._memories", "search", "Search a user's memories, best first."),
     "add": LazyCommand("._memories", "add", "Add a memory, through mem0's extraction or verbatim."),

@@ -1,4 +1,4 @@
-"""``demo``: the two-session demo on the embedded store."""
+"""``demo``: the four-session demo on the embedded store."""
 
 from __future__ import annotations
 
@@ -34,10 +34,13 @@ __all__ = ["demo"]
     help="Whose memories the demo writes (its earlier memories are replaced).",
 )
 def demo(mode: str, folder: str | None, user: str) -> None:
-    """Two sessions: session 2 uses what session 1 was told.
+    """Four sessions: later ones use what was told, and a move supersedes the old home.
 
+    Session 2 uses session 1's chart preference; session 3 says the user moved
+    to Beijing, which supersedes "lives in Hangzhou", and session 4 uses Beijing.
     Replaces the demo user's memories in the data folder; afterwards
-    `agentscope-mem0 list --user alice` shows what was remembered.
+    `agentscope-mem0 list --user alice` shows what is remembered as true now
+    (`--all` adds the superseded ones).
     """
     from ..demo import run_demo
     from ._errors import translate_errors

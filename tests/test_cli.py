@@ -101,6 +101,13 @@ def test_add_raw_stores_verbatim_with_agent() -> None:
     assert listed[0]["created_at"] == listed[0]["updated_at"]
 
 
+def test_an_agent_name_with_spaces_reads_what_that_agent_stored() -> None:
+    """``--agent "Research Assistant"`` is the id the middleware gives that agent."""
+    run_json("add", "--user", "alice", "--agent", "Research_Assistant", "--raw", "likes tea")
+    listed = run_json("list", "--user", "alice", "--agent", "Research  Assistant")
+    assert [(m["text"], m["agent_id"]) for m in listed] == [("likes tea", "Research_Assistant")]
+
+
 def test_add_that_extracts_nothing_exits_1() -> None:
     result = run("add", "--user", "alice", "The sky is blue.")
     assert result.exit_code == 1

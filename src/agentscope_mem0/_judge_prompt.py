@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from ._escape import escape_memory
+
 __all__ = ["JUDGE_MARK", "JUDGE_SYSTEM_PROMPT", "Verdict", "judge_prompt", "parse_verdicts"]
 
 JUDGE_MARK = "Memory Timeline Judge"
@@ -60,9 +62,12 @@ def judge_prompt(
     existing: Sequence[tuple[str, str, datetime | None]],
 ) -> str:
     """The user message of the judgement: ``(key, text, said)`` of each memory."""
+    # Memory text is data to the judge as much as to the agent: escaped the same way.
     payload = {
-        "new_memories": [{"key": k, "text": t, "said": _said(s)} for k, t, s in new],
-        "existing_memories": [{"key": k, "text": t, "said": _said(s)} for k, t, s in existing],
+        "new_memories": [{"key": k, "text": escape_memory(t), "said": _said(s)} for k, t, s in new],
+        "existing_memories": [
+            {"key": k, "text": escape_memory(t), "said": _said(s)} for k, t, s in existing
+        ],
     }
     return (
         "Judge these memories.\n\n"

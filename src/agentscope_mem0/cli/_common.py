@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from .._exceptions import ConfigurationError
-from .._scope import Scope, check_agent_id, check_user_id
+from .._scope import Scope, agent_id_from_name, check_agent_id, check_user_id
 from ._config import CONFIG_ENV, Settings, load_settings, mask_url
 from ._errors import NotFoundError, UsageError, translate_errors
 from ._hosted import HostedStore
@@ -51,7 +51,8 @@ def _check_agent(ctx: click.Context, param: click.Parameter, value: str | None) 
     if value is None:
         return None
     try:
-        return check_agent_id(value)
+        # The same id the middleware derives from an agent's name.
+        return check_agent_id(agent_id_from_name(value))
     except ConfigurationError as exc:
         raise click.BadParameter(str(exc)) from exc
 

@@ -133,3 +133,22 @@ async def test_demo_starts_from_a_clean_store(tmp_path: Path) -> None:
     # the second run's first session has no memory note: its store was cleared
     session_one = out.getvalue().split("=== session 2")[0]
     assert "[mem0 → context (static)]" not in session_one
+
+
+async def test_without_the_judge_both_cities_stay_current_and_the_verdict_says_so(
+    tmp_path: Path,
+) -> None:
+    from agentscope_mem0.demo import _offline_script
+    from agentscope_mem0.testing import ScriptedChatModel
+
+    # judge=None sends the judgement to the chat script, which does not answer it.
+    model = ScriptedChatModel(_offline_script, judge=None)
+    out = io.StringIO()
+    answers = await run_demo("static_control", folder=tmp_path / "demo", chat_model=model, out=out)
+    transcript = out.getvalue()
+    session_four = transcript.split("=== session 4")[1].split("[assistant]")[0]
+    assert "Hangzhou" in session_four and "Beijing" in session_four
+    assert "which city do you live in now?" in answers[3]
+    assert "session 4 did NOT use Beijing, not Hangzhou" in transcript
+    assert "0 of 1 memories saying Hangzhou are marked superseded" in transcript
+    assert "[mem0 timeline]" not in transcript and "agentscope-mem0 history" not in transcript

@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -67,7 +67,7 @@ class Settings:
     backend: str = "embedded"
     """``embedded``, ``pgvector``, ``qdrant`` or ``hosted``."""
     folder: Path
-    """The data folder: the embedded store, and the write outbox for every backend."""
+    """The data folder: the embedded store and its write outbox."""
     config_file: Path | None = None
     """The config file read, if any."""
     collection: str = DEFAULT_COLLECTION
@@ -85,7 +85,8 @@ class Settings:
     chat_model: str = "env"
     """Extraction model spec: ``env``, ``offline`` or ``module:attr``."""
     outbox_dir: Path
-    """Folder of the write outbox (``outbox.sqlite3``)."""
+    """Folder of the write outbox (``outbox.sqlite3``): ``outbox_dir`` from the
+    config file, else the folder the middleware uses for this store."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each setting came from: option, config file, environment or default."""
 
@@ -229,7 +230,7 @@ def load_settings(
     embedding = pick("embedding_model", EMBEDDER_ENV, "default")
     chat = pick("chat_model", CHAT_MODEL_ENV, "env")
     outbox = path_of(data["outbox_dir"]) if "outbox_dir" in data else folder_path
-    sources["outbox_dir"] = where if "outbox_dir" in data else "the data folder"
+    sources["outbox_dir"] = where if "outbox_dir" in data else "next to the store"
 
     dsn = data.get("dsn")
     if "dsn_env" in data:
@@ -260,7 +261,7 @@ def load_settings(
             raise ConfigurationError(f"give either 'url' or 'host'/'port' in {where}, not both")
 
     api_key_env = data.get("api_key_env") or _DEFAULT_API_KEY_ENV.get(backend)
-    return Settings(
+    settings = Settings(
         backend=backend,
         folder=folder_path,
         config_file=file_path,
@@ -274,3 +275,9 @@ def load_settings(
         outbox_dir=outbox,
         sources=sources,
     )
+    if "outbox_dir" in data:
+        return settings
+    # The folder the middleware picks for this store (one rule for both).
+    from ._outbox_where import store_outbox_dir
+
+    return replace(settings, outbox_dir=store_outbox_dir(settings))

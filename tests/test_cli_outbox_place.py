@@ -27,6 +27,8 @@ from agentscope_mem0._outbox_place import default_outbox_dir
 from agentscope_mem0._writer import RetryPolicy, WriteQueue
 from agentscope_mem0.backends import pgvector_config
 from agentscope_mem0.cli._config import load_settings
+from agentscope_mem0.cli._open import open_store
+from agentscope_mem0.cli.ui._inspector import Inspector
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from test_cli import _offline_models, run, run_json  # noqa: F401  (autouse fixture)
 
@@ -121,6 +123,14 @@ def test_status_and_retry_failed_see_a_pgvector_stores_failed_write(
     (failed,) = outbox["failed_writes"]
     assert failed["user_id"] == "alice" and "not mem0's JSON" in failed["error"]
     assert "retry-failed" in run("status", "--config", str(config)).stdout
+    # The inspector's outbox page reads the same rows.
+    settings = load_settings(config_path=config)
+    store = open_store(settings)
+    try:
+        view = Inspector(store, settings).outbox()
+    finally:
+        store.close()
+    assert [(w.user_id, w.status) for w in view.failed] == [("alice", "failed")]
 
     assert run_json("retry-failed", "--config", str(config)) == {"requeued": 1, "sent": False}
     assert (_status_outbox(config)["pending"], _status_outbox(config)["failed"]) == (1, 0)

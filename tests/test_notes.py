@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from typing import Any
@@ -434,12 +433,6 @@ async def test_saved_and_reloaded_agent_still_has_one_note(store_config: dict[st
     await mw.aclose()
 
 
-_HAS_NEW_KEYWORDS = "max_memory_tokens" in inspect.signature(Mem0Middleware.__init__).parameters
-
-
-@pytest.mark.skipif(
-    not _HAS_NEW_KEYWORDS, reason="enabled once Mem0Middleware takes max_memory_tokens"
-)
 async def test_middleware_note_respects_max_memory_tokens(store_config: dict[str, Any]) -> None:
     memory = await _seeded(
         store_config, [f"User fact {i}: likes green tea " + "very much " * 30 for i in range(5)]

@@ -73,6 +73,22 @@ async def test_search_runs_one_query_per_keyword_and_merges(
     assert all(k["filters"] == {"user_id": "u", "agent_id": "assistant"} for _, k in searches)
 
 
+async def test_search_shows_memories_saying_the_same_thing_once(
+    store_config: dict[str, Any],
+) -> None:
+    memory = real_memory(store_config)
+    for fact in ("User moved to Beijing last month.", "The user moved to Beijing last month."):
+        await memory.add(fact, user_id="u", agent_id="assistant", infer=False)
+    mw = Mem0Middleware(user_id="u", client=memory, mode="agent_control")
+    agent = await _bound_agent(mw)
+    search = (await _tools(mw))["search_memory"]
+
+    chunk = await search(keywords=["Beijing", "where the user lives"], _agent_state=agent.state)
+    lines = _text(chunk).splitlines()
+    assert len(lines) == 1
+    assert "moved to Beijing last month" in lines[0]
+
+
 async def test_search_without_keywords_is_an_error(store_config: dict[str, Any]) -> None:
     mw = Mem0Middleware(user_id="u", client=real_memory(store_config))
     agent = await _bound_agent(mw)

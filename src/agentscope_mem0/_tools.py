@@ -21,6 +21,7 @@ from agentscope.tool import ToolBase, ToolChunk
 
 from ._bounded import MemoryUnavailableError, bounded
 from ._escape import escape_memory
+from ._notes import dedupe_hits
 from ._scope import Scope
 from ._tracing import traced_search
 
@@ -205,14 +206,10 @@ class SearchMemoryTool(_MemoryTool):
         except Exception as exc:
             logger.warning("search_memory failed: %s", exc)
             return _chunk(f"Memory search failed: {exc}", error=True)
-        seen: set[str] = set()
-        lines: list[str] = []
-        for hits in per_query:
-            for hit in hits:
-                if hit.memory not in seen:
-                    seen.add(hit.memory)
-                    # Escaped here, once, whatever ``line`` a subclass draws.
-                    lines.append(self.line(replace(hit, memory=escape_memory(hit.memory))))
+        # Repeats across keywords, and memories saying the same in other words, appear
+        # once (as in the note); escaped here, once, whatever ``line`` a subclass draws.
+        unique = dedupe_hits(hit for hits in per_query for hit in hits)
+        lines = [self.line(replace(hit, memory=escape_memory(hit.memory))) for hit in unique]
         if not lines:
             return _chunk("No relevant memories found.")
         return _chunk("\n".join(lines))

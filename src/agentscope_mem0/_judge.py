@@ -115,7 +115,6 @@ class TimeJudge:
         self._timeout = timeout
         self._latency = LatencyRecorder()
         self._running: set[asyncio.Future[Any]] = set()
-        self._idle: asyncio.Event | None = None
         self._counts = dict.fromkeys(
             ("batches", "judged", "skipped", "superseded", "extended", "dated"), 0
         )

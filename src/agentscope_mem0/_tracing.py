@@ -119,11 +119,6 @@ class SpanHandle:
         self.span = otel_span
         self.counts: dict[str, int] = {}
 
-    @property
-    def recording(self) -> bool:
-        """Whether anything listens (a provider is set up and samples this span)."""
-        return self.span.is_recording()
-
     def set(self, **attrs: Any) -> None:
         """Set attributes (keys without a dot get the ``agentscope_mem0.`` prefix)."""
         if self.span.is_recording():

@@ -323,10 +323,5 @@ def _forget_after_fork() -> None:
     _shards.clear()
 
 
-def describe_error(exc: BackendError) -> str:
-    """One line for logs: the error and the engine's original message."""
-    return f"{exc} ({exc.__cause__!r})" if exc.__cause__ else str(exc)
-
-
 atexit.register(close_shards)
 os.register_at_fork(after_in_child=_forget_after_fork)

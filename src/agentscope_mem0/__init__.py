@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from ._working_store import SqliteWorkingStore, WorkingRecord, WorkingStore
     from ._writer import WriteQueue, WriteResult
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Public name -> the private module defining it. Keep in step with __all__
 # and the TYPE_CHECKING imports above (tests/test_package.py checks all three).

@@ -42,7 +42,10 @@ from agentscope_mem0._scope import Scope
 from agentscope_mem0._time import stamp_messages, time_label
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
-DEFAULT_DATA = Path("/work/shared/data/locomo/locomo_dev.json")
+# The dev half of LoCoMo, beside the clone (docs/benchmarks/data.md: how to fetch it).
+DEFAULT_DATA = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+)
 VARIANTS = ("no-date", "said_at", "date-in-text")
 
 

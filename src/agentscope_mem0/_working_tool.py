@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from agentscope.message import TextBlock, ToolResultState
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
+from ._tools import _chunk
 from ._working_format import WorkingContentError
 
 if TYPE_CHECKING:
@@ -23,11 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["UpdateWorkingMemoryTool"]
 
 logger = logging.getLogger(__name__)
-
-
-def _chunk(text: str, *, error: bool = False) -> ToolChunk:
-    state = ToolResultState.ERROR if error else ToolResultState.SUCCESS
-    return ToolChunk(content=[TextBlock(text=text)], state=state)
 
 
 class UpdateWorkingMemoryTool(ToolBase):

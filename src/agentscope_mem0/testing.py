@@ -169,7 +169,6 @@ _STOP = frozenset(
     "user user's own has the a an to of in at on and is are was for with now their his her".split()  # noqa: SIM905
 )
 
-
 _SINGLE = ("home", "job")
 """Kinds a person has one of at a time: a change updates any earlier one."""
 

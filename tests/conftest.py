@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mem0 import AsyncMemory
 
+from _writer_child import UniqueFacts
 from agentscope_mem0.local import close_shared_clients
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+from fakes import close_memory, real_memory
 
 
 @pytest.fixture(autouse=True)
@@ -46,3 +49,12 @@ def store_config(tmp_path: Path) -> dict[str, Any]:
         },
         "history_db_path": str(tmp_path / "history.db"),
     }
+
+
+@pytest.fixture
+def memory(store_config: dict[str, Any]) -> Iterator[AsyncMemory]:
+    """A real mem0 on the test's local Qdrant whose extraction tags every call's
+    facts with a unique suffix (``UniqueFacts``), so a write stored twice shows."""
+    mem = real_memory(store_config, ScriptedChatModel(extractor=UniqueFacts()))
+    yield mem
+    close_memory(mem)

@@ -27,6 +27,11 @@ def real_memory(
     )
 
 
+def close_memory(memory: AsyncMemory) -> None:
+    """Release the on-disk Qdrant folder lock, for the next client on that folder."""
+    memory.vector_store.client.close()
+
+
 class RecordingClient:
     """Forwards to a real async mem0 client and records every call."""
 

@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -54,17 +55,6 @@ async def fruit_counts(client: Any, scope: Scope = SCOPE) -> Counter[str]:
     return Counter(
         tag for item in raw["results"] for tag in re.findall(r"\bfruit\d\d\b", item["memory"])
     )
-
-
-def _close(memory: AsyncMemory) -> None:
-    memory.vector_store.client.close()
-
-
-@pytest.fixture
-def memory(store_config: dict[str, Any]) -> Iterator[AsyncMemory]:
-    mem = real_memory(store_config, ScriptedChatModel(extractor=UniqueFacts()))
-    yield mem
-    _close(mem)
 
 
 def _child(
@@ -324,9 +314,8 @@ async def test_a_full_disk_keeps_writes_in_memory_and_recovers_by_itself(
         unrecorded = queue.stats()["writes_unrecorded"]
         assert unrecorded >= 1
         # Those kept in memory reach mem0 while the disk is still full.
-        for _ in range(100):
-            if queue.stats()["writes_stored"] >= 3 + unrecorded:
-                break
+        deadline = time.monotonic() + 60  # a busy CI machine may take a while
+        while queue.stats()["writes_stored"] < 3 + unrecorded and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         assert queue.stats()["writes_stored"] >= 3 + unrecorded
 
@@ -491,7 +480,7 @@ def test_a_model_call_whose_loop_ends_fails_fast_instead_of_stalling_exit() -> N
         started = time.monotonic()
         with pytest.raises(BridgeError, match="closed before it ran"):
             Bridge().run(asyncio.sleep(30), timeout=60)
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 20  # well before the 60 s timeout
     finally:
         _caller_loop.reset(token)
         runner.join(5)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from agentscope_mem0._backend import Mem0Backend
 from agentscope_mem0._outbox import Outbox, new_owner_id
 from agentscope_mem0._writer import MEMORY_ONLY, METADATA_KEY, RetryPolicy, WriteQueue
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from fakes import real_memory
+from fakes import close_memory, real_memory
 
 CHILD = Path(__file__).with_name("_writer_child.py")
 FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05)
@@ -113,18 +113,6 @@ class FaultyClient:
 
     async def get(self, *args: Any, **kwargs: Any) -> Any:
         return await self.inner.get(*args, **kwargs)
-
-
-def _close(memory: AsyncMemory) -> None:
-    # Release the on-disk Qdrant folder lock for the next client on it.
-    memory.vector_store.client.close()
-
-
-@pytest.fixture
-def memory(store_config: dict[str, Any]) -> Iterator[AsyncMemory]:
-    mem = real_memory(store_config, ScriptedChatModel(extractor=UniqueFacts()))
-    yield mem
-    _close(mem)
 
 
 async def facts(memory: AsyncMemory, scope: Scope = SCOPE) -> Counter[str]:
@@ -230,7 +218,7 @@ async def test_per_scope_order_under_50_concurrent_conversations(
         assert await facts(memory, scope) == Counter({f"token{t:02d}": 1 for t in range(turns)})
     assert queue.stats()["writes_stored"] == 50 * turns
     await queue.aclose()
-    _close(memory)
+    close_memory(memory)
 
 
 # -- failures -----------------------------------------------------------------
@@ -588,7 +576,7 @@ async def test_sigkilled_process_loses_no_write_and_none_is_stored_twice(
     assert await all_facts(memory) == Counter({f"fruit{i:02d}": 1 for i in range(n)})
     assert Outbox.in_folder(tmp_path / "outbox").counts() == {"pending": 0, "failed": 0}
     await queue.aclose()
-    _close(memory)
+    close_memory(memory)
 
 
 # -- lifecycle -------------------------------------------------------------------
@@ -617,7 +605,7 @@ def test_a_script_that_ends_without_flushing_keeps_its_writes(
 
     asyncio.run(later())
     assert asyncio.run(facts(memory)) == Counter({f"fruit{i:02d}": 1 for i in range(3)})
-    _close(memory)
+    close_memory(memory)
 
 
 def test_the_loop_ending_with_writes_pending_stores_them_first(
@@ -635,7 +623,7 @@ def test_the_loop_ending_with_writes_pending_stores_them_first(
     assert Outbox.in_folder(tmp_path / "outbox").counts() == {"pending": 0, "failed": 0}
     for i in range(3):
         assert asyncio.run(facts(memory, Scope(f"user{i}"))) == Counter({f"fruit{i:02d}": 1})
-    _close(memory)
+    close_memory(memory)
 
 
 async def test_dropping_a_queue_with_writes_pending_warns(memory: AsyncMemory) -> None:

@@ -3,8 +3,8 @@
 This page wires the hooks to their collaborators and does nothing else:
 :mod:`._recall` decides what a turn recalls, :mod:`._notes` writes the note,
 :mod:`._exchange` what a finished reply writes, :class:`ClientState` holds
-what outlives a turn (backend, breaker, profile cache, write queue) and
-:mod:`._tools` the agent's tools.
+what outlives a turn (backend, breaker, profile cache, write queue, time
+judge), :mod:`._tools` the agent's tools and :mod:`._working` working memory.
 """
 
 from __future__ import annotations
@@ -331,7 +331,8 @@ class Mem0Middleware(MiddlewareBase):
         return f"{current_prompt}\n\n{self._options.tool_instructions}"
 
     async def list_tools(self) -> list[ToolBase]:
-        """The ``tools`` chosen (default ``search_memory``, ``add_memory``) in tool modes."""
+        """The ``tools`` chosen (default ``search_memory``, ``add_memory``) in tool
+        modes, and ``update_working_memory`` with working memory on."""
         if not self._options.offers_tools:
             return []
         context = ToolContext.of(self._state, self._options, self._user_id)

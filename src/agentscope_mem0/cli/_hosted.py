@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .._backend import Mem0Backend
 from ._models import ChatChoice
 from ._records import MemoryRecord
-from ._store import UnsupportedError, scored
+from ._store import Mem0Calls, UnsupportedError
 
 if TYPE_CHECKING:
     from .._scope import Scope
@@ -39,7 +39,7 @@ AGENT_NOTE = (
 """What list/search say when ``--agent`` is given on the platform."""
 
 
-class HostedStore:
+class HostedStore(Mem0Calls):
     """The hosted mem0 platform (``AsyncMemoryClient``), through mem0's API only."""
 
     hosted = True
@@ -67,33 +67,10 @@ class HostedStore:
             page += 1
         return sorted(found, key=lambda r: (r.created_at or "", r.id))
 
-    async def count(self, scope: Scope | None) -> int:
-        """How many memories ``scope`` holds."""
-        return len(await self.records(scope))
-
     async def get(self, memory_id: str) -> MemoryRecord | None:
         """One memory by id, or ``None``."""
         raw = await self.backend.get(memory_id)
         return None if raw is None else MemoryRecord.from_result(raw)
-
-    async def search(
-        self, query: str, scope: Scope, *, top_k: int, threshold: float | None
-    ) -> list[tuple[MemoryRecord, float | None]]:
-        """The platform's search in ``scope``."""
-        found = await self.backend.search_raw(query, scope, top_k=top_k, threshold=threshold)
-        return scored(found)
-
-    async def history(self, memory_id: str) -> list[dict[str, Any]]:
-        """The platform's change history of one memory."""
-        return await self.backend.history(memory_id)
-
-    async def add(self, text: str, scope: Scope, *, infer: bool) -> list[dict[str, Any]]:
-        """Send ``text`` to the platform (which extracts, or keeps it without ``infer``)."""
-        return await self.backend.add([{"role": "user", "content": text}], scope, infer=infer)
-
-    async def delete(self, memory_id: str) -> None:
-        """Delete one memory."""
-        await self.backend.delete(memory_id)
 
     async def delete_scope(self, scope: Scope, records: Sequence[MemoryRecord]) -> None:
         """Delete the memories a read of ``scope`` lists (``records``)."""

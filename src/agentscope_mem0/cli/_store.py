@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .._scope import Scope
     from ._config import Settings
 
-__all__ = ["MemoryStore", "UnsupportedError", "mapped", "scored"]
+__all__ = ["Mem0Calls", "MemoryStore", "UnsupportedError", "mapped", "scored"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,44 @@ def _rows_of(listed: Any) -> list[Any]:
     return list(listed) if isinstance(listed, list | tuple) else []
 
 
-class MemoryStore:
+class Mem0Calls:
+    """The commands' calls that go through mem0's API as they are (both kinds of store).
+
+    Subclasses set ``backend`` (a :class:`~agentscope_mem0._backend.Mem0Backend`)
+    and define ``records``.
+    """
+
+    backend: Mem0Backend
+
+    async def records(self, scope: Scope | None) -> list[MemoryRecord]:
+        """Every memory of ``scope``, oldest first."""
+        raise NotImplementedError
+
+    async def count(self, scope: Scope | None) -> int:
+        """How many memories ``scope`` holds."""
+        return len(await self.records(scope))
+
+    async def search(
+        self, query: str, scope: Scope, *, top_k: int, threshold: float | None
+    ) -> list[tuple[MemoryRecord, float | None]]:
+        """mem0's search in ``scope``, best first, with scores."""
+        found = await self.backend.search_raw(query, scope, top_k=top_k, threshold=threshold)
+        return scored(found)
+
+    async def history(self, memory_id: str) -> list[dict[str, Any]]:
+        """mem0's change history of one memory, oldest first."""
+        return await self.backend.history(memory_id)
+
+    async def add(self, text: str, scope: Scope, *, infer: bool) -> list[dict[str, Any]]:
+        """Store ``text`` through mem0 (extracted, or verbatim without ``infer``)."""
+        return await self.backend.add([{"role": "user", "content": text}], scope, infer=infer)
+
+    async def delete(self, memory_id: str) -> None:
+        """Delete one memory through mem0 (it records a DELETE in the history)."""
+        await self.backend.delete(memory_id)
+
+
+class MemoryStore(Mem0Calls):
     """An open-source mem0 client (``AsyncMemory``) and its vector store.
 
     Args:
@@ -163,35 +200,12 @@ class MemoryStore:
         found = await self._io("list", self._scan, scope)
         return sorted(found, key=lambda r: (r.created_at or "", r.id))
 
-    async def count(self, scope: Scope | None) -> int:
-        """How many memories ``scope`` holds."""
-        return len(await self.records(scope))
-
     async def get(self, memory_id: str) -> MemoryRecord | None:
         """One memory by id (with its whole payload), or ``None``."""
         row = await self._io("get", self._vectors.get, vector_id=memory_id)
         return None if row is None else MemoryRecord.from_payload(row.id, row.payload)
 
-    async def search(
-        self, query: str, scope: Scope, *, top_k: int, threshold: float | None
-    ) -> list[tuple[MemoryRecord, float | None]]:
-        """mem0's search in ``scope``, best first, with scores."""
-        found = await self.backend.search_raw(query, scope, top_k=top_k, threshold=threshold)
-        return scored(found)
-
-    async def history(self, memory_id: str) -> list[dict[str, Any]]:
-        """mem0's change history of one memory, oldest first."""
-        return await self.backend.history(memory_id)
-
     # -- writing through mem0 -------------------------------------------------
-
-    async def add(self, text: str, scope: Scope, *, infer: bool) -> list[dict[str, Any]]:
-        """Store ``text`` through mem0 (extracted, or verbatim without ``infer``)."""
-        return await self.backend.add([{"role": "user", "content": text}], scope, infer=infer)
-
-    async def delete(self, memory_id: str) -> None:
-        """Delete one memory through mem0 (it records a DELETE in the history)."""
-        await self.backend.delete(memory_id)
 
     async def delete_scope(self, scope: Scope, records: Sequence[MemoryRecord]) -> None:
         """Delete every memory of ``scope`` (``records``, as listed) through mem0."""

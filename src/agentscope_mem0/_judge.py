@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -322,7 +322,7 @@ class TimeJudge:
         order = sorted(changes, key=lambda memory_id: SUPERSEDED_BY in changes[memory_id])
         for memory_id in order:
             try:
-                await _bounded(
+                await asyncio.wait_for(
                     self._backend.update_metadata(memory_id, changes[memory_id]), self._timeout
                 )
             except Exception as exc:
@@ -406,7 +406,3 @@ def _memory_of(hit: MemoryHit) -> _Memory:
         if isinstance(supersedes, list)
         else [],
     )
-
-
-async def _bounded(call: Awaitable[Any], timeout: float | None) -> Any:
-    return await asyncio.wait_for(call, timeout)

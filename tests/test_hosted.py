@@ -40,7 +40,6 @@ from agentscope_mem0 import (
     TransientBackendError,
 )
 from agentscope_mem0._backend import Mem0Backend
-from agentscope_mem0._mem0_errors import classify_error
 from agentscope_mem0._scope import Scope
 from agentscope_mem0._writer import RetryPolicy, WriteQueue
 from fakes import note_text, one_session
@@ -335,23 +334,6 @@ async def hosted(platform: FakePlatform) -> AsyncIterator[Any]:
     await client.async_client.aclose()
 
 
-def _classify_reads_mem0_status() -> bool:
-    """Whether classify_error sees the HTTP status in mem0's hosted-client errors."""
-    from mem0.exceptions import ValidationError
-
-    exc = ValidationError(message="bad", error_code="HTTP_400", debug_info={"status_code": 400})
-    return classify_error(exc) is PermanentBackendError
-
-
-# Lifts itself once classify_error reads the status (see the issue 7 report).
-_NEEDS_FIX = pytest.mark.xfail(
-    not _classify_reads_mem0_status(),
-    strict=True,
-    reason="classify_error does not read the HTTP status of mem0's hosted-client errors "
-    "(MemoryError.debug_info['status_code']), so 4xx are retried as transient",
-)
-
-
 # -- the key --------------------------------------------------------------
 
 
@@ -361,7 +343,6 @@ def test_invalid_key_fails_at_construction(platform: FakePlatform) -> None:
     assert platform.named("/v1/ping/")[0].headers["Authorization"] == "Token m0-wrong"
 
 
-@_NEEDS_FIX
 async def test_key_revoked_later_is_a_permanent_error_naming_the_key(
     platform: FakePlatform, hosted: Any
 ) -> None:
@@ -491,12 +472,12 @@ async def test_delete_and_delete_all_on_the_platform(platform: FakePlatform, hos
         (504, TransientBackendError),
         (429, TransientBackendError),
         (408, TransientBackendError),
-        pytest.param(400, PermanentBackendError, marks=_NEEDS_FIX),
-        pytest.param(401, PermanentBackendError, marks=_NEEDS_FIX),
-        pytest.param(403, PermanentBackendError, marks=_NEEDS_FIX),
-        pytest.param(404, PermanentBackendError, marks=_NEEDS_FIX),
-        pytest.param(413, PermanentBackendError, marks=_NEEDS_FIX),
-        pytest.param(422, PermanentBackendError, marks=_NEEDS_FIX),
+        (400, PermanentBackendError),
+        (401, PermanentBackendError),
+        (403, PermanentBackendError),
+        (404, PermanentBackendError),
+        (413, PermanentBackendError),
+        (422, PermanentBackendError),
     ],
 )
 @pytest.mark.parametrize("call", ["search", "add"])
@@ -540,7 +521,7 @@ async def test_queue_retries_a_transient_failure_and_stores_once(
     await queue.aclose()
 
 
-@pytest.mark.parametrize("status", [pytest.param(s, marks=_NEEDS_FIX) for s in (400, 401, 422)])
+@pytest.mark.parametrize("status", [400, 401, 422])
 async def test_queue_does_not_retry_a_permanent_failure(
     platform: FakePlatform, hosted: Any, status: int
 ) -> None:

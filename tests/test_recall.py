@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import Any
 
 import pytest
@@ -231,19 +230,13 @@ async def test_full_keeps_the_profile_when_search_fails_or_hangs(
     assert "search" in caplog.text
 
 
-# -- through the middleware (enabled once it takes ``recall``) ------------------
-
-_HAS_RECALL = "recall" in inspect.signature(Mem0Middleware.__init__).parameters
-needs_recall = pytest.mark.skipif(
-    not _HAS_RECALL, reason="enabled once Mem0Middleware takes recall="
-)
+# -- through the middleware -------------------------------------------------
 
 
 def _notes(agent: Agent) -> list[Msg]:
     return [m for m in agent.state.context if is_memory_note(m)]
 
 
-@needs_recall
 async def test_middleware_profile_mode_answers_a_vague_message(
     store_config: dict[str, Any],
 ) -> None:
@@ -264,7 +257,6 @@ async def test_middleware_profile_mode_answers_a_vague_message(
     await mw.aclose()
 
 
-@needs_recall
 async def test_middleware_full_mode_and_refresh_after_write(
     store_config: dict[str, Any],
 ) -> None:

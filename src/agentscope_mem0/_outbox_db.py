@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ._exceptions import DamagedFileError, OutboxWriteError
-from ._salvage import HighWater, is_damage, quarantine, read_rows
+from ._salvage import HighWater, is_damage, quarantine, read_rows, sqlite_code
 
 __all__ = ["BUSY", "Database"]
 
@@ -193,7 +193,7 @@ class Database:
             return self._run(self._front, work)
         except OutboxWriteError as exc:
             cause = exc.__cause__
-            if cause is not None and _code(cause) in _BUSY_CODES:
+            if cause is not None and sqlite_code(cause) in _BUSY_CODES:
                 return BUSY  # another connection holds the write lock
             raise
         finally:
@@ -254,11 +254,6 @@ class Database:
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
-
-
-def _code(exc: BaseException) -> int | None:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code & 0xFF if isinstance(code, int) else None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "is_storage_failure",
     "quarantine",
     "read_rows",
+    "sqlite_code",
 ]
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,8 @@ _STORAGE_CODES = {8, 10, 13, 14}
 _COMPANIONS = ("-wal", "-shm", "-seen")
 
 
-def _code(exc: BaseException) -> int | None:
+def sqlite_code(exc: BaseException) -> int | None:
+    """SQLite's primary result code of ``exc`` (``None`` when it carries none)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return code & 0xFF if isinstance(code, int) else None
 
@@ -53,7 +55,7 @@ def is_damage(exc: BaseException) -> bool:
     """Whether ``exc`` says the database file itself is damaged."""
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
-    if _code(exc) in _CORRUPT_CODES:
+    if sqlite_code(exc) in _CORRUPT_CODES:
         return True
     text = str(exc).lower()
     return "malformed" in text or "not a database" in text
@@ -65,7 +67,7 @@ def is_storage_failure(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
-    if _code(exc) in _STORAGE_CODES:
+    if sqlite_code(exc) in _STORAGE_CODES:
         return True
     text = str(exc).lower()
     return "disk" in text or "i/o" in text or "readonly" in text

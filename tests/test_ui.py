@@ -18,9 +18,6 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-
-pytest.importorskip("starlette", reason="the inspector needs the [service] extra")
-
 from starlette.testclient import TestClient
 
 from agentscope_mem0._outbox import OUTBOX_FILENAME, Outbox, new_owner_id

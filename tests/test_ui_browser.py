@@ -20,18 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
+from playwright import sync_api
 
-pytest.importorskip("starlette", reason="the inspector needs the [service] extra")
-uvicorn = pytest.importorskip("uvicorn", reason="the inspector needs the [service] extra")
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="Playwright is not installed: pip install -e '.[dev]'"
-)
-
-from agentscope_mem0._scope import Scope  # noqa: E402
-from agentscope_mem0.cli._config import load_settings  # noqa: E402
-from agentscope_mem0.cli._open import open_store  # noqa: E402
-from agentscope_mem0.cli.ui._inspector import Inspector  # noqa: E402
-from agentscope_mem0.cli.ui._web import create_app  # noqa: E402
+from agentscope_mem0._scope import Scope
+from agentscope_mem0.cli._config import load_settings
+from agentscope_mem0.cli._open import open_store
+from agentscope_mem0.cli.ui._inspector import Inspector
+from agentscope_mem0.cli.ui._web import create_app
 
 CHROMIUM = (
     os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")

@@ -17,7 +17,10 @@ The hierarchy::
     │   ├── TransientBackendError                 worth retrying
     │   │   └── ExtractionFailedError             mem0's add swallowed a failure
     │   ├── PermanentBackendError                 retrying will not help
+    │   ├── MemoryUnavailableError (_bounded)     the circuit breaker is open
     │   └── EdgeEngineError (local._edge)         Qdrant Edge failed or panicked
+    ├── WorkingContentError (also ValueError,     working-memory content the
+    │   _working_format)                          format does not allow
     └── LocalFileError (also OSError)             a file of ours or mem0's on disk;
         ├── OutboxWriteError                      names it (``path``) and the way out
         └── DamagedFileError                      unreadable: zeroed, garbage, lost WAL

@@ -257,26 +257,36 @@ class _Serialised:
         return call
 
 
-def test_qdrant_contract() -> None:
+def test_qdrant_contract(tmp_path: Path) -> None:
     from qdrant_client import QdrantClient
 
     from agentscope_mem0._working_remote import QdrantWorkingStore
 
-    _contract(QdrantWorkingStore(QdrantClient(":memory:"), collection="m_working"))
+    client = QdrantClient(path=str(tmp_path / "qdrant"))  # qdrant-client's local mode, on disk
+    try:
+        _contract(QdrantWorkingStore(client, collection="m_working"))
+    finally:
+        client.close()
 
 
-def test_qdrant_compare_and_set_loses_no_update() -> None:
+def test_qdrant_compare_and_set_loses_no_update(tmp_path: Path) -> None:
     from qdrant_client import QdrantClient
 
     from agentscope_mem0._working_remote import QdrantWorkingStore
 
-    shared = _Serialised(QdrantClient(":memory:"))
-    result = _race(lambda: QdrantWorkingStore(shared, collection="m_working"), threads=6, each=8)
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    shared = _Serialised(client)
+    try:
+        result = _race(
+            lambda: QdrantWorkingStore(shared, collection="m_working"), threads=6, each=8
+        )
+    finally:
+        client.close()
     assert result["version"] == 48
     assert sorted(result["items"]) == sorted(f"{w}-{i}" for w in range(6) for i in range(8))
 
 
-def test_qdrant_server_config_selects_the_qdrant_store() -> None:
+def test_qdrant_server_config_selects_the_qdrant_store(tmp_path: Path) -> None:
     """The selection for a Qdrant server, without a server: mem0's own config
     object and a real (unconnected) remote client."""
     from mem0.configs.base import MemoryConfig
@@ -294,7 +304,7 @@ def test_qdrant_server_config_selects_the_qdrant_store() -> None:
     local = SimpleNamespace(
         config=config, vector_store=SimpleNamespace(client=QdrantClient(":memory:"))
     )
-    assert isinstance(store_for_client(local, folder="/tmp/x"), SqliteWorkingStore)
+    assert isinstance(store_for_client(local, folder=tmp_path), SqliteWorkingStore)
 
 
 def test_hosted_client_uses_the_local_data_folder(_data_dir: Path) -> None:

@@ -223,8 +223,9 @@ async def test_full_keeps_the_profile_when_search_fails_or_hangs(
     store_config: dict[str, Any], hang: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     backend = Mem0Backend(_Broken(await _memory(store_config), hang=hang))
+    # The deadline bounds the real profile read too: room for a busy CI machine.
     hits = await retrieve(
-        backend, Scope("u", "a"), "green tea", recall="full", top_k=2, timeout=0.5
+        backend, Scope("u", "a"), "green tea", recall="full", top_k=2, timeout=2.0
     )
     assert [h.memory for h in hits] == ["User moved to Hangzhou", "User works as a nurse"]
     assert "search" in caplog.text

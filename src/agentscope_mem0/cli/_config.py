@@ -79,7 +79,8 @@ class Settings:
     api_key_env: str | None = None
     """Environment variable holding the Qdrant or hosted-mem0 API key."""
     history_db: Path | None = None
-    """mem0's history database for server backends; ``None``: mem0's default."""
+    """mem0's history database for server backends; ``None``: the data folder's
+    ``history.db``, as for the middleware."""
     embedding_model: str = "default"
     """Embedder spec: ``default``, ``hash[:dims]`` (tests) or ``module:attr``."""
     chat_model: str = "env"
@@ -94,6 +95,29 @@ class Settings:
     def api_key(self) -> str | None:
         """The API key from the environment, if the backend takes one."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def server_fields(self, *, dims: int, history_db_path: str | None) -> dict[str, Any]:
+        """The mem0 config fields of the pgvector or Qdrant server store named here.
+
+        Args:
+            dims: The vector size to declare.
+            history_db_path: mem0's history database; ``None`` leaves it out.
+        """
+        from ..backends import pgvector_config, qdrant_server_config
+
+        if self.backend == "pgvector":
+            assert self.dsn is not None
+            return pgvector_config(
+                self.dsn, dims=dims, collection=self.collection, history_db_path=history_db_path
+            )
+        assert self.url is not None
+        return qdrant_server_config(
+            self.url,
+            dims=dims,
+            api_key=self.api_key,
+            collection=self.collection,
+            history_db_path=history_db_path,
+        )
 
     def describe(self) -> dict[str, Any]:
         """The settings for display, secrets masked."""

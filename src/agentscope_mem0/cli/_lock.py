@@ -41,11 +41,12 @@ def lock_file(folder: Path) -> Path:
     ``<folder>/edge/agentscope_mem0/wal``; qdrant-client's local mode
     (release 0.1, still selectable) locks ``<folder>/qdrant/.lock``.
     """
+    from ..local._engine import ENGINE_ENV
     from ..local._folder import COLLECTION, FolderLayout
 
     layout = FolderLayout(folder)
     edge_wal = layout.edge / COLLECTION / "wal"
-    if edge_wal.is_dir() and os.environ.get("AGENTSCOPE_MEM0_ENGINE", "edge") != "qdrant-local":
+    if edge_wal.is_dir() and os.environ.get(ENGINE_ENV, "edge") != "qdrant-local":
         return edge_wal
     return layout.qdrant / ".lock"
 

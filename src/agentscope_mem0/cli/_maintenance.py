@@ -37,10 +37,12 @@ def migrate(*, settings: Settings, out: Output) -> None:
     left in place (delete it when satisfied). The same happens by itself the
     first time the folder is opened.
     """
+    from ..local._folder import FolderLayout
     from ..local._migrate import MigrationError, migrate_folder
 
     _embedded_only(settings, "migrate")
-    if not (settings.folder / "qdrant" / "collection").is_dir():
+    old = FolderLayout(settings.folder).qdrant
+    if not (old / "collection").is_dir():
         raise MigrationError(f"{settings.folder} holds no release-0.1 store (no qdrant/ folder)")
     counts = migrate_folder(settings.folder)
     if out.as_json:
@@ -48,7 +50,7 @@ def migrate(*, settings: Settings, out: Output) -> None:
     else:
         for name, count in counts.items():
             out.line(f"{name}: {count} points moved to Qdrant Edge")
-        out.note(f"the old store in {settings.folder / 'qdrant'} is left in place")
+        out.note(f"the old store in {old} is left in place")
 
 
 @click.command()
@@ -61,10 +63,11 @@ def optimize(*, settings: Settings, out: Output) -> None:
     """
     from ..local import close_shared_clients
     from ..local._edge_index import optimize_store
+    from ..local._folder import FolderLayout
     from ..local._migrate import migrate_if_needed
 
     _embedded_only(settings, "optimize")
-    edge = settings.folder / "edge"
+    edge = FolderLayout(settings.folder).edge
     migrate_if_needed(settings.folder)
     if not edge.is_dir():
         out.note("nothing stored yet")

@@ -81,29 +81,16 @@ def _open_server(
     from mem0 import AsyncMemory
 
     from .._clients import build_mem0_config, close_memory
-    from ..backends import pgvector_config, prepare_pgvector, qdrant_server_config
+    from ..backends import prepare_pgvector
 
     history = str(settings.history_db) if settings.history_db else None
     if settings.backend == "pgvector":
         assert settings.dsn is not None
         _check_postgres(settings.dsn)
-        fields = pgvector_config(
-            settings.dsn,
-            dims=embedding.dimensions,
-            collection=settings.collection,
-            history_db_path=history,
-        )
+    fields = settings.server_fields(dims=embedding.dimensions, history_db_path=history)
+    if settings.backend == "pgvector":
         with mapped("preparing the pgvector tables"):
             prepare_pgvector(fields)
-    else:
-        assert settings.url is not None
-        fields = qdrant_server_config(
-            settings.url,
-            dims=embedding.dimensions,
-            api_key=settings.api_key,
-            collection=settings.collection,
-            history_db_path=history,
-        )
     config = build_mem0_config(chat_model=chat_model, embedding_model=embedding, mem0_config=fields)
     with mapped(f"connecting to the {settings.backend} backend"):
         memory = AsyncMemory(config=config)

@@ -47,24 +47,10 @@ def store_outbox_dir(settings: Settings) -> Path:
         return hosted_outbox_dir(settings.url, hashlib.md5(key.encode()).hexdigest())
     from mem0.configs.base import MemoryConfig
 
-    from ..backends import pgvector_config, qdrant_server_config
     from ..local import history_db_path
 
     history = str(settings.history_db) if settings.history_db else str(history_db_path())
-    if settings.backend == "pgvector":
-        assert settings.dsn is not None
-        fields = pgvector_config(
-            settings.dsn, dims=_ANY_DIMS, collection=settings.collection, history_db_path=history
-        )
-    else:
-        assert settings.url is not None
-        fields = qdrant_server_config(
-            settings.url,
-            dims=_ANY_DIMS,
-            api_key=settings.api_key,
-            collection=settings.collection,
-            history_db_path=history,
-        )
+    fields = settings.server_fields(dims=_ANY_DIMS, history_db_path=history)
     try:
         config = MemoryConfig(**fields)
     except ValueError as exc:

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 __version__ = "0.2.0"
 
 # Public name -> the private module defining it. Keep in step with __all__
-# and the TYPE_CHECKING imports above (tests/test_package.py checks all three).
+# (tests/test_lazy_import.py checks the two) and the TYPE_CHECKING imports above.
 _LAZY: dict[str, str] = {
     "AgentScopeEmbedding": "._adapters",
     "AgentScopeLLM": "._adapters",

@@ -1,6 +1,6 @@
 """Config helpers for shared vector stores: PostgreSQL/pgvector and a Qdrant server.
 
-The embedded default (one on-disk Qdrant folder) serves one process. When
+The embedded default (Qdrant Edge in a folder on disk) serves one process. When
 several processes or machines share memories, point mem0 at a server instead::
 
     from agentscope_mem0 import Mem0Middleware

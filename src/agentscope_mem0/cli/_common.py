@@ -16,7 +16,7 @@ from .._exceptions import ConfigurationError
 from .._scope import Scope, agent_id_from_name, check_agent_id, check_user_id
 from ._config import CONFIG_ENV, Settings, load_settings, mask_url
 from ._errors import NotFoundError, UsageError, translate_errors
-from ._hosted import HostedStore
+from ._hosted import AGENT_NOTE, HostedStore
 from ._models import ChatChoice
 from ._open import open_store
 from ._output import Output
@@ -173,8 +173,6 @@ def describe_scope(scope: Scope) -> str:
 def hosted_agent_note(out: Output, store: MemoryStore | HostedStore, scope: Scope) -> None:
     """On the hosted platform, say why ``--agent`` did not narrow a read."""
     if store.hosted and scope.agent_id:
-        from ._hosted import AGENT_NOTE
-
         out.note(AGENT_NOTE.format(agent=scope.agent_id))
 
 

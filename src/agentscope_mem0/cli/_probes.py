@@ -117,16 +117,21 @@ def _read_qdrant(client: Any, collection: str, info: dict[str, Any]) -> None:
     info["memories"] = client.count(collection, exact=True).count
 
 
-def _qdrant_backend(settings: Settings) -> dict[str, Any]:
-    from qdrant_client import QdrantClient
-
-    info: dict[str, Any] = {
-        "store": f"Qdrant server at {settings.url}",
-        "collection": settings.collection,
+def _server_info(store: str, collection: str) -> dict[str, Any]:
+    """A server store's report before it was reached."""
+    return {
+        "store": store,
+        "collection": collection,
         "reachable": False,
         "memories": None,
         "vector_size": None,
     }
+
+
+def _qdrant_backend(settings: Settings) -> dict[str, Any]:
+    from qdrant_client import QdrantClient
+
+    info = _server_info(f"Qdrant server at {settings.url}", settings.collection)
     client = QdrantClient(
         url=settings.url,
         api_key=settings.api_key,
@@ -146,13 +151,7 @@ def _qdrant_backend(settings: Settings) -> dict[str, Any]:
 def _pgvector_backend(settings: Settings) -> dict[str, Any]:
     from ._config import mask_url
 
-    info: dict[str, Any] = {
-        "store": f"PostgreSQL at {mask_url(settings.dsn or '')}",
-        "collection": settings.collection,
-        "reachable": False,
-        "memories": None,
-        "vector_size": None,
-    }
+    info = _server_info(f"PostgreSQL at {mask_url(settings.dsn or '')}", settings.collection)
     try:
         import psycopg
         from psycopg import sql

@@ -110,18 +110,18 @@ def _send(settings: Settings, user: str | None, timeout: float, keys: set[str]) 
     chat = chat_model_from_spec(settings.chat_model)
     click.echo(f"extracting with {chat.description}", err=True)
 
-    async def work(memory: Any) -> tuple[int, bool]:
+    async def work(memory: Any) -> int:
         queue = WriteQueue(Mem0Backend(memory), outbox_dir=settings.outbox_dir)
         try:
             count = await queue.retry_failed(user)
-            drained = await queue.flush(timeout)
+            await queue.flush(timeout)  # what is not stored by then is counted below
         finally:
             await queue.aclose(timeout=1.0)
-        return count, drained
+        return count
 
     with session(settings, chat=chat) as s:
         try:
-            count, _ = s.run(work(s.store.memory))
+            count = s.run(work(s.store.memory))
         except Exception as exc:
             code = ExitCode.UNAVAILABLE if is_unreachable(exc) else ExitCode.FAILED
             raise CliError(f"sending the writes failed: {exc}", code) from exc

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._edge import SharedShard, shard_dims, shard_exists, shared_shard
+from ._edge import DENSE, SharedShard, shard_dims, shard_exists, shared_shard
 
 __all__ = ["folder_size", "index_state", "optimize_store", "store_status"]
 
@@ -33,7 +33,7 @@ def _segment_kinds(path: Path) -> dict[str, int]:
     for segment in (path / "segments").glob("*/segment.json"):
         try:
             config = json.loads(segment.read_text(encoding="utf-8"))["config"]
-            kind = config["vector_data"][""]["index"]["type"]
+            kind = config["vector_data"][DENSE]["index"]["type"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
         kinds["hnsw" if kind == "hnsw" else "plain"] += 1

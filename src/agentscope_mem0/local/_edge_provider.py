@@ -89,6 +89,11 @@ def _hit(point: Any, score: float | None = None) -> EdgeHit:
     return EdgeHit(id=str(point.id), score=score, payload=dict(point.payload or {}))
 
 
+def keyword_text(payload: dict[str, Any]) -> str:
+    """The text of a point whose keyword terms its sparse vector holds."""
+    return str(payload.get("text_lemmatized") or payload.get("data") or "")
+
+
 def sparse_vector(terms: SparseTerms | Any) -> Any:
     """A validated engine ``SparseVector`` (a mismatched one panics inside the engine).
 
@@ -174,7 +179,7 @@ class EdgeVectorStore(VectorStoreBase):
 
         payload = dict(payload or {})
         vectors: dict[str, Any] = {DENSE: self._dense(vector)}
-        sparse = self._sparse(str(payload.get("text_lemmatized") or payload.get("data") or ""))
+        sparse = self._sparse(keyword_text(payload))
         if sparse is not None:
             vectors[SPARSE] = sparse
         return Point(id=_point_id(point_id), vector=vectors, payload=payload)
@@ -296,8 +301,7 @@ class EdgeVectorStore(VectorStoreBase):
             self._update(
                 "set payload", UpdateOperation.set_payload([_point_id(vector_id)], dict(payload))
             )
-            text = payload.get("text_lemmatized") or payload.get("data")
-            sparse = self._sparse(str(text)) if text else None
+            sparse = self._sparse(keyword_text(payload))
             if sparse is not None:
                 vectors[SPARSE] = sparse
         if vectors:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError, DimensionMismatchError
+from ._edge import DENSE, is_panic
 from ._folder import COLLECTION, DATA_DIR_ENV, FolderLayout, qdrant_dir
 
 __all__ = ["MIGRATION_RECORD", "MigrationError", "migrate_folder", "migrate_if_needed"]
@@ -105,7 +106,7 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
         raise
     except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+        if not (isinstance(exc, Exception) or is_panic(exc)):
             raise
         raise MigrationError(
             f"could not move the release-0.1 store in {qdrant_dir(root)} to Qdrant Edge: "
@@ -129,8 +130,8 @@ def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> in
     from qdrant_edge import Point, UpdateOperation
 
     from .._vectors import qdrant_vector_size
-    from ._edge import DENSE, SPARSE, SharedShard
-    from ._edge_provider import sparse_vector
+    from ._edge import SPARSE, SharedShard
+    from ._edge_provider import keyword_text, sparse_vector
     from ._keyword import KeywordEncoder
 
     size = qdrant_vector_size(client, name)
@@ -164,8 +165,7 @@ def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> in
                 if old_sparse is not None:
                     named[SPARSE] = sparse_vector(_Terms(old_sparse.indices, old_sparse.values))
                 else:
-                    text = str(payload.get("text_lemmatized") or payload.get("data") or "")
-                    terms = encoder.encode(text)
+                    terms = encoder.encode(keyword_text(payload))
                     if len(terms.indices):
                         named[SPARSE] = sparse_vector(terms)
                 points.append(Point(id=str(record.id), vector=named, payload=payload))
@@ -200,11 +200,11 @@ def _verify(shard: Any, copied: dict[str, tuple[list[float], dict[str, Any]]], n
     for start in range(0, len(ids), _BATCH):
         chunk = ids[start : start + _BATCH]
         records = shard.call(
-            "verify", lambda s, c=chunk: s.retrieve(c, with_payload=True, with_vector=[""])
+            "verify", lambda s, c=chunk: s.retrieve(c, with_payload=True, with_vector=[DENSE])
         )
         for record in records:
             dense, payload = copied[str(record.id)]
-            vector = record.vector[""] if isinstance(record.vector, dict) else record.vector
+            vector = record.vector[DENSE] if isinstance(record.vector, dict) else record.vector
             if dict(record.payload or {}) != payload or not _close(vector, dense):
                 raise MigrationError(f"{name}: point {record.id} differs after the copy")
         if len(records) != len(chunk):

@@ -32,7 +32,7 @@ from agentscope.message import AssistantMsg, HintBlock, Msg
 from ._escape import escape_memory
 from ._similar import MemoryWords, are_near_duplicates, memory_words
 from ._time import parse_time, time_label
-from ._tokens import estimate_tokens
+from ._tokens import estimate_tokens, prefix_within
 
 if TYPE_CHECKING:
     from ._backend import MemoryHit
@@ -183,19 +183,7 @@ def _line(hit: MemoryHit) -> str:
 
 def _truncate(line: str, max_tokens: int) -> str:
     """The longest prefix of ``line`` (plus an ellipsis) within ``max_tokens``."""
-    low, high = 0, len(line)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if estimate_tokens(line[:middle] + _ELLIPSIS) <= max_tokens:
-            low = middle
-        else:
-            high = middle - 1
-    # Cutting an escape in half would leave a bare "&l": back up to before it.
-    cut = line[:low]
-    amp = cut.rfind("&", max(0, low - 3))
-    if amp != -1 and ";" not in cut[amp:]:
-        cut = cut[:amp]
-    return cut.rstrip() + _ELLIPSIS
+    return prefix_within(line, max_tokens, suffix=_ELLIPSIS).rstrip() + _ELLIPSIS
 
 
 def render_note_text(

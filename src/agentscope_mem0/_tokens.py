@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["estimate_tokens"]
+__all__ = ["estimate_tokens", "prefix_within"]
 
 # One alternative per kind of text; the first that matches at a position wins.
 _PIECES = re.compile(
@@ -69,3 +69,23 @@ def estimate_tokens(text: str) -> int:
             total += 2.0 if ord(match.group()) > 0xFFFF else 1.0
         # Spaces ride along with the following word in BPE vocabularies.
     return math.ceil(total)
+
+
+def prefix_within(text: str, max_tokens: int, *, suffix: str = "") -> str:
+    """The longest prefix of ``text`` that, followed by ``suffix``, fits ``max_tokens``.
+
+    The cut never leaves half of an escape behind: a prefix ending in ``"&l"`` or
+    ``"&gt"`` (the start of ``&lt;``/``&gt;``) is backed up to before the ``&``.
+    """
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if estimate_tokens(text[:middle] + suffix) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    cut = text[:low]
+    amp = cut.rfind("&", max(0, low - 3))
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut

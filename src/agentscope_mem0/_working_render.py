@@ -6,7 +6,7 @@ working memory is Markdown or JSON, so its lines stay.
 
 from __future__ import annotations
 
-from ._tokens import estimate_tokens
+from ._tokens import estimate_tokens, prefix_within
 
 __all__ = ["TRUNCATION_MARKER", "truncate_block"]
 
@@ -34,18 +34,7 @@ def truncate_block(text: str, max_tokens: int) -> str:
         used += cost
     if not kept and lines:
         # One long first line: keep as much of it as fits.
-        first, room = lines[0], max_tokens - marker_room
-        low, high = 0, len(first)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if estimate_tokens(first[:middle]) <= room:
-                low = middle
-            else:
-                high = middle - 1
-        cut = first[:low]
-        amp = cut.rfind("&", max(0, low - 4))
-        if amp != -1 and ";" not in cut[amp:]:
-            cut = cut[:amp]
+        cut = prefix_within(lines[0], max_tokens - marker_room)
         kept = [cut]
         used = estimate_tokens(cut)
     hidden = max(1, total - used)

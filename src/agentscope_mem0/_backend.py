@@ -24,7 +24,7 @@ from ._exceptions import (
     TransientBackendError,
 )
 from ._mem0_errors import classify_error, http_status
-from ._scope import Scope, mem0_ids
+from ._scope import Scope, is_hosted, mem0_ids
 from ._time import (
     annotate_results,
     iso,
@@ -340,15 +340,6 @@ def _carries(entry: Any, field: str, key: str) -> bool:
         return False
     metadata = entry.get("metadata") or {}
     return entry.get(field) == key or (isinstance(metadata, dict) and metadata.get(field) == key)
-
-
-def is_hosted(client: Any) -> bool:
-    """Whether ``client`` is mem0's platform client (``mem0.AsyncMemoryClient``)."""
-    try:
-        from mem0 import AsyncMemoryClient
-    except ImportError:  # pragma: no cover - mem0 is a dependency
-        return False
-    return isinstance(client, AsyncMemoryClient)
 
 
 def _results(raw: Any) -> list[Any]:

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ._scope import is_hosted
+
 __all__ = ["default_outbox_dir", "hosted_outbox_dir", "outbox_dir_for_config"]
 
 logger = logging.getLogger(__name__)
@@ -157,8 +159,6 @@ def outbox_dir_for_config(config: Any) -> Path | None:
 
 def default_outbox_dir(client: Any) -> Path | None:
     """The outbox folder for ``client`` (see the module's rules), or ``None``."""
-    from mem0 import AsyncMemoryClient
-
-    if isinstance(client, AsyncMemoryClient):
+    if is_hosted(client):
         return hosted_outbox_dir(getattr(client, "host", None), getattr(client, "user_id", ""))
     return outbox_dir_for_config(getattr(client, "config", None))

@@ -22,6 +22,7 @@ __all__ = [
     "check_agent_id",
     "check_id",
     "check_user_id",
+    "is_hosted",
     "mem0_ids",
     "resolve_agent_id",
 ]
@@ -155,3 +156,12 @@ def mem0_ids(scope: Scope, *, hosted: bool = False, reading: bool = False) -> di
     if scope.agent_id and not (hosted and reading):
         ids["agent_id"] = scope.agent_id
     return ids
+
+
+def is_hosted(client: Any) -> bool:
+    """Whether ``client`` is mem0's platform client (``mem0.AsyncMemoryClient``)."""
+    try:
+        from mem0 import AsyncMemoryClient
+    except ImportError:  # pragma: no cover - mem0 is a dependency
+        return False
+    return isinstance(client, AsyncMemoryClient)

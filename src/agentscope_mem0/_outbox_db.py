@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 from ._exceptions import DamagedFileError, OutboxWriteError
 from ._salvage import HighWater, is_damage, quarantine, read_rows, sqlite_code
+from ._sqlite_wal import enable_wal
 
 __all__ = ["BUSY", "Database"]
 
@@ -92,7 +93,7 @@ class Database:
         self._front = self._conn
         self._conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
         if self.path is not None:
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            enable_wal(self._conn, self._busy_timeout)
             # WAL + NORMAL survives a killed process; only a power cut can
             # lose the last commits.
             self._conn.execute("PRAGMA synchronous = NORMAL")

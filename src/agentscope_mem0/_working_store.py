@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from ._sqlite_wal import enable_wal
+
 __all__ = [
     "WORKING_DB_NAME",
     "Change",
@@ -158,7 +160,7 @@ class SqliteWorkingStore(WriteBasedStore):
         conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, isolation_level=None)
         if not self._ready:
             with self._lock:
-                conn.execute("PRAGMA journal_mode=WAL")
+                enable_wal(conn, _BUSY_TIMEOUT)
                 conn.execute(
                     "CREATE TABLE IF NOT EXISTS working_memory ("
                     " user_id TEXT NOT NULL, conversation TEXT NOT NULL,"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._salvage import check_history_db
+from .._sqlite_wal import enable_wal
 
 __all__ = [
     "COLLECTION",
@@ -123,7 +124,7 @@ def prepare_history_db(path: str | os.PathLike[str]) -> None:
     check_history_db(path)
     connection = sqlite3.connect(path, timeout=HISTORY_BUSY_TIMEOUT)
     try:
-        (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+        mode = enable_wal(connection, HISTORY_BUSY_TIMEOUT)
     finally:
         connection.close()
     if str(mode).lower() != "wal":

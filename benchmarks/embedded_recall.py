@@ -57,7 +57,7 @@ from typing import Any
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 from agentscope_mem0 import build_local_memory
-from agentscope_mem0._backend import Mem0Backend
+from agentscope_mem0._mem0.backend import Mem0Backend
 from agentscope_mem0._scope import Scope
 from agentscope_mem0.local import (
     KeywordEncoder,

@@ -292,7 +292,7 @@ async def main() -> None:
         plot([r for r in report["results"] if r["round"] == 0], args.plot)
         return
     if args.print_prompt:
-        from agentscope_mem0._judge_prompt import JUDGE_SYSTEM_PROMPT
+        from agentscope_mem0._write.judge_prompt import JUDGE_SYSTEM_PROMPT
 
         print(JUDGE_SYSTEM_PROMPT)
         return

@@ -1,7 +1,7 @@
 """Does merging near-duplicate memories in the note lose evidence?
 
 The note merges memories that say the same thing in other words
-(``agentscope_mem0._similar``), keeping the newest. A merge that joined two
+(``agentscope_mem0._recall.similar``), keeping the newest. A merge that joined two
 memories which differ in meaning would drop one of them; on LoCoMo that shows
 up as an evidence turn missing from the note. This benchmark stores every turn
 of the LoCoMo development half in real mem0 (``infer=False``, as
@@ -41,8 +41,9 @@ from note_recall import (
     store_conversation,
 )
 
-from agentscope_mem0._backend import Mem0Backend, MemoryHit
-from agentscope_mem0._notes import dedupe_hits, memory_key
+from agentscope_mem0._mem0.backend import Mem0Backend
+from agentscope_mem0._mem0.hits import MemoryHit
+from agentscope_mem0._recall.note import dedupe_hits, memory_key
 from agentscope_mem0._scope import Scope
 from agentscope_mem0.testing import ScriptedChatModel
 

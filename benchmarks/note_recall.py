@@ -53,11 +53,13 @@ from agentscope.embedding import EmbeddingModelBase, EmbeddingResponse
 from agentscope.message import AssistantMsg, Msg, UserMsg
 
 from agentscope_mem0 import build_mem0_config
-from agentscope_mem0._backend import Mem0Backend, MemoryHit
-from agentscope_mem0._notes import is_memory_note
-from agentscope_mem0._recall import ProfileCache, build_query, retrieve
+from agentscope_mem0._mem0.backend import Mem0Backend
+from agentscope_mem0._mem0.hits import MemoryHit
+from agentscope_mem0._recall.note import is_memory_note
+from agentscope_mem0._recall.profile import ProfileCache
+from agentscope_mem0._recall.recall import build_query, retrieve
+from agentscope_mem0._recall.tokens import estimate_tokens
 from agentscope_mem0._scope import Scope
-from agentscope_mem0._tokens import estimate_tokens
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -35,11 +35,11 @@ from typing import Any
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 from agentscope_mem0 import build_mem0_config
-from agentscope_mem0._backend import Mem0Backend
-from agentscope_mem0._notes import render_note_text
-from agentscope_mem0._recall import retrieve
+from agentscope_mem0._mem0.backend import Mem0Backend
+from agentscope_mem0._mem0.timeline import stamp_messages, time_label
+from agentscope_mem0._recall.note import render_note_text
+from agentscope_mem0._recall.recall import retrieve
 from agentscope_mem0._scope import Scope
-from agentscope_mem0._time import stamp_messages, time_label
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 # The dev half of LoCoMo, beside the clone (docs/benchmarks/data.md: how to fetch it).

@@ -62,9 +62,9 @@ from agentscope.state import AgentState
 
 import agentscope_mem0
 from agentscope_mem0 import Mem0Middleware, build_mem0_config
-from agentscope_mem0._backend import Mem0Backend
-from agentscope_mem0._query_cache import QueryEmbeddingCache, install_query_cache
-from agentscope_mem0._writer import WriteQueue
+from agentscope_mem0._mem0.backend import Mem0Backend
+from agentscope_mem0._mem0.query_cache import QueryEmbeddingCache, install_query_cache
+from agentscope_mem0._write.queue import WriteQueue
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 CONFIGS = ("none", "builtin-await", "builtin-nowait", "ours", "ours-no-close", "ours-write-path")

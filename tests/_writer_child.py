@@ -23,22 +23,14 @@ import asyncio
 import os
 import signal
 import sys
-import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agentscope_mem0 import Scope, build_mem0_config
-from agentscope_mem0._backend import Mem0Backend
-from agentscope_mem0._writer import RetryPolicy, WriteQueue
-from agentscope_mem0.testing import HashEmbedding, RuleExtractor, ScriptedChatModel
-
-
-class UniqueFacts(RuleExtractor):
-    """Facts with a per-call suffix, so that storing an exchange twice shows."""
-
-    def __call__(self, exchange: Sequence[tuple[str, str]]) -> list[str]:
-        return [f"{fact} #{uuid.uuid4().hex[:8]}" for fact in super().__call__(exchange)]
+from agentscope_mem0._mem0.backend import Mem0Backend
+from agentscope_mem0._write.queue import RetryPolicy, WriteQueue
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+from fakes import UniqueFacts
 
 
 def store_config(folder: Path) -> dict[str, Any]:

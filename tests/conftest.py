@@ -6,13 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from mem0 import AsyncMemory
+import requests
 
-from _writer_child import UniqueFacts
 from agentscope_mem0.local import close_shared_clients
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from fakes import close_memory, real_memory
+from fakes import FakePlatform, UniqueFacts, close_memory, real_memory
+from mem0 import AsyncMemory
 
 
 @pytest.fixture(autouse=True)
@@ -58,3 +59,21 @@ def memory(store_config: dict[str, Any]) -> Iterator[AsyncMemory]:
     mem = real_memory(store_config, ScriptedChatModel(extractor=UniqueFacts()))
     yield mem
     close_memory(mem)
+
+
+@pytest.fixture
+def platform(monkeypatch: pytest.MonkeyPatch) -> FakePlatform:
+    """The fake platform; mem0's key check (a blocking ``requests.get``) goes to it too."""
+    fake = FakePlatform()
+
+    def get(url: str, *, headers: dict[str, str], params: Any = None, **_: Any) -> Any:
+        answer = fake.handle(httpx.Request("GET", url, headers=headers, params=params))
+        response = requests.models.Response()
+        response.status_code = answer.status_code
+        response._content = answer.content
+        response.headers.update(answer.headers)
+        response.url = url
+        return response
+
+    monkeypatch.setattr("mem0.client.main.requests.get", get)
+    return fake

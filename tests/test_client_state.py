@@ -23,8 +23,7 @@ from agentscope_mem0 import (
 )
 from agentscope_mem0.service import mem0_middleware_factory
 from agentscope_mem0.testing import ScriptedChatModel
-from fakes import RecordingClient, note_text, real_memory
-from test_service import ScriptedCredential, _User
+from fakes import AppUser, RecordingClient, ScriptedCredential, note_text, real_memory
 
 
 class HungSearch(RecordingClient):
@@ -83,7 +82,7 @@ async def test_through_agentscope_app_the_breaker_outlives_the_turn(
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=transport, base_url="http://app") as http,
     ):
-        user = _User(http, "alice")
+        user = AppUser(http, "alice")
         await user.setup()
         session = await user.new_session("one")
         for turn in range(7):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentscope_mem0 import Mem0Middleware
-from agentscope_mem0._backend import Mem0Backend
+from agentscope_mem0._mem0.backend import Mem0Backend
 from agentscope_mem0._scope import Scope
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import note_text, one_session, real_memory

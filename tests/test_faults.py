@@ -27,18 +27,18 @@ from typing import Any
 import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
-from mem0 import AsyncMemory
 
 from _faults_child import middleware
 from _writer_child import UniqueFacts
 from agentscope_mem0 import Mem0Middleware, Scope
-from agentscope_mem0._backend import Mem0Backend
 from agentscope_mem0._exceptions import InvalidStateError
-from agentscope_mem0._outbox import OUTBOX_FILENAME, Outbox
-from agentscope_mem0._owners import new_owner_id
-from agentscope_mem0._writer import RetryPolicy, WriteQueue
+from agentscope_mem0._mem0.backend import Mem0Backend
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME, Outbox
+from agentscope_mem0._write.owners import new_owner_id
+from agentscope_mem0._write.queue import RetryPolicy, WriteQueue
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import real_memory
+from mem0 import AsyncMemory
 
 CHILD = Path(__file__).with_name("_faults_child.py")
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.01, max_delay=0.05)
@@ -399,7 +399,7 @@ def _crash_with_rows(folder: Path, n: int) -> None:
     """A process that records ``n`` writes and is killed before SQLite checkpoints them."""
     script = (
         "import os, signal, sys\n"
-        "from agentscope_mem0._outbox import Outbox\n"
+        "from agentscope_mem0._write.outbox import Outbox\n"
         "box = Outbox.in_folder(sys.argv[1])\n"
         f"for i in range({n}):\n"
         "    box.insert(key=f'k{i}', user_id='alice', agent_id='assistant',\n"
@@ -467,8 +467,8 @@ def test_a_model_call_whose_loop_ends_fails_fast_instead_of_stalling_exit() -> N
     import threading
     import time
 
-    from agentscope_mem0._bridge import Bridge, _caller_loop
     from agentscope_mem0._exceptions import BridgeError
+    from agentscope_mem0._mem0.bridge import Bridge, _caller_loop
 
     loop = asyncio.new_event_loop()
     runner = threading.Thread(target=loop.run_forever)

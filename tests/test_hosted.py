@@ -23,313 +23,36 @@ The fake follows the platform's documentation (docs.mem0.ai, mem0 repository
 from __future__ import annotations
 
 import json
-import math
-import re
-import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
-import requests
 
 from agentscope_mem0 import (
     Mem0Middleware,
     PermanentBackendError,
     TransientBackendError,
 )
-from agentscope_mem0._backend import Mem0Backend
+from agentscope_mem0._mem0.backend import Mem0Backend
 from agentscope_mem0._scope import Scope
-from agentscope_mem0._writer import RetryPolicy, WriteQueue
-from fakes import note_text, one_session
-
-HOST = "https://api.mem0.test"
-KEY = "m0-test-key"
-
-ENTITY_FIELDS = ("user_id", "agent_id", "app_id", "run_id")
-FILTER_FIELDS = {*ENTITY_FIELDS, "metadata", "memory_ids", "created_at", "updated_at"}
-LOGIC = ("AND", "OR", "NOT")
-
-
-class BadRequest(Exception):
-    """A request the platform answers with 400."""
-
-
-@dataclass
-class Record:
-    """One stored memory."""
-
-    id: str
-    memory: str
-    metadata: dict[str, Any]
-    user_id: str | None = None
-    agent_id: str | None = None
-    app_id: str | None = None
-    run_id: str | None = None
-    created_at: str = "2026-01-01T00:00:00+00:00"
-
-    def as_json(self, score: float | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "memory": self.memory,
-            "metadata": self.metadata,
-            "created_at": self.created_at,
-            "updated_at": None,
-            "categories": [],
-            **{name: getattr(self, name) for name in ENTITY_FIELDS},
-        }
-        if score is not None:
-            out["score"] = score
-        return out
-
-
-@dataclass
-class Sent:
-    """One request the platform received."""
-
-    method: str
-    path: str
-    body: Any
-    params: dict[str, str]
-    headers: httpx.Headers
-
-
-@dataclass
-class FakePlatform:
-    """The mem0 platform's HTTP API, in memory, as documented (see module docstring)."""
-
-    keys: set[str] = field(default_factory=lambda: {KEY})
-    records: list[Record] = field(default_factory=list)
-    sent: list[Sent] = field(default_factory=list)
-    _failures: list[tuple[str, Callable[[httpx.Request], httpx.Response]]] = field(
-        default_factory=list
-    )
-
-    # -- scripting ----------------------------------------------------------
-
-    def fail(self, path: str, status: int, *, times: int = 1, detail: str = "") -> None:
-        """Answer the next ``times`` requests to ``path`` with ``status``."""
-
-        def answer(request: httpx.Request) -> httpx.Response:
-            body = {"detail": detail or f"injected {status}"}
-            headers = {"Retry-After": "1"} if status == 429 else {}
-            return httpx.Response(status, json=body, headers=headers)
-
-        self._failures += [(path, answer)] * times
-
-    def disconnect(self, path: str, *, times: int = 1) -> None:
-        """Drop the connection for the next ``times`` requests to ``path``."""
-
-        def answer(request: httpx.Request) -> httpx.Response:
-            raise httpx.ConnectError("connection refused", request=request)
-
-        self._failures += [(path, answer)] * times
-
-    def named(self, path: str) -> list[Sent]:
-        return [s for s in self.sent if s.path == path]
-
-    # -- transport ----------------------------------------------------------
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else None
-        path = request.url.path
-        self.sent.append(
-            Sent(request.method, path, body, dict(request.url.params), request.headers)
-        )
-        for i, (prefix, answer) in enumerate(self._failures):
-            if path == prefix:
-                del self._failures[i]
-                return answer(request)
-        if request.headers.get("Authorization") not in {f"Token {k}" for k in self.keys}:
-            return httpx.Response(401, json={"detail": "Invalid API key"})
-        try:
-            return self._route(request.method, path, body, dict(request.url.params))
-        except BadRequest as exc:
-            return httpx.Response(400, json={"detail": str(exc)})
-
-    def _route(self, method: str, path: str, body: Any, params: dict[str, str]) -> httpx.Response:
-        if (method, path) == ("GET", "/v1/ping/"):
-            return httpx.Response(
-                200, json={"org_id": "org", "project_id": "proj", "user_email": "dev@x.test"}
-            )
-        if (method, path) == ("POST", "/v3/memories/add/"):
-            return httpx.Response(200, json=self._add(body))
-        if (method, path) == ("POST", "/v3/memories/search/"):
-            return httpx.Response(200, json=self._search(body))
-        if (method, path) == ("POST", "/v3/memories/"):
-            found = [r.as_json() for r in self.records if matches(r, _filters(body))]
-            return httpx.Response(
-                200, json={"count": len(found), "next": None, "previous": None, "results": found}
-            )
-        if method == "DELETE" and path == "/v1/memories/":
-            scope = {k: v for k, v in params.items() if k in ENTITY_FIELDS}
-            if not scope:
-                raise BadRequest("at least one entity id is required")
-            self.records = [r for r in self.records if not _has(r, scope)]
-            return httpx.Response(200, json={"message": "Memories deleted successfully!"})
-        match = re.fullmatch(r"/v1/memories/([^/]+)/", path)
-        if method == "DELETE" and match:
-            before = len(self.records)
-            self.records = [r for r in self.records if r.id != match.group(1)]
-            if len(self.records) == before:
-                return httpx.Response(404, json={"detail": "Memory not found"})
-            return httpx.Response(200, json={"message": "Memory deleted successfully!"})
-        return httpx.Response(404, json={"detail": f"no route {method} {path}"})
-
-    def _add(self, body: dict[str, Any]) -> dict[str, Any]:
-        ids = {k: body.get(k) for k in ENTITY_FIELDS if body.get(k)}
-        if not ids:
-            raise BadRequest("at least one of user_id, agent_id, app_id, run_id is required")
-        for message in body.get("messages") or []:
-            role, text = message.get("role"), str(message.get("content") or "")
-            # Each message lands in the entity space of its role.
-            if role == "user" and ids.get("user_id"):
-                owner = {"user_id": ids["user_id"]}
-            elif role == "assistant" and ids.get("agent_id"):
-                owner = {"agent_id": ids["agent_id"]}
-            else:
-                continue
-            self.records.append(
-                Record(
-                    id=str(uuid.uuid4()),
-                    memory=text,
-                    metadata=dict(body.get("metadata") or {}),
-                    app_id=ids.get("app_id"),
-                    run_id=ids.get("run_id"),
-                    **owner,
-                )
-            )
-        event = {
-            "message": "Memory processing has been queued for background execution",
-            "status": "PENDING",
-            "event_id": str(uuid.uuid4()),
-        }
-        return {"results": [event]}
-
-    def _search(self, body: dict[str, Any]) -> dict[str, Any]:
-        if any(k in body for k in ENTITY_FIELDS):
-            raise BadRequest("entity ids must be passed inside `filters`")
-        query = str(body.get("query") or "")
-        top_k = body.get("top_k", 10)
-        if not isinstance(top_k, int) or not 1 <= top_k <= 1000:
-            raise BadRequest("top_k must be within 1..1000")
-        threshold = body.get("threshold", 0.1)
-        filters = _filters(body)
-        scored = [
-            (score, r)
-            for r in self.records
-            if matches(r, filters) and (score := _similarity(query, r.memory)) >= threshold
-        ]
-        scored.sort(key=lambda pair: -pair[0])
-        return {"results": [r.as_json(round(s, 4)) for s, r in scored[:top_k]]}
-
-
-def _filters(body: Any) -> dict[str, Any]:
-    filters = body.get("filters") if isinstance(body, dict) else None
-    if not isinstance(filters, dict) or not filters:
-        raise BadRequest("`filters` is required")
-    if not mentioned(filters) & set(ENTITY_FIELDS):
-        raise BadRequest("filters need at least one of user_id, agent_id, app_id, run_id")
-    return filters
-
-
-def mentioned(filters: Any) -> set[str]:
-    """Every field a filter names, at any depth."""
-    if isinstance(filters, list):
-        return set().union(*(mentioned(f) for f in filters)) if filters else set()
-    if not isinstance(filters, dict):
-        return set()
-    out: set[str] = set()
-    for key, value in filters.items():
-        if key in LOGIC:
-            out |= mentioned(value)
-        elif key in FILTER_FIELDS:
-            out.add(key)
-        else:
-            raise BadRequest(f"unsupported filter field {key!r}")
-    return out
-
-
-def matches(record: Record, filters: dict[str, Any]) -> bool:
-    """Whether ``record`` passes ``filters``, with implicit null scoping."""
-    named = mentioned(filters)
-    unnamed_null = all(getattr(record, f) is None for f in ENTITY_FIELDS if f not in named)
-    return unnamed_null and _eval(record, filters)
-
-
-def _eval(record: Record, filters: dict[str, Any]) -> bool:
-    results = []
-    for key, value in filters.items():
-        if key == "AND":
-            results.append(all(_eval(record, f) for f in value))
-        elif key == "OR":
-            results.append(any(_eval(record, f) for f in value))
-        elif key == "NOT":
-            results.append(not any(_eval(record, f) for f in value))
-        elif key == "metadata":
-            results.append(all(record.metadata.get(k) == v for k, v in value.items()))
-        elif key == "memory_ids":
-            results.append(record.id in value)
-        elif key in ENTITY_FIELDS:
-            results.append(_entity(getattr(record, key), value))
-        else:
-            raise BadRequest(f"the fake does not filter on {key!r}")
-    return all(results)
-
-
-def _entity(actual: str | None, wanted: Any) -> bool:
-    if wanted == "*":
-        return actual is not None
-    if isinstance(wanted, dict):
-        if "in" in wanted:
-            return actual in wanted["in"]
-        if "ne" in wanted:
-            return actual != wanted["ne"]
-        raise BadRequest(f"unsupported operator in {wanted!r}")
-    return actual == wanted
-
-
-def _has(record: Record, scope: dict[str, str]) -> bool:
-    return all(getattr(record, k) == v for k, v in scope.items())
-
-
-def _similarity(query: str, text: str) -> float:
-    q, t = (set(re.findall(r"[a-z0-9]+", s.lower())) for s in (query, text))
-    return len(q & t) / math.sqrt(len(q) * len(t)) if q and t else 0.0
-
+from agentscope_mem0._write.queue import RetryPolicy, WriteQueue
+from fakes import (
+    ENTITY_FIELDS,
+    KEY,
+    FakePlatform,
+    Record,
+    hosted_client,
+    matches,
+    note_text,
+    one_session,
+)
 
 # -- fixtures ---------------------------------------------------------------
 
 
 @pytest.fixture
-def platform(monkeypatch: pytest.MonkeyPatch) -> FakePlatform:
-    """The fake platform; mem0's key check (a blocking ``requests.get``) goes to it too."""
-    fake = FakePlatform()
-
-    def get(url: str, *, headers: dict[str, str], params: Any = None, **_: Any) -> Any:
-        answer = fake.handle(httpx.Request("GET", url, headers=headers, params=params))
-        response = requests.models.Response()
-        response.status_code = answer.status_code
-        response._content = answer.content
-        response.headers.update(answer.headers)
-        response.url = url
-        return response
-
-    monkeypatch.setattr("mem0.client.main.requests.get", get)
-    return fake
-
-
-def _client(platform: FakePlatform, key: str = KEY) -> Any:
-    from mem0 import AsyncMemoryClient
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(platform.handle))
-    return AsyncMemoryClient(api_key=key, host=HOST, client=http)
-
-
-@pytest.fixture
 async def hosted(platform: FakePlatform) -> AsyncIterator[Any]:
-    client = _client(platform)
+    client = hosted_client(platform)
     yield client
     await client.async_client.aclose()
 
@@ -339,7 +62,7 @@ async def hosted(platform: FakePlatform) -> AsyncIterator[Any]:
 
 def test_invalid_key_fails_at_construction(platform: FakePlatform) -> None:
     with pytest.raises(ValueError, match="Invalid API key"):
-        _client(platform, key="m0-wrong")
+        hosted_client(platform, key="m0-wrong")
     assert platform.named("/v1/ping/")[0].headers["Authorization"] == "Token m0-wrong"
 
 

@@ -1,11 +1,11 @@
 """The package's modules import each other without a circle.
 
-Imports are read from the source with ``ast``, at module level and inside
-functions alike (a function-level import that closes a circle only moves the
-failure to the first call). Imports under ``if TYPE_CHECKING:`` never run
-and are left out. Importing ``a.b.c`` runs the package ``a.b`` first, so a
-submodule counts as an import of its packages too (except the importer's own
-packages, which are already running).
+Imports are read from the source with ``ast``: at module level, inside
+functions (a function-level import that closes a circle only moves the failure
+to the first call) and under ``if TYPE_CHECKING:`` (a type is a dependency
+too). Importing ``a.b.c`` runs the package ``a.b`` first, so a submodule counts
+as an import of its packages too (except the importer's own packages, which
+are already running).
 """
 
 from __future__ import annotations
@@ -29,28 +29,8 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    found: list[ast.Import | ast.ImportFrom] = []
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                visit(child)
-            return
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            found.append(node)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    return found
+def _all_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
 
 
 def _ancestors(name: str) -> set[str]:
@@ -70,7 +50,7 @@ def imports_of(module: str) -> set[str]:
     is_package = path.name == "__init__.py"
     here = module if is_package else module.rpartition(".")[0]
     targets: set[str] = set()
-    for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _all_imports(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         else:
@@ -128,16 +108,16 @@ def test_no_import_circle_among_the_package_modules() -> None:
     assert _cycles(graph) == []
 
 
-def test_the_checker_sees_function_level_imports_and_skips_type_checking() -> None:
+def test_the_checker_sees_function_level_and_type_only_imports() -> None:
     graph = {module: imports_of(module) for module in MODULES}
-    # _clients imports local only inside its functions
-    assert "agentscope_mem0.local" in graph["agentscope_mem0._clients"]
-    # _recall names ClientState only for the type checker
-    assert "agentscope_mem0._client_state" not in graph["agentscope_mem0._recall"]
+    # the client builder imports the embedded store only inside its functions
+    assert f"{ROOT}.local" in graph[f"{ROOT}._mem0.clients"]
+    # the middleware names WriteQueue only for the type checker
+    assert f"{ROOT}._write.queue" in graph[f"{ROOT}._middleware"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_the_embedded_store_does_not_import_client_building() -> None:
     graph = {module: imports_of(module) for module in MODULES}
     local = [m for m in graph if m.startswith(f"{ROOT}.local")]
-    assert all(f"{ROOT}._clients" not in graph[m] for m in local)
+    assert all(f"{ROOT}._mem0.clients" not in graph[m] for m in local)

@@ -13,7 +13,7 @@ from agentscope.message import HintBlock, Msg, ToolCallBlock, ToolResultBlock, U
 from agentscope.tool import ToolBase, Toolkit
 
 from agentscope_mem0 import ConfigurationError, Mem0Middleware
-from agentscope_mem0._notes import is_memory_note
+from agentscope_mem0._recall.note import is_memory_note
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import RecordingClient, real_memory
 
@@ -95,9 +95,8 @@ def test_sync_client_is_a_type_error() -> None:
 
 
 def test_mem0_sync_memory_is_a_type_error(store_config: dict[str, Any]) -> None:
-    from mem0 import Memory
-
     from agentscope_mem0 import build_mem0_config
+    from mem0 import Memory
 
     sync = Memory(
         config=build_mem0_config(

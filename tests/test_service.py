@@ -7,41 +7,25 @@ import asyncio
 import inspect
 import json
 import threading
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import pytest
 from agentscope.agent import Agent
-from agentscope.credential import CredentialBase
-from agentscope.message import HintBlock, Msg, UserMsg
-from agentscope.model import ChatModelBase
+from agentscope.message import UserMsg
 
 import agentscope_mem0.service as service
 from agentscope_mem0 import (
-    DEFAULT_MEMORY_SECTION_HEADER,
     ConfigurationError,
     InvalidStateError,
     Mem0Middleware,
 )
 from agentscope_mem0.service import Mem0MiddlewareFactory, check_user_id, mem0_middleware_factory
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from fakes import RecordingClient, real_memory
+from fakes import AppUser, RecordingClient, ScriptedCredential, real_memory, recalled
 
 # -- helpers ---------------------------------------------------------------
-
-
-def recalled(messages: Sequence[Msg], tools: Any = None) -> str:
-    """A scripted reply that repeats the memory note the agent was given."""
-    for msg in messages:
-        for block in msg.content if isinstance(msg.content, list) else []:
-            if isinstance(block, HintBlock) and block.hint.startswith(
-                DEFAULT_MEMORY_SECTION_HEADER
-            ):
-                memories = [line for line in block.hint.splitlines() if line.startswith("- ")]
-                return "Recalled: " + " | ".join(memories)
-    return "Nothing recalled."
 
 
 def _factory(store_config: dict[str, Any], **options: Any) -> Mem0MiddlewareFactory:
@@ -375,90 +359,10 @@ async def test_hosted_client_is_shared_and_every_request_is_scoped(
 # -- a real agentscope.app over HTTP ---------------------------------------
 
 
-class _AppScriptedModel(ScriptedChatModel):
-    """The scripted model as agentscope.app builds models: from a credential."""
-
-    def __init__(
-        self,
-        credential: CredentialBase | None = None,
-        model: str = "scripted",
-        parameters: ChatModelBase.Parameters | None = None,
-        **_: Any,
-    ) -> None:
-        super().__init__(recalled, name=model)
-
-
-class ScriptedCredential(CredentialBase):
-    """Registers the scripted model with agentscope.app through ``extra_credentials``."""
-
-    type: Literal["agentscope_mem0_scripted"] = "agentscope_mem0_scripted"
-
-    @classmethod
-    def get_chat_model_class(cls) -> type[ChatModelBase]:
-        return _AppScriptedModel
-
-
 _FACTS = {
     "alice": ("I live in Paris. My favourite colour is teal.", ("Paris", "teal")),
     "bob": ("I live in Berlin. My favourite colour is orange.", ("Berlin", "orange")),
 }
-
-
-class _User:
-    def __init__(self, http: httpx.AsyncClient, user_id: str) -> None:
-        self.http = http
-        self.headers = {"X-User-ID": user_id}
-        self.agent_id = ""
-        self.credential_id = ""
-
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = await self.http.post(path, json=body, headers=self.headers)
-        assert response.status_code in (200, 201), response.text
-        return response.json()
-
-    async def setup(self) -> None:
-        cred = await self.post("/credential/", {"data": {"type": ScriptedCredential().type}})
-        self.credential_id = cred["credential_id"]
-        self.agent_id = (await self.post("/agent/", {"name": "assistant"}))["agent_id"]
-
-    async def new_session(self, name: str) -> str:
-        body = {
-            "agent_id": self.agent_id,
-            "name": name,
-            "chat_model_config": {
-                "type": ScriptedCredential().type,
-                "credential_id": self.credential_id,
-                "model": "scripted",
-                "parameters": {},
-            },
-        }
-        return (await self.post("/sessions/", body))["session_id"]
-
-    async def chat(self, session_id: str, text: str) -> str:
-        msg = UserMsg("user", text)
-        await self.post(
-            "/chat/",
-            {
-                "agent_id": self.agent_id,
-                "session_id": session_id,
-                "input": msg.model_dump(mode="json"),
-            },
-        )
-        for _ in range(600):
-            await asyncio.sleep(0.02)
-            response = await self.http.get(
-                f"/sessions/{session_id}/messages",
-                params={"agent_id": self.agent_id},
-                headers=self.headers,
-            )
-            page = response.json()
-            ids = [m["id"] for m in page["messages"]]
-            if not page["is_running"] and msg.id in ids:
-                after = page["messages"][ids.index(msg.id) + 1 :]
-                replies = [Msg.model_validate(m) for m in after if m["role"] == "assistant"]
-                if replies:
-                    return replies[-1].get_text_content() or ""
-        raise AssertionError(f"no reply in session {session_id}; read the app's log")
 
 
 def _memory_config(tmp_path: Path) -> dict[str, Any]:
@@ -504,7 +408,7 @@ async def test_a_refused_user_id_still_gets_its_reply_without_memory(tmp_path: P
         httpx.AsyncClient(transport=transport, base_url="http://app") as http,
     ):
         for user_id in ("*", "alice smith"):
-            user = _User(http, user_id)
+            user = AppUser(http, user_id)
             await user.setup()
             session = await user.new_session("first")
             assert await user.chat(session, "I live in Paris.") == "Nothing recalled."
@@ -525,7 +429,7 @@ async def test_app_users_recall_their_own_facts_across_sessions(tmp_path: Path) 
         httpx.AsyncClient(transport=transport, base_url="http://app") as http,
     ):
         assert factory.client is not None  # built at startup by install()
-        users = {name: _User(http, name) for name in _FACTS}
+        users = {name: AppUser(http, name) for name in _FACTS}
         await asyncio.gather(*(u.setup() for u in users.values()))
 
         async def first_session(name: str) -> str:

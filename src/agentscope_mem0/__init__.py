@@ -10,17 +10,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import (
-    _quiet,  # noqa: F401  (demotes mem0's missing-extra notices; imports nothing)
-    _telemetry,  # noqa: F401  (must run before mem0 is imported)
+from ._mem0 import (
+    quiet,  # noqa: F401  (demotes mem0's missing-extra notices; imports nothing)
+    telemetry,  # noqa: F401  (must run before mem0 is imported)
 )
 
 if TYPE_CHECKING:
-    from ._adapters import AgentScopeEmbedding, AgentScopeLLM
-    from ._backend import Mem0Backend, MemoryHit
     from ._client_state import ClientState
-    from ._clients import build_local_memory, build_mem0_config
-    from ._delivery import RetryPolicy
     from ._exceptions import (
         BackendError,
         BridgeError,
@@ -37,13 +33,12 @@ if TYPE_CHECKING:
         StoreLockedError,
         TransientBackendError,
     )
+    from ._mem0.adapters import AgentScopeEmbedding, AgentScopeLLM
+    from ._mem0.backend import Mem0Backend
+    from ._mem0.clients import build_local_memory, build_mem0_config
+    from ._mem0.hits import MemoryHit
     from ._middleware import Mem0Middleware
     from ._modes import Mode
-    from ._notes import (
-        DEFAULT_MEMORY_RULES,
-        DEFAULT_MEMORY_SECTION_HEADER,
-        DEFAULT_MEMORY_SECTION_INTRO,
-    )
     from ._options import (
         DEFAULT_TOOL_INSTRUCTIONS,
         Deadlines,
@@ -53,28 +48,34 @@ if TYPE_CHECKING:
         RecallOptions,
         WriteOptions,
     )
-    from ._outbox import Outbox, OutboxRow
+    from ._recall.note import (
+        DEFAULT_MEMORY_RULES,
+        DEFAULT_MEMORY_SECTION_HEADER,
+        DEFAULT_MEMORY_SECTION_INTRO,
+    )
     from ._scope import Scope
-    from ._working import WorkingMemory, WorkingScope
-    from ._working_remote import PostgresWorkingStore, QdrantWorkingStore
-    from ._working_store import SqliteWorkingStore, WorkingRecord, WorkingStore
-    from ._writer import WriteQueue, WriteResult
+    from ._working.manager import WorkingMemory, WorkingScope
+    from ._working.remote import PostgresWorkingStore, QdrantWorkingStore
+    from ._working.store import SqliteWorkingStore, WorkingRecord, WorkingStore
+    from ._write.delivery import RetryPolicy
+    from ._write.outbox import Outbox, OutboxRow
+    from ._write.queue import WriteQueue, WriteResult
 
 __version__ = "0.2.0"
 
 # Public name -> the private module defining it. Keep in step with __all__
 # (tests/test_lazy_import.py checks the two) and the TYPE_CHECKING imports above.
 _LAZY: dict[str, str] = {
-    "AgentScopeEmbedding": "._adapters",
-    "AgentScopeLLM": "._adapters",
+    "AgentScopeEmbedding": "._mem0.adapters",
+    "AgentScopeLLM": "._mem0.adapters",
     "BackendError": "._exceptions",
     "BridgeError": "._exceptions",
     "BridgeTimeoutError": "._exceptions",
     "ClientState": "._client_state",
     "ConfigurationError": "._exceptions",
-    "DEFAULT_MEMORY_RULES": "._notes",
-    "DEFAULT_MEMORY_SECTION_HEADER": "._notes",
-    "DEFAULT_MEMORY_SECTION_INTRO": "._notes",
+    "DEFAULT_MEMORY_RULES": "._recall.note",
+    "DEFAULT_MEMORY_SECTION_HEADER": "._recall.note",
+    "DEFAULT_MEMORY_SECTION_INTRO": "._recall.note",
     "DEFAULT_TOOL_INSTRUCTIONS": "._options",
     "DamagedFileError": "._exceptions",
     "Deadlines": "._options",
@@ -83,34 +84,34 @@ _LAZY: dict[str, str] = {
     "FlatOptions": "._options",
     "InvalidStateError": "._exceptions",
     "LocalFileError": "._exceptions",
-    "Mem0Backend": "._backend",
+    "Mem0Backend": "._mem0.backend",
     "Mem0Middleware": "._middleware",
     "Mem0MiddlewareError": "._exceptions",
-    "MemoryHit": "._backend",
+    "MemoryHit": "._mem0.backend",
     "Mode": "._modes",
     "NoteOptions": "._options",
-    "Outbox": "._outbox",
-    "OutboxRow": "._outbox",
+    "Outbox": "._write.outbox",
+    "OutboxRow": "._write.outbox",
     "OutboxWriteError": "._exceptions",
     "PermanentBackendError": "._exceptions",
-    "PostgresWorkingStore": "._working_remote",
-    "QdrantWorkingStore": "._working_remote",
+    "PostgresWorkingStore": "._working.remote",
+    "QdrantWorkingStore": "._working.remote",
     "RecallMode": "._options",
     "RecallOptions": "._options",
-    "RetryPolicy": "._delivery",
+    "RetryPolicy": "._write.delivery",
     "Scope": "._scope",
-    "SqliteWorkingStore": "._working_store",
+    "SqliteWorkingStore": "._working.store",
     "StoreLockedError": "._exceptions",
     "TransientBackendError": "._exceptions",
-    "WorkingMemory": "._working",
-    "WorkingRecord": "._working_store",
-    "WorkingScope": "._working",
-    "WorkingStore": "._working_store",
+    "WorkingMemory": "._working.manager",
+    "WorkingRecord": "._working.store",
+    "WorkingScope": "._working.manager",
+    "WorkingStore": "._working.store",
     "WriteOptions": "._options",
-    "WriteQueue": "._writer",
-    "WriteResult": "._writer",
-    "build_local_memory": "._clients",
-    "build_mem0_config": "._clients",
+    "WriteQueue": "._write.queue",
+    "WriteResult": "._write.queue",
+    "build_local_memory": "._mem0.clients",
+    "build_mem0_config": "._mem0.clients",
 }
 
 __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)

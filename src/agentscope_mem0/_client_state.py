@@ -15,14 +15,14 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from ._backend import Mem0Backend
-from ._breaker import CircuitBreaker
 from ._exceptions import ConfigurationError, InvalidStateError
-from ._judge import build_time_judge
+from ._mem0.backend import Mem0Backend
+from ._mem0.breaker import CircuitBreaker
+from ._mem0.query_cache import install_query_cache
 from ._options import DEFAULT_PROFILE_TTL, Deadlines
-from ._query_cache import install_query_cache
-from ._recall import ProfileCache
-from ._writer import WriteQueue
+from ._recall.profile import ProfileCache
+from ._write.judge import build_time_judge
+from ._write.queue import WriteQueue
 
 if TYPE_CHECKING:
     from agentscope.model import ChatModelBase

@@ -19,12 +19,10 @@ from agentscope.middleware import MiddlewareBase
 from typing_extensions import Unpack
 
 from ._client_state import ClientState, closed_error, state_for
-from ._clients import resolve_client
 from ._exceptions import ConfigurationError
-from ._exchange import ReplyWatch
-from ._forget import build_tools, check_tool_names
+from ._mem0.clients import resolve_client
+from ._mem0.timeline import said_at_of
 from ._modes import Mode
-from ._notes import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
 from ._options import (
     DEFAULT_TOOL_INSTRUCTIONS,
     Deadlines,
@@ -35,11 +33,12 @@ from ._options import (
     WriteOptions,
     collect_options,
 )
-from ._recall import query_text, recall_note
+from ._recall.note import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
+from ._reply import ReplyWatch, query_text, recall_note
 from ._scope import Scope, check_user_id, resolve_agent_id
-from ._time import said_at_of
-from ._tools import STATE_KEY, ToolContext
-from ._working import WorkingMemory, WorkingScope, build_working_memory
+from ._tools.choose import build_tools, check_tool_names
+from ._tools.memory import STATE_KEY, ToolContext
+from ._working.manager import WorkingMemory, WorkingScope, build_working_memory
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
     from agentscope.tool import ToolBase
 
-    from ._writer import WriteQueue
+    from ._write.queue import WriteQueue
 
 __all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "Mem0Middleware", "Mode"]
 
@@ -208,7 +207,7 @@ class Mem0Middleware(MiddlewareBase):
             StoreLockedError: Another process uses the folder.
             DimensionMismatchError: The folder holds vectors of another size.
         """
-        from ._clients import build_local_memory
+        from ._mem0.clients import build_local_memory
         from .local import data_dir
 
         client = build_local_memory(chat_model, embedding_model=embedding_model, folder=folder)
@@ -336,8 +335,7 @@ class Mem0Middleware(MiddlewareBase):
         if not self._options.offers_tools:
             return []
         context = ToolContext.of(self._state, self._options, self._user_id)
-        working = self._working.tools() if self._working else []
-        return [*build_tools(context, self._tools), *working]
+        return build_tools(context, self._tools, self._working)
 
     # -- internals ------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypedDict
 
 from ._exceptions import ConfigurationError
 from ._modes import Mode, check_mode
-from ._notes import (
+from ._recall.note import (
     DEFAULT_MEMORY_RULES,
     DEFAULT_MEMORY_SECTION_HEADER,
     DEFAULT_MEMORY_SECTION_INTRO,

@@ -132,6 +132,11 @@ class Scope:
     user_id: str
     agent_id: str | None = None
 
+    def searched(self, *, by_agent: bool) -> Scope:
+        """The scope a search of this agent reads: this one, or, unless
+        ``by_agent`` (``scope_search_by_agent``), the user's memories of every agent."""
+        return self if by_agent or self.agent_id is None else Scope(self.user_id)
+
     def filters(self, *, hosted: bool = False) -> dict[str, str]:
         """mem0's read filters for this scope (see :func:`mem0_ids`)."""
         return mem0_ids(self, hosted=hosted, reading=True)

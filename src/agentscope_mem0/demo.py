@@ -42,12 +42,12 @@ from agentscope.model import ChatModelBase
 from agentscope.tool import Toolkit
 from pydantic import SecretStr
 
-from ._backend import Mem0Backend
+from ._mem0.backend import Mem0Backend
+from ._mem0.timeline import SUPERSEDED_BY, VALID_UNTIL
 from ._middleware import Mem0Middleware
 from ._modes import Mode, check_mode
-from ._notes import is_memory_note
+from ._recall.note import is_memory_note
 from ._scope import Scope
-from ._time import SUPERSEDED_BY, VALID_UNTIL
 from .testing import ScriptedChatModel
 
 __all__ = [

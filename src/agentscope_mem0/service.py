@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ._client_state import ClientState
-from ._clients import close_memory, resolve_client
 from ._exceptions import ConfigurationError, InvalidStateError
+from ._mem0.clients import close_memory, resolve_client
 from ._middleware import Mem0Middleware
 from ._modes import Mode, check_mode
 from ._options import FLAT_KEYWORDS, options_from_keywords
@@ -246,7 +246,7 @@ class Mem0MiddlewareFactory:
         try:
             if self._build_args["mem0_config"] is None:
                 # The embedded default; the offline embedder unless one was given.
-                from ._clients import build_local_memory
+                from ._mem0.clients import build_local_memory
 
                 client = build_local_memory(
                     self._build_args["chat_model"],
@@ -364,7 +364,7 @@ def _check_models(
             "`folder` is the embedded default's data folder; with `mem0_config` the "
             "store is the one the config names (drop one of the two)"
         )
-    from ._clients import build_mem0_config, check_model_types
+    from ._mem0.clients import build_mem0_config, check_model_types
 
     check_model_types(chat_model, embedding_model)
     if mem0_config is not None:

@@ -137,7 +137,7 @@ class RuleExtractor:
 
 def is_judge_request(messages: Sequence[Msg]) -> bool:
     """Whether ``messages`` are this package's time-judgement prompt."""
-    from ._judge_prompt import JUDGE_MARK
+    from ._write.judge_prompt import JUDGE_MARK
 
     return bool(messages) and messages[0].role == "system" and JUDGE_MARK in _text_of(messages[0])
 

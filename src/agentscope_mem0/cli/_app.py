@@ -55,7 +55,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "retry-failed": LazyCommand("._retry", "retry_failed", "Requeue the writes that failed."),
     "migrate": LazyCommand("._maintenance", "migrate", "Move a release-0.1 folder to Qdrant Edge."),
     "optimize": LazyCommand("._maintenance", "optimize", "Build the embedded store's HNSW index."),
-    "ui": LazyCommand(".ui", "ui", "Browse, search and correct memories in a local web page."),
+    "ui": LazyCommand(
+        ".ui._command", "ui", "Browse, search and correct memories in a local web page."
+    ),
 }
 """Every command, by name, in the order ``--help`` lists them."""
 
@@ -95,11 +97,11 @@ class _LazyGroup(click.Group):
 @click.version_option(package_name="agentscope-mem0")
 def cli(verbose: bool) -> None:
     """See and manage what AgentScope agents remember (mem0-backed)."""
-    from .. import _quiet
+    from .._mem0 import quiet
 
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
     # -v asks for mem0's logs: its notices about missing extras included.
-    _quiet.set_demoted(not verbose)
+    quiet.set_demoted(not verbose)
     if not verbose:
         # psycopg pins its logger to WARNING; its pool retries would flood stderr.
         logging.getLogger("psycopg").setLevel(logging.ERROR)

@@ -15,6 +15,7 @@ Relative paths in the file are relative to the file's folder.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
+from .._write.outbox_place import hosted_outbox_dir, outbox_dir_for_config
 from ..backends import DEFAULT_COLLECTION
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "Settings",
     "load_settings",
     "mask_url",
+    "store_outbox_dir",
 ]
 
 logger = logging.getLogger(__name__)
@@ -302,6 +305,42 @@ def load_settings(
     if "outbox_dir" in data:
         return settings
     # The folder the middleware picks for this store (one rule for both).
-    from ._outbox_where import store_outbox_dir
-
     return replace(settings, outbox_dir=store_outbox_dir(settings))
+
+
+# The vector size does not name a store (see outbox_place); the config
+# builders only need a valid one.
+_ANY_DIMS = 8
+
+
+def store_outbox_dir(settings: Settings) -> Path:
+    """The outbox folder of the store ``settings`` name.
+
+    Args:
+        settings: The command's settings; their ``outbox_dir`` is ignored here.
+
+    Returns:
+        The data folder for the embedded store; for a server store, the folder
+        :func:`~agentscope_mem0._write.outbox_place.outbox_dir_for_config` gives its
+        mem0 config; for the hosted platform, the one of its host and API key.
+
+    Raises:
+        ConfigurationError: The server settings do not make a mem0 config.
+    """
+    if settings.backend == "embedded":
+        return settings.folder
+    if settings.backend == "hosted":
+        key = settings.api_key or ""
+        return hosted_outbox_dir(settings.url, hashlib.md5(key.encode()).hexdigest())
+    from mem0.configs.base import MemoryConfig
+
+    from ..local import history_db_path
+
+    history = str(settings.history_db) if settings.history_db else str(history_db_path())
+    fields = settings.server_fields(dims=_ANY_DIMS, history_db_path=history)
+    try:
+        config = MemoryConfig(**fields)
+    except ValueError as exc:
+        raise ConfigurationError(f"the {settings.backend} settings are not valid: {exc}") from exc
+    place = outbox_dir_for_config(config)
+    return place if place is not None else settings.folder

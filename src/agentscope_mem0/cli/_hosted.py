@@ -1,6 +1,6 @@
 """What the commands do with memories on the hosted mem0 platform.
 
-Everything goes through :class:`~agentscope_mem0._backend.Mem0Backend`, so
+Everything goes through :class:`~agentscope_mem0._mem0.backend.Mem0Backend`, so
 the platform's scoping rule applies here as in the middleware: the platform
 files a user's messages under ``user_id`` alone (``agent_id`` null) and a
 read naming both ids finds nothing, so reads of a user and agent name the
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._backend import Mem0Backend
+from .._mem0.backend import Mem0Backend
 from ._models import ChatChoice
 from ._records import MemoryRecord
 from ._store import Mem0Calls, UnsupportedError

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
+from .._mem0.timeline import overfetch
 from .._scope import Scope
-from .._time import overfetch
 from . import _timeline as timeline
 from ._common import (
     agent_option,

@@ -50,7 +50,7 @@ def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryS
     embedding = embedding_model_from_spec(settings.embedding_model)
     chat_model = chat.model if chat is not None else inert_chat_model()
     if settings.backend == "embedded":
-        from .._clients import build_local_memory
+        from .._mem0.clients import build_local_memory
         from ..local import close_shared_clients
 
         # A command is a process of its own and hands the folder back when it is
@@ -80,7 +80,7 @@ def _open_server(
 ) -> MemoryStore:
     from mem0 import AsyncMemory
 
-    from .._clients import build_mem0_config, close_memory
+    from .._mem0.clients import build_mem0_config, close_memory
     from ..backends import prepare_pgvector
 
     history = str(settings.history_db) if settings.history_db else None

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._exceptions import ConfigurationError, StoreLockedError
-from .._outbox import OUTBOX_FILENAME, Outbox, OutboxRow
-from .._vectors import pg_vector_size, qdrant_vector_size
+from .._mem0.vectors import pg_vector_size, qdrant_vector_size
+from .._write.outbox import OUTBOX_FILENAME, Outbox, OutboxRow
 from ._config import Settings
 from ._lock import LockHolder, lock_holder
 from ._models import embedding_model_from_spec
@@ -221,7 +221,7 @@ def _vectors(settings: Settings, store_size: int | None) -> dict[str, Any]:
 
 
 def _telemetry() -> dict[str, Any]:
-    from .. import _telemetry as choice
+    from .._mem0 import telemetry as choice
 
     try:
         import mem0.memory.telemetry as mem0_telemetry

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .._outbox import OUTBOX_FILENAME, Outbox, new_owner_id
+from .._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
 from ._common import session, store_command
 from ._config import Settings
 from ._errors import CliError, ExitCode, is_unreachable
@@ -104,8 +104,8 @@ def _report_nothing(out: Output, path: Any) -> None:
 
 
 def _send(settings: Settings, user: str | None, timeout: float, keys: set[str]) -> dict[str, Any]:
-    from .._backend import Mem0Backend
-    from .._writer import WriteQueue
+    from .._mem0.backend import Mem0Backend
+    from .._write.queue import WriteQueue
 
     chat = chat_model_from_spec(settings.chat_model)
     click.echo(f"extracting with {chat.description}", err=True)

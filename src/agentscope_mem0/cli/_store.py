@@ -2,7 +2,7 @@
 
 :class:`MemoryStore` wraps an ``mem0.AsyncMemory`` (the embedded folder,
 pgvector or a Qdrant server). mem0's API calls (search, add, delete,
-history) go through :class:`~agentscope_mem0._backend.Mem0Backend`, the one
+history) go through :class:`~agentscope_mem0._mem0.backend.Mem0Backend`, the one
 door to mem0. Listing, export and import work on the vector store's rows, so
 that ids, dates and metadata survive an export and import unchanged; the
 history database is in :mod:`._history_db`. :class:`~._hosted.HostedStore`
@@ -17,10 +17,10 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._backend import Mem0Backend
-from .._bridge import caller_loop_scope
 from .._exceptions import BackendError, ConfigurationError
-from .._mem0_errors import classify_error
+from .._mem0.backend import Mem0Backend
+from .._mem0.bridge import caller_loop_scope
+from .._mem0.errors import classify_error
 from . import _history_db
 from ._models import ChatChoice
 from ._records import MemoryRecord
@@ -82,7 +82,7 @@ def _rows_of(listed: Any) -> list[Any]:
 class Mem0Calls:
     """The commands' calls that go through mem0's API as they are (both kinds of store).
 
-    Subclasses set ``backend`` (a :class:`~agentscope_mem0._backend.Mem0Backend`)
+    Subclasses set ``backend`` (a :class:`~agentscope_mem0._mem0.backend.Mem0Backend`)
     and define ``records``.
     """
 
@@ -279,7 +279,7 @@ class MemoryStore(Mem0Calls):
 
     def vector_size(self) -> int | None:
         """The vector size the store holds (``None`` when it cannot tell)."""
-        from .._vectors import pg_vector_size, qdrant_vector_size
+        from .._mem0.vectors import pg_vector_size, qdrant_vector_size
 
         qdrant = self._qdrant()
         name = getattr(self._vectors, "collection_name", None)

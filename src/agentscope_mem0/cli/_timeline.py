@@ -1,4 +1,4 @@
-"""What the CLI shows of the memories' timeline (see ``agentscope_mem0._time``).
+"""What the CLI shows of the memories' timeline (see ``agentscope_mem0._mem0.timeline``).
 
 ``list`` and ``search`` leave superseded memories out unless ``--all``, which
 marks them; ``history ID`` adds the memories the given one replaced or
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._time import EXTENDS, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL
+from .._mem0.timeline import EXTENDS, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL
 
 if TYPE_CHECKING:
     from ._records import MemoryRecord

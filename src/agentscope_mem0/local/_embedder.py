@@ -7,7 +7,7 @@ every :class:`OfflineE5Embedding`.
 
 e5 embeds search queries and stored texts differently ("query: " and
 "passage: " prefixes); mem0 says which one it wants through ``memory_action``,
-which :class:`~agentscope_mem0._adapters.AgentScopeEmbedding` forwards to
+which :class:`~agentscope_mem0._mem0.adapters.AgentScopeEmbedding` forwards to
 models that set ``accepts_memory_action``.
 
 Three rules keep one process's memory responsive under load:
@@ -209,7 +209,7 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
     """
 
     accepts_memory_action = True
-    """Tells :class:`~agentscope_mem0._adapters.AgentScopeEmbedding` to pass
+    """Tells :class:`~agentscope_mem0._mem0.adapters.AgentScopeEmbedding` to pass
     mem0's ``memory_action`` through."""
 
     def __init__(self, *, batch_size: int = 32) -> None:

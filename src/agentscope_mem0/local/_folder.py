@@ -6,8 +6,8 @@ One data folder holds everything::
       edge/                   the Qdrant Edge store (one shard folder per collection)
       qdrant/                 release 0.1's local Qdrant storage (collections, lock file)
       history.db              mem0's SQLite history, in WAL mode
-      outbox.sqlite3          the durable write outbox (see agentscope_mem0._outbox)
-      working_memory.sqlite3  working memory kept per user (agentscope_mem0._working_store)
+      outbox.sqlite3          the durable write outbox (see agentscope_mem0._write.outbox)
+      working_memory.sqlite3  working memory kept per user (agentscope_mem0._working.store)
 
 :class:`FolderLayout` names these places, and nothing else spells them out.
 """
@@ -20,8 +20,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._salvage import check_history_db
-from .._sqlite_wal import enable_wal
+from .._sqlite.salvage import check_history_db
+from .._sqlite.wal import enable_wal
 
 __all__ = [
     "COLLECTION",
@@ -119,7 +119,7 @@ def prepare_history_db(path: str | os.PathLike[str]) -> None:
 
     Args:
         path: The database file; created when missing. A damaged one is
-            moved aside first (see :func:`agentscope_mem0._salvage.check_history_db`).
+            moved aside first (see :func:`agentscope_mem0._sqlite.salvage.check_history_db`).
     """
     check_history_db(path)
     connection = sqlite3.connect(path, timeout=HISTORY_BUSY_TIMEOUT)

@@ -17,10 +17,12 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..._backend import Mem0Backend, MemoryHit
-from ..._outbox import OUTBOX_FILENAME, Outbox, new_owner_id
+from ..._mem0.backend import Mem0Backend
+from ..._mem0.dates import parse_time
+from ..._mem0.hits import MemoryHit
+from ..._mem0.timeline import EVENT_DATE, EXTENDS, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL
 from ..._scope import Scope
-from ..._time import EVENT_DATE, EXTENDS, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL, parse_time
+from ..._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
 
 if TYPE_CHECKING:
     from .._config import Settings

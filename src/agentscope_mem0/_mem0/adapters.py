@@ -1,0 +1,257 @@
+"""mem0 ``LLMBase`` / ``EmbeddingBase`` implementations backed by AgentScope.
+
+mem0 drives these synchronously from worker threads; every call goes through
+the process-wide :mod:`._bridge`. :func:`agentscope_config_classes` registers
+the ``"agentscope"`` provider with mem0's factories without widening mem0's
+own provider whitelist; :mod:`._clients` puts the adapters into a config.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any
+
+from agentscope.embedding import EmbeddingModelBase
+from agentscope.message import AssistantMsg, Msg, SystemMsg, UserMsg
+from agentscope.model import ChatModelBase
+from mem0.configs.embeddings.base import BaseEmbedderConfig
+from mem0.configs.llms.base import BaseLlmConfig
+from mem0.embeddings.base import EmbeddingBase
+from mem0.llms.base import LLMBase
+
+from .._exceptions import ConfigurationError
+from .bridge import get_bridge
+from .timeline import prepare_extraction, record_extraction
+from .tracing import extract_span
+
+if TYPE_CHECKING:
+    from agentscope.model import ChatResponse
+
+__all__ = [
+    "PROVIDER",
+    "AgentScopeEmbedding",
+    "AgentScopeLLM",
+    "agentscope_config_classes",
+]
+
+PROVIDER = "agentscope"
+"""The provider name the adapters are registered under in mem0's factories."""
+
+
+class AgentScopeLLM(LLMBase):
+    """mem0 LLM whose calls go to an AgentScope ``ChatModelBase``.
+
+    Put the model in the config: ``{"model": chat_model}``.
+    """
+
+    timeout: float | None = 120.0
+    """Seconds one extraction call may take before it is abandoned."""
+
+    def __init__(self, config: BaseLlmConfig | dict[str, Any] | None = None) -> None:
+        super().__init__(config)
+        model = self.config.model
+        if not isinstance(model, ChatModelBase):
+            raise ConfigurationError(
+                "AgentScopeLLM needs an agentscope ChatModelBase as config['model'],"
+                f" got {type(model).__name__}"
+            )
+        self.model: ChatModelBase = model
+
+    def generate_response(
+        self,
+        messages: list[dict[str, Any]],
+        response_format: Any | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str = "auto",
+    ) -> str | dict[str, Any]:
+        """Answer mem0's prompt with the AgentScope model.
+
+        Returns:
+            The reply text, or ``{"content", "tool_calls"}`` when ``tools`` were
+            given.
+        """
+        messages = prepare_extraction(messages)  # the write's said date, event dates
+        msgs = to_agentscope_messages(messages)
+        if not msgs:
+            raise ValueError("mem0 sent no system, user or assistant message to the chat model")
+        with extract_span(self.model, messages, tools=bool(tools)) as span:
+            response = get_bridge().run(
+                _final_response(self.model, msgs, tools), timeout=self.timeout
+            )
+            answer = flatten_response(response, with_tools=bool(tools))
+            text = answer if isinstance(answer, str) else str(answer.get("content") or "")
+            span.set(response_chars=len(text))
+            span.set_text("response", text)
+        record_extraction(answer)
+        return answer
+
+
+def to_agentscope_messages(messages: list[dict[str, Any]]) -> list[Msg]:
+    """Turn OpenAI-style message dicts into AgentScope messages.
+
+    Roles other than system, user and assistant (tool results, say) are dropped.
+    """
+    builders: dict[str, Callable[..., Msg]] = {
+        "system": SystemMsg,
+        "user": UserMsg,
+        "assistant": AssistantMsg,
+    }
+    out: list[Msg] = []
+    for message in messages:
+        build = builders.get(str(message.get("role")))
+        if build is None:
+            continue
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False)
+        out.append(build(name=str(message.get("role")), content=content))
+    return out
+
+
+async def _final_response(
+    model: ChatModelBase, messages: list[Msg], tools: list[dict[str, Any]] | None
+) -> ChatResponse:
+    result = await model(messages, tools=tools)
+    if not isinstance(result, AsyncGenerator):
+        return result
+    last: ChatResponse | None = None
+    async for chunk in result:
+        last = chunk
+    if last is None:
+        raise RuntimeError(f"chat model {model.model!r} streamed no response")
+    return last
+
+
+def flatten_response(response: ChatResponse, *, with_tools: bool) -> str | dict[str, Any]:
+    """Reduce a ``ChatResponse`` to the text (and tool calls) mem0 parses.
+
+    Thinking blocks are left out: mem0 parses the text as JSON.
+    """
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in response.content or []:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block.text or "")  # type: ignore[union-attr]
+        elif kind == "tool_call":
+            raw = block.input or "{}"  # type: ignore[union-attr]
+            try:
+                arguments: Any = json.loads(raw)
+            except (TypeError, json.JSONDecodeError):
+                arguments = raw
+            calls.append({"name": block.name, "arguments": arguments})  # type: ignore[union-attr]
+    text = "".join(texts)
+    if with_tools:
+        return {"content": text, "tool_calls": calls}
+    return text
+
+
+class AgentScopeEmbedding(EmbeddingBase):
+    """mem0 embedder whose calls go to an AgentScope ``EmbeddingModelBase``.
+
+    Put the model in the config: ``{"model": embedding_model}``.
+
+    Two optional methods of the model are used when it has them:
+    ``embed_blocking(texts, memory_action) -> list[list[float]]`` is called
+    directly in mem0's worker thread instead of running the model's coroutine
+    through the bridge (for models that compute in-process, like the offline
+    e5), and ``warm()`` is called once at construction, so that loading the
+    model does not fall on the first search.
+    """
+
+    timeout: float | None = 60.0
+    """Seconds one embedding call may take before it is abandoned."""
+
+    def __init__(self, config: BaseEmbedderConfig | dict[str, Any] | None = None) -> None:
+        # mem0 2.2 hands EmbeddingBase a BaseEmbedderConfig, but users may pass
+        # a dict as they do for LLMBase.
+        if isinstance(config, dict):
+            config = BaseEmbedderConfig(**config)
+        super().__init__(config)
+        model = self.config.model
+        if not isinstance(model, EmbeddingModelBase):
+            raise ConfigurationError(
+                "AgentScopeEmbedding needs an agentscope EmbeddingModelBase as "
+                f"config['model'], got {type(model).__name__}"
+            )
+        self.model: EmbeddingModelBase = model
+        warm = getattr(model, "warm", None)
+        if callable(warm):
+            warm()
+
+    def embed(self, text: Any, memory_action: str | None = None) -> list[float]:
+        """Embed one text (mem0 sometimes passes a list; the first vector wins)."""
+        texts = [text] if isinstance(text, str) else [str(t) for t in text]
+        return self._embed(texts, memory_action)[0]
+
+    def embed_batch(self, texts: list[str], memory_action: str = "add") -> list[list[float]]:
+        """Embed many texts in one model call."""
+        if not texts:
+            return []
+        return self._embed(list(texts), memory_action)
+
+    def _embed(self, texts: list[str], memory_action: str | None) -> list[list[float]]:
+        blocking = getattr(self.model, "embed_blocking", None)
+        if callable(blocking):
+            # A synchronous model (the offline e5) runs right here in mem0's
+            # worker thread: no event loop, no second thread to wait for.
+            vectors = [list(map(float, v)) for v in blocking(texts, memory_action)]
+        else:
+            kwargs: dict[str, Any] = {}
+            if getattr(self.model, "accepts_memory_action", False):
+                # Models that embed queries and passages differently (e5) learn
+                # which one mem0 is asking for.
+                kwargs["memory_action"] = memory_action
+            response = get_bridge().run(self.model(texts, **kwargs), timeout=self.timeout)
+            vectors = [list(map(float, v)) for v in response.embeddings]
+        if len(vectors) != len(texts):
+            raise RuntimeError(
+                f"embedding model {self.model.model!r} returned {len(vectors)} "
+                f"vectors for {len(texts)} texts"
+            )
+        return vectors
+
+
+_registered = threading.Lock()
+_config_classes: tuple[type, type] | None = None
+
+
+def agentscope_config_classes() -> tuple[type, type]:
+    """``LlmConfig`` / ``EmbedderConfig`` subclasses that accept only our provider.
+
+    mem0's own classes keep their whitelist: a ``MemoryConfig`` built without
+    this helper and naming ``"agentscope"`` is still rejected.
+    """
+    global _config_classes
+    with _registered:
+        if _config_classes is not None:
+            return _config_classes
+        from mem0.embeddings.configs import EmbedderConfig
+        from mem0.llms.configs import LlmConfig
+        from mem0.utils.factory import EmbedderFactory, LlmFactory
+        from pydantic import field_validator
+
+        def only_ours(kind: str) -> Any:
+            def validate_config(cls: type, v: Any, info: Any) -> Any:
+                provider = info.data.get("provider")
+                if provider != PROVIDER:
+                    raise ValueError(f"Unsupported {kind} provider: {provider}")
+                return v
+
+            return field_validator("config")(classmethod(validate_config))
+
+        class AgentScopeLlmConfig(LlmConfig):
+            validate_config = only_ours("LLM")
+
+        class AgentScopeEmbedderConfig(EmbedderConfig):
+            validate_config = only_ours("embedding")
+
+        LlmFactory.provider_to_class[PROVIDER] = (
+            f"{__name__}.AgentScopeLLM",
+            BaseLlmConfig,
+        )
+        EmbedderFactory.provider_to_class[PROVIDER] = f"{__name__}.AgentScopeEmbedding"
+        _config_classes = (AgentScopeLlmConfig, AgentScopeEmbedderConfig)
+        return _config_classes

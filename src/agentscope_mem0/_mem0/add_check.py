@@ -1,0 +1,141 @@
+"""Tell "nothing worth keeping" from "mem0 swallowed a failure" in one ``add``.
+
+mem0 2.2's ``AsyncMemory.add`` logs and swallows two failures, returning
+fewer memories (or none) as if the model had found nothing: an extraction
+answer it cannot parse (prose, truncated JSON) and a fact whose embedding
+fails. To see them, the writer runs each ``add`` inside :func:`watch_add`,
+which records, for that call only (a context variable, which mem0's worker
+threads inherit through ``asyncio.to_thread``), the extraction answers the
+client's LLM returned and the embedding calls that raised. Whatever LLM or
+embedder provider the client uses, the check is the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._exceptions import ExtractionFailedError
+
+__all__ = ["AddWatch", "watch_add"]
+
+_CURRENT: ContextVar[AddWatch | None] = ContextVar("agentscope_mem0_add_watch", default=None)
+_MARK = "_agentscope_mem0_watched"
+_INSTALL_LOCK = threading.Lock()
+
+
+@dataclass
+class AddWatch:
+    """What happened inside one mem0 ``add`` call."""
+
+    answers: list[Any] = field(default_factory=list)
+    """The LLM's extraction answers (JSON-mode calls)."""
+    embed_errors: dict[str, str] = field(default_factory=dict)
+    """Facts whose embedding raised and never succeeded since, with the error.
+
+    mem0 retries a failed batch one text at a time, so a later success of the
+    same text clears it."""
+
+    def failure(self) -> str | None:
+        """Why this ``add`` did not store what it should have, or ``None``."""
+        for answer in self.answers:
+            problem = _unparseable(answer)
+            if problem is not None:
+                return problem
+        if self.embed_errors:
+            return (
+                f"embedding {len(self.embed_errors)} extracted fact(s) failed inside mem0's "
+                f"add ({next(iter(self.embed_errors.values()))}); mem0 skipped them"
+            )
+        return None
+
+    def raise_if_failed(self) -> None:
+        """Raise :class:`ExtractionFailedError` when :meth:`failure` found something."""
+        problem = self.failure()
+        if problem is not None:
+            raise ExtractionFailedError(problem)
+
+
+def _unparseable(answer: Any) -> str | None:
+    """Why mem0 could not read ``answer`` as its extraction JSON, or ``None``."""
+    from mem0.memory.utils import extract_json, remove_code_blocks
+
+    if not isinstance(answer, str):
+        return f"the model's extraction answer is a {type(answer).__name__}, not text"
+    text = remove_code_blocks(answer)
+    if not text or not text.strip():
+        return None  # mem0 2.2 reads an empty answer as "no memories" too
+    try:
+        try:
+            parsed = json.loads(text, strict=False)
+        except json.JSONDecodeError:
+            parsed = json.loads(extract_json(text), strict=False)
+    except (ValueError, TypeError):
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("memory", None), list):
+        return None
+    shown = " ".join(answer.split())
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return (
+        "the model's extraction answer is not mem0's JSON "
+        f'{{"memory": [...]}} (mem0 would keep nothing): {shown!r}'
+    )
+
+
+def _install(client: Any) -> None:
+    """Wrap the client's LLM and embedder once so that watched calls are seen."""
+    llm = getattr(client, "llm", None)
+    embedder = getattr(client, "embedding_model", None)
+    with _INSTALL_LOCK:
+        if llm is not None and not getattr(llm, _MARK, False):
+            llm.generate_response = _watch_answers(llm.generate_response)
+            setattr(llm, _MARK, True)
+        if embedder is not None and not getattr(embedder, _MARK, False):
+            embedder.embed = _watch_embeds(embedder.embed)
+            setattr(embedder, _MARK, True)
+
+
+def _watch_answers(generate: Callable[..., Any]) -> Callable[..., Any]:
+    def generate_response(*args: Any, **kwargs: Any) -> Any:
+        answer = generate(*args, **kwargs)
+        watch = _CURRENT.get()
+        fmt = kwargs.get("response_format")
+        if watch is not None and isinstance(fmt, dict) and fmt.get("type") == "json_object":
+            watch.answers.append(answer)
+        return answer
+
+    return generate_response
+
+
+def _watch_embeds(embed: Callable[..., Any]) -> Callable[..., Any]:
+    def watched_embed(text: Any, memory_action: str | None = None, *rest: Any, **kw: Any) -> Any:
+        watch = _CURRENT.get() if memory_action == "add" else None
+        try:
+            vector = embed(text, memory_action, *rest, **kw)
+        except Exception as exc:
+            if watch is not None:
+                watch.embed_errors[str(text)] = f"{type(exc).__name__}: {exc}"
+            raise
+        if watch is not None:
+            watch.embed_errors.pop(str(text), None)
+        return vector
+
+    return watched_embed
+
+
+@contextlib.contextmanager
+def watch_add(client: Any) -> Iterator[AddWatch]:
+    """Record what the LLM and embedder of ``client`` do during the ``with`` block."""
+    with contextlib.suppress(AttributeError, TypeError):  # a client we cannot wrap: no watch
+        _install(client)
+    watch = AddWatch()
+    token = _CURRENT.set(watch)
+    try:
+        yield watch
+    finally:
+        _CURRENT.reset(token)

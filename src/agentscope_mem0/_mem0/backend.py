@@ -1,0 +1,362 @@
+"""The one door to mem0: every call of a mem0 client goes through
+:class:`Mem0Backend`, which scopes it, normalises its answer and maps mem0's
+errors to the package's own in one place (:meth:`Mem0Backend._call`, with
+the retry policy of :func:`._mem0_errors.classify_error`).
+
+Building a client is :mod:`._clients`' job; turning a scope into mem0's ids is
+:func:`._scope.mem0_ids`'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from datetime import UTC, datetime
+from typing import Any
+
+from .._exceptions import (
+    BackendError,
+    ConfigurationError,
+    PermanentBackendError,
+    TransientBackendError,
+)
+from .._scope import Scope, is_hosted, mem0_ids
+from .bridge import caller_loop_scope, get_lanes
+from .dates import iso
+from .errors import classify_error, http_status
+from .hits import MemoryHit, entries_of, normalise_hits, results_of
+from .timeline import (
+    SUPERSEDED_BY,
+    SUPERSEDES,
+    VALID_UNTIL,
+    annotate_results,
+    read_current,
+    take_said_at,
+    write_metadata,
+    write_time,
+)
+
+__all__ = ["Mem0Backend", "MemoryHit", "normalise_hits"]
+
+logger = logging.getLogger(__name__)
+
+
+class Mem0Backend:
+    """Scoped, normalised access to one async mem0 client.
+
+    The only code of the package that calls the client's methods. A failure
+    surfaces as :class:`TransientBackendError` (retrying may help) or
+    :class:`PermanentBackendError`, raised from mem0's own error.
+
+    Args:
+        client: A ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` (or an
+            object of the same shape); see :func:`._clients.resolve_client`.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.hosted = is_hosted(client)
+        # mem0's own AsyncMemory blocks worker threads on model calls: it runs
+        # on this package's lanes, off the agent loop's executor (see _bridge).
+        self._on_lanes = _is_oss_memory(client)
+
+    def read_filters(self, scope: Scope) -> dict[str, str]:
+        """The filters that read ``scope``'s memories from this client."""
+        return mem0_ids(scope, hosted=self.hosted, reading=True)
+
+    # -- reads ----------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        scope: Scope,
+        *,
+        top_k: int,
+        threshold: float | None = None,
+        include_superseded: bool = False,
+    ) -> list[MemoryHit]:
+        """The memories of ``scope`` most related to ``query``, best first.
+
+        Memories a newer one superseded are left out unless ``include_superseded``.
+        """
+
+        async def fetch(n: int) -> list[MemoryHit]:
+            return normalise_hits(await self.search_raw(query, scope, top_k=n, threshold=threshold))
+
+        return await read_current(fetch, top_k, include_superseded=include_superseded)
+
+    async def search_raw(
+        self,
+        query: str,
+        scope: Scope,
+        *,
+        top_k: int,
+        threshold: float | None = None,
+    ) -> list[Any]:
+        """Like :meth:`search`, but mem0's result entries as they came."""
+        kwargs: dict[str, Any] = {"filters": self.read_filters(scope), "top_k": top_k}
+        if threshold is not None:
+            kwargs["threshold"] = threshold
+        return results_of(await self._call("search", query, **kwargs))
+
+    async def get_all(
+        self, scope: Scope, *, limit: int, include_superseded: bool = False
+    ) -> list[MemoryHit]:
+        """Up to ``limit`` memories of ``scope``, in mem0's order.
+
+        Memories a newer one superseded are left out unless ``include_superseded``.
+        """
+        filters = self.read_filters(scope)
+
+        async def fetch(n: int) -> list[MemoryHit]:
+            return normalise_hits(await self._call("get_all", filters=filters, top_k=n))
+
+        return await read_current(fetch, limit, include_superseded=include_superseded)
+
+    async def get_all_raw(
+        self,
+        scope: Scope,
+        *,
+        limit: int,
+        where: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` of mem0's entries for ``scope``, as they came.
+
+        Args:
+            scope: Whose memories.
+            limit: Entries at most.
+            where: More filter conditions (metadata fields) for mem0.
+        """
+        filters = {**self.read_filters(scope), **(where or {})}
+        return entries_of(await self._call("get_all", filters=filters, top_k=limit))
+
+    async def get_page(self, scope: Scope, *, page: int, page_size: int) -> tuple[list[Any], bool]:
+        """One page of the hosted platform's listing of ``scope``.
+
+        Returns:
+            The page's entries and whether another page follows.
+        """
+        raw = await self._call(
+            "get_all", filters=self.read_filters(scope), page=page, page_size=page_size
+        )
+        return entries_of(raw), bool(isinstance(raw, dict) and raw.get("next"))
+
+    async def get(self, memory_id: str) -> dict[str, Any] | None:
+        """One memory by id as mem0 returned it, or ``None`` when there is none."""
+        try:
+            raw = await self._call("get", memory_id)
+        except BackendError as exc:
+            cause = exc.__cause__
+            if (
+                http_status(exc) == 404
+                or "notfound" in type(cause).__name__.lower()
+                or "404" in str(exc)
+            ):
+                return None
+            raise
+        return raw if isinstance(raw, dict) and raw else None
+
+    async def history(self, memory_id: str) -> list[dict[str, Any]]:
+        """mem0's change history of one memory, oldest first."""
+        raw = await self._call("history", memory_id)
+        return [entry for entry in raw or [] if isinstance(entry, dict)]
+
+    # -- writes ---------------------------------------------------------------
+
+    async def add(
+        self,
+        messages: list[dict[str, str]],
+        scope: Scope,
+        *,
+        infer: bool = True,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Store ``messages`` in ``scope``; returns mem0's result entries.
+
+        A message may carry when it was said (:data:`._time.MESSAGE_SAID_AT`,
+        default now): it is taken out of the messages, stored as the memories'
+        ``said_at``/``valid_from`` and given to the extraction as its date.
+        """
+        messages, said_at = take_said_at(messages)
+        said_at = said_at or iso(datetime.now(UTC))
+        kwargs: dict[str, Any] = mem0_ids(scope, hosted=self.hosted)
+        if not infer:
+            kwargs["infer"] = False
+        kwargs["metadata"] = {**write_metadata(said_at, hosted=self.hosted), **(metadata or {})}
+        with write_time(said_at) as when:
+            results = entries_of(await self._call("add", messages, **kwargs))
+        annotate_results(results, when, said_at)
+        return results
+
+    async def update_metadata(self, memory_id: str, changes: dict[str, Any]) -> bool:
+        """Set metadata fields of one memory, leaving its text, vector and dates alone.
+
+        A ``None`` value clears a field. mem0's own ``update`` would re-embed
+        the text and move ``updated_at`` (mem0 2.2), so the OSS client's vector
+        store is updated directly; the hosted platform gets ``update(metadata=)``.
+
+        Returns:
+            False when the memory is gone.
+        """
+        if self.hosted:
+            await self._call("update", memory_id, metadata=changes)
+            return True
+        store = getattr(self.client, "vector_store", None)
+        if store is None:
+            raise PermanentBackendError(f"{type(self.client).__name__} has no vector_store")
+        with caller_loop_scope():
+            try:
+                point = await asyncio.to_thread(store.get, vector_id=memory_id)
+                if point is None or not isinstance(getattr(point, "payload", None), dict):
+                    return False
+                payload = {**point.payload, **changes}
+                await asyncio.to_thread(store.update, vector_id=memory_id, payload=payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise classify_error(exc)(f"mem0 metadata update failed: {exc}") from exc
+        return True
+
+    async def delete(self, memory_id: str) -> bool:
+        """Delete one memory; ``False`` when it was gone already.
+
+        The memories it superseded become current again (see :mod:`._time`).
+        """
+        await self._release_superseded(memory_id)
+        try:
+            await self._call("delete", memory_id)
+        except PermanentBackendError as exc:
+            if "not found" in str(exc.__cause__).lower() or http_status(exc) == 404:
+                return False
+            raise
+        return True
+
+    async def _release_superseded(self, memory_id: str) -> int:
+        """Make current again the memories that ``memory_id`` superseded.
+
+        Called before ``memory_id`` is deleted; only memories whose
+        ``superseded_by`` still names it change.
+
+        Returns:
+            How many memories became current again.
+        """
+        entry = await self.get(memory_id)
+        metadata = entry.get("metadata") if entry else None
+        if not isinstance(metadata, dict):
+            return 0
+        released = 0
+        for old_id in _ids(metadata.get(SUPERSEDES)):
+            old = await self.get(old_id)
+            old_meta = old.get("metadata") if old else None
+            if isinstance(old_meta, dict) and old_meta.get(SUPERSEDED_BY) == memory_id:
+                await self.update_metadata(old_id, {SUPERSEDED_BY: None, VALID_UNTIL: None})
+                released += 1
+        if released:
+            logger.info(
+                "memory %s is forgotten: %d memories it replaced are current again",
+                memory_id,
+                released,
+            )
+        return released
+
+    async def delete_all(self, scope: Scope) -> None:
+        """Delete every memory of ``scope``."""
+        await self._call("delete_all", **mem0_ids(scope, hosted=self.hosted))
+
+    async def delete_batch(
+        self,
+        scope: Scope,
+        field: str,
+        key: str,
+        *,
+        timeout: float | None = None,
+        rounds: int = 10,
+    ) -> int:
+        """Delete the memories of ``scope`` whose metadata ``field`` is ``key``.
+
+        Only entries that carry the key are deleted, so a store that ignores
+        the metadata filter loses nothing else. The writer undoes a write that
+        was interrupted mid-call with it.
+
+        Args:
+            scope: Whose memories.
+            field: The metadata field.
+            key: Its value.
+            timeout: Seconds each mem0 call may take.
+            rounds: Listings at most (each deletes what it found).
+
+        Returns:
+            How many memories were deleted.
+
+        Raises:
+            PermanentBackendError: This client cannot list or delete by metadata.
+            TransientBackendError: mem0 failed or was late; or memories under
+                the key kept coming back for ``rounds`` listings.
+        """
+        if not callable(getattr(self.client, "get_all", None)) or not callable(
+            getattr(self.client, "delete", None)
+        ):
+            raise PermanentBackendError(f"{type(self.client).__name__} has no get_all/delete")
+        removed = 0
+        for _ in range(rounds):
+            listed = await _within(timeout, self.get_all_raw(scope, limit=100, where={field: key}))
+            mine = [entry["id"] for entry in listed if _carries(entry, field, key)]
+            if not mine:
+                return removed
+            for memory_id in mine:
+                await _within(timeout, self.delete(memory_id))
+                removed += 1
+        raise TransientBackendError(f"memories under {field}={key} keep coming back")
+
+    # -- the door ---------------------------------------------------------------
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the client's method ``name``; mem0's errors become ours."""
+        method = getattr(self.client, name, None)
+        if method is None:
+            raise PermanentBackendError(f"{type(self.client).__name__} has no {name}()")
+        with caller_loop_scope():
+            try:
+                if self._on_lanes:
+                    lane = "read" if name in _READS else "write"
+                    return await get_lanes().run(method(*args, **kwargs), lane=lane)
+                return await method(*args, **kwargs)
+            except (asyncio.CancelledError, ConfigurationError, BackendError):
+                raise
+            except Exception as exc:
+                kind = classify_error(exc)
+                raise kind(f"mem0 {name} failed: {exc}") from exc
+
+
+_READS = frozenset({"search", "get_all", "get", "history"})
+
+
+def _ids(value: Any) -> list[str]:
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str) and v]
+    return []
+
+
+def _is_oss_memory(client: Any) -> bool:
+    try:
+        from mem0 import AsyncMemory
+    except ImportError:  # pragma: no cover - mem0 is a dependency
+        return False
+    return isinstance(client, AsyncMemory)
+
+
+async def _within(timeout: float | None, call: Awaitable[Any]) -> Any:
+    try:
+        return await asyncio.wait_for(call, timeout)
+    except TimeoutError as exc:
+        raise TransientBackendError(f"mem0 took over {timeout} s") from exc
+
+
+def _carries(entry: Any, field: str, key: str) -> bool:
+    if not isinstance(entry, dict) or not entry.get("id"):
+        return False
+    metadata = entry.get("metadata") or {}
+    return entry.get(field) == key or (isinstance(metadata, dict) and metadata.get(field) == key)

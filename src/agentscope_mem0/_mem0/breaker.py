@@ -1,0 +1,219 @@
+"""Keep a failing or slow mem0 from costing every reply its deadline.
+
+:class:`CircuitBreaker` counts consecutive failed calls to mem0 (errors and
+timeouts). After ``threshold`` of them it opens: :meth:`CircuitBreaker.allow`
+answers ``False`` and replies go on without memories, at no cost, for
+``cooldown`` seconds. Then it lets one probe through (half-open): a success
+closes it, a failure opens it for another cool-down.
+
+:class:`LatencyRecorder` keeps the latest durations and reports percentiles.
+
+Both are I/O-free and clock-injectable. The timing and the reporting are
+done by :func:`agentscope_mem0._mem0.bounded.bounded`, the one helper every mem0
+read and tool call goes through; one breaker serves every middleware on the
+same client (service mode shares it through ``ClientState``).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["BreakerState", "CircuitBreaker", "LatencyRecorder"]
+
+logger = logging.getLogger(__name__)
+
+
+class LatencyRecorder:
+    """The latest ``window`` durations, for percentiles.
+
+    Args:
+        window: How many of the most recent durations to keep.
+    """
+
+    def __init__(self, window: int = 1000) -> None:
+        if window < 1:
+            raise ValueError(f"window must be positive, got {window!r}")
+        self._samples: deque[float] = deque(maxlen=window)
+        self._lock = threading.Lock()
+        self.count = 0
+        """Durations recorded since construction (not only those kept)."""
+
+    def record(self, seconds: float) -> None:
+        """Add one duration, in seconds."""
+        with self._lock:
+            self._samples.append(float(seconds))
+            self.count += 1
+
+    def percentile(self, q: float) -> float | None:
+        """The ``q``-th percentile (0–100) of the kept durations, nearest-rank.
+
+        Returns:
+            Seconds, or ``None`` before anything was recorded.
+        """
+        if not 0 <= q <= 100:
+            raise ValueError(f"q must be within 0..100, got {q!r}")
+        with self._lock:
+            ordered = sorted(self._samples)
+        if not ordered:
+            return None
+        rank = max(1, math.ceil(q / 100 * len(ordered)))
+        return ordered[rank - 1]
+
+    def summary(self, prefix: str) -> dict[str, float | int | None]:
+        """``{prefix}_p50``, ``{prefix}_p95`` (seconds) and ``{prefix}_count``."""
+        return {
+            f"{prefix}_p50": self.percentile(50),
+            f"{prefix}_p95": self.percentile(95),
+            f"{prefix}_count": self.count,
+        }
+
+
+class BreakerState(enum.StrEnum):
+    """Where a :class:`CircuitBreaker` stands."""
+
+    CLOSED = "closed"
+    """Searches run."""
+    OPEN = "open"
+    """Searches are skipped until the cool-down ends."""
+    HALF_OPEN = "half_open"
+    """One probe search runs; the others are skipped until it reports."""
+
+
+class CircuitBreaker:
+    """Skips searches for a while after repeated failures, then probes again.
+
+    Thread-safe; one instance may serve several agents.
+
+    Args:
+        threshold: Consecutive failures (errors or timeouts) that open it.
+        cooldown: Seconds it stays open before letting one probe through.
+        clock: Monotonic time source in seconds (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        *,
+        threshold: int = 5,
+        cooldown: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if threshold < 1:
+            raise ValueError(f"threshold must be a positive integer, got {threshold!r}")
+        if cooldown < 0:
+            raise ValueError(f"cooldown must not be negative, got {cooldown!r}")
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state = BreakerState.CLOSED
+        self._consecutive = 0
+        self._opened_at = 0.0
+        self._probe_started: float | None = None
+        self.latency = LatencyRecorder()
+        """Durations of the searches that succeeded."""
+        self._counts = {
+            "searches": 0,
+            "search_hits": 0,
+            "search_failures": 0,
+            "search_timeouts": 0,
+            "searches_skipped": 0,
+            "breaker_opened": 0,
+        }
+
+    @property
+    def state(self) -> BreakerState:
+        """The current state (an open breaker past its cool-down reads half-open)."""
+        with self._lock:
+            if self._state is BreakerState.OPEN and self._cooled_down():
+                return BreakerState.HALF_OPEN
+            return self._state
+
+    def _cooled_down(self) -> bool:
+        return self._clock() - self._opened_at >= self.cooldown
+
+    def allow(self) -> bool:
+        """Whether to run a search now; a ``False`` is counted as skipped.
+
+        In the half-open state only one caller gets ``True`` until it reports
+        back; a probe that never reports (its task was cancelled) is given up
+        after another cool-down.
+        """
+        with self._lock:
+            if self._state is BreakerState.CLOSED:
+                return True
+            now = self._clock()
+            if self._state is BreakerState.OPEN and self._cooled_down():
+                self._state = BreakerState.HALF_OPEN
+                self._probe_started = None
+            if self._state is BreakerState.HALF_OPEN and (
+                self._probe_started is None or now - self._probe_started >= self.cooldown
+            ):
+                self._probe_started = now
+                return True
+            self._counts["searches_skipped"] += 1
+            return False
+
+    def record_success(
+        self, latency: float | None = None, *, hits: int = 0, search: bool = True
+    ) -> None:
+        """Report a call that answered; closes the breaker.
+
+        Args:
+            latency: Seconds the call took.
+            hits: How many memories it returned.
+            search: It was a search (counted, its latency kept); a write only
+                closes the breaker.
+        """
+        with self._lock:
+            if search:
+                self._counts["searches"] += 1
+                self._counts["search_hits"] += hits
+            if self._state is not BreakerState.CLOSED:
+                logger.info("memory search recovered; searching again")
+            self._state = BreakerState.CLOSED
+            self._consecutive = 0
+            self._probe_started = None
+        if latency is not None and search:
+            self.latency.record(latency)
+
+    def record_failure(self, *, timeout: bool = False, search: bool = True) -> None:
+        """Report a call that failed or ran out of time.
+
+        Args:
+            timeout: It hit the deadline rather than raising.
+            search: It was a search (counted); a failed write counts towards
+                opening the breaker all the same.
+        """
+        with self._lock:
+            if search:
+                self._counts["searches"] += 1
+                self._counts["search_timeouts" if timeout else "search_failures"] += 1
+            self._consecutive += 1
+            probe_failed = self._state is BreakerState.HALF_OPEN
+            if probe_failed or (
+                self._state is BreakerState.CLOSED and self._consecutive >= self.threshold
+            ):
+                self._state = BreakerState.OPEN
+                self._opened_at = self._clock()
+                self._probe_started = None
+                self._counts["breaker_opened"] += 1
+                logger.warning(
+                    "memory search failed %d times in a row; skipping searches for %.1f s",
+                    self._consecutive,
+                    self.cooldown,
+                )
+
+    def stats(self) -> dict[str, Any]:
+        """Counters, the state and the search latency percentiles (seconds)."""
+        with self._lock:
+            out: dict[str, Any] = dict(self._counts)
+        out["breaker_state"] = self.state.value
+        out.update(self.latency.summary("search_latency"))
+        return out

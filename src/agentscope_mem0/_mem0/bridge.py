@@ -1,0 +1,285 @@
+"""Run AgentScope's async models from mem0's synchronous adapter calls.
+
+mem0 calls ``LLMBase.generate_response`` and ``EmbeddingBase.embed`` from
+worker threads (``asyncio.to_thread``), several at once. AgentScope models
+are coroutines, and their HTTP clients belong to the event loop that first
+used them. Two rules follow:
+
+* When the call comes from a worker thread that an event loop started on our
+  behalf (the backend marks it with :func:`caller_loop_scope`), the coroutine
+  runs on *that* loop: the one the agent itself runs on. One model instance
+  then serves the agent and mem0 without crossing loops.
+* Otherwise it runs on one process-wide daemon-thread loop, shared by every
+  adapter.
+
+A blocking call made on the very loop that would have to run it can only
+deadlock, so it raises :class:`InvalidStateError` instead.
+
+mem0's ``AsyncMemory`` itself runs on :class:`Mem0Lanes`: two loops of this
+package, one for reads and one for writes, each with its own thread pool.
+mem0 runs every model, embedder and store call in a thread of the running
+loop's default executor (``asyncio.to_thread``); on the agent's loop those
+threads would block waiting for model coroutines that may themselves need
+a thread of that same pool (a DNS lookup, a model using ``to_thread``), and
+a dozen concurrent turns then starve it. On a lane, mem0's threads come from
+the lane's pool, the model coroutines still run on the agent's loop (the
+caller's context travels with the call), and a search never waits for a
+thread held by an extraction call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import contextvars
+import logging
+import os
+import threading
+import time
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+from .._exceptions import BridgeError, BridgeTimeoutError, InvalidStateError
+
+__all__ = ["Bridge", "Mem0Lanes", "caller_loop_scope", "get_bridge", "get_lanes"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_SLICE = 0.5  # seconds between checks that the target loop still runs
+
+_caller_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "agentscope_mem0_caller_loop", default=None
+)
+
+
+@contextlib.contextmanager
+def caller_loop_scope() -> Iterator[None]:
+    """Mark the running loop as the one adapter calls made below should use.
+
+    ``asyncio.to_thread`` copies the context into its worker thread, so mem0's
+    adapter calls inside this scope find the loop and run the model there.
+    """
+    token = _caller_loop.set(asyncio.get_running_loop())
+    try:
+        yield
+    finally:
+        _caller_loop.reset(token)
+
+
+class Bridge:
+    """One daemon thread running an event loop, for coroutines without a home."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def _own_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._closed:
+                raise BridgeError("the bridge was closed; call get_bridge() again")
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever,
+                    name="agentscope-mem0-bridge",
+                    daemon=True,
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _target_loop(self) -> asyncio.AbstractEventLoop:
+        caller = _caller_loop.get()
+        if caller is not None and caller.is_running() and not caller.is_closed():
+            return caller
+        return self._own_loop()
+
+    def run(self, coro: Coroutine[Any, Any, T], *, timeout: float | None) -> T:
+        """Run ``coro`` to completion and return its result, blocking this thread.
+
+        Args:
+            coro: The coroutine to run.
+            timeout: Seconds to wait before cancelling it; ``None`` waits forever.
+
+        Returns:
+            Whatever the coroutine returned; its exception is re-raised here.
+        """
+        try:
+            loop = self._target_loop()
+        except BaseException:
+            coro.close()
+            raise
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise InvalidStateError(
+                "a blocking model call was made on the event loop that would run "
+                "it; call mem0's synchronous API from a worker thread, or use "
+                "mem0.AsyncMemory"
+            )
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                # In slices: a loop that ends meanwhile (asyncio.run returning)
+                # never runs the call, and waiting out the timeout would stall exit.
+                return future.result(_SLICE if left is None else min(left, _SLICE))
+            except concurrent.futures.TimeoutError as exc:
+                if loop.is_closed():
+                    future.cancel()
+                    raise BridgeError("the model call's event loop closed before it ran") from exc
+                if left is not None and left <= _SLICE:
+                    future.cancel()
+                    raise BridgeTimeoutError(
+                        f"model call did not finish within {timeout} s"
+                    ) from exc
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The daemon thread, once a call has needed it."""
+        return self._thread
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop the daemon loop. Idempotent.
+
+        Returns:
+            True when the thread ended within ``timeout`` (or never started).
+        """
+        with self._lock:
+            if self._closed:
+                return True
+            self._closed = True
+            loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return True
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        stopped = not thread.is_alive()
+        if stopped:
+            loop.close()
+        else:
+            logger.warning("bridge thread did not stop within %.1f s", timeout)
+        return stopped
+
+
+_bridge: Bridge | None = None
+_bridge_lock = threading.Lock()
+
+
+def get_bridge() -> Bridge:
+    """The process-wide bridge, created on first use and after a close."""
+    global _bridge
+    with _bridge_lock:
+        if _bridge is None or _bridge._closed:
+            _bridge = Bridge()
+        return _bridge
+
+
+class Mem0Lanes:
+    """Event loops of this package that mem0's coroutines run on, by lane.
+
+    Each lane is a daemon thread running a loop whose default executor is a
+    pool of its own (``workers`` threads), so the threads mem0 blocks in its
+    ``asyncio.to_thread`` calls are never the agent loop's. Reads and writes
+    have separate lanes: threads held by slow extraction calls never delay a
+    search.
+
+    Args:
+        workers: Threads per lane.
+    """
+
+    LANES = ("read", "write")
+
+    def __init__(self, workers: int = 16) -> None:
+        self._workers = workers
+        self._lock = threading.Lock()
+        self._loops: dict[str, asyncio.AbstractEventLoop] = {}
+        self._threads: dict[str, threading.Thread] = {}
+
+    def loop(self, lane: str) -> asyncio.AbstractEventLoop:
+        """The running loop of ``lane``, started on first use."""
+        if lane not in self.LANES:
+            raise ValueError(f"unknown lane {lane!r}; use one of {self.LANES}")
+        with self._lock:
+            loop = self._loops.get(lane)
+            if loop is not None:
+                return loop
+            loop = asyncio.new_event_loop()
+            loop.set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._workers, thread_name_prefix=f"agentscope-mem0-{lane}"
+                )
+            )
+            thread = threading.Thread(
+                target=loop.run_forever, name=f"agentscope-mem0-{lane}-loop", daemon=True
+            )
+            thread.start()
+            self._loops[lane], self._threads[lane] = loop, thread
+            return loop
+
+    async def run(self, coro: Coroutine[Any, Any, T], *, lane: str) -> T:
+        """Await ``coro`` on ``lane``'s loop from the calling loop.
+
+        The caller's context (the loop :func:`caller_loop_scope` marked) goes
+        with it; cancelling the caller cancels ``coro`` on the lane.
+        """
+        try:
+            loop = self.loop(lane)
+        except BaseException:
+            coro.close()
+            raise
+        if asyncio.get_running_loop() is loop:
+            return await coro
+        # run_coroutine_threadsafe creates the task in a copy of this context.
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        return await asyncio.wrap_future(future)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the lanes' loops and pools; later calls start new ones."""
+        with self._lock:
+            loops, threads = dict(self._loops), dict(self._threads)
+            self._loops.clear()
+            self._threads.clear()
+        for lane, loop in loops.items():
+            loop.call_soon_threadsafe(loop.stop)
+            threads[lane].join(timeout)
+            if not threads[lane].is_alive():
+                executor = getattr(loop, "_default_executor", None)
+                loop.close()
+                if executor is not None:
+                    executor.shutdown(wait=False, cancel_futures=True)
+
+    def _forget(self) -> None:
+        # After fork() the child has none of the parent's threads.
+        self._lock = threading.Lock()
+        self._loops.clear()
+        self._threads.clear()
+
+
+_lanes = Mem0Lanes()
+
+
+def get_lanes() -> Mem0Lanes:
+    """The process-wide :class:`Mem0Lanes`."""
+    return _lanes
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    if _bridge is not None:
+        _bridge.close(timeout=1.0)
+    # The lanes are left running: writes stored at exit may still need them,
+    # and their daemon threads end with the interpreter.
+
+
+os.register_at_fork(after_in_child=_lanes._forget)

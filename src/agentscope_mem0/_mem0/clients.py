@@ -1,0 +1,315 @@
+"""Building mem0 clients: from the middleware's keywords, from a config, or on
+the embedded default.
+
+This module depends on :mod:`.local` and :mod:`._adapters`; neither depends
+on it, so building a client never goes round in a circle.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from agentscope.embedding import EmbeddingModelBase
+from agentscope.model import ChatModelBase
+
+from .._exceptions import ConfigurationError, DimensionMismatchError
+from .._sqlite.salvage import check_history_db
+from .adapters import PROVIDER, agentscope_config_classes
+
+if TYPE_CHECKING:
+    from mem0 import AsyncMemory
+    from mem0.configs.base import MemoryConfig
+
+__all__ = [
+    "build_local_memory",
+    "build_mem0_config",
+    "check_dimensions",
+    "check_model_types",
+    "close_memory",
+    "resolve_client",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def check_model_types(chat_model: Any, embedding_model: Any) -> None:
+    """Raise a clear error when a model given is not an AgentScope model of its kind."""
+    if chat_model is not None and not isinstance(chat_model, ChatModelBase):
+        raise ConfigurationError(
+            f"chat_model must be an agentscope ChatModelBase, got {type(chat_model).__name__}"
+        )
+    if embedding_model is not None and not isinstance(embedding_model, EmbeddingModelBase):
+        raise ConfigurationError(
+            "embedding_model must be an agentscope EmbeddingModelBase, got "
+            f"{type(embedding_model).__name__}"
+        )
+
+
+def check_dimensions(config: MemoryConfig, dims: int) -> None:
+    """Make the vector store's size agree with the embedder's.
+
+    An unset ``embedding_model_dims`` takes the embedder's size (mem0 2.2
+    would otherwise silently assume 1536); a different explicit value is an
+    error.
+    """
+    store = config.vector_store.config
+    if store is None or not hasattr(store, "embedding_model_dims"):
+        return
+    explicit = "embedding_model_dims" in getattr(store, "model_fields_set", set())
+    if not explicit:
+        store.embedding_model_dims = dims
+    elif store.embedding_model_dims != dims:
+        raise DimensionMismatchError(
+            f"the embedding model makes {dims}-dimensional vectors but the vector "
+            f"store is configured for {store.embedding_model_dims}; set "
+            f"vector_store.config.embedding_model_dims={dims} or use a matching "
+            "embedding model (an existing collection must be recreated to change size)"
+        )
+
+
+def build_mem0_config(
+    *,
+    chat_model: ChatModelBase | None = None,
+    embedding_model: EmbeddingModelBase | None = None,
+    mem0_config: MemoryConfig | dict[str, Any] | None = None,
+) -> MemoryConfig:
+    """Build a mem0 ``MemoryConfig`` whose LLM and embedder are AgentScope models.
+
+    Without ``mem0_config`` the vector store is the embedded default: a local
+    Qdrant and a history database in the data folder (see
+    :func:`agentscope_mem0.local.data_dir`), sized to the embedding model.
+    With ``mem0_config`` only the ``llm`` and ``embedder`` slots of a copy are
+    replaced; vector store, history database, reranker and the rest are kept.
+
+    Args:
+        chat_model: The model mem0 extracts memories with.
+        embedding_model: The model mem0 embeds memories with.
+        mem0_config: A ``MemoryConfig`` (or its dict form) to start from.
+
+    Returns:
+        The config, ready for ``mem0.AsyncMemory(config=...)``.
+
+    Raises:
+        ConfigurationError: A model is missing or has the wrong type.
+        DimensionMismatchError: The embedding model's ``dimensions`` differ
+            from the vector store's ``embedding_model_dims``.
+    """
+    from mem0.configs.base import MemoryConfig
+
+    from ..local import (
+        embedded_store_config,
+        history_db_path,
+        memory_config_from,
+        share_local_qdrant,
+    )
+    from ..local._folder import prepare_history_db
+
+    check_model_types(chat_model, embedding_model)
+    llm_cls, embedder_cls = agentscope_config_classes()
+
+    if mem0_config is None:
+        if chat_model is None or embedding_model is None:
+            raise ConfigurationError(
+                "build_mem0_config needs both chat_model and embedding_model "
+                "when no mem0_config is given"
+            )
+        config = memory_config_from(embedded_store_config(dims=embedding_model.dimensions))
+    elif isinstance(mem0_config, dict):
+        base = {
+            k: v
+            for k, v in mem0_config.items()
+            if not (k == "llm" and chat_model) and not (k == "embedder" and embedding_model)
+        }
+        config = memory_config_from(base)
+    elif isinstance(mem0_config, MemoryConfig):
+        # Two levels of copy: the slots and the store's size are set below and
+        # the caller's object must not change.
+        store = mem0_config.vector_store
+        config = mem0_config.model_copy(
+            update={"vector_store": store.model_copy(update={"config": _copy(store.config)})}
+        )
+    else:
+        raise ConfigurationError(
+            f"mem0_config must be a mem0 MemoryConfig or a dict, got {type(mem0_config).__name__}"
+        )
+
+    if chat_model is not None:
+        config.llm = llm_cls(provider=PROVIDER, config={"model": chat_model})
+    if embedding_model is not None:
+        config.embedder = embedder_cls(provider=PROVIDER, config={"model": embedding_model})
+        check_dimensions(config, embedding_model.dimensions)
+    if "history_db_path" not in config.model_fields_set:
+        # mem0 would fall back to its global ~/.mem0; keep history in our folder.
+        config.history_db_path = str(history_db_path())
+        prepare_history_db(config.history_db_path)
+    elif config.history_db_path not in ("", ":memory:"):
+        check_history_db(config.history_db_path)  # damaged: moved aside, not a raw error
+    return share_local_qdrant(config)
+
+
+def _copy(value: Any) -> Any:
+    return value.model_copy() if hasattr(value, "model_copy") else value
+
+
+def build_local_memory(
+    chat_model: ChatModelBase,
+    *,
+    embedding_model: EmbeddingModelBase | None = None,
+    folder: str | os.PathLike[str] | None = None,
+) -> AsyncMemory:
+    """A mem0 ``AsyncMemory`` on the embedded store, with no server and no key.
+
+    Args:
+        chat_model: The AgentScope model mem0 extracts memories with.
+        embedding_model: The AgentScope model mem0 embeds with; by default the
+            offline embedder of ``agentscope-mem0[local]``.
+        folder: The data folder (see :func:`~agentscope_mem0.local.data_dir`).
+
+    Returns:
+        The client; it shares the folder's Qdrant client with every other one
+        built in this process.
+
+    Raises:
+        ConfigurationError: A model is missing or has the wrong type.
+        StoreLockedError: Another process holds the folder.
+        DimensionMismatchError: The folder holds vectors of another size.
+    """
+    from mem0 import AsyncMemory
+
+    from ..local import embedded_store_config, install_keyword_encoder
+    from ..local._folder import set_busy_timeout
+
+    if not isinstance(chat_model, ChatModelBase):
+        raise ConfigurationError(
+            "build_local_memory needs an agentscope ChatModelBase for extraction, got "
+            f"{type(chat_model).__name__}"
+        )
+    if embedding_model is None:
+        embedding_model = _default_embedding_model()
+    check_model_types(None, embedding_model)
+    store = embedded_store_config(dims=embedding_model.dimensions, folder=folder)
+    config = build_mem0_config(
+        chat_model=chat_model, embedding_model=embedding_model, mem0_config=store
+    )
+    memory = AsyncMemory(config=config)
+    # mem0's hybrid search needs a keyword encoder before the first write,
+    # or the memories stored meanwhile have no keyword vector.
+    install_keyword_encoder(memory)
+    # mem0 2.2 opens its history connection with sqlite3's 5 s default wait.
+    set_busy_timeout(memory.db.connection)
+    return memory
+
+
+def _default_embedding_model() -> EmbeddingModelBase:
+    try:
+        from ..local._embedder import default_embedding_model
+    except ModuleNotFoundError as exc:
+        raise ConfigurationError(
+            "no embedding_model was given and the offline default is unavailable "
+            f"({exc}); install agentscope-mem0[local] or pass embedding_model=..."
+        ) from exc
+    model: EmbeddingModelBase = default_embedding_model()
+    return model
+
+
+def _is_async(method: Any) -> bool:
+    # mem0's hosted client hides ``async def`` behind a plain functools.wraps
+    # decorator; unwrap before asking.
+    return method is not None and inspect.iscoroutinefunction(inspect.unwrap(method))
+
+
+def resolve_client(
+    *,
+    client: Any,
+    chat_model: ChatModelBase | None,
+    embedding_model: EmbeddingModelBase | None,
+    mem0_config: Any,
+) -> Any:
+    """Pick or build the async mem0 client from the constructor's keywords.
+
+    Returns:
+        The client.
+
+    Raises:
+        ConfigurationError: Nothing to build a client from, or only one model.
+        TypeError: The client is synchronous.
+    """
+    if client is not None:
+        ignored = [
+            name
+            for name, value in (
+                ("chat_model", chat_model),
+                ("embedding_model", embedding_model),
+                ("mem0_config", mem0_config),
+            )
+            if value is not None
+        ]
+        if ignored:
+            logger.warning(
+                "a mem0 client was given, so these arguments are ignored: %s; "
+                "configure the client itself instead",
+                ", ".join(ignored),
+            )
+    else:
+        if mem0_config is None and chat_model is None and embedding_model is None:
+            raise ConfigurationError(
+                "Mem0Middleware needs a mem0 backend: pass `client` (an "
+                "AsyncMemory or AsyncMemoryClient), or `chat_model` and "
+                "`embedding_model` (optionally with `mem0_config`), or a "
+                "complete `mem0_config`"
+            )
+        if mem0_config is None and (chat_model is None) != (embedding_model is None):
+            missing = "embedding_model" if embedding_model is None else "chat_model"
+            raise ConfigurationError(
+                f"`{missing}` is missing: without `mem0_config`, pass both "
+                "`chat_model` and `embedding_model`"
+            )
+        if mem0_config is None:
+            assert chat_model is not None
+            client = build_local_memory(chat_model, embedding_model=embedding_model)
+        else:
+            from mem0 import AsyncMemory
+
+            config = build_mem0_config(
+                chat_model=chat_model,
+                embedding_model=embedding_model,
+                mem0_config=mem0_config,
+            )
+            client = AsyncMemory(config=config)
+
+    if not (_is_async(getattr(client, "search", None)) and _is_async(getattr(client, "add", None))):
+        raise TypeError(
+            f"{type(client).__name__} is synchronous; Mem0Middleware needs an "
+            "async mem0 client: mem0.AsyncMemory or mem0.AsyncMemoryClient"
+        )
+    return client
+
+
+def close_memory(client: Any) -> None:
+    """Release what building ``client`` opened; the one way a client is closed.
+
+    That is mem0's history database and, when mem0 opened the vector store
+    itself (from a path, a url or a connection string), that store's client
+    or connection pool (an embedded Qdrant holds its folder lock). A store
+    client handed in through the config is left open: it may be shared (the
+    embedded default's is; :func:`agentscope_mem0.local.close_shared_clients`
+    releases it). Failures are logged, never raised.
+    """
+    closers = [getattr(client, "close", None)]
+    store_config = getattr(
+        getattr(getattr(client, "config", None), "vector_store", None), "config", None
+    )
+    if getattr(store_config, "client", None) is None:
+        store = getattr(client, "vector_store", None)
+        closers.append(getattr(getattr(store, "connection_pool", None), "close", None))
+        closers.append(getattr(getattr(store, "client", None), "close", None))
+    for close in closers:
+        if not callable(close):
+            continue
+        try:
+            close()
+        except Exception as exc:
+            logger.warning("closing the mem0 client: %s", exc)

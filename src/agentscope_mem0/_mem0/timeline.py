@@ -1,0 +1,342 @@
+"""Memory that knows time: when a memory was said, when it happened, how long it held.
+
+Every memory this package writes carries, in mem0's metadata:
+
+* ``said_at`` / ``valid_from``: when the exchange it came from was said (the
+  write's ``said_at``, by default the moment it was queued);
+* ``event_date``: when the event it tells of happened, when the text gave one
+  ("last month", "in 2019"), resolved against ``said_at`` by the extraction;
+
+and, once the time judgement (:mod:`._judge`) found that a newer memory
+changes it:
+
+* ``valid_until`` / ``superseded_by``: on a memory no longer true, the time
+  and id of the memory that replaced it; ``supersedes`` on the newer one
+  lists the ids it replaced (so forgetting it can undo that);
+* ``extends``: on a memory that adds detail to an older one, that one's id.
+
+A superseded memory is kept; reads leave it out unless asked for it.
+
+The said time travels with a queued write inside its message dicts
+(:data:`MESSAGE_SAID_AT`), so it survives the outbox and a restart; the
+backend takes it out before mem0 sees the messages. While mem0 extracts, a
+context variable tells the chat-model adapter the said time, so mem0's
+"Observation Date" is the said date and event dates can be asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from .dates import iso, parse_time
+
+if TYPE_CHECKING:
+    from .hits import MemoryHit
+
+__all__ = [
+    "EVENT_DATE",
+    "EXTENDS",
+    "MESSAGE_SAID_AT",
+    "SAID_AT",
+    "SUPERSEDED_BY",
+    "SUPERSEDES",
+    "TIME_KEYS",
+    "VALID_FROM",
+    "VALID_UNTIL",
+    "WriteTime",
+    "event_date_of",
+    "is_superseded",
+    "prepare_extraction",
+    "read_current",
+    "record_extraction",
+    "rows_said_together",
+    "said_at_of",
+    "stamp_messages",
+    "take_said_at",
+    "time_label",
+    "write_metadata",
+    "write_time",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class _Row(Protocol):
+    @property
+    def batch_key(self) -> str | None: ...
+
+    @property
+    def messages(self) -> Sequence[Mapping[str, Any]]: ...
+
+
+_R = TypeVar("_R", bound=_Row)
+
+
+SAID_AT = "said_at"
+VALID_FROM = "valid_from"
+VALID_UNTIL = "valid_until"
+SUPERSEDED_BY = "superseded_by"
+SUPERSEDES = "supersedes"
+EXTENDS = "extends"
+EVENT_DATE = "event_date"
+TIME_KEYS = (SAID_AT, VALID_FROM, EVENT_DATE, VALID_UNTIL, SUPERSEDED_BY, SUPERSEDES, EXTENDS)
+"""The metadata keys this module owns, in the order they are shown."""
+
+MESSAGE_SAID_AT = "said_at"
+"""Key of a queued message dict holding when it was said (ISO 8601, UTC)."""
+
+
+# -- the said time of a reply -------------------------------------------------------
+
+
+def said_at_of(messages: Any) -> datetime | None:
+    """When the newest of ``messages`` (AgentScope ``Msg``\\ s) was created, if known."""
+    items = messages if isinstance(messages, list) else [messages]
+    times = [parse_time(getattr(m, "created_at", None)) for m in items]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+# -- the said time on a queued write -------------------------------------------------
+
+
+def stamp_messages(
+    messages: Sequence[Mapping[str, Any]], said_at: datetime
+) -> list[dict[str, Any]]:
+    """Copies of ``messages`` carrying ``said_at`` (kept where one is already set)."""
+    stamp = iso(said_at)
+    return [{**m, MESSAGE_SAID_AT: m.get(MESSAGE_SAID_AT) or stamp} for m in messages]
+
+
+def take_said_at(
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], str | None]:
+    """``messages`` without their said times, and the newest of those times."""
+    clean: list[dict[str, Any]] = []
+    newest: datetime | None = None
+    for message in messages:
+        copy = dict(message)
+        said = parse_time(copy.pop(MESSAGE_SAID_AT, None))
+        if said is not None and (newest is None or said > newest):
+            newest = said
+        clean.append(copy)
+    return clean, iso(newest) if newest is not None else None
+
+
+def said_at_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The day (UTC) a queued write was said on, which decides what it may be batched with."""
+    said = take_said_at(messages)[1]
+    return said[:10] if said else None
+
+
+def rows_said_together(rows: Sequence[_R]) -> list[_R]:
+    """The leading ``rows`` of a batch said on the same day as the first.
+
+    mem0 gives one call one observation date and one metadata, so exchanges
+    said on different days go in separate calls (the memories of one call are
+    dated by its newest exchange); a batch sent before (it has a
+    ``batch_key``) stays whole.
+    """
+    if not rows or rows[0].batch_key is not None:
+        return list(rows)
+    first = said_at_key(rows[0].messages)
+    out = [rows[0]]
+    for row in rows[1:]:
+        if said_at_key(row.messages) != first:
+            break
+        out.append(row)
+    return out
+
+
+def write_metadata(said_at: str, *, hosted: bool = False) -> dict[str, Any]:
+    """mem0 metadata for memories said at ``said_at``.
+
+    mem0 2.2 OSS takes ``created_at`` from the metadata when present, so a
+    replayed conversation is dated when it was said; the hosted platform keeps
+    its own dates.
+    """
+    out: dict[str, Any] = {SAID_AT: said_at, VALID_FROM: said_at}
+    if not hosted:
+        out["created_at"] = said_at
+    return out
+
+
+# -- reading a memory's timeline ---------------------------------------------------------
+
+
+def _metadata(hit: MemoryHit) -> Mapping[str, Any]:
+    return hit.metadata or {}
+
+
+def is_superseded(hit: MemoryHit) -> bool:
+    """Whether a newer memory made ``hit`` no longer true."""
+    return bool(_metadata(hit).get(SUPERSEDED_BY))
+
+
+def event_date_of(hit: MemoryHit) -> str | None:
+    """``hit``'s event date (``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``), if it has one."""
+    value = _metadata(hit).get(EVENT_DATE)
+    return value if isinstance(value, str) and _EVENT_DATE.fullmatch(value) else None
+
+
+def valid_until_of(hit: MemoryHit) -> datetime | None:
+    """Since when ``hit`` is no longer true, for a superseded memory."""
+    return parse_time(_metadata(hit).get(VALID_UNTIL)) if is_superseded(hit) else None
+
+
+def overfetch(limit: int) -> int:
+    """Entries to ask mem0 for so that ``limit`` current ones are likely among them."""
+    return limit + max(limit, 5)
+
+
+async def read_current(
+    fetch: Callable[[int], Awaitable[list[MemoryHit]]],
+    limit: int,
+    *,
+    include_superseded: bool = False,
+) -> list[MemoryHit]:
+    """Up to ``limit`` hits from ``fetch(n)``, superseded ones left out unless asked for.
+
+    The first read asks for ``limit``, as a plain search would; only when it
+    returned superseded memories is a larger read made to fill their places.
+    """
+    hits = await fetch(limit)
+    if include_superseded:
+        return hits[:limit]
+    current = [hit for hit in hits if not is_superseded(hit)]
+    if len(current) < len(hits) and len(hits) >= limit:
+        current = [hit for hit in await fetch(overfetch(limit)) if not is_superseded(hit)]
+    return current[:limit]
+
+
+def time_label(hit: MemoryHit) -> str | None:
+    """How a memory is dated in the note: ``2024-03-10``, ``2024-03-10, happened
+    2024-02``, ``2024-01-05, no longer true since 2024-03-10``; ``None`` when undated."""
+    said = parse_time(hit.date) or parse_time(_metadata(hit).get(SAID_AT))
+    if said is None:
+        return None
+    parts = [f"{said:%Y-%m-%d}"]
+    event = event_date_of(hit)
+    if event and not parts[0].startswith(event):
+        parts.append(f"happened {event}")
+    until = valid_until_of(hit)
+    if until is not None:
+        parts.append(f"no longer true since {until:%Y-%m-%d}")
+    elif is_superseded(hit):
+        parts.append("no longer true")
+    return ", ".join(parts)
+
+
+# -- during extraction ------------------------------------------------------------------
+
+
+@dataclass
+class WriteTime:
+    """What the extraction of one write needs to know and found out about time."""
+
+    said_at: datetime
+    event_dates: dict[str, str] = field(default_factory=dict)
+    """Event date per extracted memory text."""
+
+
+_CURRENT: contextvars.ContextVar[WriteTime | None] = contextvars.ContextVar(
+    "agentscope_mem0_write_time", default=None
+)
+
+
+@contextlib.contextmanager
+def write_time(said_at: str | None) -> Iterator[WriteTime]:
+    """Make ``said_at`` the extraction's observation date within the block.
+
+    mem0 runs its LLM call through ``asyncio.to_thread``, which copies the
+    context, so the adapter sees the value and fills :attr:`WriteTime.event_dates`.
+    """
+    moment = parse_time(said_at) or datetime.now(UTC)
+    current = WriteTime(said_at=moment)
+    token = _CURRENT.set(current)
+    try:
+        yield current
+    finally:
+        _CURRENT.reset(token)
+
+
+_EXTRACTION_MARK = "## New Messages"
+_OBSERVATION = re.compile(r"(## Observation Date\n)([^\n]*)")
+_OUTPUT = "# Output:"
+_EVENT_DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
+
+EVENT_DATE_INSTRUCTIONS = (
+    "## Event Dates\n"
+    'Give each memory an "event_date" field when the messages say when the event it '
+    'describes happened or will happen ("last month", "in 2019", "next Friday", '
+    '"on May 3"): resolve it against the Observation Date and write it as YYYY-MM-DD, '
+    "or YYYY-MM / YYYY when only the month or year is known. Leave the field out when "
+    "the messages give no date for the event; the Observation Date itself is not an "
+    "event date."
+)
+"""Appended to mem0's extraction prompt while a write's said time is known."""
+
+
+def prepare_extraction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """mem0's prompt with the said date as its observation date and event dates asked for.
+
+    Prompts other than mem0 2.2's extraction prompt, and calls outside a
+    :func:`write_time` block, pass unchanged.
+    """
+    current = _CURRENT.get()
+    if current is None or not messages:
+        return messages
+    last = messages[-1]
+    content = last.get("content")
+    if last.get("role") != "user" or not isinstance(content, str):
+        return messages
+    if _EXTRACTION_MARK not in content or _OBSERVATION.search(content) is None:
+        return messages
+    said = current.said_at.date().isoformat()
+    content = _OBSERVATION.sub(lambda m: m.group(1) + said, content, count=1)
+    if _OUTPUT in content:
+        head, _, tail = content.rpartition(_OUTPUT)
+        content = f"{head}{EVENT_DATE_INSTRUCTIONS}\n\n{_OUTPUT}{tail}"
+    else:
+        content = f"{content}\n\n{EVENT_DATE_INSTRUCTIONS}"
+    return [*messages[:-1], {**last, "content": content}]
+
+
+def record_extraction(answer: Any) -> None:
+    """Note the event dates in mem0's extraction answer for the current write."""
+    current = _CURRENT.get()
+    if current is None or not isinstance(answer, str) or '"event_date"' not in answer:
+        return
+    text = answer.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        items = json.loads(text, strict=False).get("memory", [])
+    except (ValueError, AttributeError):
+        return
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        memory, when = item.get("text"), item.get("event_date")
+        if isinstance(memory, str) and isinstance(when, str) and _EVENT_DATE.fullmatch(when):
+            current.event_dates[memory] = when
+
+
+def annotate_results(results: list[Any], current: WriteTime, said_at: str | None) -> None:
+    """Add the write's said time and each memory's event date to mem0's results."""
+    for item in results:
+        if not isinstance(item, dict):
+            continue
+        if said_at:
+            item.setdefault(SAID_AT, said_at)
+        when = current.event_dates.get(str(item.get("memory", "")))
+        if when:
+            item.setdefault(EVENT_DATE, when)

@@ -1,0 +1,195 @@
+"""Which memories a turn recalls: the search query and the concurrent reads.
+
+Three recall modes:
+
+* ``"query"``: search mem0 with the turn's query (AgentScope's built-in does
+  this with the user message alone).
+* ``"profile"``: the user's most recent memories, whatever the message says;
+  read with ``get_all`` and cached per scope for a short time, so it also
+  serves turns like "ok, go on" that are too short or vague to search with.
+* ``"full"``: both, profile first, without repeats.
+
+A reply builds its query with :func:`build_query` and reads with
+:func:`retrieve` (see ``_reply.recall_note``); the profile and its cache are
+:mod:`.profile`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from .._mem0.bounded import bounded
+from .._mem0.tracing import skipped_search, traced_search
+from .._options import RecallMode
+from .._scope import Scope
+from .note import dedupe_hits, is_memory_note
+from .profile import ProfileCache, recall_profile
+
+if TYPE_CHECKING:
+    from agentscope.message import Msg
+
+    from .._mem0.backend import Mem0Backend
+    from .._mem0.breaker import CircuitBreaker
+    from .._mem0.hits import MemoryHit
+
+__all__ = ["build_query", "retrieve"]
+
+logger = logging.getLogger(__name__)
+
+_CONTEXT_CHARS = 300
+"""Characters kept of each earlier message in a query: enough to name the
+topic, not so much that a long answer drowns the new question."""
+
+
+# -- the query ------------------------------------------------------------------
+
+
+def build_query(
+    message: str,
+    context: Sequence[Msg],
+    *,
+    turns: int,
+    roles: tuple[str, ...] = ("user", "assistant"),
+) -> str:
+    """The search query for a turn: ``message``, after up to ``turns`` earlier
+    messages of ``context`` (their text; memory notes skipped).
+
+    Args:
+        message: The new user message's text.
+        context: The agent's ``state.context`` before the new message lands.
+        turns: How many earlier messages to carry; 0 is the message alone.
+        roles: Whose earlier messages count.
+    """
+    if turns <= 0:
+        return message
+    earlier: list[str] = []
+    for msg in reversed(context):
+        if len(earlier) >= turns:
+            break
+        if msg.role not in roles or is_memory_note(msg):
+            continue
+        text = (msg.get_text_content() or "").strip()
+        if not text or text == message.strip():
+            continue
+        earlier.append(text[:_CONTEXT_CHARS])
+    return "\n".join([*reversed(earlier), message])
+
+
+# -- one turn ---------------------------------------------------------------------
+
+_T = TypeVar("_T")
+
+
+async def _bounded(
+    what: str,
+    scope: Scope,
+    call: Awaitable[list[_T]],
+    timeout: float | None,
+    breaker: CircuitBreaker | None = None,
+) -> list[_T]:
+    """``await call`` through :func:`bounded`; a failure or timeout is logged and empty."""
+    try:
+        return await bounded(call, timeout=timeout, breaker=breaker, check=False)
+    except TimeoutError:
+        logger.warning(
+            "memory %s for user %s took over %.2f s; replying without it",
+            what,
+            scope.user_id,
+            timeout,
+        )
+    except Exception as exc:
+        logger.warning("memory %s for user %s failed: %s", what, scope.user_id, exc)
+    return []
+
+
+def _searchable(query: str) -> bool:
+    return any(char.isalnum() for char in query)
+
+
+async def retrieve(
+    backend: Mem0Backend,
+    scope: Scope,
+    query: str,
+    *,
+    recall: RecallMode = "query",
+    top_k: int = 5,
+    threshold: float | None = None,
+    profile_cache: ProfileCache | None = None,
+    timeout: float | None = None,
+    breaker: CircuitBreaker | None = None,
+    include_superseded: bool = False,
+) -> list[MemoryHit]:
+    """The memories for one turn, most important first. Never raises.
+
+    Args:
+        backend: Where the memories are.
+        scope: Whose memories.
+        query: The search query (see :func:`build_query`); a query without a
+            letter or digit is not searched.
+        recall: ``"query"``, ``"profile"`` or ``"full"`` (module docstring).
+        top_k: Memories searched for.
+        threshold: Minimum search score; ``None`` leaves it to mem0.
+        profile_cache: Where profiles are cached; ``None`` reads every time.
+        timeout: Seconds each of the search and the profile read may take
+            (they run concurrently); one that fails or is late contributes
+            nothing and is logged.
+        breaker: Skips the turn's reads while open and learns from each
+            read's outcome.
+        include_superseded: Also memories a newer one superseded (the note
+            marks them); the profile is then read past its cache.
+
+    Returns:
+        Profile memories (newest first) then search hits (best first), without
+        repeats; empty when nothing was found or everything failed.
+    """
+    if breaker is not None and not breaker.allow():
+        logger.debug("memory reads skipped for user %s: breaker open", scope.user_id)
+        skipped_search(scope, top_k=top_k, breaker=breaker)
+        return []
+    jobs: list[Awaitable[list[MemoryHit]]] = []
+    if recall in ("profile", "full"):
+        jobs.append(
+            _bounded(
+                "profile read",
+                scope,
+                recall_profile(
+                    backend,
+                    scope,
+                    limit=top_k,
+                    cache=None if include_superseded else profile_cache,
+                    include_superseded=include_superseded,
+                ),
+                timeout,
+                breaker,
+            )
+        )
+    if recall in ("query", "full") and _searchable(query):
+        jobs.append(
+            _bounded(
+                "search",
+                scope,
+                traced_search(
+                    backend.search(
+                        query,
+                        scope,
+                        top_k=top_k,
+                        threshold=threshold,
+                        include_superseded=include_superseded,
+                    ),
+                    scope,
+                    query=query,
+                    top_k=top_k,
+                    source="auto",
+                    breaker=breaker,
+                ),
+                timeout,
+                breaker,
+            )
+        )
+    if not jobs:
+        return []
+    parts = await asyncio.gather(*jobs)
+    return dedupe_hits(hit for part in parts for hit in part)

@@ -1,0 +1,174 @@
+"""One reply as the middleware sees it pass, and what it hands to the write
+queue when it finished: the user's question and the agent's answer.
+
+:class:`ReplyWatch` places the memory note when the reply starts and notes
+whether the reply stopped to wait (a confirmation, an external tool) and what
+the agent answered. A reply that stops has no answer yet: its question is
+parked in the agent's state and written with the answer once the resumed
+reply completes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentscope.event import (
+    ExternalExecutionResultEvent,
+    ReplyStartEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
+    UserConfirmResultEvent,
+)
+from agentscope.message import Msg
+from agentscope.types import ReplyFinishedReason
+
+from ._recall.note import place_note, render_note
+from ._recall.recall import build_query, retrieve
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._client_state import ClientState
+    from ._options import Options
+    from ._scope import Scope
+
+__all__ = ["ReplyWatch", "finished_exchange", "query_text", "recall_note"]
+
+_RESUMPTIONS = (UserConfirmResultEvent, ExternalExecutionResultEvent)
+_PARKED = "parked_query"
+
+
+class ReplyWatch:
+    """Watches the items of one reply go by.
+
+    Args:
+        options: The middleware's options (note placement, header).
+        query: The new user text, or ``None`` when nothing was recalled.
+        note: The memory note to place, or ``None`` to remove the previous one.
+    """
+
+    def __init__(self, options: Options, query: str | None, note: Msg | None) -> None:
+        self._options = options
+        self.query = query
+        self._note = note
+        self._placed = query is None
+        self.parked = False
+        """The reply stopped to wait for the user or an external tool."""
+        self.final: Msg | None = None
+        """The last assistant message of the reply."""
+
+    def see(self, item: Any, context: list[Msg]) -> None:
+        """Look at one item; at ``ReplyStartEvent`` the note goes into ``context``."""
+        if not self._placed and isinstance(item, ReplyStartEvent):
+            place_note(
+                context,
+                self._note,
+                replace=not self._options.note.accumulate,
+                builtin_header=self._options.header,
+            )
+            self._placed = True
+        if isinstance(item, RequireUserConfirmEvent | RequireExternalExecutionEvent):
+            self.parked = True
+        if isinstance(item, Msg) and item.role == "assistant":
+            self.final = item
+
+    def exchange(self, entry: dict[str, Any], inputs: Any) -> list[dict[str, str]] | None:
+        """The messages to write once the reply ended (see :func:`finished_exchange`)."""
+        return finished_exchange(entry, inputs, self.query, self.final, parked=self.parked)
+
+
+def finished_exchange(
+    entry: dict[str, Any],
+    inputs: Any,
+    query: str | None,
+    final: Msg | None,
+    *,
+    parked: bool,
+) -> list[dict[str, str]] | None:
+    """The messages to write for one reply, or ``None`` when there is nothing to write.
+
+    Args:
+        entry: The middleware's entry in the agent's ``middle_context``; a
+            parked question is kept there between the two halves of a reply.
+        inputs: The reply's ``inputs``.
+        query: The new user text of the reply (``None`` for a resumption).
+        final: The last assistant message the reply yielded.
+        parked: The reply stopped to wait for the user or an external tool.
+    """
+    if query is None and isinstance(inputs, _RESUMPTIONS):
+        query = entry.get(_PARKED)
+    if query is None:
+        return None
+    if parked:
+        entry[_PARKED] = query
+        return None
+    entry.pop(_PARKED, None)
+    if final is None or final.finished_reason not in (None, ReplyFinishedReason.COMPLETED):
+        return None
+    answer = final.get_text_content()
+    if not answer:
+        return None
+    return [
+        {"role": "user", "content": query},
+        {"role": "assistant", "content": answer},
+    ]
+
+
+# -- before the reply: what it recalls ----------------------------------------------
+
+
+def query_text(inputs: Any) -> str | None:
+    """The text of the new user message(s) of a reply, or ``None`` when there is none.
+
+    Resumption events (a confirmation or an external tool result) and empty
+    inputs carry no new user text.
+    """
+    if inputs is None or isinstance(inputs, _RESUMPTIONS):
+        return None
+    messages = inputs if isinstance(inputs, list) else [inputs]
+    texts = [
+        text
+        for msg in messages
+        if isinstance(msg, Msg) and msg.role == "user"
+        for text in [msg.get_text_content()]
+        if text and text.strip()
+    ]
+    return "\n".join(texts) if texts else None
+
+
+async def recall_note(
+    state: ClientState,
+    options: Options,
+    scope: Scope,
+    message: str,
+    context: Sequence[Msg],
+) -> Msg | None:
+    """The memory note of one turn, or ``None`` when nothing was recalled. Never raises.
+
+    Args:
+        state: The client's backend, breaker and profile cache.
+        options: The middleware's options (recall, note, deadlines, top_k...).
+        scope: The calling agent's scope; searched user-wide unless
+            ``scope_search_by_agent``.
+        message: The new user text.
+        context: The agent's context before the new message lands.
+    """
+    hits = await retrieve(
+        state.backend,
+        scope.searched(by_agent=options.scope_search_by_agent),
+        build_query(message, context, turns=options.recall.query_context_turns),
+        recall=options.recall.mode,
+        top_k=options.top_k,
+        threshold=options.threshold,
+        profile_cache=state.profiles,
+        timeout=options.deadlines.search_timeout,
+        breaker=state.breaker,
+        include_superseded=options.recall.include_superseded,
+    )
+    return render_note(
+        hits,
+        header=options.header,
+        intro=options.intro,
+        rules=options.note.rules,
+        max_tokens=options.note.max_memory_tokens,
+    )

@@ -1,0 +1,114 @@
+"""The opt-in ``forget_memory`` tool, and the ``search_memory`` that shows
+the ids it takes (offered together; see :mod:`.choose`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .._mem0.bounded import MemoryUnavailableError
+from .._mem0.timeline import time_label
+from .memory import (
+    NOT_INSTALLED,
+    UNAVAILABLE,
+    SearchMemoryTool,
+    _chunk,
+    _MemoryTool,
+)
+
+if TYPE_CHECKING:
+    from agentscope.state import AgentState
+    from agentscope.tool import ToolChunk
+
+    from .._mem0.hits import MemoryHit
+
+
+__all__ = ["ForgetMemoryTool", "SearchMemoryWithIdsTool"]
+
+logger = logging.getLogger(__name__)
+
+
+class ForgetMemoryTool(_MemoryTool):
+    """Deletes memories of the calling agent's user and agent, by id."""
+
+    name = "forget_memory"
+    description = (
+        "Forget memories the user asked you to forget or that are wrong. Pass the "
+        "ids shown by search_memory; only this user's memories can be forgotten."
+    )
+    input_schema: dict[str, Any] = {  # noqa: RUF012
+        "type": "object",
+        "properties": {
+            "memory_ids": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Ids of the memories to forget, as search_memory shows them.",
+            },
+        },
+        "required": ["memory_ids"],
+    }
+    is_concurrency_safe = False
+    is_read_only = False
+
+    async def call(
+        self,
+        memory_ids: list[str],
+        _agent_state: AgentState | None = None,
+    ) -> ToolChunk:
+        """Delete each memory that belongs to the calling agent's scope."""
+        # The memories search_memory can show are the ones it may forget.
+        scope = self._ctx.scope(_agent_state, for_search=True)
+        if scope is None:
+            return _chunk(NOT_INSTALLED, error=True)
+        wanted = [i.strip() for i in memory_ids or [] if isinstance(i, str) and i.strip()]
+        if not wanted:
+            return _chunk("No memory ids were given, so nothing was forgotten.", error=True)
+        backend = self._ctx.backend
+        forgotten: list[str] = []
+        refused: list[str] = []
+
+        async def forget_all() -> None:
+            for memory_id in dict.fromkeys(wanted):
+                entry = await backend.get(memory_id)
+                if entry is None or not _belongs(entry, scope.user_id, scope.agent_id):
+                    # Someone else's memory reads the same as a missing one.
+                    refused.append(memory_id)
+                    continue
+                await backend.delete(memory_id)
+                forgotten.append(memory_id)
+
+        try:
+            await self._ctx.call(forget_all(), write=True)
+        except MemoryUnavailableError:
+            return _chunk(f"{UNAVAILABLE} Nothing was forgotten.", error=True)
+        except TimeoutError:
+            logger.warning("forget_memory took over %s s", self._ctx.deadlines.tool_timeout)
+            return _chunk("Forgetting timed out; some memories may remain.", error=True)
+        except Exception as exc:
+            logger.warning("forget_memory failed: %s", exc)
+            return _chunk(f"Forgetting failed: {exc}", error=True)
+        if forgotten:
+            self._ctx.after_write(scope)
+        parts = []
+        if forgotten:
+            parts.append(f"Forgot {len(forgotten)} memories: {', '.join(forgotten)}.")
+        if refused:
+            parts.append(f"No memory of this user with id {', '.join(refused)}.")
+        return _chunk(" ".join(parts), error=not forgotten)
+
+
+def _belongs(entry: dict[str, Any], user_id: str, agent_id: str | None) -> bool:
+    """Whether mem0's entry is the memory of ``user_id`` (and ``agent_id``, when set)."""
+    if entry.get("user_id") != user_id:
+        return False
+    return agent_id is None or entry.get("agent_id") == agent_id
+
+
+class SearchMemoryWithIdsTool(SearchMemoryTool):
+    """``search_memory`` showing ids and dates, offered alongside ``forget_memory``."""
+
+    def line(self, hit: MemoryHit) -> str:
+        """``- [id] [said date] memory``: the id is what ``forget_memory`` takes."""
+        label = time_label(hit)
+        dated = f"[{label}] " if label else ""
+        return f"- [{hit.id}] {dated}{hit.memory}" if hit.id else f"- {dated}{hit.memory}"

@@ -1,0 +1,320 @@
+"""The agent-control tools: ``search_memory`` and ``add_memory``.
+
+Both take no user or scope argument: the scope comes from the middleware
+and from the calling agent's live state, never from what the model writes.
+Each tool gets a :class:`ToolContext`: the client's backend and breaker, the
+deadlines and the scope rules; every mem0 call goes through
+:meth:`ToolContext.call`, the same bounded call as the automatic search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentscope.message import TextBlock, ToolResultState
+from agentscope.permission import PermissionBehavior, PermissionDecision
+from agentscope.tool import ToolBase, ToolChunk
+
+from .._mem0.bounded import MemoryUnavailableError, bounded
+from .._mem0.tracing import traced_search
+from .._recall.escape import escape_memory
+from .._recall.note import dedupe_hits
+from .._scope import Scope
+
+if TYPE_CHECKING:
+    from agentscope.state import AgentState
+
+    from .._client_state import ClientState
+    from .._mem0.backend import Mem0Backend
+    from .._mem0.breaker import CircuitBreaker
+    from .._mem0.hits import MemoryHit
+    from .._options import Deadlines, Options
+    from .._write.queue import WriteQueue
+
+__all__ = ["STATE_KEY", "AddMemoryTool", "SearchMemoryTool", "ToolContext"]
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+STATE_KEY = "agentscope_mem0"
+"""The middleware's entry in ``agent.state.middle_context``: it records the
+agent's mem0 id there at each hook, and the tools read it back."""
+
+NOT_INSTALLED = (
+    "The memory tools only work on an agent that has this Mem0Middleware in its `middlewares`."
+)
+UNAVAILABLE = "Memory is unavailable right now (mem0 failed repeatedly); go on without it."
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    """What the memory tools need from the middleware that offers them."""
+
+    user_id: str
+    """Whose memories the tools read and write."""
+    backend: Mem0Backend
+    """The door to mem0."""
+    breaker: CircuitBreaker
+    """The client's breaker; tool calls are reported to it and skipped while it is open."""
+    deadlines: Deadlines
+    """``search_timeout`` bounds searches, ``tool_timeout`` writes."""
+    threshold: float | None = None
+    """Minimum search score; ``None`` leaves it to mem0."""
+    scope_search_by_agent: bool = True
+    """Searches read the calling agent's memories only."""
+    after_write: Callable[[Scope], None] = lambda scope: None
+    """Called after a tool changed the memories of a scope."""
+    writer: WriteQueue | None = None
+    """The client's durable write queue: ``add_memory`` writes go through it."""
+
+    @classmethod
+    def of(cls, state: ClientState, options: Options, user_id: str) -> ToolContext:
+        """The context for a middleware's tools: its client's state and its options."""
+        return cls(
+            user_id=user_id,
+            backend=state.backend,
+            breaker=state.breaker,
+            deadlines=options.deadlines,
+            threshold=options.threshold,
+            scope_search_by_agent=options.scope_search_by_agent,
+            after_write=state.profiles.invalidate,
+            writer=state.writer,
+        )
+
+    def scope(self, state: AgentState | None, *, for_search: bool) -> Scope | None:
+        """The scope of the agent whose live ``state`` called the tool.
+
+        Returns:
+            ``None`` when that agent has no middleware of this kind (nothing
+            recorded its id).
+        """
+        entry = state.middle_context.get(STATE_KEY) if state is not None else None
+        if not isinstance(entry, dict) or not entry.get("agent_id"):
+            return None
+        scope = Scope(self.user_id, str(entry["agent_id"]))
+        return scope.searched(by_agent=self.scope_search_by_agent) if for_search else scope
+
+    async def call(self, call: Awaitable[_T], *, write: bool = False) -> _T:
+        """``await call`` bounded by the deadline and the breaker (see :func:`bounded`).
+
+        Raises:
+            MemoryUnavailableError: The breaker is open.
+            TimeoutError: Over ``search_timeout`` (``tool_timeout`` for a write).
+        """
+        timeout = self.deadlines.tool_timeout if write else self.deadlines.search_timeout
+        return await bounded(call, timeout=timeout, breaker=self.breaker, search=not write)
+
+
+async def _gather(calls: Iterable[Awaitable[_T]]) -> list[_T]:
+    # A coroutine rather than the gather future: on a timeout the task is
+    # cancelled and awaited, so no "exception was never retrieved" is logged.
+    return list(await asyncio.gather(*calls))
+
+
+def _chunk(text: str, *, error: bool = False) -> ToolChunk:
+    state = ToolResultState.ERROR if error else ToolResultState.SUCCESS
+    return ToolChunk(content=[TextBlock(text=text)], state=state)
+
+
+class _MemoryTool(ToolBase):
+    is_state_injected = True
+    is_external_tool = False
+    is_mcp = False
+
+    def __init__(self, context: ToolContext) -> None:
+        super().__init__()
+        self._ctx = context
+
+    async def check_permissions(self, *args: Any, **kwargs: Any) -> PermissionDecision:
+        """Memory tools never ask the user for permission."""
+        return PermissionDecision(
+            behavior=PermissionBehavior.ALLOW,
+            message=f"{self.name} is part of the agent's long-term memory",
+        )
+
+
+class SearchMemoryTool(_MemoryTool):
+    """Searches the calling agent's memories, one query per keyword."""
+
+    name = "search_memory"
+    description = (
+        "Retrieve memories based on short, targeted search keywords. "
+        "Each keyword is issued as an independent query; results are merged "
+        "and deduplicated."
+    )
+    input_schema: dict[str, Any] = {  # noqa: RUF012
+        "type": "object",
+        "properties": {
+            "keywords": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": (
+                    "Short, targeted search phrases such as a person's name, "
+                    "a specific date, a location, or a phrase describing what "
+                    "to retrieve from memory."
+                ),
+            },
+            "limit": {
+                "type": "integer",
+                "description": "Maximum number of memories to retrieve per keyword.",
+                "default": 5,
+            },
+        },
+        "required": ["keywords"],
+    }
+    is_concurrency_safe = True
+    is_read_only = True
+
+    async def call(
+        self,
+        keywords: list[str],
+        limit: int = 5,
+        _agent_state: AgentState | None = None,
+    ) -> ToolChunk:
+        """Run one search per keyword and merge the results without duplicates."""
+        scope = self._ctx.scope(_agent_state, for_search=True)
+        if scope is None:
+            return _chunk(NOT_INSTALLED, error=True)
+        queries = [k.strip() for k in keywords if isinstance(k, str) and k.strip()]
+        if not queries:
+            return _chunk("No keywords were given, so nothing was searched.", error=True)
+        limit = max(1, min(int(limit), 50))
+        backend, threshold = self._ctx.backend, self._ctx.threshold
+        searches = (
+            traced_search(
+                backend.search(q, scope, top_k=limit, threshold=threshold),
+                scope,
+                query=q,
+                top_k=limit,
+                source="tool",
+                breaker=self._ctx.breaker,
+            )
+            for q in queries
+        )
+        try:
+            per_query = await self._ctx.call(_gather(searches))
+        except MemoryUnavailableError:
+            return _chunk(UNAVAILABLE, error=True)
+        except TimeoutError:
+            logger.warning("search_memory took over %s s", self._ctx.deadlines.search_timeout)
+            return _chunk("Memory search timed out; go on without it.", error=True)
+        except Exception as exc:
+            logger.warning("search_memory failed: %s", exc)
+            return _chunk(f"Memory search failed: {exc}", error=True)
+        # Repeats across keywords, and memories saying the same in other words, appear
+        # once (as in the note); escaped here, once, whatever ``line`` a subclass draws.
+        unique = dedupe_hits(hit for hits in per_query for hit in hits)
+        lines = [self.line(replace(hit, memory=escape_memory(hit.memory))) for hit in unique]
+        if not lines:
+            return _chunk("No relevant memories found.")
+        return _chunk("\n".join(lines))
+
+    def line(self, hit: MemoryHit) -> str:
+        """How one memory reads in the result (``_forget`` adds its id)."""
+        return f"- {hit.memory}"
+
+
+class AddMemoryTool(_MemoryTool):
+    """Stores facts in the calling agent's memory."""
+
+    name = "add_memory"
+    description = (
+        "Record important, durable information that may be useful later. "
+        "Only the provided content is persisted; thinking is retained in the "
+        "tool result for auditability."
+    )
+    input_schema: dict[str, Any] = {  # noqa: RUF012
+        "type": "object",
+        "properties": {
+            "thinking": {
+                "type": "string",
+                "description": (
+                    "Reasoning about why this information is worth "
+                    "remembering. This is not persisted to mem0."
+                ),
+            },
+            "content": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": (
+                    "Specific facts to remember. Each item should be a "
+                    "complete, standalone sentence."
+                ),
+            },
+        },
+        "required": ["thinking", "content"],
+    }
+    is_concurrency_safe = False
+    is_read_only = False
+
+    async def call(
+        self,
+        thinking: str,
+        content: list[str],
+        _agent_state: AgentState | None = None,
+    ) -> ToolChunk:
+        """Store ``content`` through mem0's extraction, verbatim if it finds nothing."""
+        scope = self._ctx.scope(_agent_state, for_search=False)
+        if scope is None:
+            return _chunk(NOT_INSTALLED, error=True)
+        facts = [c.strip() for c in content if isinstance(c, str) and c.strip()]
+        if not facts:
+            return _chunk("`content` is empty, so nothing was recorded.", error=True)
+        if self._ctx.writer is not None:
+            return await self._queue(self._ctx.writer, facts, scope, thinking)
+        try:
+            stored = await self._ctx.call(self._store(facts, scope), write=True)
+        except MemoryUnavailableError:
+            return _chunk(f"{UNAVAILABLE} Nothing was recorded; do not retry now.", error=True)
+        except TimeoutError:
+            logger.warning("add_memory took over %s s", self._ctx.deadlines.tool_timeout)
+            return _chunk(
+                "Recording to memory timed out; it may still be stored. Do not retry now.",
+                error=True,
+            )
+        except Exception as exc:
+            logger.warning("add_memory failed: %s", exc)
+            return _chunk(f"Recording to memory failed: {exc}", error=True)
+        self._ctx.after_write(scope)
+        saved = [str(item.get("memory", "")) for item in stored if isinstance(item, dict)]
+        summary = "; ".join(s.rstrip(". ") for s in saved if s) or "; ".join(facts)
+        reason = f" Reason given: {thinking}" if thinking else ""
+        return _chunk(f"Recorded to memory: {summary}.{reason}")
+
+    async def _queue(
+        self, writer: WriteQueue, facts: list[str], scope: Scope, thinking: str
+    ) -> ToolChunk:
+        """Through the durable queue, as automatic writes; the answer says where it stands."""
+        result = await writer.submit_facts(scope, facts, timeout=self._ctx.deadlines.tool_timeout)
+        reason = f" Reason given: {thinking}" if thinking else ""
+        if result.state == "stored":
+            self._ctx.after_write(scope)
+            summary = "; ".join(m.rstrip(". ") for m in result.memories) or "; ".join(facts)
+            return _chunk(f"Recorded to memory: {summary}.{reason}")
+        if result.state == "queued":
+            return _chunk(
+                f"Queued for memory: {'; '.join(facts)}. It is saved and will be stored "
+                f"shortly; do not add it again.{reason}"
+            )
+        if result.state == "failed":
+            return _chunk(
+                "Recording to memory failed; the facts are kept as a failed write that "
+                "can be retried later (agentscope-mem0 retry-failed). Go on without it.",
+                error=True,
+            )
+        return _chunk("Could not record to memory: nothing was stored.", error=True)
+
+    async def _store(self, facts: list[str], scope: Scope) -> list[Any]:
+        joined = [{"role": "user", "content": "\n".join(facts)}]
+        stored = await self._ctx.backend.add(joined, scope)
+        if not stored:
+            # Extraction judged nothing worth keeping, but the agent asked
+            # explicitly: keep each fact as written, one memory each.
+            verbatim = [{"role": "user", "content": fact} for fact in facts]
+            stored = await self._ctx.backend.add(verbatim, scope, infer=False)
+        return stored

@@ -1,0 +1,307 @@
+"""Sending queued writes to mem0: one batch, its retries, and exactly-once.
+
+:class:`Delivery` stores one batch of outbox rows (one scope, in order) with
+one mem0 call, and decides what a failure means:
+
+* transient (a timeout, a 5xx, an extraction answer mem0 could not parse, an
+  embedding that failed inside mem0's ``add``): retried with the backoff of
+  :class:`RetryPolicy`, then kept as failed with its last reason;
+* permanent: the batch is split to find the exchange mem0 rejects, which is
+  kept as failed; the others are stored.
+
+Every call carries a key in mem0's metadata (:data:`METADATA_KEY`) committed
+to the outbox before the call; a batch that may have reached mem0 without
+confirmation first has whatever mem0 holds under its key deleted, so it ends
+up stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from .._exceptions import BackendError, PermanentBackendError
+from .._mem0.add_check import watch_add
+from .._mem0.errors import classify_error
+from .._mem0.tracing import note_write
+from .._scope import Scope
+
+if TYPE_CHECKING:
+    from .._mem0.backend import Mem0Backend
+    from .outbox import Outbox, OutboxRow
+
+__all__ = ["FACTS", "METADATA_KEY", "Delivery", "RetryPolicy"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+METADATA_KEY = "agentscope_mem0_write"
+"""The mem0 metadata field holding a write's idempotency key."""
+
+FACTS = "facts"
+"""The kind of an ``add_memory`` row: facts the agent asked to keep.
+
+When mem0's extraction finds nothing in them, each fact is stored as written."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How transient write failures are retried."""
+
+    max_attempts: int = 6
+    """Calls per write, the first included, before it is kept as failed."""
+    initial_delay: float = 0.5
+    """Seconds before the first retry."""
+    multiplier: float = 2.0
+    """Growth of the delay per retry."""
+    max_delay: float = 30.0
+    """Upper bound of one delay, in seconds."""
+    jitter: float = 0.5
+    """Fraction of each delay that is random (0: none, 1: anywhere in 0..delay)."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts!r}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"jitter must be within 0..1, got {self.jitter!r}")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        base = min(self.max_delay, self.initial_delay * self.multiplier ** max(attempt - 1, 0))
+        return base * (1 - self.jitter * random.random())
+
+
+class Settle(Protocol):
+    """How a delivery reports the end of its rows to the queue."""
+
+    def __call__(
+        self, keys: list[str], *, stored: bool, results: list[dict[str, Any]] | None = None
+    ) -> None: ...
+
+
+class Delivery:
+    """Stores batches of outbox rows in mem0, with retries and exactly-once.
+
+    Args:
+        backend: Where the writes go.
+        owner: The queue's claim id in the outbox.
+        retry: Backoff for transient failures.
+        write_timeout: Seconds one mem0 call may take.
+        io: Runs a blocking outbox call on the queue's outbox thread.
+        counts: The queue's counters, updated in place.
+        settle: Reports rows stored or given up.
+        on_stored: Called with the scope after each stored batch.
+        after_store: Awaited with the scope and mem0's result entries after
+            each stored batch, in the scope's worker (the time judgement).
+    """
+
+    def __init__(
+        self,
+        backend: Mem0Backend,
+        *,
+        owner: str,
+        retry: RetryPolicy,
+        write_timeout: float | None,
+        io: Callable[..., Awaitable[Any]],
+        counts: dict[str, int],
+        settle: Settle,
+        on_stored: Callable[[Scope], None] | None = None,
+        after_store: Callable[[Scope, list[dict[str, Any]]], Awaitable[None]] | None = None,
+    ) -> None:
+        self._backend = backend
+        self._owner = owner
+        self._retry = retry
+        self._write_timeout = write_timeout
+        self._io = io
+        self._counts = counts
+        self._settle = settle
+        self._on_stored = on_stored
+        self._after_store = after_store
+        self.in_flight: set[tuple[int, int]] = set()
+        """``(id(outbox), row id)`` of rows whose mem0 call is running."""
+        self._undo_unsupported_logged = False
+
+    async def send(
+        self, outbox: Outbox, scope: Scope, rows: list[OutboxRow], semaphore: asyncio.Semaphore
+    ) -> bool:
+        """Store ``rows`` (one scope, in order) in one mem0 call, retrying as needed.
+
+        Returns:
+            Whether anything was stored.
+        """
+        ids = [row.id for row in rows]
+        keys = [row.key for row in rows]
+        # A batch key on the rows means an earlier call may have reached mem0.
+        sent_before = rows[0].batch_key is not None
+        batch_key = rows[0].batch_key or (rows[0].key if len(rows) == 1 else uuid.uuid4().hex)
+        # Attempts already made count, so a write that kills its process is
+        # not retried forever across restarts.
+        attempt = max(row.attempts for row in rows)
+        last_error = "interrupted before mem0 confirmed"
+        while True:
+            if sent_before:
+                removed = await self._undo(scope, batch_key)
+                if removed is None:
+                    # mem0 cannot be asked now; sending again could store twice.
+                    attempt += 1
+                    last_error = "could not remove what an unconfirmed attempt stored"
+                    if attempt >= self._retry.max_attempts:
+                        await self._fail(outbox, scope, ids, keys, self._gave_up(last_error))
+                        return False
+                    await asyncio.sleep(self._retry.delay(attempt))
+                    continue
+                if removed:
+                    self._counts["redone"] += len(rows)
+                    logger.info(
+                        "an unconfirmed write for user %s had reached mem0 (%d memories); "
+                        "removed them to store the exchange once",
+                        scope.user_id,
+                        removed,
+                    )
+            if attempt >= self._retry.max_attempts:
+                await self._fail(outbox, scope, ids, keys, self._gave_up(last_error))
+                return False
+            held = await self._io(outbox.start_attempt, ids, owner=self._owner, batch_key=batch_key)
+            if not held:
+                logger.warning(
+                    "another writer took over %d memory writes for user %s; leaving them to it",
+                    len(rows),
+                    scope.user_id,
+                )
+                self._settle(keys, stored=False)
+                return False
+            attempt += 1
+            sent_before = True
+            flights = {(id(outbox), i) for i in ids}
+            self.in_flight.update(flights)
+            try:
+                async with semaphore:
+                    results = await asyncio.wait_for(
+                        self._store(rows, scope, batch_key), self._write_timeout
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if classify_error(exc) is PermanentBackendError:
+                    if len(rows) > 1:
+                        # Find the exchange mem0 rejects; store the others.
+                        stored_any = False
+                        for row in rows:
+                            fresh = dataclasses.replace(row, batch_key=None, attempts=0)
+                            stored_any |= await self.send(outbox, scope, [fresh], semaphore)
+                        return stored_any
+                    await self._fail(outbox, scope, ids, keys, _reason(exc))
+                    return False
+                last_error = _reason(exc)
+                if attempt < self._retry.max_attempts:
+                    delay = self._retry.delay(attempt)
+                    self._counts["retried"] += 1
+                    note_write(retries=1)
+                    logger.warning(
+                        "memory write for user %s failed (%s); retry %d of %d in %.2f s",
+                        scope.user_id,
+                        last_error,
+                        attempt,
+                        self._retry.max_attempts - 1,
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
+                continue
+            finally:
+                self.in_flight.difference_update(flights)
+            await self._io(outbox.complete, ids)
+            self._counts["stored"] += len(rows)
+            self._counts["batches"] += 1
+            note_write(stored=len(rows))
+            self._settle(keys, stored=True, results=results)
+            if self._on_stored is not None:
+                self._on_stored(scope)
+            if self._after_store is not None and results:
+                # In the scope's worker: the next batch waits for the time judgement.
+                try:
+                    await self._after_store(scope, results)
+                except Exception:
+                    logger.exception("after_store failed for user %s", scope.user_id)
+            return True
+
+    async def _store(
+        self, rows: list[OutboxRow], scope: Scope, batch_key: str
+    ) -> list[dict[str, Any]]:
+        """One mem0 call for ``rows``; raises when mem0 swallowed a failure."""
+        metadata = {METADATA_KEY: batch_key}
+        messages = [message for row in rows for message in row.messages]
+        facts = rows[0].kind == FACTS
+        if facts:
+            joined = "\n".join(str(m["content"]) for m in messages)
+            messages = [{**messages[0], "content": joined}]
+        with watch_add(self._backend.client) as watch:
+            stored = await self._backend.add(messages, scope, metadata=metadata)
+        watch.raise_if_failed()
+        if facts and not stored:
+            # Extraction judged nothing worth keeping, but the agent asked
+            # explicitly: keep each fact as written, one memory each.
+            verbatim = [message for row in rows for message in row.messages]
+            stored = await self._backend.add(verbatim, scope, infer=False, metadata=metadata)
+        return [item for item in stored if isinstance(item, dict)]
+
+    def _gave_up(self, error: str) -> str:
+        return f"gave up after {self._retry.max_attempts} attempts; last error: {error}"
+
+    async def _fail(
+        self, outbox: Outbox, scope: Scope, ids: list[int], keys: list[str], reason: str
+    ) -> None:
+        await self._io(outbox.fail, ids, reason)
+        self._counts["failed"] += len(ids)
+        note_write(failed=len(ids))
+        logger.error(
+            "memory write for user %s failed and is kept in the outbox as failed: %s; "
+            "fix the cause and call retry_failed()",
+            scope.user_id,
+            reason,
+        )
+        self._settle(keys, stored=False)
+
+    async def _undo(self, scope: Scope, key: str) -> int | None:
+        """Delete the memories an unconfirmed attempt stored under ``key``.
+
+        Returns:
+            How many were deleted (0 as well when this client cannot be asked,
+            which is logged once: the write is then sent again as it is), or
+            ``None`` when mem0 failed to answer now.
+        """
+        try:
+            return await self._backend.delete_batch(
+                scope, METADATA_KEY, key, timeout=self._write_timeout
+            )
+        except asyncio.CancelledError:
+            raise
+        except PermanentBackendError as exc:
+            self._log_undo_unsupported(str(exc))
+            return 0
+        except Exception as exc:
+            logger.warning("could not ask mem0 about unconfirmed write %s: %s", key, exc)
+            return None
+
+    def _log_undo_unsupported(self, reason: str) -> None:
+        if not self._undo_unsupported_logged:
+            self._undo_unsupported_logged = True
+            logger.warning(
+                "this mem0 client cannot list and delete memories by write key (%s); a "
+                "write interrupted mid-call is sent again and may be stored twice",
+                reason,
+            )
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError) and not isinstance(exc, BackendError):
+        return "no answer within write_timeout"
+    # Our backend errors wrap mem0's; name the original.
+    cause = exc.__cause__ if isinstance(exc, BackendError) and exc.__cause__ else exc
+    return f"{type(cause).__name__}: {exc}" if str(exc) else type(cause).__name__

@@ -1,0 +1,370 @@
+"""The durable outbox: every queued write is a row until mem0 has it.
+
+A row is inserted before ``submit`` returns and deleted only after mem0
+confirmed the write. Each row is *claimed* by one live writer (its ``owner``)
+under a lease; a writer that died (its process is gone, or its lease ran out)
+leaves rows that the next writer claims in one ``BEGIN IMMEDIATE``
+transaction, so two writers never take the same row.
+
+Before a row is sent to mem0 its ``batch_key`` (the idempotency key stored in
+the memories' metadata) and ``attempts`` are committed; a row found with
+``attempts > 0`` may already be in mem0, and the writer asks mem0 before
+sending it again.
+
+This module is synchronous and holds no event loop; :mod:`._writer` runs it
+on one thread. Without a folder the same tables live in memory. The file
+itself (opening, checks, repair, errors) is :mod:`._outbox_db`'s job.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .outbox_db import BUSY, Database
+from .outbox_rows import (
+    ADOPT,
+    ALL_COLUMNS,
+    COLUMNS,
+    FAILED,
+    INSERT,
+    MIGRATIONS,
+    PENDING,
+    OutboxRow,
+    adopt_values,
+    new_row,
+    row_of,
+)
+from .owners import new_owner_id, owner_is_dead
+
+__all__ = [
+    "OUTBOX_FILENAME",
+    "Outbox",
+    "OutboxRow",
+    "count_held",
+    "new_owner_id",
+    "owner_is_dead",
+]
+
+OUTBOX_FILENAME = "outbox.sqlite3"
+"""The outbox's file name inside the configured folder."""
+
+
+class Outbox:
+    """The SQLite tables behind a write queue; safe to share between threads.
+
+    Args:
+        path: The database file; ``None`` keeps it in memory (no durability).
+        busy_timeout: Seconds to wait for another process's write lock.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout: float = 10.0) -> None:
+        self.path = Path(path) if path is not None else None
+        self.db = Database(
+            self.path,
+            migrations=MIGRATIONS,
+            table="writes",
+            columns=ALL_COLUMNS,
+            busy_timeout=busy_timeout,
+        )
+        """The file: its checks at open (``lost_at_open``, ``recovered_at_open``), repair."""
+        self._write = self.db.write
+        self._read = self.db.read
+
+    @classmethod
+    def in_folder(cls, folder: str | os.PathLike[str], **kwargs: Any) -> Outbox:
+        """The outbox file :data:`OUTBOX_FILENAME` in ``folder`` (created if needed)."""
+        return cls(Path(folder).expanduser() / OUTBOX_FILENAME, **kwargs)
+
+    @property
+    def durable(self) -> bool:
+        """Whether rows survive the process."""
+        return self.path is not None
+
+    # -- queueing ---------------------------------------------------------
+
+    def insert(
+        self,
+        *,
+        key: str,
+        user_id: str,
+        agent_id: str | None,
+        messages: list[dict[str, str]],
+        owner: str,
+        lease: float,
+        kind: str = "exchange",
+        wait: bool = True,
+    ) -> int | None:
+        """Record a new exchange, claimed by ``owner``; returns its row id.
+
+        With ``wait=False`` it returns ``None`` rather than wait for a lock:
+        cheap enough (tens of microseconds) to call on an event loop's thread,
+        the caller then falls back to waiting on a worker thread.
+        """
+        row = new_row(key, user_id, agent_id, messages, owner, lease, kind)
+        write = self.db.write if wait else self.db.try_write
+        rowid = write(lambda c: c.execute(INSERT, row).lastrowid)
+        if rowid is BUSY or rowid is None:
+            return None
+        self.db.mark(int(rowid))
+        return int(rowid)
+
+    def try_insert(self, **fields: Any) -> int | None:
+        """:meth:`insert` with ``wait=False``."""
+        return self.insert(**fields, wait=False)
+
+    def next_batch(
+        self, *, owner: str, user_id: str, agent_id: str | None, limit: int
+    ) -> list[OutboxRow]:
+        """The oldest pending rows of one scope that ``owner`` holds, to send together.
+
+        Rows an earlier attempt sent under one ``batch_key`` come back as that
+        same group; otherwise up to ``limit`` consecutive rows never sent.
+        """
+        rows = [
+            row_of(v)
+            for v in self._read(
+                f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
+                " AND user_id = ? AND agent_id IS ? ORDER BY id LIMIT ?",
+                (owner, PENDING, user_id, agent_id, max(limit, 1)),
+            )
+        ]
+        if not rows:
+            return []
+        first = rows[0]
+        if first.batch_key is not None:
+            return [
+                row_of(v)
+                for v in self._read(
+                    f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
+                    " AND batch_key = ? ORDER BY id",
+                    (owner, PENDING, first.batch_key),
+                )
+            ]
+        batch: list[OutboxRow] = []
+        for row in rows:
+            # Facts from add_memory go alone: their fallback is theirs only.
+            if row.batch_key is not None or (batch and "facts" in (row.kind, batch[0].kind)):
+                break
+            batch.append(row)
+        return batch
+
+    def start_attempt(self, ids: Sequence[int], *, owner: str, batch_key: str) -> bool:
+        """Commit the key and the attempt count before the rows go to mem0.
+
+        Returns:
+            False when ``owner`` no longer holds all the rows (another writer
+            took them after this one's lease ran out); then nothing changed.
+        """
+
+        def work(conn: sqlite3.Connection) -> bool:
+            marks = ",".join("?" * len(ids))
+            (held,) = conn.execute(
+                f"SELECT count(*) FROM writes WHERE id IN ({marks}) AND claimed_by = ?"
+                " AND status = ?",
+                (*ids, owner, PENDING),
+            ).fetchone()
+            if held != len(ids):
+                return False
+            conn.execute(
+                f"UPDATE writes SET batch_key = ?, attempts = attempts + 1, updated_at = ?"
+                f" WHERE id IN ({marks})",
+                (batch_key, time.time(), *ids),
+            )
+            return True
+
+        return bool(self._write(work))
+
+    def complete(self, ids: Sequence[int]) -> None:
+        """Remove rows mem0 has stored."""
+        if ids:
+            marks = ",".join("?" * len(ids))
+            self._write(lambda c: c.execute(f"DELETE FROM writes WHERE id IN ({marks})", ids))
+
+    def fail(self, ids: Sequence[int], reason: str) -> None:
+        """Keep rows as failed, with ``reason``, unclaimed and not retried."""
+        if ids:
+            marks = ",".join("?" * len(ids))
+            self._write(
+                lambda c: c.execute(
+                    f"UPDATE writes SET status = ?, error = ?, claimed_by = NULL,"
+                    f" lease_until = NULL, updated_at = ? WHERE id IN ({marks})",
+                    (FAILED, reason, time.time(), *ids),
+                )
+            )
+
+    # -- ownership ----------------------------------------------------------
+
+    def renew(self, *, owner: str, lease: float) -> int:
+        """Extend the lease on every pending row ``owner`` holds; returns how many."""
+        return int(
+            self._write(
+                lambda c: (
+                    c.execute(
+                        "UPDATE writes SET lease_until = ? WHERE claimed_by = ? AND status = ?",
+                        (time.time() + lease, owner, PENDING),
+                    ).rowcount
+                )
+            )
+        )
+
+    def claim_orphans(
+        self, *, owner: str, lease: float, live_here: Iterable[str] = ()
+    ) -> list[OutboxRow]:
+        """Take over the pending rows no live writer holds, atomically.
+
+        A row is an orphan when it is unclaimed, its lease ran out, or its
+        owner is known to be dead (see :func:`owner_is_dead`). The other
+        pending rows sent in one batch with an orphan (same ``batch_key``)
+        are taken with it.
+
+        Returns:
+            The rows now held by ``owner``, oldest first.
+        """
+        live = set(live_here)
+
+        def work(conn: sqlite3.Connection) -> list[OutboxRow]:
+            now = time.time()
+            owners = [
+                o
+                for (o,) in conn.execute(
+                    "SELECT DISTINCT claimed_by FROM writes WHERE status = ?"
+                    " AND claimed_by IS NOT NULL AND claimed_by != ?",
+                    (PENDING, owner),
+                )
+            ]
+            dead = [o for o in owners if owner_is_dead(o, live)]
+            marks = ",".join("?" * len(dead))
+            dead_clause = f" OR claimed_by IN ({marks})" if dead else ""
+            where = (
+                "status = ? AND (claimed_by IS NULL OR"
+                f" (claimed_by != ? AND (lease_until < ?{dead_clause})))"
+            )
+            params = (PENDING, owner, now, *dead)
+            # The rows of a batch sent under one key go together, even when
+            # their leases lapse one by one: redoing only some of them under
+            # that key would let redoing the others delete what they stored.
+            orphaned = f"SELECT id FROM writes WHERE {where}"
+            batches = f"SELECT batch_key FROM writes WHERE id IN ({orphaned})"
+            ids = [
+                i
+                for (i,) in conn.execute(
+                    "SELECT id FROM writes WHERE status = ? AND claimed_by IS NOT ? AND"
+                    f" (id IN ({orphaned}) OR batch_key IN ({batches}))",
+                    (PENDING, owner, *params, *params),
+                )
+            ]
+            if not ids:
+                return []
+            id_marks = ",".join("?" * len(ids))
+            conn.execute(
+                f"UPDATE writes SET claimed_by = ?, lease_until = ? WHERE id IN ({id_marks})",
+                (owner, now + lease, *ids),
+            )
+            return [
+                row_of(v)
+                for v in conn.execute(
+                    f"SELECT {COLUMNS} FROM writes WHERE id IN ({id_marks}) ORDER BY id", ids
+                )
+            ]
+
+        return list(self._write(work))
+
+    def held(self, owner: str) -> list[OutboxRow]:
+        """The pending rows ``owner`` holds, oldest first."""
+        return [
+            row_of(v)
+            for v in self._read(
+                f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ? ORDER BY id",
+                (owner, PENDING),
+            )
+        ]
+
+    def release(self, *, owner: str, keep: Sequence[int] = ()) -> int:
+        """Give up ``owner``'s pending rows (except ``keep``) for others to claim."""
+        marks = ",".join("?" * len(keep))
+        keep_clause = f" AND id NOT IN ({marks})" if keep else ""
+        return int(
+            self._write(
+                lambda c: (
+                    c.execute(
+                        "UPDATE writes SET claimed_by = NULL, lease_until = NULL"
+                        f" WHERE claimed_by = ? AND status = ?{keep_clause}",
+                        (owner, PENDING, *keep),
+                    ).rowcount
+                )
+            )
+        )
+
+    # -- failed rows ----------------------------------------------------------
+
+    def failed(self) -> list[OutboxRow]:
+        """Every row kept as failed, oldest first."""
+        return [
+            row_of(v)
+            for v in self._read(
+                f"SELECT {COLUMNS} FROM writes WHERE status = ? ORDER BY id", (FAILED,)
+            )
+        ]
+
+    def requeue_failed(
+        self, *, owner: str, lease: float, user_id: str | None = None
+    ) -> list[OutboxRow]:
+        """Make failed rows (of ``user_id``, or all) pending again, held by ``owner``.
+
+        Their ``attempts`` start again from zero; their ``batch_key`` stays, so
+        a write that did reach mem0 before failing is recognised rather than
+        stored twice.
+        """
+
+        def work(conn: sqlite3.Connection) -> list[OutboxRow]:
+            where = "status = ?" + (" AND user_id = ?" if user_id is not None else "")
+            params: tuple[Any, ...] = (FAILED,) + ((user_id,) if user_id is not None else ())
+            ids = [i for (i,) in conn.execute(f"SELECT id FROM writes WHERE {where}", params)]
+            if not ids:
+                return []
+            marks = ",".join("?" * len(ids))
+            conn.execute(
+                f"UPDATE writes SET status = ?, error = NULL, attempts = 0, claimed_by = ?,"
+                f" lease_until = ?, updated_at = ? WHERE id IN ({marks})",
+                (PENDING, owner, time.time() + lease, time.time(), *ids),
+            )
+            return [
+                row_of(v)
+                for v in conn.execute(
+                    f"SELECT {COLUMNS} FROM writes WHERE id IN ({marks}) ORDER BY id", ids
+                )
+            ]
+
+        return list(self._write(work))
+
+    def adopt_rows(self, rows: Sequence[OutboxRow]) -> int:
+        """Insert rows kept elsewhere (in memory) as they were, unclaimed."""
+        values = [adopt_values(r) for r in rows]
+        self._write(lambda c: c.executemany(ADOPT, values))
+        return len(values)
+
+    def counts(self) -> dict[str, int]:
+        """``{"pending": n, "failed": m}`` over the whole outbox."""
+        found = dict(self._read("SELECT status, count(*) FROM writes GROUP BY status"))
+        return {"pending": found.get(PENDING, 0), "failed": found.get(FAILED, 0)}
+
+    def close(self) -> None:
+        """Close the file. Idempotent."""
+        self.db.close()
+
+
+def count_held(path: str | os.PathLike[str], owner: str) -> int:
+    """Pending rows ``owner`` holds, read through a fresh connection (for exit hooks)."""
+    conn = sqlite3.connect(str(path), timeout=1.0)
+    try:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM writes WHERE claimed_by = ? AND status = ?", (owner, PENDING)
+        ).fetchone()
+        return int(n)
+    finally:
+        conn.close()

@@ -1,0 +1,263 @@
+"""The outbox's SQLite file: connections, transactions, checks and repair.
+
+:class:`Database` owns the connections of one outbox file (or of an
+in-memory database) and knows nothing about rows; :mod:`._outbox` holds the
+queue's SQL. It opens the file in WAL mode, checks it, applies the schema's
+migrations, runs each write in one ``BEGIN IMMEDIATE`` transaction under a
+lock, and turns SQLite's errors into the package's (naming the file):
+
+* :class:`~._exceptions.DamagedFileError` for a damaged file: at open it is
+  moved aside and replaced, keeping the rows still readable;
+* :class:`~._exceptions.OutboxWriteError` for a disk that refuses the write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .._exceptions import DamagedFileError, OutboxWriteError
+from .._sqlite.salvage import HighWater, is_damage, quarantine, read_rows, sqlite_code
+from .._sqlite.wal import enable_wal
+
+__all__ = ["BUSY", "Database"]
+
+logger = logging.getLogger(__name__)
+
+BUSY = object()
+"""What :meth:`Database.try_write` returns when the write lock is taken."""
+
+_BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+class Database:
+    """The connections of one outbox; safe to share between threads.
+
+    Args:
+        path: The database file; ``None`` keeps it in memory (no durability).
+        migrations: The schema, append-only; its version is the count applied.
+        table: The table a repair copies (it must have an ``id`` column).
+        columns: That table's columns, in order.
+        busy_timeout: Seconds to wait for another process's write lock.
+    """
+
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        migrations: Sequence[str],
+        table: str,
+        columns: str,
+        busy_timeout: float = 10.0,
+    ) -> None:
+        self.path = path
+        self._migrations = tuple(migrations)
+        self._table = table
+        self._columns = columns
+        self._busy_timeout = busy_timeout
+        # Re-entrant: a repair holds it while it writes the rows it kept.
+        self._lock = threading.RLock()
+        self._front_lock = threading.Lock()
+        self.lost_at_open = 0
+        """Committed rows found missing when the file was opened (a lost WAL)."""
+        self.recovered_at_open: int | None = None
+        """Rows carried over from a damaged file replaced at open (``None``: none was)."""
+        self._mark = HighWater(path.with_name(path.name + "-seen")) if path else None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            if path is None or not is_damage(exc):
+                self._close_connections()
+                self._raise(exc, "open it")
+            self._close_connections()
+            self.recovered_at_open = self._replace_damaged(str(exc))
+        self._check_high_water()
+
+    # -- opening and repair ---------------------------------------------------
+
+    def _open(self) -> None:
+        self._conn = sqlite3.connect(
+            str(self.path) if self.path is not None else ":memory:",
+            timeout=self._busy_timeout,
+            isolation_level=None,  # explicit BEGIN / COMMIT
+            check_same_thread=False,
+        )
+        self._front = self._conn
+        self._conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        if self.path is not None:
+            enable_wal(self._conn, self._busy_timeout)
+            # WAL + NORMAL survives a killed process; only a power cut can
+            # lose the last commits.
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            (verdict,) = self._conn.execute("PRAGMA quick_check").fetchone()
+            if verdict != "ok":
+                raise sqlite3.DatabaseError(f"database disk image is malformed: {verdict}")
+        self._migrate()
+        if self.path is not None:
+            # The no-wait path of try_write: a second connection that never
+            # waits for a lock and leaves checkpoints (the fsyncs) to the main one.
+            self._front = sqlite3.connect(
+                str(self.path), timeout=0, isolation_level=None, check_same_thread=False
+            )
+            self._front.execute("PRAGMA busy_timeout = 0")
+            self._front.execute("PRAGMA synchronous = NORMAL")
+            self._front.execute("PRAGMA wal_autocheckpoint = 0")
+
+    def _migrate(self) -> None:
+        (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+        for number, script in enumerate(self._migrations[version:], start=version + 1):
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in filter(str.strip, script.split(";")):
+                    self._conn.execute(statement)
+                self._conn.execute(f"PRAGMA user_version = {number}")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                _rollback(self._conn)
+                raise
+
+    def _replace_damaged(self, cause: str) -> int:
+        """Move the damaged file aside, start anew, carry over the readable rows."""
+        assert self.path is not None
+        moved = quarantine(self.path)
+        rows, partial = read_rows(moved, self._table, self._columns)
+        self._open()
+        if rows:
+            marks = ",".join("?" * len(rows[0]))
+            sql = f"INSERT INTO {self._table} ({self._columns}) VALUES ({marks})"
+            self.write(lambda c: c.executemany(sql, rows))
+        logger.error(
+            "the outbox %s was damaged (%s); moved it to %s and started a new one with "
+            "the %d rows still readable%s",
+            self.path,
+            cause,
+            moved,
+            len(rows),
+            "; some rows could not be read and are lost" if partial else "",
+        )
+        if self._mark is not None:
+            self._mark.reset(max((int(r[0]) for r in rows), default=0))
+        return len(rows)
+
+    def _check_high_water(self) -> None:
+        if self._mark is None:
+            return
+        ((seq,),) = self.read("SELECT coalesce(max(seq), 0) FROM sqlite_sequence")
+        mark = self._mark.read()
+        if mark > seq:
+            self.lost_at_open = mark - int(seq)
+            logger.error(
+                "%d memory writes recorded in the outbox %s are missing: its WAL file "
+                "(%s-wal) was deleted or damaged while no process had it open. They cannot "
+                "be recovered; the exchanges they held did not reach mem0",
+                self.lost_at_open,
+                self.path,
+                self.path,
+            )
+            self._mark.reset(int(seq))
+        else:
+            self._mark.raise_to(int(seq))
+
+    def repair(self) -> int:
+        """Replace a file found damaged while in use; returns the rows kept.
+
+        Raises:
+            DamagedFileError: It cannot be moved aside.
+        """
+        if self.path is None:
+            return 0
+        with self._lock, self._front_lock:
+            self._close_connections()
+            return self._replace_damaged("found while in use")
+
+    # -- use ----------------------------------------------------------------
+
+    def write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run ``work`` in one immediate transaction; returns what it returns."""
+        with self._lock:
+            return self._run(self._conn, work)
+
+    def try_write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        """:meth:`write` without waiting: :data:`BUSY` when a lock is taken now."""
+        lock = self._front_lock if self._front is not self._conn else self._lock
+        if not lock.acquire(blocking=False):
+            return BUSY
+        try:
+            return self._run(self._front, work)
+        except OutboxWriteError as exc:
+            cause = exc.__cause__
+            if cause is not None and sqlite_code(cause) in _BUSY_CODES:
+                return BUSY  # another connection holds the write lock
+            raise
+        finally:
+            lock.release()
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one query."""
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                self._raise(exc, "read it")
+
+    def mark(self, rowid: int) -> None:
+        """Note that rows up to ``rowid`` are committed (see :class:`HighWater`)."""
+        if self._mark is not None:
+            self._mark.raise_to(rowid)
+
+    def close(self) -> None:
+        """Close the connections. Idempotent."""
+        with self._lock, self._front_lock:
+            self._close_connections()
+        if self._mark is not None:
+            self._mark.close()
+
+    def _run(self, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            result = work(conn)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            # SQLite may have rolled back already (a full disk does): an error
+            # from ROLLBACK must not hide the real one.
+            _rollback(conn)
+            self._raise(exc, "write to it")
+        return result
+
+    def _raise(self, exc: BaseException, doing: str) -> NoReturn:
+        """Raise ``exc`` as this package's error naming the file, if it is SQLite's."""
+        where = os.fspath(self.path) if self.path is not None else ":memory:"
+        if is_damage(exc):
+            raise DamagedFileError(
+                f"the outbox {where} is damaged ({exc}); could not {doing}. It is moved "
+                "aside and replaced at the next start (or move it away yourself)",
+                path=where,
+            ) from exc
+        if isinstance(exc, sqlite3.Error | OSError):
+            raise OutboxWriteError(
+                f"the outbox {where} failed: could not {doing} ({exc}). Is the disk "
+                "full or read-only? Writes are kept in memory until it works again",
+                path=where,
+            ) from exc
+        raise exc
+
+    def _close_connections(self) -> None:
+        for name in ("_front", "_conn"):
+            conn = getattr(self, name, None)
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")

@@ -1,0 +1,184 @@
+"""Recording a write: in the outbox file, or in memory while the file refuses.
+
+:class:`Recorder` puts each new write in the outbox before the reply goes
+on. When the file cannot take it (a full disk, a read-only or damaged file),
+a damaged file is replaced (see :mod:`._outbox_db`) and the write is kept in
+an in-memory outbox with the same tables, so mem0 still gets it. The error
+is logged once per episode with its real cause; recording in the file
+resumes by itself at the next write that succeeds. Writes still in memory
+when the queue closes or the process exits are moved into the file if it
+works again by then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .._exceptions import DamagedFileError, LocalFileError
+from .._scope import Scope
+from .outbox import Outbox, OutboxRow, count_held
+
+__all__ = ["Recorder"]
+
+logger = logging.getLogger(__name__)
+
+
+class Recorder:
+    """The outbox file and its in-memory stand-in, for one write queue.
+
+    Args:
+        outbox: The outbox (a file, or memory only).
+        owner: The queue's claim id.
+        io: Runs a blocking outbox call on the queue's outbox thread.
+        counts: The queue's counters (``unrecorded``, ``lost``), updated in place.
+    """
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        *,
+        owner: str,
+        io: Callable[..., Awaitable[Any]],
+        counts: dict[str, int],
+    ) -> None:
+        self.outbox = outbox
+        self.spill = Outbox(None) if outbox.durable else outbox
+        """Where writes wait, in memory, while the file cannot record."""
+        self._owner = owner
+        self._io = io
+        self._counts = counts
+        self._failing: str | None = None
+        self.errors = 0
+        """Outbox operations that failed."""
+
+    def boxes(self) -> tuple[Outbox, ...]:
+        """Memory first (it always progresses), then the file."""
+        return (self.outbox,) if self.spill is self.outbox else (self.spill, self.outbox)
+
+    async def record(self, scope: Scope, row: dict[str, Any]) -> bool:
+        """Record ``row``; False only when neither the file nor memory took it."""
+        try:
+            # Inline when the database is free (tens of microseconds on the
+            # loop), else on the outbox thread, which may wait for the lock.
+            if self.outbox.try_insert(**row) is None:
+                await self._io(self.outbox.insert, **row)
+        except Exception as exc:
+            return await self._record_elsewhere(scope, row, exc)
+        if self._failing is not None:
+            logger.warning("the outbox %s records writes again", self.outbox.path)
+            self._failing = None
+        return True
+
+    async def _record_elsewhere(self, scope: Scope, row: dict[str, Any], exc: Exception) -> bool:
+        self.errors += 1
+        if isinstance(exc, DamagedFileError):
+            with contextlib.suppress(Exception):
+                await self._io(self.outbox.db.repair)
+                await self._io(self.outbox.insert, **row)
+                return True
+        cause = exc.__cause__ if isinstance(exc, LocalFileError) and exc.__cause__ else exc
+        reason = f"{type(cause).__name__}: {cause}"
+        if self.spill is not self.outbox:
+            if self._failing is None:
+                logger.error(
+                    "could not record memory writes in the outbox %s (%s); they are kept "
+                    "in memory until mem0 stores them, and recording resumes once the "
+                    "file works again",
+                    self.outbox.path,
+                    reason,
+                )
+            self._failing = reason
+            try:
+                await self._io(self.spill.insert, **row)
+            except Exception:
+                logger.exception("could not keep a memory write in memory either")
+            else:
+                self._counts["unrecorded"] += 1
+                return True
+        logger.error(
+            "could not record a memory write for user %s (%s); it is not stored",
+            scope.user_id,
+            reason,
+        )
+        return False
+
+    async def next_rows(self, scope: Scope, limit: int) -> tuple[Outbox, list[OutboxRow]] | None:
+        """The next batch of ``scope`` and the outbox holding it, or ``None``."""
+        for box in self.boxes():
+            try:
+                rows = await self._io(
+                    box.next_batch,
+                    owner=self._owner,
+                    user_id=scope.user_id,
+                    agent_id=scope.agent_id,
+                    limit=limit,
+                )
+            except LocalFileError as exc:
+                self.errors += 1
+                logger.warning("could not read the outbox (%s); trying again shortly", exc)
+                continue
+            if rows:
+                return box, rows
+        return None
+
+    async def held(self) -> list[OutboxRow]:
+        """Every pending row this queue holds, in memory and in the file."""
+        return [row for box in self.boxes() for row in await self._io(box.held, self._owner)]
+
+    def save_spilled(self) -> int:
+        """Move the writes kept in memory into the file; returns how many.
+
+        Synchronous (it runs at exit too). Those the file still refuses are
+        lost, and logged.
+        """
+        if self.spill is self.outbox:
+            return 0
+        rows = self.spill.held(self._owner)
+        if not rows:
+            return 0
+        try:
+            self.outbox.adopt_rows(rows)
+        except Exception as exc:
+            self._counts["lost"] += len(rows)
+            logger.error(
+                "%d memory writes kept in memory (the outbox %s could not record them: %s) "
+                "are lost",
+                len(rows),
+                self.outbox.path,
+                exc,
+            )
+            return 0
+        self.spill.complete([row.id for row in rows])
+        return len(rows)
+
+    def report_left(self, count: int, when: str) -> None:
+        """Log ``count`` writes left unstored (``when``: "at close", "at exit")."""
+        if self.outbox.durable:
+            logger.warning(
+                "%d memory writes not stored %s; they stay in the outbox %s and the next "
+                "writer on that folder stores them",
+                count,
+                when,
+                self.outbox.path,
+            )
+        else:
+            self._counts["lost"] += count
+            logger.warning(
+                "%d memory writes not stored %s are lost: no outbox folder is configured",
+                count,
+                when,
+            )
+
+    def at_exit(self, pending: int) -> None:
+        """At interpreter exit: save what memory holds, report what is left."""
+        with contextlib.suppress(Exception):
+            self.save_spilled()
+        count = pending
+        if self.outbox.durable and self.outbox.path is not None:
+            with contextlib.suppress(Exception):
+                count = count_held(self.outbox.path, self._owner)
+        if count:
+            self.report_left(count, "at exit")

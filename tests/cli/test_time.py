@@ -1,0 +1,68 @@
+"""The CLI shows the timeline: superseded memories hidden unless --all, history both ways."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from agentscope.agent import Agent
+from agentscope.message import UserMsg
+
+from agentscope_mem0 import Mem0Middleware
+from agentscope_mem0.local import close_shared_clients
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+from command_line import run, run_json
+
+
+async def _two_sessions(folder: Path) -> None:
+    mw = Mem0Middleware.local(
+        user_id="alice",
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(),
+        folder=folder,
+        mode="static_control",
+    )
+    async with mw:
+        for text, when in (
+            ("I live in Hangzhou.", "2024-01-05T10:00:00+00:00"),
+            ("I moved to Beijing last month.", "2024-03-10T10:00:00+00:00"),
+        ):
+            bot = Agent(
+                name="helper", system_prompt="x", model=ScriptedChatModel("Ok."), middlewares=[mw]
+            )
+            await bot.reply(UserMsg(name="user", content=text, created_at=when))
+            await mw.flush()
+    close_shared_clients(folder)
+
+
+def test_list_search_and_history_follow_the_timeline(_data_dir: Path) -> None:
+    data_dir = _data_dir
+    asyncio.run(_two_sessions(data_dir))
+
+    listed = run_json("list", "--user", "alice")
+    assert [m["text"] for m in listed] == ["User moved to Beijing last month."]
+    new: dict[str, Any] = listed[0]
+    assert new["metadata"]["event_date"] == "2024-02"
+    assert new["metadata"]["valid_from"].startswith("2024-03-10")
+
+    everything = {m["text"]: m for m in run_json("list", "--user", "alice", "--all")}
+    old = everything["User lives in Hangzhou."]
+    assert old["metadata"]["superseded_by"] == new["id"]
+    assert old["metadata"]["valid_until"].startswith("2024-03-10")
+    table = run("list", "--user", "alice", "--all").stdout
+    assert f"(superseded 2024-03-10 by {new['id']})" in table
+
+    found = run_json("search", "--user", "alice", "where do I live")
+    assert [m["text"] for m in found] == ["User moved to Beijing last month."]
+    found_all = run_json("search", "--user", "alice", "--all", "where do I live")
+    assert {m["text"] for m in found_all} == set(everything)
+
+    forward = run_json("history", old["id"])
+    assert {"event": "SUPERSEDED_BY", "memory_id": new["id"]}.items() <= forward[-1].items()
+    backward = run_json("history", new["id"])
+    assert {"event": "SUPERSEDES", "memory_id": old["id"]}.items() <= backward[-1].items()
+
+    # Forgetting the newer memory brings the older one back.
+    assert run("forget", new["id"], "--yes").exit_code == 0
+    assert [m["text"] for m in run_json("list", "--user", "alice")] == ["User lives in Hangzhou."]

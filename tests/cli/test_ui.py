@@ -1,0 +1,389 @@
+"""The inspector without a browser: binding and token rules, CSRF refusals,
+escaping, relations, the outbox; on a real embedded store in tmp_path.
+
+Requests go through Starlette's TestClient to the real app (guard included);
+the store is the CLI's own (real mem0, local Qdrant, HashEmbedding).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+from agentscope_mem0._scope import Scope
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
+from agentscope_mem0.cli import cli
+from agentscope_mem0.cli._config import load_settings
+from agentscope_mem0.cli._open import open_store
+from agentscope_mem0.cli._records import MemoryRecord
+from agentscope_mem0.cli.ui._inspector import Inspector
+from agentscope_mem0.cli.ui._web import create_app
+
+BASE = "http://127.0.0.1:8765"
+TOKEN = "s3cret-token-for-tests-0123"
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTSCOPE_MEM0_EMBEDDER", "hash")
+    monkeypatch.delenv("AGENTSCOPE_MEM0_CONFIG", raising=False)
+    monkeypatch.delenv("AGENTSCOPE_MEM0_UI_TOKEN", raising=False)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Any]:
+    settings = load_settings(folder=str(tmp_path / "data"), config_path=None)
+    opened = open_store(settings)
+    yield opened
+    opened.close()
+
+
+def add(store: Any, user: str, text: str, agent: str | None = None) -> str:
+    (stored,) = asyncio.run(store.add(text, Scope(user, agent), infer=False))
+    return str(stored["id"])
+
+
+def client_for(store: Any, *, token: str | None = None, loopback: bool = True) -> TestClient:
+    app = create_app(Inspector(store, store.settings), token=token, loopback=loopback)
+    return TestClient(app, base_url=BASE, follow_redirects=False)
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, "no CSRF field in the page"
+    return found.group(1)
+
+
+# -- binding and the access token ------------------------------------------------
+
+
+def test_ui_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["ui", "--folder", str(tmp_path), "--host", "0.0.0.0"])
+    assert result.exit_code == 2
+    assert "without an access token" in result.output
+    assert "--token" in result.output
+
+
+def test_ui_refuses_a_short_token(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["ui", "--folder", str(tmp_path), "--host", "0.0.0.0", "--token", "abc"]
+    )
+    assert result.exit_code == 2
+    assert "at least 16 characters" in result.output
+
+
+def test_ui_names_the_process_holding_the_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "held"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import sys, time
+                from agentscope_mem0.local import shared_qdrant_client
+                shared_qdrant_client({str(folder)!r})
+                print("ready", flush=True)
+                time.sleep(60)
+                """
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        result = CliRunner().invoke(cli, ["ui", "--folder", str(folder), "--port", "0"])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.exit_code == 3, result.output
+    assert f"pid {holder.pid}" in result.output
+    assert "locked" in result.output
+
+
+def test_a_token_is_required_on_every_request(store: Any) -> None:
+    add(store, "alice", "Alice drinks green tea.")
+    client = client_for(store, token=TOKEN, loopback=False)
+    assert client.get("/").status_code == 401
+    assert client.get("/?user=alice").status_code == 401
+    assert client.get("/?token=wrong-token-xxxxxxxxx").status_code == 401
+    assert client.get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+    opened = client.get(f"/?user=alice&token={TOKEN}")
+    assert opened.status_code == 303
+    assert opened.headers["location"] == "/?user=alice"  # the token leaves the address bar
+    assert "SameSite=Strict" in opened.headers["set-cookie"]
+    page = client.get("/?user=alice")  # the cookie carries it now
+    assert page.status_code == 200 and "Alice drinks green tea." in page.text
+    client.cookies.clear()
+    assert client.get("/?user=alice").status_code == 401
+
+
+def test_loopback_refuses_foreign_host_names(store: Any) -> None:
+    client = client_for(store)
+    assert client.get("/", headers={"Host": "attacker.example:8765"}).status_code == 421
+    assert client.get("/", headers={"Host": "localhost:8765"}).status_code == 200
+
+
+# -- CSRF ----------------------------------------------------------------------
+
+
+def test_posts_without_the_csrf_token_are_refused(store: Any) -> None:
+    memory_id = add(store, "alice", "Alice drinks green tea.")
+    client = client_for(store)
+    page = client.get("/?user=alice").text
+    secret = csrf_of(page)
+    form = {"memory_id": memory_id, "user": "alice", "confirm": "yes"}
+
+    assert client.post("/forget", data=form).status_code == 403  # no token
+    assert client.post("/forget", data={**form, "csrf": "guess"}).status_code == 403
+    refused = client.post(
+        "/forget", data={**form, "csrf": secret}, headers={"Origin": "https://evil.example"}
+    )
+    assert refused.status_code == 403 and "another site" in refused.text
+    cross = client.post(
+        "/forget", data={**form, "csrf": secret}, headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    assert cross.status_code == 403
+    no_cookie = TestClient(client.app, base_url=BASE, follow_redirects=False)
+    assert no_cookie.post("/forget", data={**form, "csrf": secret}).status_code == 403
+    assert client.post("/forget-user", data={"user": "alice", "confirm": "yes"}).status_code == 403
+    assert client.post("/outbox/retry", data={}).status_code == 403
+    assert asyncio.run(store.get(memory_id)) is not None  # nothing was forgotten
+
+    asked = client.post("/forget", data={"memory_id": memory_id, "user": "alice", "csrf": secret})
+    assert asked.status_code == 200 and "Yes, forget" in asked.text
+    assert asyncio.run(store.get(memory_id)) is not None  # asking is not doing
+    done = client.post("/forget", data={**form, "csrf": secret}, headers={"Origin": BASE})
+    assert done.status_code == 303
+    assert asyncio.run(store.get(memory_id)) is None
+
+
+def test_reads_are_not_actions(store: Any) -> None:
+    memory_id = add(store, "alice", "Alice drinks green tea.")
+    client = client_for(store)
+    assert client.get(f"/forget?memory_id={memory_id}&user=alice&confirm=yes").status_code == 405
+    assert asyncio.run(store.get(memory_id)) is not None
+
+
+# -- what the pages show ---------------------------------------------------------
+
+
+def test_hostile_text_is_escaped_and_scripts_are_forbidden(store: Any) -> None:
+    add(store, "mallory", '<script>alert("x")</script><img src=x onerror=alert(1)>')
+    client = client_for(store)
+    response = client.get("/?user=mallory")
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;img" in response.text
+    assert "<script" not in response.text and "<img" not in response.text
+    assert "script-src" not in response.headers["content-security-policy"]  # default 'none'
+    assert "default-src 'none'" in response.headers["content-security-policy"]
+    found = client.get("/search", params={"user": "mallory", "q": "<script>"})
+    assert "<script" not in found.text and "&lt;script&gt;" in found.text
+
+
+def test_bad_ids_get_a_clear_400(store: Any) -> None:
+    client = client_for(store)
+    refused = client.get("/?user=*")
+    assert refused.status_code == 400 and "wildcard" in refused.text
+    assert client.get("/search", params={"user": "alice", "q": " "}).status_code == 400
+
+
+def test_supersession_is_shown_both_ways(store: Any) -> None:
+    old = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000001",
+        text="Alice lives in Berlin.",
+        user_id="alice",
+        created_at="2026-01-05T10:00:00+00:00",
+        metadata={
+            "superseded_by": "0b6c3a52-1d2e-4f00-9a6b-000000000002",
+            "valid_until": "2026-06-01T09:00:00+00:00",
+        },
+    )
+    new = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000002",
+        text="Alice lives in Hangzhou.",
+        user_id="alice",
+        created_at="2026-06-01T09:00:00+00:00",
+    )
+    detail = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000003",
+        text="Alice's flat in Hangzhou is near West Lake.",
+        user_id="alice",
+        created_at="2026-06-02T09:00:00+00:00",
+        metadata={"extends": "0b6c3a52-1d2e-4f00-9a6b-000000000002"},
+    )
+    asyncio.run(store.insert([old, new, detail]))
+    page = client_for(store).get("/?user=alice").text
+    assert 'extends <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000002">' in page
+    assert 'extended by <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000003">' in page
+    assert page.count('class="memory superseded"') == 1
+    assert page.index("Alice lives in Hangzhou.") < page.index("Alice lives in Berlin.")
+    assert 'class="memory superseded"' in page
+    assert 'superseded by <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000002">' in page
+    assert 'supersedes <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000001">' in page
+    assert "valid until 2026-06-01 09:00Z" in page
+
+
+def test_outbox_lists_failed_writes_and_retry_requeues_them(store: Any) -> None:
+    path = store.settings.outbox_dir / OUTBOX_FILENAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    outbox = Outbox(path)
+    owner = new_owner_id()
+    row = outbox.insert(
+        key="k-failed",
+        user_id="alice",
+        agent_id="bot",
+        messages=[{"role": "user", "content": "I moved to <b>Oslo</b>."}],
+        owner=owner,
+        lease=30.0,
+    )
+    outbox.fail([row], "PermanentBackendError: 400 bad request")
+    outbox.release(owner=owner)
+    outbox.close()
+
+    client = client_for(store)
+    page = client.get("/outbox").text
+    assert "I moved to &lt;b&gt;Oslo&lt;/b&gt;." in page
+    assert "400 bad request" in page and 'id="retry"' in page
+    done = client.post("/outbox/retry", data={"csrf": csrf_of(page)})
+    assert done.status_code == 303
+    after = client.get(done.headers["location"]).text
+    assert "Requeued 1 failed writes." in after
+    check = Outbox(path)
+    try:
+        assert check.counts() == {"pending": 1, "failed": 0}
+    finally:
+        check.close()
+
+
+def test_users_page_counts_and_plots(store: Any) -> None:
+    add(store, "alice", "Alice drinks green tea.")
+    add(store, "alice", "Alice has a cat named Miso.", agent="bot")
+    add(store, "bob", "Bob lives in Oslo.")
+    page = client_for(store).get("/").text
+    assert re.search(r'href="/\?user=alice">alice</a></td><td>2</td><td>bot</td>', page)
+    assert re.search(r'href="/\?user=bob">bob</a></td><td>1</td>', page)
+    assert "<div><b>3</b>memories</div>" in page
+    bars = re.findall(r'data-count="(\d+)"', page)
+    assert len(bars) == 30 and bars[-1] == "3" and set(bars[:-1]) == {"0"}
+
+
+def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    import os
+    import signal
+    import urllib.request
+
+    folder = tmp_path / "served"
+    env = {**os.environ, "AGENTSCOPE_MEM0_EMBEDDER": "hash"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentscope_mem0.cli", "ui", "--folder", str(folder), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = re.search(r"at (http://127\.0\.0\.1:\d+/)$", line.strip())
+        assert found, line
+        with urllib.request.urlopen(found.group(1), timeout=10) as response:
+            body = response.read().decode()
+        assert response.status == 200 and "No memories stored yet." in body
+        process.send_signal(signal.SIGINT)
+        assert process.wait(20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    # The folder is free again for the application.
+    from agentscope_mem0.cli._lock import lock_holder
+
+    assert lock_holder(folder) is None
+
+
+# -- another backend: pgvector on a real PostgreSQL -----------------------------
+
+
+@pytest.fixture(scope="module")
+def pg_dsn() -> Iterator[str]:
+    from _pgfixture import postgres_dsn
+
+    with postgres_dsn() as dsn:
+        yield dsn
+
+
+def test_the_inspector_works_on_pgvector(pg_dsn: str, tmp_path: Path) -> None:
+    from _pgfixture import fresh_collection
+
+    pg_config = tmp_path / "pg.toml"
+    pg_config.write_text(
+        f'backend = "pgvector"\ndsn = "{pg_dsn}"\ncollection = "{fresh_collection("ui")}"\n'
+        'history_db = "pg-history.db"\nfolder = "data"\n'
+    )
+    settings = load_settings(folder=None, config_path=str(pg_config))
+    store = open_store(settings)
+    try:
+        kept = add(store, "alice", "Alice drinks green tea.")
+        gone = add(store, "alice", "Alice has a cat named Miso.")
+        add(store, "bob", "Bob lives in Oslo.")
+        client = client_for(store)
+        home = client.get("/").text
+        assert "pgvector table" in home
+        assert re.search(r'href="/\?user=alice">alice</a></td><td>2</td>', home)
+        page = client.get("/?user=alice").text
+        assert "Alice drinks green tea." in page and "Bob lives in Oslo." not in page
+        hits = client.get("/search", params={"user": "alice", "q": "green tea"}).text
+        assert hits.index("Alice drinks green tea.") < hits.index("Alice has a cat")
+        form = {"memory_id": gone, "user": "alice", "confirm": "yes", "csrf": csrf_of(page)}
+        assert client.post("/forget", data=form).status_code == 303
+        assert asyncio.run(store.get(gone)) is None
+        assert asyncio.run(store.get(kept)) is not None
+    finally:
+        store.close()
+
+
+def test_a_long_user_page_shows_the_newest_then_all(store: Any) -> None:
+    records = [
+        MemoryRecord(
+            id=f"00000000-0000-4000-8000-{i:012d}",
+            text=f"Fact number {i}.",
+            user_id="carol",
+            created_at=f"2026-03-01T10:{i // 60:02d}:{i % 60:02d}+00:00",
+        )
+        for i in range(305)
+    ]
+    asyncio.run(store.insert(records))
+    client = client_for(store)
+    page = client.get("/?user=carol").text
+    assert page.count('<tr id="m-') == 300
+    assert "Fact number 304." in page and "Fact number 4." not in page  # newest first
+    assert "The newest 300 of 305" in page and 'href="/?user=carol&amp;all=1"' in page
+    assert client.get("/?user=carol&all=1").text.count('<tr id="m-') == 305
+
+
+# -- hosted mem0: the platform fake of test_hosted --------------------------------
+
+
+def test_the_inspector_on_hosted_mem0(tmp_path: Path, config: Path) -> None:
+    store = open_store(load_settings(folder=str(tmp_path / "data"), config_path=str(config)))
+    for user, text in (("alice", "Alice likes oolong tea."), ("bob", "Bob likes black coffee.")):
+        asyncio.run(store.add(text, Scope(user), infer=False))  # the platform queues adds
+    client = client_for(store)
+    home = client.get("/").text
+    assert "lists memories per user" in home  # the platform cannot list users
+    page = client.get("/?user=alice").text
+    assert "Alice likes oolong tea." in page and "black coffee" not in page
+    found = client.get("/search", params={"user": "alice", "q": "tea"}).text
+    assert "Alice likes oolong tea." in found and "black coffee" not in found

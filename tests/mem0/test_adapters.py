@@ -1,0 +1,195 @@
+"""AgentScopeLLM / AgentScopeEmbedding and build_mem0_config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from agentscope.message import TextBlock, ThinkingBlock, ToolCallBlock
+from agentscope.model import ChatResponse
+from mem0.configs.base import MemoryConfig
+from mem0.utils.factory import EmbedderFactory, LlmFactory
+from pydantic import ValidationError
+
+from agentscope_mem0 import (
+    AgentScopeEmbedding,
+    AgentScopeLLM,
+    ConfigurationError,
+    DimensionMismatchError,
+    build_mem0_config,
+)
+from agentscope_mem0._mem0.adapters import flatten_response, to_agentscope_messages
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+
+def test_messages_convert_by_role_and_drop_others() -> None:
+    msgs = to_agentscope_messages(
+        [
+            {"role": "system", "content": "rules"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "tool", "content": "ignored"},
+        ]
+    )
+    assert [(m.role, m.get_text_content()) for m in msgs] == [
+        ("system", "rules"),
+        ("user", "hi"),
+        ("assistant", "hello"),
+    ]
+
+
+def test_generate_response_returns_text_and_sees_the_prompt() -> None:
+    seen: list[Any] = []
+
+    def reply(messages: Any, tools: Any) -> str:
+        seen.append(messages)
+        return '{"memory": []}'
+
+    llm = AgentScopeLLM({"model": ScriptedChatModel(reply, extractor=None)})
+    out = llm.generate_response(
+        [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    )
+    assert out == '{"memory": []}'
+    assert [m.role for m in seen[0]] == ["system", "user"]
+
+
+def test_streaming_model_is_drained_to_the_final_chunk() -> None:
+    model = ScriptedChatModel("the whole answer", extractor=None, stream=True)
+    llm = AgentScopeLLM({"model": model})
+    assert llm.generate_response([{"role": "user", "content": "q"}]) == "the whole answer"
+
+
+def test_tools_give_content_and_parsed_tool_calls() -> None:
+    response = ChatResponse(
+        content=[
+            ThinkingBlock(thinking="secret plan"),
+            TextBlock(text="calling"),
+            ToolCallBlock(id="1", name="f", input='{"a": 1}'),
+            ToolCallBlock(id="2", name="g", input="not json"),
+        ],
+        is_last=True,
+    )
+    out = flatten_response(response, with_tools=True)
+    assert out == {
+        "content": "calling",
+        "tool_calls": [
+            {"name": "f", "arguments": {"a": 1}},
+            {"name": "g", "arguments": "not json"},
+        ],
+    }
+    assert flatten_response(response, with_tools=False) == "calling"
+
+
+def test_thinking_never_reaches_the_json_mem0_parses() -> None:
+    response = ChatResponse(
+        content=[ThinkingBlock(thinking="{not json"), TextBlock(text='{"memory": []}')],
+        is_last=True,
+    )
+    llm = AgentScopeLLM({"model": ScriptedChatModel(lambda m, t: response, extractor=None)})
+    assert llm.generate_response([{"role": "user", "content": "x"}]) == '{"memory": []}'
+
+
+def test_no_usable_messages_is_an_error() -> None:
+    llm = AgentScopeLLM({"model": ScriptedChatModel()})
+    with pytest.raises(ValueError):
+        llm.generate_response([{"role": "tool", "content": "x"}])
+
+
+def test_adapters_reject_wrong_model_types() -> None:
+    with pytest.raises(ConfigurationError, match="ChatModelBase"):
+        AgentScopeLLM({"model": "gpt-4o"})
+    with pytest.raises(ConfigurationError, match="EmbeddingModelBase"):
+        AgentScopeEmbedding({"model": ScriptedChatModel()})
+
+
+def test_embedding_single_and_batch() -> None:
+    model = HashEmbedding(dimensions=32)
+    emb = AgentScopeEmbedding({"model": model})
+    one = emb.embed("dark mode", "search")
+    assert len(one) == 32
+    assert emb.embed_batch(["dark mode", "Hangzhou"]) == [one, model.vector("Hangzhou")]
+    assert emb.embed_batch([]) == []
+
+
+def test_build_registers_provider_and_creates_adapters(tmp_path: Any) -> None:
+    model, embedding = ScriptedChatModel(), HashEmbedding(dimensions=64)
+    config = build_mem0_config(chat_model=model, embedding_model=embedding)
+    assert config.llm.provider == config.embedder.provider == "agentscope"
+    llm = LlmFactory.create(config.llm.provider, config.llm.config)
+    assert isinstance(llm, AgentScopeLLM) and llm.model is model
+    emb = EmbedderFactory.create(config.embedder.provider, config.embedder.config, None)
+    assert isinstance(emb, AgentScopeEmbedding) and emb.model is embedding
+    # the embedded default is sized to the embedder and lives in the data folder
+    assert config.vector_store.config.embedding_model_dims == 64
+    assert config.vector_store.config.path.startswith(str(tmp_path))
+    assert config.history_db_path.startswith(str(tmp_path))
+
+
+def test_given_config_keeps_everything_but_the_two_slots(store_config: dict[str, Any]) -> None:
+    base = MemoryConfig(**store_config, custom_instructions="Only food preferences.")
+    config = build_mem0_config(
+        chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(), mem0_config=base
+    )
+    assert config.vector_store.config.path == store_config["vector_store"]["config"]["path"]
+    assert config.history_db_path == store_config["history_db_path"]
+    assert config.custom_instructions == "Only food preferences."
+    assert config.llm.provider == "agentscope"
+    assert base.llm.provider == "openai"  # the caller's object is not changed
+
+
+def test_only_one_slot_is_replaced_when_one_model_is_given(store_config: dict[str, Any]) -> None:
+    config = build_mem0_config(chat_model=ScriptedChatModel(), mem0_config=store_config)
+    assert config.llm.provider == "agentscope"
+    assert config.embedder.provider == "openai"
+
+
+def test_whitelist_stays_closed(store_config: dict[str, Any]) -> None:
+    build_mem0_config(
+        chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(), mem0_config=store_config
+    )
+    with pytest.raises(ValidationError, match="Unsupported LLM provider"):
+        MemoryConfig(llm={"provider": "agentscope", "config": {}})
+    with pytest.raises(ValidationError, match="Unsupported embedding provider"):
+        MemoryConfig(embedder={"provider": "agentscope", "config": {}})
+    from agentscope_mem0._mem0.adapters import agentscope_config_classes
+
+    llm_cls, _ = agentscope_config_classes()
+    with pytest.raises(ValidationError):
+        llm_cls(provider="not-a-provider", config={})
+
+
+def test_explicit_mismatched_dimensions_are_a_clear_error(store_config: dict[str, Any]) -> None:
+    store_config["vector_store"]["config"]["embedding_model_dims"] = 1536
+    with pytest.raises(DimensionMismatchError, match="embedding_model_dims=256"):
+        build_mem0_config(
+            chat_model=ScriptedChatModel(),
+            embedding_model=HashEmbedding(dimensions=256),
+            mem0_config=store_config,
+        )
+
+
+def test_unset_dimensions_follow_the_embedder(store_config: dict[str, Any]) -> None:
+    config = build_mem0_config(
+        chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(96), mem0_config=store_config
+    )
+    assert config.vector_store.config.embedding_model_dims == 96
+
+
+def test_bad_config_type_is_a_clear_error() -> None:
+    with pytest.raises(ConfigurationError, match="MemoryConfig or a dict"):
+        build_mem0_config(chat_model=ScriptedChatModel(), mem0_config="qdrant")  # type: ignore[arg-type]
+
+
+def test_caller_config_is_not_mutated_and_history_stays_in_the_folder(
+    tmp_path: Any, _data_dir: Any
+) -> None:
+    base = MemoryConfig(
+        vector_store={"provider": "qdrant", "config": {"path": str(tmp_path / "q")}}
+    )
+    config = build_mem0_config(
+        chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(48), mem0_config=base
+    )
+    assert config.vector_store.config.embedding_model_dims == 48
+    assert base.vector_store.config.embedding_model_dims == 1536
+    assert base.vector_store.config.client is None
+    assert config.history_db_path.startswith(str(_data_dir))

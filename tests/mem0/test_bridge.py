@@ -1,0 +1,172 @@
+"""The sync-to-async bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from agentscope_mem0 import AgentScopeLLM, BridgeTimeoutError, InvalidStateError
+from agentscope_mem0._mem0.bridge import (
+    Bridge,
+    Mem0Lanes,
+    _caller_loop,
+    caller_loop_scope,
+    get_bridge,
+)
+from agentscope_mem0.testing import ScriptedChatModel
+
+
+async def _where() -> tuple[str, int]:
+    await asyncio.sleep(0.01)
+    return threading.current_thread().name, id(asyncio.get_running_loop())
+
+
+def test_one_shared_daemon_loop_under_32_threads() -> None:
+    bridge = get_bridge()
+    with ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(lambda _: bridge.run(_where(), timeout=10), range(200)))
+    assert {name for name, _ in results} == {"agentscope-mem0-bridge"}
+    assert len({loop for _, loop in results}) == 1
+    assert bridge.thread is not None and bridge.thread.daemon
+    assert get_bridge() is bridge
+
+
+def test_adapters_share_one_thread_across_32_concurrent_callers() -> None:
+    before = threading.active_count()
+    llms = [AgentScopeLLM({"model": ScriptedChatModel(f"r{i}", extractor=None)}) for i in range(4)]
+    with ThreadPoolExecutor(32) as pool:
+        outs = list(
+            pool.map(
+                lambda i: llms[i % 4].generate_response([{"role": "user", "content": "q"}]),
+                range(128),
+            )
+        )
+    assert outs == [f"r{i % 4}" for i in range(128)]
+    assert threading.active_count() <= before + 1
+
+
+def test_errors_surface_at_the_call() -> None:
+    async def boom() -> None:
+        raise KeyError("original")
+
+    with pytest.raises(KeyError, match="original"):
+        get_bridge().run(boom(), timeout=5)
+
+
+def test_timeout_cancels_the_call() -> None:
+    cancelled = threading.Event()
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    started = time.perf_counter()
+    with pytest.raises(BridgeTimeoutError):
+        get_bridge().run(slow(), timeout=0.2)
+    assert time.perf_counter() - started < 5
+    assert cancelled.wait(5)
+
+
+def test_call_on_the_bridge_thread_is_refused_not_deadlocked() -> None:
+    bridge = get_bridge()
+
+    async def nested() -> Any:
+        return bridge.run(_where(), timeout=1)
+
+    with pytest.raises(InvalidStateError):
+        bridge.run(nested(), timeout=5)
+
+
+async def test_call_from_the_caller_loop_thread_is_refused() -> None:
+    with caller_loop_scope(), pytest.raises(InvalidStateError):
+        get_bridge().run(_where(), timeout=1)
+
+
+async def test_worker_threads_run_on_the_callers_loop() -> None:
+    """One model instance serves the agent's loop and mem0 without crossing loops."""
+    model = ScriptedChatModel("x", extractor=None)
+    await model([])  # the agent uses it on this loop
+    llm = AgentScopeLLM({"model": model})
+    with caller_loop_scope():
+        outs = await asyncio.gather(
+            *(
+                asyncio.to_thread(llm.generate_response, [{"role": "user", "content": "q"}])
+                for _ in range(16)
+            )
+        )
+    assert outs == ["x"] * 16
+    assert model.loops == {id(asyncio.get_running_loop())}
+
+
+def test_close_is_idempotent_and_a_new_bridge_follows() -> None:
+    bridge = Bridge()
+    assert bridge.run(_where(), timeout=5)[0] == "agentscope-mem0-bridge"
+    thread = bridge.thread
+    assert bridge.close() is True
+    assert bridge.close() is True
+    assert thread is not None and not thread.is_alive()
+    with pytest.raises(Exception, match="closed"):
+        bridge.run(_where(), timeout=1)
+
+
+# -- the lanes mem0's AsyncMemory runs on ---------------------------------------
+
+
+async def test_a_lane_runs_on_its_own_loop_and_pool_with_the_callers_context() -> None:
+    lanes = Mem0Lanes(workers=2)
+    caller = asyncio.get_running_loop()
+
+    async def probe() -> tuple[Any, Any, str]:
+        worker = await asyncio.to_thread(lambda: threading.current_thread().name)
+        return asyncio.get_running_loop(), _caller_loop.get(), worker
+
+    with caller_loop_scope():
+        loop, marked, worker = await lanes.run(probe(), lane="read")
+    assert loop is not caller
+    assert marked is caller  # model coroutines still go to the agent's loop
+    assert worker.startswith("agentscope-mem0-read")
+    assert await lanes.run(probe(), lane="write") != loop
+    lanes.close()
+
+
+async def test_cancelling_the_caller_cancels_the_call_on_the_lane() -> None:
+    lanes = Mem0Lanes(workers=1)
+    cancelled = threading.Event()
+
+    async def slow() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)
+            return
+        cancelled.set()
+        raise asyncio.CancelledError
+
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(lanes.run(slow(), lane="read"), 0.2)
+    assert cancelled.wait(5)
+    lanes.close()
+
+
+async def test_a_lane_returns_results_and_raises_errors() -> None:
+    lanes = Mem0Lanes(workers=1)
+
+    async def fail() -> None:
+        raise KeyError("the original error")
+
+    async def answer() -> int:
+        return 42
+
+    with pytest.raises(KeyError, match="the original error"):
+        await lanes.run(fail(), lane="write")
+    assert await lanes.run(answer(), lane="write") == 42
+    with pytest.raises(ValueError, match="lane"):
+        await lanes.run(answer(), lane="other")
+    lanes.close()

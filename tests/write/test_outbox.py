@@ -1,0 +1,276 @@
+"""The outbox tables: queueing, batching, claims, leases, failed rows."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentscope_mem0._write.outbox import (
+    OUTBOX_FILENAME,
+    Outbox,
+    count_held,
+    new_owner_id,
+    owner_is_dead,
+)
+
+
+def _msgs(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+
+
+def _insert(box: Outbox, owner: str, key: str, user: str = "u", agent: str | None = "a") -> int:
+    return box.insert(
+        key=key, user_id=user, agent_id=agent, messages=_msgs(key), owner=owner, lease=30
+    )
+
+
+def dead_owner() -> str:
+    """An owner id on this host whose process has ended (and was reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    host = new_owner_id().split(":")[0]
+    return f"{host}:{child.pid}:deadbeef0000"
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[Outbox]:
+    outbox = Outbox.in_folder(tmp_path)
+    yield outbox
+    outbox.close()
+
+
+def test_file_is_wal_and_schema_is_versioned(tmp_path: Path, box: Outbox) -> None:
+    assert box.durable and box.path == tmp_path / OUTBOX_FILENAME
+    conn = sqlite3.connect(box.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # one entry per migration
+    conn.close()
+    Outbox.in_folder(tmp_path).close()  # reopening migrates nothing twice
+
+
+def test_in_memory_outbox_is_not_durable() -> None:
+    box = Outbox(None)
+    owner = new_owner_id()
+    _insert(box, owner, "k1")
+    assert not box.durable
+    assert box.counts() == {"pending": 1, "failed": 0}
+    box.close()
+
+
+def test_next_batch_is_oldest_first_per_scope_and_bounded(box: Outbox) -> None:
+    me = new_owner_id()
+    for i in range(5):
+        _insert(box, me, f"a{i}")
+    _insert(box, me, "other", user="v")
+    _insert(box, me, "no-agent", agent=None)
+    batch = box.next_batch(owner=me, user_id="u", agent_id="a", limit=3)
+    assert [r.key for r in batch] == ["a0", "a1", "a2"]
+    assert batch[0].messages == _msgs("a0")
+    assert [r.key for r in box.next_batch(owner=me, user_id="u", agent_id=None, limit=9)] == [
+        "no-agent"
+    ]
+    assert box.next_batch(owner="someone-else", user_id="u", agent_id="a", limit=3) == []
+
+
+def test_a_sent_batch_comes_back_as_the_same_group(box: Outbox) -> None:
+    me = new_owner_id()
+    ids = [_insert(box, me, f"k{i}") for i in range(4)]
+    assert box.start_attempt(ids[:2], owner=me, batch_key="B")
+    again = box.next_batch(owner=me, user_id="u", agent_id="a", limit=10)
+    assert [r.key for r in again] == ["k0", "k1"]
+    assert {r.batch_key for r in again} == {"B"} and {r.attempts for r in again} == {1}
+    box.complete(ids[:2])
+    rest = box.next_batch(owner=me, user_id="u", agent_id="a", limit=10)
+    assert [r.key for r in rest] == ["k2", "k3"]
+
+
+def test_unsent_rows_stop_at_a_sent_one(box: Outbox) -> None:
+    me = new_owner_id()
+    ids = [_insert(box, me, f"k{i}") for i in range(3)]
+    box.start_attempt([ids[2]], owner=me, batch_key="k2")
+    assert [r.key for r in box.next_batch(owner=me, user_id="u", agent_id="a", limit=10)] == [
+        "k0",
+        "k1",
+    ]
+
+
+def test_failed_rows_keep_their_reason_and_can_be_requeued(box: Outbox) -> None:
+    me = new_owner_id()
+    ids = [_insert(box, me, f"k{i}") for i in range(2)]
+    box.start_attempt([ids[0]], owner=me, batch_key="k0")
+    box.fail([ids[0]], "ValueError: bad request")
+    assert box.counts() == {"pending": 1, "failed": 1}
+    (failed,) = box.failed()
+    assert failed.error == "ValueError: bad request" and failed.claimed_by is None
+    assert box.next_batch(owner=me, user_id="u", agent_id="a", limit=10)[0].key == "k1"
+    other = new_owner_id()
+    (requeued,) = box.requeue_failed(owner=other, lease=30)
+    assert requeued.key == "k0" and requeued.attempts == 0
+    assert requeued.batch_key == "k0"  # kept: it may have reached mem0
+    assert box.counts() == {"pending": 2, "failed": 0}
+
+
+def test_start_attempt_refuses_rows_taken_by_another_writer(box: Outbox) -> None:
+    me, thief = new_owner_id(), new_owner_id()
+    row_id = box.insert(key="k", user_id="u", agent_id="a", messages=[], owner=me, lease=-1)
+    assert [r.key for r in box.claim_orphans(owner=thief, lease=30)] == ["k"]  # lease ran out
+    assert not box.start_attempt([row_id], owner=me, batch_key="k")
+    assert box.start_attempt([row_id], owner=thief, batch_key="k")
+
+
+def test_a_sent_batch_is_taken_over_whole_when_one_lease_lapses(box: Outbox) -> None:
+    stale, me = "elsewhere:1:x", new_owner_id()
+    leases = [-1, 60, 60, 60]
+    ids = [
+        box.insert(key=f"k{i}", user_id="u", agent_id="a", messages=[], owner=stale, lease=lease)
+        for i, lease in enumerate(leases)
+    ]
+    assert box.start_attempt(ids[:3], owner=stale, batch_key="B")
+    # k1 and k2 were sent with k0 under one key; k3 was not sent and keeps its lease.
+    assert [r.key for r in box.claim_orphans(owner=me, lease=30)] == ["k0", "k1", "k2"]
+    assert [r.key for r in box.held(stale)] == ["k3"]
+    assert box.claim_orphans(owner=new_owner_id(), lease=30, live_here={me}) == []
+
+
+def test_rows_of_live_owners_are_not_orphans(box: Outbox) -> None:
+    me, other = new_owner_id(), new_owner_id()
+    _insert(box, other, "k")
+    assert box.claim_orphans(owner=me, lease=30, live_here={other}) == []
+    # Same process, no longer open: its rows are free at once.
+    assert [r.key for r in box.claim_orphans(owner=me, lease=30, live_here=set())] == ["k"]
+
+
+def test_rows_of_a_dead_process_are_claimed_at_once(box: Outbox) -> None:
+    dead = dead_owner()
+    assert owner_is_dead(dead)
+    assert not owner_is_dead(f"elsewhere:{1}:x")  # another host: only the lease decides
+    _insert(box, dead, "k")
+    me = new_owner_id()
+    assert [r.key for r in box.claim_orphans(owner=me, lease=30)] == ["k"]
+    assert count_held(box.path, me) == 1
+    assert box.renew(owner=me, lease=30) == 1
+    assert box.release(owner=me) == 1
+    assert count_held(box.path, me) == 0
+
+
+def test_claims_are_atomic_across_connections(tmp_path: Path) -> None:
+    seed = Outbox.in_folder(tmp_path)
+    dead = dead_owner()
+    for i in range(300):
+        _insert(seed, dead, f"k{i}")
+    seed.close()
+    owners = [new_owner_id() for _ in range(6)]
+    results: dict[str, list[str]] = {}
+    barrier = threading.Barrier(len(owners))
+
+    def claim(owner: str) -> None:
+        box = Outbox.in_folder(tmp_path)  # its own connection, as another process has
+        barrier.wait()
+        got: list[str] = []
+        for _ in range(5):
+            got += [r.key for r in box.claim_orphans(owner=owner, lease=30, live_here=owners)]
+            time.sleep(0.001)
+        results[owner] = got
+        box.close()
+
+    threads = [threading.Thread(target=claim, args=(o,)) for o in owners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claimed = [key for keys in results.values() for key in keys]
+    assert sorted(claimed) == sorted(f"k{i}" for i in range(300))  # each exactly once
+
+
+def test_keep_holds_rows_in_flight_on_release(box: Outbox) -> None:
+    me = new_owner_id()
+    ids = [_insert(box, me, f"k{i}") for i in range(3)]
+    assert box.release(owner=me, keep=[ids[1]]) == 2
+    assert [r.key for r in box.held(me)] == ["k1"]
+
+
+def test_try_insert_never_waits_for_a_busy_database(box: Outbox) -> None:
+    me = new_owner_id()
+    assert box.try_insert(key="k0", user_id="u", agent_id="a", messages=[], owner=me, lease=30)
+    other = sqlite3.connect(box.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process is writing
+    started = time.perf_counter()
+    got = box.try_insert(key="k1", user_id="u", agent_id="a", messages=[], owner=me, lease=30)
+    assert got is None and time.perf_counter() - started < 0.05
+    other.execute("COMMIT")
+    assert box.try_insert(key="k1", user_id="u", agent_id="a", messages=[], owner=me, lease=30)
+    assert [r.key for r in box.held(me)] == ["k0", "k1"]
+    other.close()
+
+
+def test_try_insert_in_memory() -> None:
+    box = Outbox(None)
+    me = new_owner_id()
+    assert box.try_insert(key="k", user_id="u", agent_id=None, messages=[], owner=me, lease=30)
+    assert [r.key for r in box.held(me)] == ["k"]
+    box.close()
+
+
+# -- where the outbox lives without an outbox_dir --------------------------------
+
+
+def _client_with(config: dict[str, Any]) -> Any:
+    from types import SimpleNamespace
+
+    from mem0.configs.base import MemoryConfig
+
+    return SimpleNamespace(config=MemoryConfig(**config))
+
+
+def test_the_outbox_lives_with_a_store_that_keeps_its_files_together(tmp_path: Path) -> None:
+    from agentscope_mem0._write.outbox_place import default_outbox_dir
+
+    client = _client_with(
+        {
+            "vector_store": {"provider": "qdrant", "config": {"path": str(tmp_path / "q")}},
+            "history_db_path": str(tmp_path / "history.db"),
+        }
+    )
+    assert default_outbox_dir(client) == tmp_path.resolve()
+
+
+def test_a_server_store_gets_its_own_outbox_folder_by_identity(tmp_path: Path) -> None:
+    from agentscope_mem0._write.outbox_place import default_outbox_dir
+
+    def server(collection: str, password: str) -> Any:
+        return _client_with(
+            {
+                "vector_store": {
+                    "provider": "pgvector",
+                    "config": {
+                        "host": "db",
+                        "port": 5432,
+                        "dbname": "mem",
+                        "user": "u",
+                        "password": password,
+                        "collection_name": collection,
+                    },
+                },
+                "history_db_path": str(tmp_path / "history.db"),
+            }
+        )
+
+    first = default_outbox_dir(server("a", "secret"))
+    assert first is not None and first.parent == tmp_path.resolve() / "agentscope-mem0-outbox"
+    assert first.name.startswith("pgvector-")
+    assert default_outbox_dir(server("a", "rotated")) == first  # secrets are not identity
+    assert default_outbox_dir(server("b", "secret")) != first  # another store, another outbox
+
+
+def test_a_client_whose_store_cannot_be_told_keeps_writes_in_memory() -> None:
+    from agentscope_mem0._write.outbox_place import default_outbox_dir
+
+    assert default_outbox_dir(object()) is None

@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 import pytest
 import requests
+from mem0 import AsyncMemory
 
 from agentscope_mem0.local import close_shared_clients
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import FakePlatform, UniqueFacts, close_memory, real_memory
-from mem0 import AsyncMemory
 
 
 @pytest.fixture(autouse=True)

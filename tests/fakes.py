@@ -23,10 +23,10 @@ import httpx
 from agentscope.credential import CredentialBase
 from agentscope.message import HintBlock, Msg, UserMsg
 from agentscope.model import ChatModelBase
+from mem0 import AsyncMemory
 
 from agentscope_mem0 import DEFAULT_MEMORY_SECTION_HEADER, build_mem0_config
 from agentscope_mem0.testing import HashEmbedding, RuleExtractor, ScriptedChatModel
-from mem0 import AsyncMemory
 
 
 def real_memory(

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
+from mem0 import AsyncMemory
 
 from _faults_child import middleware
 from _writer_child import UniqueFacts
@@ -38,7 +39,6 @@ from agentscope_mem0._write.owners import new_owner_id
 from agentscope_mem0._write.queue import RetryPolicy, WriteQueue
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import real_memory
-from mem0 import AsyncMemory
 
 CHILD = Path(__file__).with_name("_faults_child.py")
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.01, max_delay=0.05)

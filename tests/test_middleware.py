@@ -95,8 +95,9 @@ def test_sync_client_is_a_type_error() -> None:
 
 
 def test_mem0_sync_memory_is_a_type_error(store_config: dict[str, Any]) -> None:
-    from agentscope_mem0 import build_mem0_config
     from mem0 import Memory
+
+    from agentscope_mem0 import build_mem0_config
 
     sync = Memory(
         config=build_mem0_config(

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
+from mem0 import AsyncMemory
 
 from _pgfixture import fresh_collection
 from agentscope_mem0 import Mem0Middleware
@@ -30,7 +31,6 @@ from agentscope_mem0.cli._open import open_store
 from agentscope_mem0.cli.ui._inspector import Inspector
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from command_line import run, run_json
-from mem0 import AsyncMemory
 
 FAST = RetryPolicy(max_attempts=2, initial_delay=0.01, max_delay=0.05)
 PROSE = "Sure! I will remember that the user lives in Lyon."

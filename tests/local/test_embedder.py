@@ -216,8 +216,9 @@ def test_the_mem0_adapter_passes_search_and_add_through(model: OfflineE5Embeddin
 
 
 async def test_mem0_stores_and_finds_memories_with_it(no_network: None, tmp_path: Path) -> None:
-    from agentscope_mem0 import build_local_memory
     from mem0 import AsyncMemory
+
+    from agentscope_mem0 import build_local_memory
 
     memory: AsyncMemory = build_local_memory(
         ScriptedChatModel(), embedding_model=default_embedding_model(), folder=tmp_path / "store"

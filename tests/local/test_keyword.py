@@ -32,9 +32,10 @@ from fakes import FILLER, LOOKALIKES, QUERY, TARGET
 
 def local_memory(folder: Path) -> Any:
     """mem0's own Qdrant store (qdrant-client local mode) without a keyword encoder."""
+    from mem0 import AsyncMemory
+
     from agentscope_mem0 import build_mem0_config
     from agentscope_mem0.local import embedded_store_config
-    from mem0 import AsyncMemory
 
     config = build_mem0_config(
         chat_model=ScriptedChatModel(),

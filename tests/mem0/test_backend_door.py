@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import mem0
 import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
 from click.testing import CliRunner
 
 import agentscope_mem0
-import mem0
 from agentscope_mem0 import Mem0Middleware
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import real_memory

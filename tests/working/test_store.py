@@ -184,11 +184,12 @@ def test_postgres_threads_and_processes_lose_no_update(pg_dsn: str) -> None:
 
 
 async def test_pgvector_client_gets_a_table_beside_mem0s(pg_dsn: str, tmp_path: Path) -> None:
+    from mem0 import AsyncMemory
+
     from agentscope_mem0 import build_mem0_config
     from agentscope_mem0._working.remote import PostgresWorkingStore
     from agentscope_mem0.backends import pgvector_config
     from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-    from mem0 import AsyncMemory
 
     collection = fresh_collection()
     config = pgvector_config(

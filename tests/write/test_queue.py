@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mem0 import AsyncMemory
 
 from _writer_child import UniqueFacts, exchange, store_config
 from agentscope_mem0 import Scope
@@ -30,7 +31,6 @@ from agentscope_mem0._write.outbox import Outbox, new_owner_id
 from agentscope_mem0._write.queue import MEMORY_ONLY, METADATA_KEY, RetryPolicy, WriteQueue
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import close_memory, real_memory
-from mem0 import AsyncMemory
 
 CHILD = Path(__file__).parents[1] / "_writer_child.py"
 FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05)

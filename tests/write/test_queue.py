@@ -13,6 +13,7 @@ import logging
 import random
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -624,6 +625,26 @@ def test_the_loop_ending_with_writes_pending_stores_them_first(
     for i in range(3):
         assert asyncio.run(facts(memory, Scope(f"user{i}"))) == Counter({f"fruit{i:02d}": 1})
     close_memory(memory)
+
+
+async def test_a_reply_cancelled_while_its_write_is_recorded_still_queues_it(
+    memory: AsyncMemory, tmp_path: Path
+) -> None:
+    queue = queue_for(memory, outbox_dir=tmp_path / "outbox")
+    assert await queue.flush(10)  # idle: replay done, no worker, no lease keeper
+    assert queue.outbox.path is not None
+    other = sqlite3.connect(queue.outbox.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process writes: recording has to wait
+    reply = asyncio.create_task(queue.submit(SCOPE, said("I like fruit14.")))
+    await asyncio.sleep(0.2)  # the write is being recorded
+    reply.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reply
+    other.execute("COMMIT")
+    other.close()
+    assert await queue.flush(10)
+    assert await facts(memory) == Counter({"fruit14": 1})
+    await queue.aclose()
 
 
 async def test_dropping_a_queue_with_writes_pending_warns(memory: AsyncMemory) -> None:

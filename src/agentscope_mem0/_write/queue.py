@@ -41,7 +41,7 @@ from .outbox import Outbox, OutboxRow
 from .outbox_place import default_outbox_dir
 from .owners import LIVE_OWNERS, new_owner_id
 from .recording import Recorder
-from .workers import Workers
+from .workers import Runtime, Workers
 
 if TYPE_CHECKING:
     import os
@@ -122,6 +122,7 @@ class WriteQueue:
         self._owner = new_owner_id()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="agentscope-mem0-outbox")
         self._submitted_at: dict[str, float] = {}
+        self._recording: set[asyncio.Task[str | None]] = set()
         self._results: dict[str, list[dict[str, Any]]] = {}
         self._latency = LatencyRecorder()
         self._closed = False
@@ -393,8 +394,17 @@ class WriteQueue:
             "lease": self._lease,
             "kind": kind,
         }
-        # Shielded: a reply cancelled here must not leave a recorded row unqueued.
-        if not await asyncio.shield(self._recorder.record(scope, row)):
+        # Recording and queueing run as one task that a cancelled reply does
+        # not stop: a row recorded but never queued would wait for an
+        # unrelated write to wake the workers.
+        recording = rt.loop.create_task(self._record(rt, scope, row))
+        self._recording.add(recording)
+        recording.add_done_callback(self._recording.discard)
+        return await asyncio.shield(recording)
+
+    async def _record(self, rt: Runtime, scope: Scope, row: dict[str, Any]) -> str | None:
+        key = str(row["key"])
+        if not await self._recorder.record(scope, row):
             self._counts["lost"] += 1
             self._lost_unreported = True
             self._settle([key], stored=False)

@@ -113,16 +113,21 @@ def test_demo_script_help_and_bad_mode() -> None:
         [sys.executable, script, "--help"], capture_output=True, text=True, timeout=60
     )
     assert shown.returncode == 0, shown.stderr
-    assert "static_control,agent_control,both" in shown.stdout and "--folder" in shown.stdout
+    assert "Usage: oss_demo.py [OPTIONS]" in shown.stdout
+    assert "[static_control|agent_control|both]" in shown.stdout and "--folder" in shown.stdout
+    # The same form as `agentscope-mem0 demo`: the help texts are the command's.
+    command = CliRunner().invoke(cli, ["demo", "--help"], catch_exceptions=False)
+    options = ["".join(t.split("[OPTIONS]", 1)[1].split()) for t in (shown.stdout, command.stdout)]
+    assert options[0] == options[1]
     bad = subprocess.run(
-        [sys.executable, script, "nonsense"],
+        [sys.executable, script, "--mode", "nonsense"],
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, "AGENTSCOPE_MEM0_DIR": "/nonexistent/never-written"},
     )
     assert bad.returncode == 2
-    assert "invalid choice: 'nonsense'" in bad.stderr
+    assert "'nonsense' is not one of" in bad.stderr
 
 
 async def test_demo_starts_from_a_clean_store(tmp_path: Path) -> None:

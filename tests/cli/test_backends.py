@@ -41,6 +41,8 @@ def test_a_toml_config_names_the_folder_relative_to_itself(tmp_path: Path) -> No
 def test_config_from_the_environment_and_what_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name in ("from-file", "from-env", "from-flag"):
+        (tmp_path / name).mkdir()
     config = _write(tmp_path / "mem.json", json.dumps({"folder": str(tmp_path / "from-file")}))
     monkeypatch.setenv("AGENTSCOPE_MEM0_CONFIG", str(config))
     monkeypatch.setenv("AGENTSCOPE_MEM0_DIR", str(tmp_path / "from-env"))
@@ -69,6 +71,7 @@ def test_config_from_the_environment_and_what_wins(
     ],
 )
 def test_config_mistakes_are_usage_errors(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "data").mkdir()  # the data folder exists: the mistake is the config's
     config = _write(tmp_path / "bad.toml", text)
     result = run("list", "--config", str(config), "--user", "u")
     assert result.exit_code == 2, result.output

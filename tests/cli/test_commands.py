@@ -58,7 +58,7 @@ def test_add_raw_stores_verbatim_with_agent() -> None:
     added = run_json("add", "--user", "alice", "--agent", "planner", "--raw", "likes tea")
     assert added["extraction_model"] is None
     [memory] = added["stored"]
-    assert memory["memory"] == "likes tea"
+    assert memory["text"] == "likes tea"
     listed = run_json("list", "--user", "alice", "--agent", "planner")
     assert listed[0]["agent_id"] == "planner"
     assert listed[0]["created_at"] == listed[0]["updated_at"]
@@ -223,6 +223,7 @@ def test_forget_says_one_memory_and_needs_yes_without_input() -> None:
 
 
 def test_empty_json_listings_print_an_empty_list() -> None:
+    add_raw("somebody", "something")
     for args in (("list", "--user", "nobody"), ("search", "--user", "nobody", "tea")):
         result = run(*args, "--json")
         assert result.exit_code == 1, args  # none found, as without --json

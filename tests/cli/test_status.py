@@ -34,6 +34,7 @@ def _status(*args: str) -> tuple[int, dict]:
 
 def test_status_of_a_fresh_folder(tmp_path: Path) -> None:
     folder = tmp_path / "fresh"
+    folder.mkdir()
     code, report = _status("--folder", str(folder))
     assert code == 0
     assert report["ok"] is True
@@ -52,7 +53,7 @@ def test_status_of_a_fresh_folder(tmp_path: Path) -> None:
     }
     assert report["telemetry"]["enabled"] is False
     assert report["outbox"]["exists"] is False
-    assert not folder.exists()  # looking does not create anything
+    assert list(folder.iterdir()) == []  # looking does not create anything
 
     text = run("status", "--folder", str(folder))
     assert text.exit_code == 0
@@ -119,8 +120,9 @@ def test_a_locked_folder_is_reported_with_its_holder(
     for args in (("list", "--user", "alice"), ("add", "--user", "alice", "--raw", "x")):
         result = run(*args)
         assert result.exit_code == 3, args
-        assert "in use by another process" in result.stderr
-        assert f"held by pid {held_folder.pid}" in result.stderr
+        assert f"is in use by pid {held_folder.pid}" in result.stderr
+        assert "--folder" in result.stderr and "--config" in result.stderr
+        assert "folder=" not in result.stderr and "mem0_config" not in result.stderr
 
 
 def test_lock_holder_reads_the_kernel_lock_table(tmp_path: Path) -> None:

@@ -115,6 +115,7 @@ def test_export_needs_one_selection() -> None:
 
 
 def test_export_of_an_empty_store_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
     result = run("export", "--all-users", "--folder", str(tmp_path / "empty"))
     assert result.exit_code == 0
     assert result.stdout == ""
@@ -171,7 +172,8 @@ def test_import_rejects_a_malformed_file_before_storing_anything(tmp_path: Path)
     for number in range(2, 8):
         assert f"line {number}:" in result.stderr
     assert "nothing was imported" in result.stderr
-    assert run("list", "--user", "frank").exit_code == 1
+    listed = run("list", "--user", "frank")
+    assert listed.exit_code == 2 and "does not exist" in listed.stderr  # not even a folder
 
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n", encoding="utf-8")

@@ -285,6 +285,7 @@ def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -
     import urllib.request
 
     folder = tmp_path / "served"
+    folder.mkdir()
     env = {**os.environ, "AGENTSCOPE_MEM0_EMBEDDER": "hash"}
     process = subprocess.Popen(
         [sys.executable, "-m", "agentscope_mem0.cli", "ui", "--folder", str(folder), "--port", "0"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -75,6 +76,16 @@ class _LazyGroup(click.Group):
         module = importlib.import_module(entry.module, __package__)
         command: click.Command = getattr(module, entry.attribute)
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a reader that closed stdout (``| head``) ends it quietly, exit 0."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            from ._errors import silence_stdout
+
+            silence_stdout()
+            raise click.exceptions.Exit(0) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, entry.summary) for name, entry in COMMANDS.items()]

@@ -25,6 +25,7 @@ from ._store import MemoryStore
 __all__ = [
     "Session",
     "agent_option",
+    "check_folder_exists",
     "check_memory_id",
     "hosted_agent_note",
     "no_memories",
@@ -83,20 +84,51 @@ def agent_option(*, writes: bool = False) -> Callable[[F], F]:
     )
 
 
-def check_memory_id(value: str) -> str:
-    """A memory id as mem0 makes them (a UUID), or a usage error."""
+def check_memory_id(
+    ctx: click.Context | None, param: click.Parameter | None, value: str | None
+) -> str | None:
+    """A memory id as mem0 makes them (a UUID): checked when the command line
+    is parsed, before any store is opened."""
+    if value is None:
+        return None
     try:
         return str(uuid.UUID(value))
     except ValueError as exc:
-        raise UsageError(
+        raise click.BadParameter(
             f"{value!r} is not a memory id; ids are UUIDs such as "
             "'3f2b8c1e-5d4a-4c2b-9e1f-0a1b2c3d4e5f' (see `agentscope-mem0 list`)"
         ) from exc
 
 
-def store_command(*, json_option: bool = True) -> Callable[[F], F]:
+def check_folder_exists(settings: Settings) -> None:
+    """Refuse to read an embedded data folder that is not there.
+
+    Opening it would create an empty store and answer "no memories": a
+    mistyped ``--folder`` would look like a user who never said anything.
+
+    Raises:
+        UsageError: The folder does not exist.
+    """
+    if settings.backend != "embedded" or settings.folder.is_dir():
+        return
+    source = settings.sources.get("folder", "default")
+    named = "the default data folder" if source == "default" else f"the data folder ({source})"
+    raise UsageError(
+        f"{named} {settings.folder} does not exist, so nothing was stored there; check "
+        "the path (--folder or $AGENTSCOPE_MEM0_DIR). An application using the "
+        "memory, or `agentscope-mem0 add`, creates it"
+    )
+
+
+def store_command(*, json_option: bool = True, reads: bool = False) -> Callable[[F], F]:
     """Give a command ``--folder``, ``--config`` (and ``--json``), error mapping,
-    and call it with ``settings`` and ``out`` instead of those options."""
+    and call it with ``settings`` and ``out`` instead of those options.
+
+    Args:
+        json_option: Add ``--json``.
+        reads: The command reads memories that must already be there: an
+            embedded data folder that does not exist is refused.
+    """
 
     def decorate(func: F) -> F:
         @functools.wraps(func)
@@ -105,6 +137,8 @@ def store_command(*, json_option: bool = True) -> Callable[[F], F]:
             out = Output(as_json=as_json)
             with translate_errors():
                 settings = load_settings(folder=folder, config_path=config_path)
+                if reads:
+                    check_folder_exists(settings)
                 return func(*args, settings=settings, out=out, **kwargs)
 
         command: Any = wrapper

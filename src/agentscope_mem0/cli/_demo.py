@@ -11,7 +11,11 @@ from .._modes import MODES
 __all__ = ["demo"]
 
 
-@click.command()
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Chat model: DASHSCOPE_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL pick a real "
+    "one; otherwise an offline scripted model answers (the memory is real either way).",
+)
 @click.option(
     "--mode",
     type=click.Choice(list(MODES)),

@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import os
+import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -29,7 +31,6 @@ import click
 from .._exceptions import (
     BackendError,
     ConfigurationError,
-    DimensionMismatchError,
     Mem0MiddlewareError,
     StoreLockedError,
 )
@@ -37,10 +38,14 @@ from .._exceptions import (
 __all__ = [
     "CliError",
     "ExitCode",
+    "Interrupted",
     "NotFoundError",
     "UnreachableError",
     "UsageError",
+    "failure",
+    "in_flags",
     "is_unreachable",
+    "silence_stdout",
     "translate_errors",
 ]
 
@@ -59,11 +64,12 @@ class ExitCode(enum.IntEnum):
 
 
 class CliError(click.ClickException):
-    """An error shown as ``Error: <message>`` with a chosen exit code."""
+    """An error shown as ``Error: <message>``; the backend failed: exit code 4.
 
-    def __init__(self, message: str, exit_code: ExitCode = ExitCode.FAILED) -> None:
-        super().__init__(message)
-        self.exit_code = int(exit_code)
+    Each subclass is one exit code (click keeps it on the class).
+    """
+
+    exit_code = ExitCode.FAILED
 
     def show(self, file: IO[Any] | None = None) -> None:
         """Print the message to stderr."""
@@ -73,22 +79,30 @@ class CliError(click.ClickException):
 class NotFoundError(CliError):
     """Nothing matched: exit code 1."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.NOT_FOUND)
-
-
-class UnreachableError(CliError):
-    """The backend cannot be used right now: exit code 3."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.UNAVAILABLE)
+    exit_code = ExitCode.NOT_FOUND
 
 
 class UsageError(CliError):
     """A usage or configuration mistake: exit code 2."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.USAGE)
+    exit_code = ExitCode.USAGE
+
+
+class UnreachableError(CliError):
+    """The backend cannot be used right now: exit code 3."""
+
+    exit_code = ExitCode.UNAVAILABLE
+
+
+class Interrupted(CliError):
+    """Ctrl-C: exit code 130."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+def failure(message: str, *, unreachable: bool) -> CliError:
+    """Exit 3 when the backend could not be reached, else 4."""
+    return UnreachableError(message) if unreachable else CliError(message)
 
 
 _UNREACHABLE_NAMES = (
@@ -118,34 +132,70 @@ def is_unreachable(exc: BaseException) -> bool:
     return False
 
 
+# The library's advice names keywords (``folder=...``); a command's user has
+# flags and environment variables. Each library phrase, worded for the CLI.
+_IN_FLAGS = (
+    ("folder=... or $AGENTSCOPE_MEM0_DIR", "--folder or $AGENTSCOPE_MEM0_DIR"),
+    (
+        "point mem0_config's vector_store at its url",
+        'name it in a --config file (backend = "qdrant")',
+    ),
+    (
+        "Use the embedding model these memories were stored with",
+        "Use the embedding model these memories were stored with ($AGENTSCOPE_MEM0_EMBEDDER, "
+        "or embedding_model in the --config file)",
+    ),
+    ("pass embedding_model=...", "set $AGENTSCOPE_MEM0_EMBEDDER"),
+)
+
+
+def in_flags(message: str) -> str:
+    """``message`` with the library's keyword advice worded as the command's flags."""
+    for library, command in _IN_FLAGS:
+        message = message.replace(library, command)
+    return message
+
+
+def silence_stdout() -> None:
+    """Send what is still buffered for stdout nowhere: its reader is gone.
+
+    Without it, Python's exit flush meets the closed pipe again and prints
+    "Exception ignored ... BrokenPipeError".
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a file descriptor (an in-process runner)
+        pass
+
+
 @contextlib.contextmanager
 def translate_errors() -> Iterator[None]:
-    """Turn the package's exceptions into :class:`CliError` with the right code."""
+    """Turn the package's exceptions into :class:`CliError` with the right code.
+
+    A closed stdout (``| head``) passes through: the command group ends quietly.
+    """
     try:
         yield
-    except click.ClickException:
+    except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
         raise
-    except (click.exceptions.Abort, click.exceptions.Exit):
+    except BrokenPipeError:
         raise
     except KeyboardInterrupt as exc:
-        raise CliError("interrupted", ExitCode.INTERRUPTED) from exc
+        raise Interrupted("interrupted") from exc
     except StoreLockedError as exc:
-        raise UnreachableError(str(exc)) from exc
-    except DimensionMismatchError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UnreachableError(in_flags(str(exc))) from exc
     except ConfigurationError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(in_flags(str(exc))) from exc
     except BackendError as exc:
-        if is_unreachable(exc):
-            raise UnreachableError(f"the backend is unreachable: {exc}") from exc
-        raise CliError(str(exc), ExitCode.FAILED) from exc
+        unreachable = is_unreachable(exc)
+        text = f"the backend is unreachable: {exc}" if unreachable else str(exc)
+        raise failure(text, unreachable=unreachable) from exc
     except Mem0MiddlewareError as exc:
-        raise CliError(str(exc), ExitCode.FAILED) from exc
+        raise CliError(str(exc)) from exc
     except Exception as exc:
         # A failure nobody mapped: say what it was; -v shows the traceback.
         logger.info("unexpected failure", exc_info=True)
         if is_unreachable(exc):
             raise UnreachableError(f"the backend is unreachable: {exc}") from exc
-        raise CliError(
-            f"{type(exc).__name__}: {exc} (run with -v for the traceback)", ExitCode.FAILED
-        ) from exc
+        raise CliError(f"{type(exc).__name__}: {exc} (run with -v for the traceback)") from exc

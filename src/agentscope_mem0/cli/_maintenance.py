@@ -35,15 +35,26 @@ def migrate(*, settings: Settings, out: Output) -> None:
 
     Every memory keeps its id, payload and vector; the old qdrant/ folder is
     left in place (delete it when satisfied). The same happens by itself the
-    first time the folder is opened.
+    first time the folder is opened. A folder with nothing to move is
+    reported as such (exit 0).
     """
     from ..local._folder import FolderLayout
-    from ..local._migrate import MigrationError, migrate_folder
+    from ..local._migrate import migrate_folder
 
     _embedded_only(settings, "migrate")
-    old = FolderLayout(settings.folder).qdrant
+    layout = FolderLayout(settings.folder)
+    old = layout.qdrant
+    nothing = None
     if not (old / "collection").is_dir():
-        raise MigrationError(f"{settings.folder} holds no release-0.1 store (no qdrant/ folder)")
+        nothing = f"{settings.folder} holds no release-0.1 store (no qdrant/ folder)"
+    elif layout.edge.exists():
+        nothing = f"{settings.folder} was migrated before ({layout.edge} exists)"
+    if nothing is not None:
+        if out.as_json:
+            out.json({"migrated": {}, "folder": str(settings.folder), "nothing_to_do": nothing})
+        else:
+            out.note(f"nothing to migrate: {nothing}")
+        return
     counts = migrate_folder(settings.folder)
     if out.as_json:
         out.json({"migrated": counts, "folder": str(settings.folder)})

@@ -21,7 +21,7 @@ from ._common import (
     where,
 )
 from ._config import Settings
-from ._errors import CliError, ExitCode, NotFoundError, UsageError
+from ._errors import CliError, NotFoundError, UsageError
 from ._models import chat_model_from_spec
 from ._output import Output, count, short_date
 from ._records import MemoryRecord
@@ -51,7 +51,7 @@ def _row(record: MemoryRecord) -> list[Any]:
     help="Show at most this many, newest first.",
 )
 @click.option("--all", "show_all", is_flag=True, help=timeline.ALL_HELP)
-@store_command()
+@store_command(reads=True)
 def list_memories(
     *, settings: Settings, out: Output, user: str, agent: str | None, limit: int, show_all: bool
 ) -> None:
@@ -93,7 +93,7 @@ def list_memories(
     help="Minimum similarity score (default: mem0's).",
 )
 @click.option("--all", "show_all", is_flag=True, help=timeline.ALL_HELP)
-@store_command()
+@store_command(reads=True)
 def search(
     *,
     settings: Settings,
@@ -166,23 +166,29 @@ def add(
             "the extraction model found nothing worth remembering in TEXT, so nothing was "
             "stored; use --raw to store it verbatim"
         )
+    # One name for a memory's text in every command's JSON: "text", as in
+    # `list --json` and the export format (mem0 answers "memory").
+    stored = []
+    for result in results:
+        rest = dict(result)
+        text = rest.pop("memory", None)
+        stored.append(
+            {"id": rest.pop("id", None), "text": text, "event": rest.pop("event", "ADD"), **rest}
+        )
     if out.as_json:
         out.json(
             {
-                "stored": results,
+                "stored": stored,
                 "extraction_model": chat.description if chat is not None else None,
             }
         )
         return
-    out.table(
-        ["ID", "EVENT", "MEMORY"],
-        [[r.get("id"), r.get("event", "ADD"), r.get("memory")] for r in results],
-    )
+    out.table(["ID", "EVENT", "MEMORY"], [[r["id"], r["event"], r["text"]] for r in stored])
     out.note(f"stored {count(len(results), 'memory', 'memories')} for {describe_scope(scope)}")
 
 
 @click.command()
-@click.argument("memory_id", required=False)
+@click.argument("memory_id", required=False, callback=check_memory_id)
 @user_option(required=False)
 @agent_option()
 @click.option("--all", "forget_all", is_flag=True, help="Forget every memory of --user.")
@@ -192,7 +198,7 @@ def add(
     is_flag=True,
     help="Keep mem0's change history and stored messages (they hold the forgotten text).",
 )
-@store_command()
+@store_command(reads=True)
 def forget(
     *,
     settings: Settings,
@@ -213,7 +219,7 @@ def forget(
     if memory_id is not None:
         if user or agent or forget_all:
             raise UsageError("give either a memory ID or --user U --all, not both")
-        _forget_one(settings, out, check_memory_id(memory_id), yes=yes, keep=keep_history)
+        _forget_one(settings, out, memory_id, yes=yes, keep=keep_history)
         return
     if not user:
         raise UsageError("give a memory ID, or --user U --all to forget all of a user's memories")
@@ -257,7 +263,7 @@ def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, k
         purged = 0 if keep else s.run(s.store.purge_history([memory_id]))
         left = s.run(s.store.get(memory_id))
     if left is not None:
-        raise CliError(f"memory {memory_id} is still there after deleting it", ExitCode.FAILED)
+        raise CliError(f"memory {memory_id} is still there after deleting it")
     report = {"removed": 1, "remaining": 0, "ids": [memory_id], "history_entries_removed": purged}
     if out.as_json:
         out.json(report)
@@ -305,8 +311,7 @@ def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, k
             out.json(report)
         raise CliError(
             f"removed {removed} memories of {describe_scope(scope)} but {remaining} remain; "
-            "run the command again",
-            ExitCode.FAILED,
+            "run the command again"
         )
     if out.as_json:
         out.json(report)
@@ -329,12 +334,11 @@ def _aborted(out: Output) -> None:
 
 
 @click.command()
-@click.argument("memory_id")
-@store_command()
+@click.argument("memory_id", callback=check_memory_id)
+@store_command(reads=True)
 def history(*, settings: Settings, out: Output, memory_id: str) -> None:
     """Show mem0's change history of one memory (adds, updates, deletes) and the
     memories it superseded or extends, or that superseded or extend it."""
-    memory_id = check_memory_id(memory_id)
     with session(settings) as s:
         entries = s.run(s.store.history(memory_id))
         current = s.run(s.store.get(memory_id))

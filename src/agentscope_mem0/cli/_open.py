@@ -21,16 +21,21 @@ if TYPE_CHECKING:
 
     from ._config import Settings
 
-__all__ = ["open_store"]
+__all__ = ["locked_message", "open_store"]
 
 _CONNECT_TIMEOUT = 5
 
 
-def _locked_message(exc: StoreLockedError, settings: Settings) -> str:
+def locked_message(settings: Settings) -> str:
+    """Why a command cannot open the embedded folder, and what to do, in flags."""
     holder = lock_holder(settings.folder)
-    if holder is None:
-        return f"{exc} (the holding process could not be identified)"
-    return f"{exc}. It is held by {holder.describe()}"
+    who = holder.describe() if holder else "another process (which could not be identified)"
+    return (
+        f"the data folder {settings.folder} is in use by {who}: the embedded store "
+        "serves one process at a time. Stop that process first, or use another "
+        "--folder, or keep the memories where both can reach them (pgvector or a "
+        "Qdrant server, named with --config)"
+    )
 
 
 def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryStore | HostedStore:
@@ -63,7 +68,7 @@ def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryS
                 chat_model, embedding_model=embedding, folder=settings.folder
             )
         except StoreLockedError as exc:
-            raise StoreLockedError(_locked_message(exc, settings)) from exc
+            raise StoreLockedError(locked_message(settings)) from exc
         folder = settings.folder
         return MemoryStore(
             memory,

@@ -11,7 +11,8 @@ Keys, in this order; absent and ``null`` mean the same:
 * ``id`` — the memory id, a UUID in canonical form (lowercase, with hyphens).
   Optional on import: a missing id is derived from scope and text, so
   re-importing the same file stays idempotent.
-* ``text`` — the memory (mem0's ``memory``/``data``). Required.
+* ``text`` — the memory (mem0's ``memory``/``data``). Required; on import a
+  line may name it ``memory``, as mem0's own answers do.
 * ``user_id``, ``agent_id``, ``run_id`` — the scope; at least one is required.
 * ``actor_id``, ``role``, ``attributed_to`` — who said it, as mem0 recorded it.
 * ``created_at``, ``updated_at`` — ISO 8601; on import ``created_at`` defaults
@@ -174,6 +175,10 @@ def parse_line(line: str, number: int, *, now: datetime | None = None) -> Memory
         raise FormatError(f"line {number}: not JSON ({exc.msg})") from exc
     if not isinstance(data, dict):
         raise FormatError(f"line {number}: expected a JSON object")
+    if "memory" in data:
+        if "text" in data and data["text"] != data["memory"]:
+            raise FormatError(f"line {number}: 'text' and 'memory' differ; give one of them")
+        data["text"] = data.pop("memory")
     known = {f.name for f in fields(MemoryRecord)}
     unknown = sorted(set(data) - known)
     if unknown:

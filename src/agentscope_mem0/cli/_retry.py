@@ -10,7 +10,7 @@ import click
 from .._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
 from ._common import session, store_command
 from ._config import Settings
-from ._errors import CliError, ExitCode, is_unreachable
+from ._errors import CliError, failure, is_unreachable
 from ._models import chat_model_from_spec
 from ._output import Output
 
@@ -81,7 +81,7 @@ def retry_failed(
             f"{report['failed_again']} failed again, {report['still_pending']} still pending."
         )
     if report["failed_again"] or report["still_pending"]:
-        raise CliError("some writes were not stored; see `agentscope-mem0 status`", ExitCode.FAILED)
+        raise CliError("some writes were not stored; see `agentscope-mem0 status`")
 
 
 def _statuses(path: Any, keys: set[str]) -> dict[str, str]:
@@ -123,8 +123,9 @@ def _send(settings: Settings, user: str | None, timeout: float, keys: set[str]) 
         try:
             count = s.run(work(s.store.memory))
         except Exception as exc:
-            code = ExitCode.UNAVAILABLE if is_unreachable(exc) else ExitCode.FAILED
-            raise CliError(f"sending the writes failed: {exc}", code) from exc
+            raise failure(
+                f"sending the writes failed: {exc}", unreachable=is_unreachable(exc)
+            ) from exc
     left = _statuses(settings.outbox_dir / OUTBOX_FILENAME, keys)
     failed_again = sum(1 for state in left.values() if state == "failed")
     still_pending = len(left) - failed_again

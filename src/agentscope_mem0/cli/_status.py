@@ -125,7 +125,7 @@ def _print_status(out: Output, report: dict[str, Any]) -> None:
 
 
 @click.command()
-@store_command()
+@store_command(reads=True)
 def status(*, settings: Settings, out: Output) -> None:
     """Show the configuration in effect and whether the memory store is usable.
 

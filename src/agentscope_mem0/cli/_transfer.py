@@ -23,7 +23,7 @@ from .._exceptions import BackendError
 from .._scope import Scope
 from ._common import agent_option, describe_scope, no_memories, session, store_command, user_option
 from ._config import Settings
-from ._errors import CliError, ExitCode, UsageError, is_unreachable
+from ._errors import CliError, Interrupted, UsageError, failure, is_unreachable
 from ._output import Output, count
 from ._records import FormatError, MemoryRecord, parse_line
 
@@ -65,7 +65,7 @@ def _destination(path: str) -> Iterator[IO[str]]:
     show_default=True,
     help="File to write (written whole or not at all); '-' is stdout.",
 )
-@store_command(json_option=False)
+@store_command(json_option=False, reads=True)
 def export(
     *,
     settings: Settings,
@@ -191,6 +191,5 @@ def _interrupted(exc: BaseException, stored: int, present: int, total: int) -> C
     done = f"{stored} stored and {present} already present of {total} before this"
     resume = "run the same command again to resume: stored memories are skipped"
     if isinstance(exc, KeyboardInterrupt):
-        return CliError(f"interrupted; {done}; {resume}", ExitCode.INTERRUPTED)
-    code = ExitCode.UNAVAILABLE if is_unreachable(exc) else ExitCode.FAILED
-    return CliError(f"{exc}; {done}; {resume}", code)
+        return Interrupted(f"interrupted; {done}; {resume}")
+    return failure(f"{exc}; {done}; {resume}", unreachable=is_unreachable(exc))

@@ -72,7 +72,7 @@ def _as_json(record: WorkingRecord, store: WorkingStore) -> dict[str, Any]:
     help="A conversation's working memory (the agent state's session_id); default: the user's own.",
 )
 @click.option("--clear", is_flag=True, help="Empty it (agents see it empty from their next turn).")
-@store_command()
+@store_command(reads=True)
 def working(
     *,
     settings: Settings,

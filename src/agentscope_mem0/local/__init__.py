@@ -1,27 +1,61 @@
 """The embedded default: one data folder holding the vector store (Qdrant
-Edge), mem0's history database and the middleware's own files."""
+Edge), mem0's history database and the middleware's own files.
+
+The names below are imported on first use: reading ``DATA_DIR_ENV`` (the
+command line does, to find the folder) must not import mem0 and the engine.
+"""
 
 from __future__ import annotations
 
-from ._edge_provider import PROVIDER as EDGE_PROVIDER
-from ._edge_provider import EdgeVectorStore, edge_vector_store_config
-from ._embedder import E5_DIMENSIONS, OfflineE5Embedding, default_embedding_model
-from ._engine import (
-    ENGINE_ENV,
-    edge_dir,
-    embedded_store_config,
-    memory_config_from,
-    store_engine,
-)
-from ._folder import DATA_DIR_ENV, data_dir, history_db_path
-from ._keyword import KeywordEncoder, SparseTerms, install_keyword_encoder
-from ._store import (
-    LockedQdrantClient,
-    close_shared_clients,
-    qdrant_local_store_config,
-    share_local_qdrant,
-    shared_qdrant_client,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._edge_provider import PROVIDER as EDGE_PROVIDER
+    from ._edge_provider import EdgeVectorStore, edge_vector_store_config
+    from ._embedder import E5_DIMENSIONS, OfflineE5Embedding, default_embedding_model
+    from ._engine import (
+        ENGINE_ENV,
+        edge_dir,
+        embedded_store_config,
+        memory_config_from,
+        store_engine,
+    )
+    from ._folder import DATA_DIR_ENV, data_dir, history_db_path
+    from ._keyword import KeywordEncoder, SparseTerms, install_keyword_encoder
+    from ._store import (
+        LockedQdrantClient,
+        close_shared_clients,
+        qdrant_local_store_config,
+        share_local_qdrant,
+        shared_qdrant_client,
+    )
+
+# Public name -> (module, name there).
+_LAZY: dict[str, tuple[str, str]] = {
+    "DATA_DIR_ENV": ("._folder", "DATA_DIR_ENV"),
+    "E5_DIMENSIONS": ("._embedder", "E5_DIMENSIONS"),
+    "EDGE_PROVIDER": ("._edge_provider", "PROVIDER"),
+    "ENGINE_ENV": ("._engine", "ENGINE_ENV"),
+    "EdgeVectorStore": ("._edge_provider", "EdgeVectorStore"),
+    "KeywordEncoder": ("._keyword", "KeywordEncoder"),
+    "LockedQdrantClient": ("._store", "LockedQdrantClient"),
+    "OfflineE5Embedding": ("._embedder", "OfflineE5Embedding"),
+    "SparseTerms": ("._keyword", "SparseTerms"),
+    "close_shared_clients": ("._store", "close_shared_clients"),
+    "data_dir": ("._folder", "data_dir"),
+    "default_embedding_model": ("._embedder", "default_embedding_model"),
+    "edge_dir": ("._engine", "edge_dir"),
+    "edge_vector_store_config": ("._edge_provider", "edge_vector_store_config"),
+    "embedded_store_config": ("._engine", "embedded_store_config"),
+    "history_db_path": ("._folder", "history_db_path"),
+    "install_keyword_encoder": ("._keyword", "install_keyword_encoder"),
+    "memory_config_from": ("._engine", "memory_config_from"),
+    "qdrant_local_store_config": ("._store", "qdrant_local_store_config"),
+    "share_local_qdrant": ("._store", "share_local_qdrant"),
+    "shared_qdrant_client": ("._store", "shared_qdrant_client"),
+    "store_engine": ("._engine", "store_engine"),
+}
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -47,3 +81,17 @@ __all__ = [
     "shared_qdrant_client",
     "store_engine",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use and cache the name here."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where[0], __name__), where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

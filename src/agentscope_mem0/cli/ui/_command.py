@@ -84,7 +84,7 @@ async def serve(
     default=None,
     help=f"Access token every request must carry (default ${TOKEN_ENV}); required off loopback.",
 )
-@store_command(json_option=False)
+@store_command(json_option=False, reads=True)
 def ui(*, settings: Settings, out: Output, host: str, port: int, token: str | None) -> None:
     """Browse, search and correct memories in a local web page.
 

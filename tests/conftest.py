@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
+# mem0 writes $MEM0_DIR/config.json (by default ~/.mem0/config.json) the
+# moment it is imported. The run gets a folder of its own before anything
+# below imports mem0, so the suite never writes into the real home folder
+# (tests/test_home.py checks it).
+_MEM0_HOME = tempfile.mkdtemp(prefix="agentscope-mem0-tests-mem0-")
+os.environ["MEM0_DIR"] = _MEM0_HOME
+atexit.register(shutil.rmtree, _MEM0_HOME, True)
+
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

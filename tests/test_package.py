@@ -40,9 +40,11 @@ def test_telemetry_is_turned_off_even_if_mem0_was_imported_first() -> None:
     env = {k: v for k, v in os.environ.items() if k != "MEM0_TELEMETRY"}
     code = (
         "import mem0.memory.main as m; import agentscope_mem0;"
-        "import mem0.memory.telemetry as t; print(t.MEM0_TELEMETRY, m.MEM0_TELEMETRY)"
+        "import mem0.memory.telemetry as t; print(t.MEM0_TELEMETRY, m.MEM0_TELEMETRY,"
+        " t.client_telemetry.posthog)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "False False"
+    # The hosted client's PostHog client, built when mem0 was imported, is dropped too.
+    assert out.stdout.strip() == "False False None"

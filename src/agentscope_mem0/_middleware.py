@@ -1,10 +1,9 @@
 """``Mem0Middleware``: long-term memory for an AgentScope agent.
 
 This page wires the hooks to their collaborators and does nothing else:
-:mod:`._recall` decides what a turn recalls, :mod:`._notes` writes the note,
-:mod:`._exchange` what a finished reply writes, :class:`ClientState` holds
-what outlives a turn (backend, breaker, profile cache, write queue, time
-judge), :mod:`._tools` the agent's tools and :mod:`._working` working memory.
+:mod:`._reply` runs one reply (what it recalls, where the note goes, what it
+writes), :class:`ClientState` holds what outlives a turn, :mod:`._tools` the
+agent's tools and :mod:`._working` working memory.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from ._options import (
     WriteOptions,
     collect_options,
 )
+from ._parameters import Mem0MiddlewareParameters, takes_parameters
 from ._recall.note import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
 from ._reply import ReplyWatch, query_text, recall_note
 from ._scope import Scope, check_user_id, resolve_agent_id
@@ -41,8 +41,6 @@ from ._tools.memory import STATE_KEY, ToolContext
 from ._working.manager import WorkingMemory, WorkingScope, build_working_memory
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from agentscope.agent import Agent
     from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
@@ -63,6 +61,10 @@ class Mem0Middleware(MiddlewareBase):
     One instance may serve several agents and is safe to share.
     """
 
+    Parameters = Mem0MiddlewareParameters
+    """The user-tunable options as one pydantic model (AgentScope's convention)."""
+
+    @takes_parameters
     def __init__(
         self,
         *,
@@ -89,6 +91,7 @@ class Mem0Middleware(MiddlewareBase):
         tools: Sequence[str] | None = None,
         judge: bool | ChatModelBase = True,
         working_memory: WorkingScope | WorkingMemory | None = None,
+        parameters: Mem0MiddlewareParameters | None = None,
         **options: Unpack[FlatOptions],
     ) -> None:
         """Set up memory for one user.
@@ -131,6 +134,8 @@ class Mem0Middleware(MiddlewareBase):
             working_memory: A scratchpad kept with ``update_working_memory``:
                 ``"conversation"``, ``"user"``, a ``WorkingMemory(...)`` or
                 ``None`` (off). See ``docs/working-memory.md``.
+            parameters: The user-tunable options as a :attr:`Parameters`
+                model; a field set there must not also be given on its own.
             **options: The groups' fields as flat keywords (release 0.1's
                 form), e.g. ``search_timeout=1.0``; see :class:`FlatOptions`.
 
@@ -267,12 +272,7 @@ class Mem0Middleware(MiddlewareBase):
     async def __aenter__(self) -> Mem0Middleware:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     def stats(self) -> dict[str, Any]:

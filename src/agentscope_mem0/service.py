@@ -34,6 +34,7 @@ from ._mem0.clients import close_memory, resolve_client
 from ._middleware import Mem0Middleware
 from ._modes import Mode, check_mode
 from ._options import FLAT_KEYWORDS, options_from_keywords
+from ._parameters import expand_parameters, keyword_defaults
 from ._scope import agent_id_from_name, check_user_id
 
 if TYPE_CHECKING:
@@ -74,6 +75,15 @@ class Mem0MiddlewareFactory:
 
         Args and errors are those of :func:`mem0_middleware_factory`.
         """
+        parameters = middleware_options.pop("parameters", None)
+        if parameters is not None:
+            # Expanded once here: the shared state is built from the same options.
+            merged = expand_parameters(
+                parameters,
+                {"mode": mode, **middleware_options},
+                keyword_defaults(Mem0Middleware.__init__),
+            )
+            mode, middleware_options = merged.pop("mode"), merged
         check_mode(mode)
         if "user_id" in middleware_options:
             raise TypeError(
@@ -407,7 +417,8 @@ def mem0_middleware_factory(
             ``$AGENTSCOPE_MEM0_DIR`` or ``~/.agentscope-mem0``); not with
             ``mem0_config``.
         **middleware_options: Other ``Mem0Middleware`` keywords (``top_k``,
-            ``scope_search_by_agent``, ``search_timeout``...). ``agent_id``
+            ``scope_search_by_agent``, ``search_timeout``..., or them all as
+            ``parameters=Mem0Middleware.Parameters(...)``). ``agent_id``
             defaults to the app's agent id; pass ``None`` for the agent's name.
 
     Returns:

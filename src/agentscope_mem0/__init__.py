@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         RecallOptions,
         WriteOptions,
     )
+    from ._parameters import Mem0MiddlewareParameters
     from ._recall.note import (
         DEFAULT_MEMORY_RULES,
         DEFAULT_MEMORY_SECTION_HEADER,
@@ -87,6 +88,7 @@ _LAZY: dict[str, str] = {
     "Mem0Backend": "._mem0.backend",
     "Mem0Middleware": "._middleware",
     "Mem0MiddlewareError": "._exceptions",
+    "Mem0MiddlewareParameters": "._parameters",
     "MemoryHit": "._mem0.backend",
     "Mode": "._modes",
     "NoteOptions": "._options",
@@ -136,6 +138,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "Mem0Backend",
     "Mem0Middleware",
     "Mem0MiddlewareError",
+    "Mem0MiddlewareParameters",
     "MemoryHit",
     "Mode",
     "NoteOptions",

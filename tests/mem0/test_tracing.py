@@ -250,3 +250,24 @@ async def test_the_time_judgement_is_a_judge_span_under_the_write(
     assert last["agentscope_mem0.candidates"] == 1
     assert last["agentscope_mem0.changed"] >= 2  # the new memory and the one it supersedes
     assert "Hangzhou" not in str(last) and "Beijing" not in str(last)
+
+
+async def test_a_write_is_a_child_of_the_reply_that_started_its_worker(
+    spans: InMemorySpanExporter, store_config: dict[str, Any]
+) -> None:
+    """What docs/tracing.md says: the writer's task inherits the reply's context,
+    so its write span sits in the reply's trace (and links to the reply too)."""
+    model = ScriptedChatModel("Noted.")
+    mw = _middleware(store_config, model)
+    bot = Agent(
+        name="helper", system_prompt="You help.", model=model, middlewares=[TracingMiddleware(), mw]
+    )
+    await bot.reply(UserMsg("user", "I like dark mode in every editor I use."))
+    assert await mw.flush(timeout=30)
+    (reply,) = reply_spans(spans)
+    (write,) = named(spans, "agentscope_mem0.write")
+    assert write.parent is not None and write.parent.span_id == reply.context.span_id
+    assert write.context.trace_id == reply.context.trace_id
+    assert write.end_time is not None and reply.end_time is not None
+    assert write.end_time > reply.end_time  # it runs after the reply returned
+    await mw.aclose()

@@ -8,8 +8,10 @@ spans and this costs next to nothing.
 * ``agentscope_mem0.search``: one per mem0 search (the automatic one and each
   keyword of the ``search_memory`` tool); a child of the span current at the
   call, which is AgentScope's reply (or tool) span when its tracing is on.
-* ``agentscope_mem0.write``: one per batch the writer sends, linked to the
-  reply spans that queued its exchanges (see :func:`remember_origin`).
+* ``agentscope_mem0.write``: one per batch the writer sends; a child of the
+  reply that started the scope's writer task (a task inherits its starter's
+  context) and linked to the reply spans that queued its exchanges (see
+  :func:`remember_origin`).
 * ``agentscope_mem0.extract``: one per mem0 LLM call through the adapter.
 * ``agentscope_mem0.judge``: opened by the time judgement with :func:`span`.
 

@@ -346,6 +346,26 @@ class Mem0MiddlewareFactory:
         app.router.lifespan_context = lifespan
         return app
 
+    def mount_inspector(
+        self, app: Any, path: str = "/memory-inspector", *, token: str | None = None
+    ) -> Any:
+        """Serve the memory inspector of this factory's embedded store under ``path``
+        of ``app``, on the factory's own client, with ``agentscope-mem0 ui``'s
+        token, host and CSRF rules (``token`` defaults to ``$AGENTSCOPE_MEM0_UI_TOKEN``;
+        without one only requests naming a loopback host are answered). See
+        docs/inspector.md.
+
+        Returns:
+            ``app``, for chaining.
+
+        Raises:
+            ConfigurationError: The factory does not use the embedded store.
+        """
+        from .cli.ui._mount import mount_inspector
+
+        embedded = self._build_args.get("mem0_config", False) is None
+        return mount_inspector(self, app, path, token=token, folder=self._folder, embedded=embedded)
+
 
 def _check_models(
     chat_model: ChatModelBase | None,

@@ -108,8 +108,8 @@ def test_ui_names_the_process_holding_the_folder(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     assert result.exit_code == 3, result.output
-    assert f"pid {holder.pid}" in result.output
-    assert "locked" in result.output
+    assert f"is in use by pid {holder.pid}" in result.output
+    assert "mount_inspector" in result.output  # how a service can serve it instead
 
 
 def test_a_token_is_required_on_every_request(store: Any) -> None:
@@ -159,7 +159,7 @@ def test_posts_without_the_csrf_token_are_refused(store: Any) -> None:
     no_cookie = TestClient(client.app, base_url=BASE, follow_redirects=False)
     assert no_cookie.post("/forget", data={**form, "csrf": secret}).status_code == 403
     assert client.post("/forget-user", data={"user": "alice", "confirm": "yes"}).status_code == 403
-    assert client.post("/outbox/retry", data={}).status_code == 403
+    assert client.post("/outbox-retry", data={}).status_code == 403
     assert asyncio.run(store.get(memory_id)) is not None  # nothing was forgotten
 
     asked = client.post("/forget", data={"memory_id": memory_id, "user": "alice", "csrf": secret})
@@ -224,15 +224,25 @@ def test_supersession_is_shown_both_ways(store: Any) -> None:
         metadata={"extends": "0b6c3a52-1d2e-4f00-9a6b-000000000002"},
     )
     asyncio.run(store.insert([old, new, detail]))
-    page = client_for(store).get("/?user=alice").text
-    assert 'extends <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000002">' in page
-    assert 'extended by <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000003">' in page
+    client = client_for(store)
+    current = client.get("/?user=alice").text
+    assert "Alice lives in Hangzhou." in current and "Alice lives in Berlin." not in current
+    assert 'id="toggle-superseded" href="./?user=alice&amp;all=1">show superseded' in current
+    page = client.get("/?user=alice&all=1").text
+    link = '<a href="memory?id=0b6c3a52-1d2e-4f00-9a6b-00000000000{0}" title='
+    assert f"extends {link.format(2)}" in page
+    assert f"extended by {link.format(3)}" in page
     assert page.count('class="memory superseded"') == 1
     assert page.index("Alice lives in Hangzhou.") < page.index("Alice lives in Berlin.")
     assert 'class="memory superseded"' in page
-    assert 'superseded by <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000002">' in page
-    assert 'supersedes <a href="#m-0b6c3a52-1d2e-4f00-9a6b-000000000001">' in page
+    assert f"superseded by {link.format(2)}" in page
+    assert f"supersedes {link.format(1)}" in page
     assert "valid until 2026-06-01 09:00Z" in page
+
+    # The timeline of the old memory: what `agentscope-mem0 history` shows.
+    timeline = client.get("/memory?id=0b6c3a52-1d2e-4f00-9a6b-000000000001").text
+    assert "Alice lives in Berlin." in timeline
+    assert "SUPERSEDED_BY" in timeline and "Alice lives in Hangzhou." in timeline
 
 
 def test_outbox_lists_failed_writes_and_retry_requeues_them(store: Any) -> None:
@@ -256,7 +266,7 @@ def test_outbox_lists_failed_writes_and_retry_requeues_them(store: Any) -> None:
     page = client.get("/outbox").text
     assert "I moved to &lt;b&gt;Oslo&lt;/b&gt;." in page
     assert "400 bad request" in page and 'id="retry"' in page
-    done = client.post("/outbox/retry", data={"csrf": csrf_of(page)})
+    done = client.post("/outbox-retry", data={"csrf": csrf_of(page)})
     assert done.status_code == 303
     after = client.get(done.headers["location"]).text
     assert "Requeued 1 failed writes." in after
@@ -271,12 +281,16 @@ def test_users_page_counts_and_plots(store: Any) -> None:
     add(store, "alice", "Alice drinks green tea.")
     add(store, "alice", "Alice has a cat named Miso.", agent="bot")
     add(store, "bob", "Bob lives in Oslo.")
-    page = client_for(store).get("/").text
-    assert re.search(r'href="/\?user=alice">alice</a></td><td>2</td><td>bot</td>', page)
-    assert re.search(r'href="/\?user=bob">bob</a></td><td>1</td>', page)
-    assert "<div><b>3</b>memories</div>" in page
-    bars = re.findall(r'data-count="(\d+)"', page)
-    assert len(bars) == 30 and bars[-1] == "3" and set(bars[:-1]) == {"0"}
+    client = client_for(store)
+    page = client.get("/").text
+    # On Qdrant Edge the counts come from the engine's index: no scan, no chart here.
+    cell = '</a></td><td class="num" data-label="memories">{0}</td>'
+    assert re.search(r'href="\./\?user=alice">alice' + cell.format(2), page)
+    assert re.search(r'href="\./\?user=bob">bob' + cell.format(1), page)
+    assert "<div><b>3</b>memories</div>" in page and "<div><b>2</b>users</div>" in page
+    assert "<div><b>1</b>agents</div>" in page
+    bars = re.findall(r'data-count="(\d+)"', client.get("/?user=alice").text)
+    assert len(bars) == 30 and bars[-1] == "2" and set(bars[:-1]) == {"0"}
 
 
 def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None:
@@ -342,7 +356,9 @@ def test_the_inspector_works_on_pgvector(pg_dsn: str, tmp_path: Path) -> None:
         client = client_for(store)
         home = client.get("/").text
         assert "pgvector table" in home
-        assert re.search(r'href="/\?user=alice">alice</a></td><td>2</td>', home)
+        cell = r'</a></td><td class="num" data-label="memories">2</td><td data-label="agents">'
+        assert re.search(r'href="\./\?user=alice">alice' + cell, home)
+        assert "Memories per day" in home  # scanned: the chart is there
         page = client.get("/?user=alice").text
         assert "Alice drinks green tea." in page and "Bob lives in Oslo." not in page
         hits = client.get("/search", params={"user": "alice", "q": "green tea"}).text
@@ -355,7 +371,7 @@ def test_the_inspector_works_on_pgvector(pg_dsn: str, tmp_path: Path) -> None:
         store.close()
 
 
-def test_a_long_user_page_shows_the_newest_then_all(store: Any) -> None:
+def test_a_long_user_page_pages_newest_first(store: Any) -> None:
     records = [
         MemoryRecord(
             id=f"00000000-0000-4000-8000-{i:012d}",
@@ -368,10 +384,13 @@ def test_a_long_user_page_shows_the_newest_then_all(store: Any) -> None:
     asyncio.run(store.insert(records))
     client = client_for(store)
     page = client.get("/?user=carol").text
-    assert page.count('<tr id="m-') == 300
-    assert "Fact number 304." in page and "Fact number 4." not in page  # newest first
-    assert "The newest 300 of 305" in page and 'href="/?user=carol&amp;all=1"' in page
-    assert client.get("/?user=carol&all=1").text.count('<tr id="m-') == 305
+    assert page.count('<tr id="m-') == 100
+    assert "Fact number 304." in page and "Fact number 204." not in page  # newest first
+    assert "page 1 of 4" in page and 'href="./?user=carol&amp;page=2" rel="next"' in page
+    last = client.get("/?user=carol&page=4").text
+    assert last.count('<tr id="m-') == 5 and "Fact number 0." in last
+    assert "page 4 of 4" in last and 'rel="prev"' in last and 'rel="next"' not in last
+    assert client.get("/?user=carol&page=99").text.count('<tr id="m-') == 5  # clamped
 
 
 # -- hosted mem0: the platform fake of test_hosted --------------------------------
@@ -388,3 +407,76 @@ def test_the_inspector_on_hosted_mem0(tmp_path: Path, config: Path) -> None:
     assert "Alice likes oolong tea." in page and "black coffee" not in page
     found = client.get("/search", params={"user": "alice", "q": "tea"}).text
     assert "Alice likes oolong tea." in found and "black coffee" not in found
+
+
+# -- what a user page offers ---------------------------------------------------
+
+
+def test_agent_filter_short_ids_and_dates_shown_once(store: Any) -> None:
+    tea = add(store, "alice", "Alice drinks green tea.", agent="barista")
+    cat = add(store, "alice", "Alice has a cat named Miso.", agent="vet")
+    client = client_for(store)
+    page = client.get("/?user=alice").text
+    # Every agent of the user, as a filter.
+    assert 'href="./?user=alice&amp;agent=barista">barista</a>' in page
+    assert 'href="./?user=alice&amp;agent=vet">vet</a>' in page
+    # Ids shortened, the whole id on hover; one date when created == updated.
+    assert f'<span class="id" title="{tea}">{tea[:8]}</span>' in page
+    assert "updated" not in page.split('id="memories"')[1]
+    only_vet = client.get("/?user=alice&agent=vet").text
+    assert "Miso" in only_vet and "green tea" not in only_vet
+    assert "<b>vet</b>" in only_vet  # the chosen agent is marked
+    assert cat in only_vet
+
+
+def test_search_results_show_the_agent_and_offer_forget(store: Any) -> None:
+    tea = add(store, "alice", "Alice drinks green tea.", agent="barista")
+    add(store, "alice", "Alice has a cat named Miso.", agent="vet")
+    client = client_for(store)
+    page = client.get("/search?user=alice&q=green+tea&k=1").text
+    (row,) = re.findall(r'<tr class="hit">.*?</tr>', page)
+    assert "Alice drinks green tea." in row and 'data-label="agent">barista<' in row
+    assert f'name="memory_id" value="{tea}"' in row and ">Forget</button>" in row
+    # The button asks first, like the one on the user page.
+    asked = client.post("/forget", data={"memory_id": tea, "user": "alice", "csrf": csrf_of(page)})
+    assert asked.status_code == 200 and 'id="question"' in asked.text
+
+
+def test_the_working_memory_of_a_user_and_a_conversation(store: Any) -> None:
+    from agentscope_mem0._working.store import SqliteWorkingStore
+
+    working = SqliteWorkingStore(store.settings.folder)
+    try:
+        working.update("alice", "", lambda old: "Name: Alice. Plan: <b>trip</b>.", kind="text")
+        working.update("alice", "chat-7", lambda old: "Booking a train.", kind="text")
+    finally:
+        working.close()
+    add(store, "alice", "Alice drinks green tea.")
+    client = client_for(store)
+    assert 'href="working?user=alice"' in client.get("/?user=alice").text
+    own = client.get("/working?user=alice").text
+    assert "Name: Alice. Plan: &lt;b&gt;trip&lt;/b&gt;." in own  # text, escaped
+    assert 'href="working?user=alice&amp;conversation=chat-7">chat-7</a>' in own
+    chat = client.get("/working?user=alice&conversation=chat-7").text
+    assert "Booking a train." in chat and "Name: Alice" not in chat
+    none = client.get("/working?user=bob").text
+    assert 'id="no-working"' in none
+
+
+def test_the_app_works_mounted_under_a_path(store: Any) -> None:
+    """Links and forms are relative: under another app's path they stay under it."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    memory_id = add(store, "alice", "Alice drinks green tea.")
+    inner = create_app(Inspector(store, store.settings), token=None, loopback=True)
+    outer = Starlette(routes=[Mount("/memory-inspector", app=inner)])
+    client = TestClient(outer, base_url=BASE, follow_redirects=False)
+    home = client.get("/memory-inspector/")
+    assert home.status_code == 200 and 'href="./?user=alice"' in home.text
+    assert client.get("/memory-inspector/style.css").status_code == 200
+    page = client.get("/memory-inspector/?user=alice").text
+    form = {"memory_id": memory_id, "user": "alice", "csrf": csrf_of(page), "confirm": "yes"}
+    done = client.post("/memory-inspector/forget", data=form)
+    assert done.status_code == 303 and done.headers["location"].startswith("./?user=alice")
+    assert "green tea" not in client.get("/memory-inspector/?user=alice").text

@@ -129,7 +129,7 @@ def _texts(page: Any, selector: str) -> list[str]:
 
 def test_a_users_memories_appear_and_nobody_elses(page: Any, served: Served) -> None:
     page.goto(served.url + "/")
-    assert _texts(page, "#users a.user") == ["bob", "alice"]  # most recent write first
+    assert _texts(page, "#users a.user") == ["alice", "bob"]  # most memories first
     page.click("#users a.user:text-is('alice')")
     page.wait_for_url("**/?user=alice")
     texts = _texts(page, "#memories tr.memory td.text")
@@ -222,3 +222,86 @@ def test_with_a_token_the_printed_url_opens_and_forms_work(
     page.click("#confirm")
     page.wait_for_selector(".flash")
     assert page.locator("#memories tr.memory", has_text="Miso").count() == 0
+
+
+SCREENSHOTS = os.environ.get("AGENTSCOPE_MEM0_SCREENSHOTS")
+"""A folder to keep the layout test's screenshots in (``docs/inspector`` for the docs)."""
+
+
+def _add_timeline(store: Any) -> str:
+    """A move that superseded an older home, with the dates the judge writes."""
+    from agentscope_mem0.cli._records import MemoryRecord
+
+    old = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000001",
+        text="Alice lives in Hangzhou.",
+        user_id="alice",
+        agent_id="assistant",
+        created_at="2026-01-05T10:00:00+00:00",
+        metadata={
+            "superseded_by": "0b6c3a52-1d2e-4f00-9a6b-000000000002",
+            "valid_until": "2026-06-01T09:00:00+00:00",
+        },
+    )
+    new = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000002",
+        text="Alice moved to Beijing last month.",
+        user_id="alice",
+        agent_id="assistant",
+        created_at="2026-06-01T09:00:00+00:00",
+        updated_at="2026-06-03T18:30:00+00:00",
+        metadata={"supersedes": ["0b6c3a52-1d2e-4f00-9a6b-000000000001"]},
+    )
+
+    async def insert() -> None:
+        await store.insert([old, new])
+        await store.ensure_history([old, new])
+
+    worker = threading.Thread(target=asyncio.run, args=(insert(),))
+    worker.start()
+    worker.join(60)
+    return old.id
+
+
+@pytest.mark.parametrize("width", [1280, 420])
+def test_the_layout_uses_the_window_and_fits_a_phone(
+    browser: Any, served: Served, width: int, tmp_path: Path
+) -> None:
+    """Nothing wider than the window, headers and tags on one line each (no word
+    broken), the tables using the width; the screenshots are the docs' pictures."""
+    old = _add_timeline(served.store)
+    folder = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        pages = {
+            "home": "/",
+            "user": "/?user=alice&all=1",
+            "search": "/search?user=alice&q=where+does+alice+live",
+            "timeline": f"/memory?id={old}",
+        }
+        for name, path in pages.items():
+            page.goto(served.url + path)
+            assert page.evaluate("document.documentElement.scrollWidth") <= width, name
+            broken = page.evaluate(
+                """[...document.querySelectorAll('th, .tag, header a, header b')]
+                .filter(e => e.offsetParent !== null)
+                .filter(e => e.getBoundingClientRect().height >
+                             1.6 * parseFloat(getComputedStyle(e).lineHeight || 18))
+                .map(e => e.textContent)"""
+            )
+            assert broken == [], (name, broken)
+            if width >= 1000:
+                table = page.locator("main table").first
+                assert table.bounding_box()["width"] > 0.85 * width, name
+            page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
+            assert (folder / f"{name}-{width}.png").stat().st_size > 5_000
+        # The timeline page tells the story of the old home.
+        page.goto(served.url + pages["timeline"])
+        timeline = page.inner_text("#timeline")
+        assert "ADD" in timeline and "SUPERSEDED_BY" in timeline
+        assert "Alice moved to Beijing last month." in timeline
+    finally:
+        context.close()

@@ -122,7 +122,8 @@ class MemoryStore(Mem0Calls):
     Args:
         memory: The mem0 client; this store closes it.
         settings: Where it came from.
-        embedding_model: The AgentScope embedder behind it.
+        embedding_model: The AgentScope embedder behind it (``None`` when the
+            client was built elsewhere, as for the inspector a service mounts).
         chat: The extraction model, when the command extracts.
         on_close: Releases what building the client opened.
     """
@@ -134,7 +135,7 @@ class MemoryStore(Mem0Calls):
         memory: Any,
         *,
         settings: Settings,
-        embedding_model: EmbeddingModelBase,
+        embedding_model: EmbeddingModelBase | None,
         chat: ChatChoice | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
@@ -199,6 +200,27 @@ class MemoryStore(Mem0Calls):
         """Every memory of ``scope`` (of everyone when ``None``), oldest first."""
         found = await self._io("list", self._scan, scope)
         return sorted(found, key=lambda r: (r.created_at or "", r.id))
+
+    async def count(self, scope: Scope | None) -> int:
+        """How many memories ``scope`` holds (of everyone when ``None``)."""
+        counter = getattr(self._vectors, "count", None)  # the Qdrant Edge store
+        if counter is None:
+            return await super().count(scope)
+        filters = self.backend.read_filters(scope) if scope else None
+        return int(await self._io("count", counter, filters))
+
+    async def facet(self, key: str, *, limit: int = 1_000_000) -> dict[str, int] | None:
+        """Memories per value of payload field ``key`` (``user_id``, ``agent_id``),
+        read from the engine's index without scanning the memories; ``None``
+        when the store cannot (only the Qdrant Edge store can)."""
+        shard = getattr(self._vectors, "shard", None)
+        if shard is None:
+            return None
+        from qdrant_edge import FacetRequest
+
+        request = FacetRequest(key=key, limit=limit, exact=True)
+        answer = await self._io("facet", shard.call, "facet", lambda s: s.facet(request))
+        return {str(hit.value): int(hit.count) for hit in answer.hits}
 
     async def get(self, memory_id: str) -> MemoryRecord | None:
         """One memory by id (with its whole payload), or ``None``."""

@@ -30,14 +30,31 @@ def check_free(settings: Settings) -> None:
     if settings.backend != "embedded":
         return
     from .._lock import lock_holder
+    from ._mount import listening_ports, mounted_at
 
     holder = lock_holder(settings.folder)
-    if holder is not None and not holder.is_self:
-        raise UnreachableError(
-            f"the data folder {settings.folder} is locked by {holder.describe()}; the "
-            "inspector needs the folder to itself: stop that process (or run the "
-            "inspector when it is done), or use another --folder"
+    if holder is None or holder.is_self:
+        return
+    path = mounted_at(settings.folder, holder.pid)
+    if path is not None:
+        ports = listening_ports(holder.pid)
+        where = (
+            " or ".join(f"http://127.0.0.1:{port}{path.rstrip('/')}/" for port in ports)
+            if ports
+            else f"{path.rstrip('/')}/ on its address"
         )
+        raise UnreachableError(
+            f"the data folder {settings.folder} is in use by {holder.describe()}, which "
+            f"serves its inspector: open {where} (with the token that process was given, "
+            "if any)"
+        )
+    raise UnreachableError(
+        f"the data folder {settings.folder} is in use by {holder.describe()}; the "
+        "inspector needs the folder to itself: stop that process (or run the "
+        "inspector when it is done), or use another --folder. A service built with "
+        "mem0_middleware_factory can serve the inspector itself "
+        "(factory.mount_inspector(app), see docs/inspector.md)"
+    )
 
 
 def url_of(host: str, port: int, token: str | None) -> str:
@@ -88,11 +105,13 @@ async def serve(
 def ui(*, settings: Settings, out: Output, host: str, port: int, token: str | None) -> None:
     """Browse, search and correct memories in a local web page.
 
-    Lists users, a user's memories newest first (what supersedes what), search
-    with the middleware's own scores, forgetting (with confirmation), the write
-    outbox with retry, counters and memories per day. Serves 127.0.0.1 by
-    default; another --host needs --token. On the embedded store it holds the
-    data folder while it runs, like any application using it.
+    Lists users, a user's memories newest first (what supersedes what, by
+    agent, paged), each memory's timeline, working memory, search with the
+    middleware's own scores, forgetting (with confirmation), the write outbox
+    with retry and counters. Serves 127.0.0.1 by default; another --host
+    needs --token. On the embedded store it holds the data folder while it
+    runs, like any application using it; on a folder a service holds, it
+    says where that service serves its own inspector.
     """
     token = token or os.environ.get(TOKEN_ENV) or None
     try:

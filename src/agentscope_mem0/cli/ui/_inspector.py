@@ -39,8 +39,19 @@ class UserSummary:
 
     user_id: str
     memories: int
-    agents: tuple[str, ...]
-    last_write: str | None
+    agents: tuple[str, ...] = ()
+    last_write: str | None = None
+
+
+@dataclass(frozen=True)
+class Overview:
+    """What the home page shows: totals and the users, most memories (or newest) first."""
+
+    memories: int
+    users: list[UserSummary]
+    agents: int
+    per_day: list[tuple[date, int]] | None
+    """Memories created per day, when the store was scanned to count (not on Qdrant Edge)."""
 
 
 @dataclass
@@ -171,6 +182,54 @@ class Inspector:
         """Every memory of every user."""
         return await self.store.records(None)
 
+    async def overview(self) -> Overview:
+        """Totals and users. On Qdrant Edge they come from the engine's payload
+        index (a count and two facets), so the home page does not read every
+        memory; elsewhere the store is scanned once."""
+        facet: Any = getattr(self.store, "facet", None)  # the hosted store has none
+        users = await facet("user_id") if facet is not None else None
+        if users is None:
+            records = await self.everything()
+            summaries = self.users(records)
+            agents = len({r.agent_id for r in records if r.agent_id})
+            return Overview(len(records), summaries, agents, per_day(records))
+        agents_count = await facet("agent_id") or {}
+        # The facets still name a value whose memories were all deleted, with 0.
+        summaries = [UserSummary(user_id=u, memories=n) for u, n in users.items() if u and n > 0]
+        summaries.sort(key=lambda u: (-u.memories, u.user_id))
+        total = await self.store.count(None)
+        agents = sum(1 for agent, n in agents_count.items() if agent and n > 0)
+        return Overview(total, summaries, agents, None)
+
+    async def agents_of(self, user_id: str) -> list[str]:
+        """The agents that stored memories of ``user_id``."""
+        records = await self.store.records(Scope(user_id))
+        return sorted({r.agent_id for r in records if r.agent_id})
+
+    async def timeline(self, memory_id: str) -> tuple[MemoryRecord | None, list[dict[str, Any]]]:
+        """One memory and what ``agentscope-mem0 history`` shows of it: mem0's
+        change history, then what it supersedes or extends and what supersedes
+        or extends it."""
+        from .._timeline import chain
+
+        record = await self.store.get(memory_id)
+        entries = await self.store.history(memory_id)
+        if record is not None and record.user_id:
+            entries = entries + chain(record, await self.store.records(Scope(record.user_id)))
+        return record, entries
+
+    def working(self, user_id: str, conversation: str | None) -> tuple[Any, list[str], str]:
+        """The working memory of a user (or one conversation), the user's
+        conversations that have one, and where the store is."""
+        from .._working import open_working_store
+
+        store = open_working_store(self.settings)
+        try:
+            record = store.load(user_id, conversation or "")
+            return record, store.conversations(user_id), store.location
+        finally:
+            store.close()
+
     @staticmethod
     def users(records: list[MemoryRecord]) -> list[UserSummary]:
         """The users among ``records``, the most recently written first."""
@@ -195,8 +254,9 @@ class Inspector:
 
     async def search(
         self, query: str, user_id: str, agent_id: str | None = None, *, top_k: int = 10
-    ) -> list[MemoryHit]:
-        """The middleware's own search: :meth:`Mem0Backend.search`, best first."""
+    ) -> list[tuple[MemoryHit, str | None]]:
+        """The middleware's own search (:meth:`Mem0Backend.search`), best first,
+        each hit with the agent that stored it."""
         started = time.perf_counter()
         try:
             hits = await self.backend.search(query, Scope(user_id, agent_id), top_k=top_k)
@@ -206,7 +266,11 @@ class Inspector:
         self._latencies.append(time.perf_counter() - started)
         self.counters["searches"] += 1
         self.counters["search_hits"] += len(hits)
-        return hits
+        found = []
+        for hit in hits:
+            record = await self.store.get(hit.id) if hit.id else None
+            found.append((hit, record.agent_id if record is not None else None))
+        return found
 
     def search_latency_ms(self) -> tuple[float, float] | None:
         """Median and 95th percentile of this page's searches, in ms."""

@@ -10,30 +10,39 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from ..._mem0.hits import MemoryHit
 from .._output import short_date
 from ._inspector import MemoryView, OutboxView, UserSummary, WriteView
 
+if TYPE_CHECKING:
+    from .._records import MemoryRecord
+
 __all__ = ["CSS", "e", "href", "page"]
 
 CSS = """
+*{box-sizing:border-box}
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
-header{background:#243447;color:#fff;padding:.6em 1.2em;display:flex;gap:1.4em;align-items:baseline}
+header{background:#243447;color:#fff;padding:.6em 1.2em;display:flex;flex-wrap:wrap;
+  gap:.4em 1.4em;align-items:baseline}
 header a{color:#cfe3ff;text-decoration:none}header b{font-size:1.1em}
-main{padding:1em 1.4em;max-width:70em}
+header span{color:#aebdd0;font-size:.85em;overflow-wrap:anywhere}
+main{padding:1em 1.4em}
+h1{font-size:1.35em;overflow-wrap:anywhere}h2{font-size:1.1em;margin:1.2em 0 .4em}
 table{border-collapse:collapse;width:100%;background:#fff;margin:.6em 0 1.2em}
 th,td{border-bottom:1px solid #e3e6ea;padding:.35em .55em;text-align:left;vertical-align:top}
-th{background:#eef1f4;font-weight:600}
-td.text{white-space:pre-wrap;word-break:break-word;max-width:40em}
+th{background:#eef1f4;font-weight:600;white-space:nowrap}
+td.text{white-space:pre-wrap;overflow-wrap:anywhere;width:60%}
+td.when,td.num{white-space:nowrap}
 code,.id{font:12px ui-monospace,monospace;color:#56606b}
 tr.superseded td.text{text-decoration:line-through;color:#7a828a}
-.tag{display:inline-block;font-size:12px;border-radius:3px;padding:0 .35em;
-  margin:.1em .2em .1em 0;background:#e8eef7}
+.tag{display:inline-block;white-space:nowrap;font-size:12px;border-radius:3px;padding:0 .35em;
+  margin:.15em .2em 0 0;background:#e8eef7}
 .tag.old{background:#f6e3e3}.tag.new{background:#e2f2e5}
 form.inline{display:inline}
+.bar{display:flex;flex-wrap:wrap;gap:.4em .8em;align-items:center;margin:.5em 0}
 button{font:inherit;padding:.15em .7em;cursor:pointer}
 button.danger{background:#b3261e;color:#fff;border:1px solid #8c1d17;border-radius:3px}
 .flash{background:#e2f2e5;border:1px solid #9ccfa6;padding:.5em .8em;margin:.5em 0}
@@ -41,9 +50,20 @@ button.danger{background:#b3261e;color:#fff;border:1px solid #8c1d17;border-radi
 .counters{display:flex;flex-wrap:wrap;gap:.6em;margin:.6em 0}
 .counters div{background:#fff;border:1px solid #e3e6ea;padding:.4em .8em;min-width:7em}
 .counters b{display:block;font-size:1.3em}
-input[type=text],input[type=search]{font:inherit;padding:.2em .4em;min-width:18em}
+input[type=text],input[type=search]{font:inherit;padding:.2em .4em;min-width:0;width:18em;
+  max-width:100%}
 input[type=number]{width:4em}
-svg{background:#fff;border:1px solid #e3e6ea}
+svg{background:#fff;border:1px solid #e3e6ea;width:100%;max-width:40em;height:auto}
+pre.working{background:#fff;border:1px solid #e3e6ea;padding:.8em;white-space:pre-wrap;
+  overflow-wrap:anywhere}
+nav.pager{margin:.4em 0 1em}
+@media (max-width:640px){
+  main{padding:.6em}
+  table.rows thead{display:none}
+  table.rows tr{display:block;border-bottom:2px solid #e3e6ea;padding:.3em 0}
+  table.rows td{display:block;border:0;padding:.1em .5em;width:auto}
+  table.rows td[data-label]::before{content:attr(data-label) ": ";color:#56606b;font-size:.85em}
+}
 """
 
 # Time-judgement fields that carry a date.
@@ -73,9 +93,9 @@ def page(
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f'<title>{e(title)} · agentscope-mem0</title><link rel="stylesheet" href="/style.css">'
+        f'<title>{e(title)} · agentscope-mem0</title><link rel="stylesheet" href="style.css">'
         "</head><body><header><b>agentscope-mem0</b>"
-        f'<a href="/">Users</a><a href="/outbox">Outbox</a><span>{e(where)}</span></header>'
+        f'<a href="./">Users</a><a href="outbox">Outbox</a><span>{e(where)}</span></header>'
         f"<main><h1>{e(title)}</h1>{notes}{body}</main></body></html>"
     )
 
@@ -121,26 +141,54 @@ def per_day_svg(days: Sequence[tuple[date, int]], *, width: int = 620, height: i
     return "".join(parts)
 
 
+def short_id(memory_id: str) -> str:
+    """The first 8 characters of an id, the whole id on hover."""
+    return f'<span class="id" title="{e(memory_id)}">{e(memory_id[:8])}</span>'
+
+
+def pager(path: str, page: int, pages: int, **params: Any) -> str:
+    """Previous / next links when there is more than one page."""
+    if pages <= 1:
+        return ""
+    links = []
+    if page > 1:
+        links.append(f'<a href="{href(path, **params, page=page - 1)}" rel="prev">← newer</a>')
+    links.append(f"page {page} of {pages}")
+    if page < pages:
+        links.append(f'<a href="{href(path, **params, page=page + 1)}" rel="next">older →</a>')
+    return f'<nav class="pager bar" id="pager">{" ".join(links)}</nav>'
+
+
 def users_table(users: Sequence[UserSummary]) -> str:
-    """The users page's table."""
+    """The users page's table: memories per user, and agents and last write when known."""
     if not users:
         return "<p>No memories stored yet.</p>"
-    rows = "".join(
-        f'<tr><td><a class="user" href="{href("/", user=u.user_id)}">{e(u.user_id)}</a></td>'
-        f"<td>{u.memories}</td><td>{e(', '.join(u.agents) or '-')}</td>"
-        f"<td>{e(short_date(u.last_write))}</td></tr>"
-        for u in users
+    detailed = any(u.agents or u.last_write for u in users)
+    rows = []
+    for u in users:
+        cells = (
+            f'<td><a class="user" href="{href("./", user=u.user_id)}">{e(u.user_id)}</a></td>'
+            f'<td class="num" data-label="memories">{u.memories}</td>'
+        )
+        if detailed:
+            cells += (
+                f'<td data-label="agents">{e(", ".join(u.agents) or "-")}</td>'
+                f'<td class="when" data-label="last write">{e(short_date(u.last_write))}</td>'
+            )
+        rows.append(f"<tr>{cells}</tr>")
+    head = "<th>User</th><th>Memories</th>" + (
+        "<th>Agents</th><th>Last write</th>" if detailed else ""
     )
     return (
-        '<table id="users"><thead><tr><th>User</th><th>Memories</th><th>Agents</th>'
-        f"<th>Last write</th></tr></thead><tbody>{rows}</tbody></table>"
+        f'<table id="users" class="rows"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
 
 def search_form(user: str, query: str = "", agent: str | None = None, top_k: int = 10) -> str:
     """The search box of a user page."""
     return (
-        '<form method="get" action="/search" id="search-form">'
+        '<form method="get" action="search" id="search-form" class="bar">'
         f'<input type="hidden" name="user" value="{e(user)}">'
         + (f'<input type="hidden" name="agent" value="{e(agent)}">' if agent else "")
         + f'<input type="search" name="q" value="{e(query)}" placeholder="search memories" '
@@ -150,9 +198,33 @@ def search_form(user: str, query: str = "", agent: str | None = None, top_k: int
     )
 
 
+def user_tools(user: str, agent: str | None, agents: Sequence[str], show_all: bool) -> str:
+    """A user page's search box, agent filter, superseded toggle and working-memory link."""
+    choices = [("every agent", None), *((name, name) for name in agents)]
+    filters = " ".join(
+        f"<b>{e(label)}</b>"
+        if value == agent
+        else f'<a href="{href("./", user=user, agent=value, all=show_all or None)}">{e(label)}</a>'
+        for label, value in choices
+    )
+    toggle = (
+        f'<a id="toggle-superseded" href="{href("./", user=user, agent=agent)}">hide superseded</a>'
+        if show_all
+        else f'<a id="toggle-superseded" href="{href("./", user=user, agent=agent, all=1)}">'
+        "show superseded</a>"
+    )
+    working = f'<a id="working-link" href="{href("working", user=user)}">working memory</a>'
+    return (
+        search_form(user, agent=agent)
+        + f'<div class="bar" id="agents">Agents: {filters}</div>'
+        + f'<div class="bar">{toggle} · {working}</div>'
+    )
+
+
 def _link(label: str, memory_id: str, css: str = "tag") -> str:
     return (
-        f'<span class="{css}">{e(label)} <a href="#m-{e(memory_id)}">{e(memory_id[:8])}</a></span>'
+        f'<span class="{css}">{e(label)} <a href="{href("memory", id=memory_id)}" '
+        f'title="{e(memory_id)}">{e(memory_id[:8])}</a></span>'
     )
 
 
@@ -173,8 +245,25 @@ def _relations(view: MemoryView) -> str:
     return "".join(tags)
 
 
+def _dates(created: str | None, updated: str | None) -> str:
+    """Created, and Updated only when it differs."""
+    shown = e(short_date(created))
+    if updated and short_date(updated) != short_date(created):
+        shown += f"<br><small>updated {e(short_date(updated))}</small>"
+    return shown
+
+
+def _forget_button(memory_id: str, user: str, csrf: str) -> str:
+    return (
+        '<form class="inline" method="post" action="forget">'
+        f'{_csrf(csrf)}<input type="hidden" name="memory_id" value="{e(memory_id)}">'
+        f'<input type="hidden" name="user" value="{e(user)}">'
+        '<button type="submit" class="forget">Forget</button></form>'
+    )
+
+
 def memories_table(views: Sequence[MemoryView], user: str, csrf: str) -> str:
-    """One user's memories, newest first, each with a Forget button."""
+    """One user's memories, newest first, each with its timeline link and a Forget button."""
     if not views:
         return "<p>No memories.</p>"
     rows = []
@@ -183,17 +272,14 @@ def memories_table(views: Sequence[MemoryView], user: str, csrf: str) -> str:
         rows.append(
             f'<tr id="m-{e(r.id)}" class="memory{"" if v.current else " superseded"}">'
             f'<td class="text">{e(r.text)}<div>{_relations(v)}</div></td>'
-            f"<td>{e(r.agent_id)}</td><td>{e(short_date(r.created_at))}</td>"
-            f"<td>{e(short_date(r.updated_at))}</td>"
-            f'<td><span class="id">{e(r.id)}</span></td><td>'
-            '<form class="inline" method="post" action="/forget">'
-            f'{_csrf(csrf)}<input type="hidden" name="memory_id" value="{e(r.id)}">'
-            f'<input type="hidden" name="user" value="{e(user)}">'
-            '<button type="submit" class="forget">Forget</button></form></td></tr>'
+            f'<td data-label="agent">{e(r.agent_id)}</td>'
+            f'<td class="when" data-label="created">{_dates(r.created_at, r.updated_at)}</td>'
+            f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
+            f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
         )
     return (
-        '<table id="memories"><thead><tr><th>Memory</th><th>Agent</th><th>Created</th>'
-        "<th>Updated</th><th>Id</th><th></th></tr></thead>"
+        '<table id="memories" class="rows"><thead><tr><th>Memory</th><th>Agent</th>'
+        "<th>Created</th><th>Id</th><th></th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
@@ -201,7 +287,7 @@ def memories_table(views: Sequence[MemoryView], user: str, csrf: str) -> str:
 def forget_user_form(user: str, count: int, csrf: str) -> str:
     """The button that asks to forget all of a user's memories."""
     return (
-        '<form method="post" action="/forget-user">'
+        '<form method="post" action="forget-user">'
         f'{_csrf(csrf)}<input type="hidden" name="user" value="{e(user)}">'
         f'<button type="submit" class="danger" id="forget-all">Forget all {count} memories '
         f"of {e(user)}</button></form>"
@@ -222,19 +308,80 @@ def confirm(question: str, action: str, fields: dict[str, str], csrf: str, back:
     )
 
 
-def hits_table(hits: Sequence[MemoryHit]) -> str:
-    """Search results, best first, with scores."""
+def hits_table(hits: Sequence[tuple[MemoryHit, str | None]], user: str, csrf: str) -> str:
+    """Search results, best first, with scores, agents and a Forget button each."""
     if not hits:
         return '<p id="no-hits">No memory matches.</p>'
     rows = "".join(
-        f'<tr class="hit"><td class="score">{"-" if h.score is None else f"{h.score:.3f}"}</td>'
-        f'<td class="text">{e(h.memory)}</td><td>{e(short_date(h.date))}</td>'
-        f'<td><span class="id">{e(h.id)}</span></td></tr>'
-        for h in hits
+        f'<tr class="hit"><td class="score num">{"-" if h.score is None else f"{h.score:.3f}"}</td>'
+        f'<td class="text">{e(h.memory)}</td>'
+        f'<td data-label="agent">{e(agent)}</td>'
+        f'<td class="when" data-label="date">{e(short_date(h.date))}</td>'
+        f'<td data-label="id"><a href="{href("memory", id=h.id)}">{short_id(h.id or "")}</a></td>'
+        f"<td>{_forget_button(h.id or '', user, csrf)}</td></tr>"
+        for h, agent in hits
     )
     return (
-        '<table id="hits"><thead><tr><th>Score</th><th>Memory</th><th>Date</th><th>Id</th>'
-        f"</tr></thead><tbody>{rows}</tbody></table>"
+        '<table id="hits" class="rows"><thead><tr><th>Score</th><th>Memory</th><th>Agent</th>'
+        f"<th>Date</th><th>Id</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def memory_page(
+    memory_id: str, record: MemoryRecord | None, entries: Sequence[dict[str, Any]], csrf: str
+) -> str:
+    """One memory and its timeline (what ``agentscope-mem0 history`` shows)."""
+    if record is None:
+        head = f"<p>Memory <code>{e(memory_id)}</code> is gone; its history remains.</p>"
+    else:
+        user = record.user_id or ""
+        head = (
+            f'<p class="text" id="memory-text">{e(record.text)}</p>'
+            f'<p class="bar">user <a href="{href("./", user=user)}">{e(user)}</a> · agent '
+            f"{e(record.agent_id)} · created {_dates(record.created_at, record.updated_at)} · "
+            f"<code>{e(memory_id)}</code> {_forget_button(memory_id, user, csrf)}</p>"
+        )
+    rows = "".join(
+        f'<tr><td class="when">{e(short_date(x.get("updated_at") or x.get("created_at")))}</td>'
+        f'<td data-label="event"><span class="tag">{e(x.get("event"))}</span></td>'
+        f'<td class="text" data-label="before">{e(x.get("old_memory"))}</td>'
+        f'<td class="text" data-label="after">{e(x.get("new_memory"))}</td></tr>'
+        for x in entries
+    )
+    table = (
+        '<table id="timeline" class="rows"><thead><tr><th>When</th><th>Event</th><th>Before</th>'
+        f"<th>After</th></tr></thead><tbody>{rows}</tbody></table>"
+        if entries
+        else "<p>mem0 kept no history of it.</p>"
+    )
+    return head + "<h2>Timeline</h2>" + table
+
+
+def working_page(
+    user: str, conversation: str | None, record: Any, conversations: Sequence[str], where: str
+) -> str:
+    """A user's (or one conversation's) working memory, and the other conversations'."""
+    if record is None:
+        body = '<p id="no-working">No working memory here.</p>'
+    else:
+        body = (
+            f'<p class="bar">format {e(record.kind)} · version {e(record.version)} · updated '
+            f"{e(short_date(record.updated_at))}</p>"
+            f'<pre class="working" id="working">{e(record.content) or "(empty)"}</pre>'
+        )
+    links = " ".join(
+        f"<b>{e(c)}</b>"
+        if c == conversation
+        else f'<a href="{href("working", user=user, conversation=c)}">{e(c)}</a>'
+        for c in conversations
+    )
+    own = "the user's own" if conversation else "<b>the user's own</b>"
+    if conversation:
+        own = f'<a href="{href("working", user=user)}">the user\'s own</a>'
+    return (
+        f'<p class="bar"><a href="{href("./", user=user)}">memories of {e(user)}</a> · '
+        f"store <code>{e(where)}</code></p>{body}"
+        f'<p class="bar" id="conversations">Working memories: {own} {links}</p>'
     )
 
 
@@ -261,7 +408,7 @@ def outbox_body(view: OutboxView, csrf: str) -> str:
     retry = ""
     if view.failed:
         retry = (
-            '<form method="post" action="/outbox/retry">'
+            '<form method="post" action="outbox-retry">'
             f'{_csrf(csrf)}<button type="submit" id="retry">Retry {len(view.failed)} failed '
             "writes</button> <small>They become pending; the next writer on this outbox "
             "(the application, when it runs) sends them.</small></form>"

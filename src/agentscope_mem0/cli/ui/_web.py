@@ -2,7 +2,9 @@
 
 GET pages only read. Every change is a POST whose form passes the guard's
 CSRF check; forgetting asks first (a confirmation page posts again with
-``confirm=yes``) and then redirects back (post/redirect/get).
+``confirm=yes``) and then redirects back (post/redirect/get). Every page sits
+at the app's root and links relatively, so the app works mounted under a
+path of another app (see :mod:`._mount`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ __all__ = ["create_app"]
 logger = logging.getLogger(__name__)
 
 _MAX_TOP_K = 100
-_PAGE = 300
-"""Memories a user page lists before "show all"."""
+_PAGE = 100
+"""Memories a user page lists per page."""
+_USERS_PAGE = 100
+"""Users the home page lists per page."""
 
 
 class _Refused(Exception):
@@ -101,60 +105,58 @@ class _Pages:
                 "<code>/?user=&lt;id&gt;</code>.</p>" + _user_picker()
             )
             return self._html("Users", body)
-        records = await ins.everything()
-        users = ins.users(records)
+        overview = await ins.overview()
         latency = ins.search_latency_ms()
-        stats = [
-            ("memories", len(records)),
-            ("users", len(users)),
-            ("agents", len({r.agent_id for r in records if r.agent_id})),
-            ("new today (UTC)", sum(c for _, c in per_day(records, days=1))),
-            ("new in 7 days", sum(c for _, c in per_day(records, days=7))),
-        ]
         outbox = ins.outbox()
-        stats += [("writes pending", len(outbox.pending)), ("writes failed", len(outbox.failed))]
-        stats += [
+        stats = [
+            ("memories", overview.memories),
+            ("users", len(overview.users)),
+            ("agents", overview.agents),
+            ("writes pending", len(outbox.pending)),
+            ("writes failed", len(outbox.failed)),
             (
-                f"searches on this page{'' if latency is None else f' (p50 {latency[0]:.0f} ms)'}",
+                f"searches here{'' if latency is None else f' (p50 {latency[0]:.0f} ms)'}",
                 ins.counters["searches"],
-            )
+            ),
         ]
+        page, pages_total = _page_of(request, len(overview.users), _USERS_PAGE)
+        shown = overview.users[(page - 1) * _USERS_PAGE : page * _USERS_PAGE]
+        chart = ""
+        if overview.per_day is not None:
+            chart = "<h2>Memories per day (30 days)</h2>" + pages.per_day_svg(overview.per_day)
         body = (
             pages.counters(stats)
-            + "<h2>Memories per day (30 days)</h2>"
-            + pages.per_day_svg(per_day(records))
+            + chart
             + "<h2>Users</h2>"
-            + pages.users_table(users)
             + _user_picker()
+            + pages.users_table(shown)
+            + pages.pager("./", page, pages_total)
         )
         return self._html("Users", body, flash=request.query_params.get("flash"))
 
     async def user(self, request: Request) -> Response:
         user = _user(request.query_params.get("user"))
         agent = _agent(request.query_params.get("agent"))
+        show_all = bool(request.query_params.get("all"))
         views = await self.inspector.memories(user, agent)
         records = [v.record for v in views]
-        current = sum(1 for v in views if v.current)
+        current = [v for v in views if v.current]
+        listed = views if show_all else current
+        page, pages_total = _page_of(request, len(listed), _PAGE)
+        shown = listed[(page - 1) * _PAGE : page * _PAGE]
         stats = [
             ("memories", len(views)),
-            ("current", current),
-            ("superseded", len(views) - current),
+            ("current", len(current)),
+            ("superseded", len(views) - len(current)),
         ]
-        shown = views if request.query_params.get("all") else views[:_PAGE]
-        more = ""
-        if len(shown) < len(views):
-            link = pages.href("/", user=user, agent=agent, all=1)
-            more = (
-                f'<p id="more">The newest {len(shown)} of {len(views)}: '
-                f'<a href="{link}">show all</a></p>'
-            )
+        agents = await self.inspector.agents_of(user)
         body = (
-            pages.search_form(user, agent=agent)
+            pages.user_tools(user, agent, agents, show_all)
             + pages.counters(stats)
             + pages.per_day_svg(per_day(records))
             + "<h2>Memories, newest first</h2>"
-            + more
             + pages.memories_table(shown, user, self.csrf)
+            + pages.pager("./", page, pages_total, user=user, agent=agent, all=show_all or None)
             + (pages.forget_user_form(user, len(views), self.csrf) if views else "")
         )
         title = f"Memories of {user}" + (f" (agent {agent})" if agent else "")
@@ -173,10 +175,26 @@ class _Pages:
         hits = await self.inspector.search(query, user, agent, top_k=top_k)
         body = (
             pages.search_form(user, query, agent, top_k)
-            + f'<p><a href="{pages.href("/", user=user, agent=agent)}">All memories of '
-            f"{pages.e(user)}</a></p>" + pages.hits_table(hits)
+            + f'<p><a href="{pages.href("./", user=user, agent=agent)}">All memories of '
+            f"{pages.e(user)}</a></p>" + pages.hits_table(hits, user, self.csrf)
         )
         return self._html(f"Search {user}'s memories", body)
+
+    async def memory(self, request: Request) -> Response:
+        memory_id = _memory_id(request.query_params.get("id"))
+        record, entries = await self.inspector.timeline(memory_id)
+        if record is None and not entries:
+            raise _Refused(404, f"no memory and no history with id {memory_id}")
+        body = pages.memory_page(memory_id, record, entries, self.csrf)
+        return self._html("A memory and its timeline", body)
+
+    async def working(self, request: Request) -> Response:
+        user = _user(request.query_params.get("user"))
+        conversation = request.query_params.get("conversation") or None
+        record, conversations, location = self.inspector.working(user, conversation)
+        body = pages.working_page(user, conversation, record, conversations, location)
+        title = f"Working memory of {user}" + (f", {conversation}" if conversation else "")
+        return self._html(title, body)
 
     async def outbox(self, request: Request) -> Response:
         return self._html(
@@ -194,20 +212,20 @@ class _Pages:
         form = await self._form(request)
         memory_id = _memory_id(_field(form, "memory_id"))
         user = _user(_field(form, "user"))
-        back = pages.href("/", user=user)
+        back = pages.href("./", user=user)
         if _field(form, "confirm") != "yes":
             record = await self.inspector.get(memory_id)
             if record is None:
                 raise _Refused(404, f"no memory with id {memory_id}")
             question = f"Forget this memory of {record.user_id or user}? “{record.text}”"
             body = pages.confirm(
-                question, "/forget", {"memory_id": memory_id, "user": user}, self.csrf, back
+                question, "forget", {"memory_id": memory_id, "user": user}, self.csrf, back
             )
             return self._html("Forget a memory?", body)
         forgotten = await self.inspector.forget(memory_id)
         if forgotten is None:
             raise _Refused(404, f"no memory with id {memory_id}")
-        return _see(pages.href("/", user=user, flash=f"Forgot: {forgotten.text}"))
+        return _see(pages.href("./", user=user, flash=f"Forgot: {forgotten.text}"))
 
     async def forget_user(self, request: Request) -> Response:
         form = await self._form(request)
@@ -219,17 +237,27 @@ class _Pages:
                 "This cannot be undone."
             )
             body = pages.confirm(
-                question, "/forget-user", {"user": user}, self.csrf, pages.href("/", user=user)
+                question, "forget-user", {"user": user}, self.csrf, pages.href("./", user=user)
             )
             return self._html("Forget every memory?", body)
         removed = await self.inspector.forget_user(user)
-        return _see(pages.href("/", flash=f"Forgot {removed} memories of {user}."))
+        return _see(pages.href("./", flash=f"Forgot {removed} memories of {user}."))
 
     async def retry(self, request: Request) -> Response:
         form = await self._form(request)
         user = _field(form, "user") or None
         count = self.inspector.retry_failed(_user(user) if user else None)
-        return _see(pages.href("/outbox", flash=f"Requeued {count} failed writes."))
+        return _see(pages.href("outbox", flash=f"Requeued {count} failed writes."))
+
+
+def _page_of(request: Request, count: int, size: int) -> tuple[int, int]:
+    """The page asked for (1-based, clamped) and how many pages ``count`` rows make."""
+    total = max(1, -(-count // size))
+    try:
+        page = int(request.query_params.get("page") or 1)
+    except ValueError as exc:
+        raise _Refused(400, "page must be a whole number") from exc
+    return min(max(page, 1), total), total
 
 
 def _field(form: FormData, name: str) -> str | None:
@@ -246,8 +274,9 @@ def _see(location: str) -> RedirectResponse:
 
 def _user_picker() -> str:
     return (
-        '<form method="get" action="/"><label>Open a user <input type="text" name="user" '
-        'required aria-label="user id"></label> <button type="submit">Open</button></form>'
+        '<form method="get" action="./" class="bar"><label>Open a user <input type="text" '
+        'name="user" required aria-label="user id"></label> <button type="submit">Open</button>'
+        "</form>"
     )
 
 
@@ -278,11 +307,13 @@ def create_app(inspector: Inspector, *, token: str | None, loopback: bool) -> Gu
     for path, endpoint, methods in (
         ("/", view.home, ["GET"]),
         ("/search", view.search, ["GET"]),
+        ("/memory", view.memory, ["GET"]),
+        ("/working", view.working, ["GET"]),
         ("/outbox", view.outbox, ["GET"]),
         ("/style.css", view.style, ["GET"]),
         ("/forget", view.forget, ["POST"]),
         ("/forget-user", view.forget_user, ["POST"]),
-        ("/outbox/retry", view.retry, ["POST"]),
+        ("/outbox-retry", view.retry, ["POST"]),
     ):
         app.router.routes.append(Route(path, endpoint, methods=methods))
     return guard

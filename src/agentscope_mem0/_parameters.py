@@ -65,10 +65,7 @@ class Mem0MiddlewareParameters(BaseModel):
     threshold: float | None = Field(
         default=None,
         title="Score Threshold",
-        description=(
-            "Minimum relevance score of a recalled memory (see the README for what the "
-            "score means on each backend). Empty: no minimum."
-        ),
+        description="Minimum relevance score of a recalled memory. Empty: no minimum.",
     )
     scope_search_by_agent: bool = Field(
         default=True,

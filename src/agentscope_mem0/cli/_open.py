@@ -124,7 +124,8 @@ def _check_postgres(dsn: str) -> None:
         import psycopg
     except ImportError as exc:
         raise ConfigurationError(
-            "the pgvector backend needs psycopg 3: pip install 'agentscope-mem0[pgvector]'"
+            "the pgvector backend needs psycopg 3: pip install 'psycopg[binary]' psycopg-pool "
+            "(the [pgvector] extra)"
         ) from exc
     with mapped("connecting to PostgreSQL"):
         psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT).close()

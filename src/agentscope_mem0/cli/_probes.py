@@ -156,7 +156,10 @@ def _pgvector_backend(settings: Settings) -> dict[str, Any]:
         import psycopg
         from psycopg import sql
     except ImportError:
-        info["error"] = "psycopg is not installed: pip install 'agentscope-mem0[pgvector]'"
+        info["error"] = (
+            "psycopg is not installed: pip install 'psycopg[binary]' psycopg-pool "
+            "(the [pgvector] extra)"
+        )
         return info
     try:
         with psycopg.connect(settings.dsn or "", connect_timeout=_PROBE_TIMEOUT) as conn:

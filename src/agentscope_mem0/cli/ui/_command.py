@@ -124,7 +124,7 @@ def ui(*, settings: Settings, out: Output, host: str, port: int, token: str | No
     except ImportError as exc:
         raise UsageError(
             f"the inspector needs Starlette and uvicorn ({exc.name} is missing): "
-            "pip install 'agentscope-mem0[service]'"
+            "pip install starlette uvicorn (the [service] extra)"
         ) from exc
     check_free(settings)
     from .._open import open_store

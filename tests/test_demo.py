@@ -52,23 +52,33 @@ def test_later_sessions_use_what_was_told_and_a_move_supersedes_the_old_home(
     # What session 4 was given (note or search results) presents only Beijing.
     session_four = transcript.split("=== session 4")[1].split("[assistant]")[0]
     assert "Beijing" in session_four and "Hangzhou" not in session_four
-    # In the store: every Hangzhou memory is kept, marked superseded by a Beijing one.
+    # In the store: every Hangzhou memory is kept, marked superseded by a Beijing one,
+    # or (said again by the other write of the same turn) merged into one that is.
     everything = {str(m["id"]): m for m in _stored(folder, "--all")}
     metadata = {i: dict(m["metadata"]) for i, m in everything.items()}  # type: ignore[call-overload]
-    old = [i for i, m in everything.items() if "Hangzhou" in str(m["text"])]
-    assert old
+    hangzhou = [i for i, m in everything.items() if "Hangzhou" in str(m["text"])]
+    old = [i for i in hangzhou if not metadata[i].get("duplicate_of")]
+    repeats = [i for i in hangzhou if i not in old]
+    assert len(old) == 1 and len(repeats) == (1 if mode == "both" else 0)
+    for memory_id in repeats:
+        assert metadata[memory_id]["duplicate_of"] in old
     for memory_id in old:
         newer = metadata[memory_id]["superseded_by"]
         assert "Beijing" in str(everything[newer]["text"])
         assert memory_id in metadata[newer]["supersedes"]
         assert metadata[memory_id]["valid_until"]
         assert f'"{everything[memory_id]["text"]}" no longer true since' in transcript
-    assert f"{len(old)} of {len(old)} memories saying Hangzhou are marked superseded" in transcript
+    assert (
+        f"{len(old)} of {len(hangzhou)} memories saying Hangzhou are marked superseded and "
+        f"{len(repeats)} merged into them as repeats" in transcript
+    )
     assert any(f"agentscope-mem0 history {i} --folder {folder}\n" in transcript for i in old)
-    # Beijing said twice (the agent's add_memory and the automatic write) stays current.
+    # One current memory per fact, though in mode both the agent's add_memory and
+    # the automatic write each stored every fact.
     current = [str(m["text"]) for m in _stored(folder)]
     assert not any("Hangzhou" in text for text in current)
-    assert sum("Beijing" in text for text in current) == (2 if mode == "both" else 1)
+    assert sum("Beijing" in text for text in current) == 1
+    assert sum("dark mode" in text for text in current) == 1
     if mode == "agent_control":
         assert "[tool call (agent)] add_memory" in transcript
         assert "[tool call (agent)] search_memory" in transcript

@@ -11,6 +11,7 @@ and hands it to every middleware it builds.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from ._mem0.breaker import CircuitBreaker
 from ._mem0.query_cache import install_query_cache
 from ._options import DEFAULT_PROFILE_TTL, Deadlines
 from ._recall.profile import ProfileCache
+from ._write.consolidate import Consolidator
 from ._write.judge import build_time_judge
 from ._write.queue import WriteQueue
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
 
     from ._options import Options
+    from ._scope import Scope
 
 __all__ = ["ClientState", "closed_error", "state_for"]
 
@@ -80,6 +83,9 @@ class ClientState:
         """Each scope's profile memories, refreshed after a write."""
         self.judge = build_time_judge(self.backend, judge, self.profiles.invalidate)
         """Marks what new memories supersede or extend; ``None`` when off."""
+        self.consolidator = Consolidator(self.backend)
+        """Marks new memories that repeat a current one."""
+        self._settling: set[asyncio.Future[None]] = set()
         self.query_cache = install_query_cache(client)
         """Search embeddings of recent queries; ``None`` for hosted mem0."""
         self._owns_writer = write_queue is None
@@ -90,11 +96,28 @@ class ClientState:
                 self.backend,
                 outbox_dir=outbox_dir,
                 on_stored=self.profiles.invalidate,
-                after_store=self.judge.after_store if self.judge else None,
+                after_store=self._after_store,
             )
         )
         """The write queue, ordered per scope."""
         self._closed = False
+
+    async def _after_store(self, scope: Scope, results: list[dict[str, Any]]) -> None:
+        """After a stored batch, in the scope's worker: consolidate, then judge the rest.
+
+        Runs as a task :meth:`flush` waits for (the outbox row is already gone).
+        """
+        task = asyncio.ensure_future(self._settle(scope, results))
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+        await asyncio.shield(task)
+
+    async def _settle(self, scope: Scope, results: list[dict[str, Any]]) -> None:
+        remaining = await self.consolidator.consolidate(scope, results)
+        if len(remaining) < len(results):
+            self.profiles.invalidate(scope)
+        if self.judge is not None:
+            await self.judge.after_store(scope, remaining)
 
     @property
     def client(self) -> Any:
@@ -112,7 +135,8 @@ class ClientState:
         """
         judge = self.judge.stats() if self.judge else {}
         cache = self.query_cache.stats() if self.query_cache else {}
-        return {**self.breaker.stats(), **self.writer.stats(), **judge, **cache}
+        merged = self.consolidator.stats()
+        return {**self.breaker.stats(), **self.writer.stats(), **merged, **judge, **cache}
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued write, then its time judgement, is done.
@@ -121,6 +145,9 @@ class ClientState:
             True when both drained within ``timeout``.
         """
         flushed = await self.writer.flush(timeout)
+        pending = [task for task in self._settling if not task.done()]
+        if pending:
+            flushed = not (await asyncio.wait(pending, timeout=timeout))[1] and flushed
         if self.judge is not None:
             flushed = await self.judge.flush(timeout) and flushed
         return flushed

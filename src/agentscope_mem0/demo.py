@@ -43,7 +43,7 @@ from agentscope.tool import Toolkit
 from pydantic import SecretStr
 
 from ._mem0.backend import Mem0Backend
-from ._mem0.timeline import SUPERSEDED_BY, VALID_UNTIL
+from ._mem0.timeline import DUPLICATE_OF, SUPERSEDED_BY, VALID_UNTIL
 from ._middleware import Mem0Middleware
 from ._modes import Mode, check_mode
 from ._recall.note import is_memory_note
@@ -323,9 +323,10 @@ async def run_demo(
     print(f"session 4 {verdict} {NEW_CITY}, not {OLD_CITY}, as where the user lives now.", file=out)
     old = [i for i, entry in memories.items() if OLD_CITY in _text(entry)]
     kept = [i for i in old if i in _superseded(memories)]
+    repeats = [i for i in old if (memories[i].get("metadata") or {}).get(DUPLICATE_OF) in kept]
     print(
-        f"{len(kept)} of {len(old)} memories saying {OLD_CITY} are marked superseded "
-        "(kept in the store, left out of recall).",
+        f"{len(kept)} of {len(old)} memories saying {OLD_CITY} are marked superseded and "
+        f"{len(repeats)} merged into them as repeats (kept in the store, left out of recall).",
         file=out,
     )
     folder_option = "" if folder is None else f" --folder {mw.folder}"

@@ -27,6 +27,8 @@ from .dates import iso
 from .errors import classify_error, http_status
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
 from .timeline import (
+    DUPLICATE_OF,
+    DUPLICATES,
     SUPERSEDED_BY,
     SUPERSEDES,
     VALID_UNTIL,
@@ -218,12 +220,42 @@ class Mem0Backend:
                 raise classify_error(exc)(f"mem0 metadata update failed: {exc}") from exc
         return True
 
+    async def embed(self, texts: list[str]) -> list[list[float]] | None:
+        """Embed ``texts`` with the client's own embedder, as it embeds search queries.
+
+        Search embeddings go through the query cache (:mod:`.query_cache`), so
+        a memory text embedded once is at hand for the next comparison.
+
+        Returns:
+            One vector per text, or ``None`` when this client has no embedder
+            here (hosted mem0).
+        """
+        model = getattr(self.client, "embedding_model", None)
+        if self.hosted or model is None or not texts:
+            return None
+
+        def run() -> list[list[float]]:
+            return [[float(x) for x in model.embed(text, "search")] for text in texts]
+
+        with caller_loop_scope():
+            try:
+                return await asyncio.to_thread(run)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise classify_error(exc)(f"mem0 embedding failed: {exc}") from exc
+
     async def delete(self, memory_id: str) -> bool:
         """Delete one memory; ``False`` when it was gone already.
 
-        The memories it superseded become current again (see :mod:`._time`).
+        The memories it superseded become current again, and so does the
+        oldest of the duplicates merged into it (see :mod:`.timeline`).
         """
-        await self._release_superseded(memory_id)
+        entry = await self.get(memory_id)
+        metadata = entry.get("metadata") if entry else None
+        if isinstance(metadata, dict):
+            await self._release_superseded(memory_id, metadata)
+            await self._release_duplicates(memory_id, metadata)
         try:
             await self._call("delete", memory_id)
         except PermanentBackendError as exc:
@@ -232,7 +264,7 @@ class Mem0Backend:
             raise
         return True
 
-    async def _release_superseded(self, memory_id: str) -> int:
+    async def _release_superseded(self, memory_id: str, metadata: dict[str, Any]) -> int:
         """Make current again the memories that ``memory_id`` superseded.
 
         Called before ``memory_id`` is deleted; only memories whose
@@ -241,10 +273,6 @@ class Mem0Backend:
         Returns:
             How many memories became current again.
         """
-        entry = await self.get(memory_id)
-        metadata = entry.get("metadata") if entry else None
-        if not isinstance(metadata, dict):
-            return 0
         released = 0
         for old_id in _ids(metadata.get(SUPERSEDES)):
             old = await self.get(old_id)
@@ -259,6 +287,32 @@ class Mem0Backend:
                 released,
             )
         return released
+
+    async def _release_duplicates(self, memory_id: str, metadata: dict[str, Any]) -> str | None:
+        """Bring back the oldest duplicate merged into ``memory_id``, which is being deleted.
+
+        It becomes current and the kept one of the other duplicates, so the
+        fact is stated once again rather than by every copy at once.
+
+        Returns:
+            The id of the memory that became current, if any.
+        """
+        merged = []
+        for other_id in _ids(metadata.get(DUPLICATES)):
+            other = await self.get(other_id)
+            other_meta = other.get("metadata") if other else None
+            if isinstance(other_meta, dict) and other_meta.get(DUPLICATE_OF) == memory_id:
+                merged.append(other_id)
+        if not merged:
+            return None
+        heir, rest = merged[0], merged[1:]
+        await self.update_metadata(
+            heir, {DUPLICATE_OF: None, VALID_UNTIL: None, DUPLICATES: rest or None}
+        )
+        for other_id in rest:
+            await self.update_metadata(other_id, {DUPLICATE_OF: heir})
+        logger.info("memory %s is forgotten: its duplicate %s is current again", memory_id, heir)
+        return heir
 
     async def delete_all(self, scope: Scope) -> None:
         """Delete every memory of ``scope``."""

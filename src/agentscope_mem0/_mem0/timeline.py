@@ -13,9 +13,17 @@ changes it:
 * ``valid_until`` / ``superseded_by``: on a memory no longer true, the time
   and id of the memory that replaced it; ``supersedes`` on the newer one
   lists the ids it replaced (so forgetting it can undo that);
-* ``extends``: on a memory that adds detail to an older one, that one's id.
+* ``extends``: on a memory that adds detail to an older one, that one's id;
 
-A superseded memory is kept; reads leave it out unless asked for it.
+and, once consolidation (:mod:`.._write.consolidate`) found that a new memory
+states a fact a current one already states:
+
+* ``duplicate_of`` / ``valid_until``: on the redundant memory, the id of the
+  one kept and when it was merged; ``duplicates`` on the kept one lists the
+  ids merged into it (so forgetting it can bring them back).
+
+A superseded or duplicate memory is kept; reads leave it out unless asked for
+it (duplicates always: they add nothing a reader does not already get).
 
 The said time travels with a queued write inside its message dicts
 (:data:`MESSAGE_SAID_AT`), so it survives the outbox and a restart; the
@@ -42,6 +50,8 @@ if TYPE_CHECKING:
     from .hits import MemoryHit
 
 __all__ = [
+    "DUPLICATES",
+    "DUPLICATE_OF",
     "EVENT_DATE",
     "EXTENDS",
     "MESSAGE_SAID_AT",
@@ -53,10 +63,12 @@ __all__ = [
     "VALID_UNTIL",
     "WriteTime",
     "event_date_of",
+    "is_duplicate",
     "is_superseded",
     "prepare_extraction",
     "read_current",
     "record_extraction",
+    "retired_since",
     "rows_said_together",
     "said_at_of",
     "stamp_messages",
@@ -87,7 +99,19 @@ SUPERSEDED_BY = "superseded_by"
 SUPERSEDES = "supersedes"
 EXTENDS = "extends"
 EVENT_DATE = "event_date"
-TIME_KEYS = (SAID_AT, VALID_FROM, EVENT_DATE, VALID_UNTIL, SUPERSEDED_BY, SUPERSEDES, EXTENDS)
+DUPLICATE_OF = "duplicate_of"
+DUPLICATES = "duplicates"
+TIME_KEYS = (
+    SAID_AT,
+    VALID_FROM,
+    EVENT_DATE,
+    VALID_UNTIL,
+    SUPERSEDED_BY,
+    SUPERSEDES,
+    EXTENDS,
+    DUPLICATE_OF,
+    DUPLICATES,
+)
 """The metadata keys this module owns, in the order they are shown."""
 
 MESSAGE_SAID_AT = "said_at"
@@ -181,15 +205,46 @@ def is_superseded(hit: MemoryHit) -> bool:
     return bool(_metadata(hit).get(SUPERSEDED_BY))
 
 
+def is_duplicate(hit: MemoryHit) -> bool:
+    """Whether ``hit`` repeats a fact another current memory states (it was merged)."""
+    return bool(_metadata(hit).get(DUPLICATE_OF))
+
+
 def event_date_of(hit: MemoryHit) -> str | None:
     """``hit``'s event date (``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``), if it has one."""
     value = _metadata(hit).get(EVENT_DATE)
     return value if isinstance(value, str) and _EVENT_DATE.fullmatch(value) else None
 
 
-def valid_until_of(hit: MemoryHit) -> datetime | None:
-    """Since when ``hit`` is no longer true, for a superseded memory."""
-    return parse_time(_metadata(hit).get(VALID_UNTIL)) if is_superseded(hit) else None
+def valid_until_of(hit: MemoryHit) -> str | None:
+    """Since when ``hit`` is no longer true, for a superseded memory: a day
+    (``2024-03-10``), or the month or year of the event that ended it."""
+    if not is_superseded(hit):
+        return None
+    value = _metadata(hit).get(VALID_UNTIL)
+    if isinstance(value, str) and _EVENT_DATE.fullmatch(value):
+        return value
+    moment = parse_time(value)
+    return f"{moment:%Y-%m-%d}" if moment is not None else None
+
+
+def retired_since(
+    said_at: datetime | None, event_date: str | None, older_said: datetime | None
+) -> str:
+    """The ``valid_until`` a newer memory gives the older one it supersedes.
+
+    The newer memory's event date when it has one ("moved to Beijing last
+    month": that month), unless it falls before the older memory was said
+    (then it cannot be when the older stopped being true); its said time
+    otherwise.
+    """
+    if (
+        event_date
+        and _EVENT_DATE.fullmatch(event_date)
+        and (older_said is None or event_date >= older_said.date().isoformat()[: len(event_date)])
+    ):
+        return event_date
+    return iso(said_at or datetime.now(UTC))
 
 
 def overfetch(limit: int) -> int:
@@ -203,17 +258,20 @@ async def read_current(
     *,
     include_superseded: bool = False,
 ) -> list[MemoryHit]:
-    """Up to ``limit`` hits from ``fetch(n)``, superseded ones left out unless asked for.
+    """Up to ``limit`` hits from ``fetch(n)``: duplicates left out, superseded ones
+    too unless asked for.
 
     The first read asks for ``limit``, as a plain search would; only when it
     returned superseded memories is a larger read made to fill their places.
     """
+
+    def shown(hit: MemoryHit) -> bool:
+        return not is_duplicate(hit) and (include_superseded or not is_superseded(hit))
+
     hits = await fetch(limit)
-    if include_superseded:
-        return hits[:limit]
-    current = [hit for hit in hits if not is_superseded(hit)]
+    current = [hit for hit in hits if shown(hit)]
     if len(current) < len(hits) and len(hits) >= limit:
-        current = [hit for hit in await fetch(overfetch(limit)) if not is_superseded(hit)]
+        current = [hit for hit in await fetch(overfetch(limit)) if shown(hit)]
     return current[:limit]
 
 
@@ -229,7 +287,7 @@ def time_label(hit: MemoryHit) -> str | None:
         parts.append(f"happened {event}")
     until = valid_until_of(hit)
     if until is not None:
-        parts.append(f"no longer true since {until:%Y-%m-%d}")
+        parts.append(f"no longer true since {until}")
     elif is_superseded(hit):
         parts.append("no longer true")
     return ", ".join(parts)

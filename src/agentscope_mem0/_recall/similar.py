@@ -22,13 +22,22 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["NEAR_DUPLICATE_JACCARD", "MemoryWords", "are_near_duplicates", "memory_words"]
+__all__ = [
+    "CJK_RUN",
+    "NEAR_DUPLICATE_JACCARD",
+    "NEGATION_WORDS",
+    "WORD",
+    "MemoryWords",
+    "are_near_duplicates",
+    "memory_words",
+    "stem",
+]
 
 NEAR_DUPLICATE_JACCARD = 0.8
 """Share of content words two memories must have in common to be merged."""
 
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -41,7 +50,7 @@ _FILLER = _words(
     "a an the user user's users they their he she his her him "
     "is are was were be been being am that this also currently"
 )
-_NEGATION = _words(
+NEGATION_WORDS = _words(
     "not no never none nobody nothing nor neither without cannot dislike dislikes disliked "
     "不 没 沒 别 別 無 无 非 않 안 못"
 )
@@ -56,7 +65,8 @@ class MemoryWords:
     negated: bool
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
+    """``word`` without a possessive or plural ending."""
     if word.endswith("'s"):
         word = word[:-2]
     if len(word) > 4 and word.endswith("ies"):
@@ -72,14 +82,14 @@ def memory_words(text: str) -> MemoryWords:
     numbers = frozenset(_NUMBER.findall(plain))
     words: set[str] = set()
     negated = False
-    for run in _CJK.findall(plain):
-        negated = negated or any(char in _NEGATION for char in run)
+    for run in CJK_RUN.findall(plain):
+        negated = negated or any(char in NEGATION_WORDS for char in run)
         words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
-    for word in _WORD.findall(_CJK.sub(" ", plain)):
-        if word in _NEGATION or word.endswith("n't"):
+    for word in WORD.findall(CJK_RUN.sub(" ", plain)):
+        if word in NEGATION_WORDS or word.endswith("n't"):
             negated = True
         elif word not in _FILLER and not word.isdigit():
-            words.add(_stem(word))
+            words.add(stem(word))
     return MemoryWords(frozenset(words), numbers, negated)
 
 

@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .._mem0.bounded import MemoryUnavailableError
-from .._mem0.timeline import time_label
+from .._mem0.timeline import DUPLICATES, time_label
 from .memory import (
     NOT_INSTALLED,
     UNAVAILABLE,
@@ -74,6 +74,10 @@ class ForgetMemoryTool(_MemoryTool):
                     # Someone else's memory reads the same as a missing one.
                     refused.append(memory_id)
                     continue
+                # Copies of the fact merged into this memory go with it: the
+                # user asked to forget the fact, not one wording of it.
+                for copy_id in _ids((entry.get("metadata") or {}).get(DUPLICATES)):
+                    await backend.delete(copy_id)
                 await backend.delete(memory_id)
                 forgotten.append(memory_id)
 
@@ -95,6 +99,12 @@ class ForgetMemoryTool(_MemoryTool):
         if refused:
             parts.append(f"No memory of this user with id {', '.join(refused)}.")
         return _chunk(" ".join(parts), error=not forgotten)
+
+
+def _ids(value: Any) -> list[str]:
+    if isinstance(value, str) and value:
+        return [value]
+    return [v for v in value if isinstance(v, str) and v] if isinstance(value, list) else []
 
 
 def _belongs(entry: dict[str, Any], user_id: str, agent_id: str | None) -> bool:

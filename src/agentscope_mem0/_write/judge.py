@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from agentscope.message import SystemMsg, UserMsg
 
 from .._mem0.breaker import LatencyRecorder
-from .._mem0.dates import iso, parse_time
+from .._mem0.dates import parse_time
 from .._mem0.timeline import (
     EVENT_DATE,
     EXTENDS,
@@ -38,6 +38,8 @@ from .._mem0.timeline import (
     SUPERSEDES,
     VALID_FROM,
     VALID_UNTIL,
+    event_date_of,
+    retired_since,
 )
 from .._mem0.tracing import SpanHandle, span
 from .judge_prompt import JUDGE_MARK, JUDGE_SYSTEM_PROMPT, Verdict, judge_prompt, parse_verdicts
@@ -82,6 +84,7 @@ class _Memory:
     text: str
     said: datetime | None
     supersedes: list[str] = field(default_factory=list)
+    event_date: str | None = None
 
 
 def _said_of(metadata: Mapping[str, Any] | None, fallback: str | None) -> datetime | None:
@@ -225,6 +228,7 @@ class TimeJudge:
                 id=str(item["id"]),
                 text=str(item["memory"]),
                 said=parse_time(item.get(SAID_AT)) or datetime.now(UTC),
+                event_date=item.get(EVENT_DATE) if isinstance(item.get(EVENT_DATE), str) else None,
             )
             for i, item in enumerate(new, 1)
         }
@@ -307,7 +311,7 @@ class TimeJudge:
                 changes.setdefault(older.id, {}).update(
                     {
                         SUPERSEDED_BY: newer.id,
-                        VALID_UNTIL: iso(newer.said or datetime.now(UTC)),
+                        VALID_UNTIL: retired_since(newer.said, newer.event_date, older.said),
                     }
                 )
             for key in verdict.extends[:1]:
@@ -405,4 +409,5 @@ def _memory_of(hit: MemoryHit) -> _Memory:
         supersedes=[s for s in supersedes if isinstance(s, str)]
         if isinstance(supersedes, list)
         else [],
+        event_date=event_date_of(hit),
     )

@@ -1,8 +1,8 @@
 """What the CLI shows of the memories' timeline (see ``agentscope_mem0._mem0.timeline``).
 
-``list`` and ``search`` leave superseded memories out unless ``--all``, which
-marks them; ``history ID`` adds the memories the given one replaced or
-extends, and those that replaced or extend it.
+``list`` and ``search`` leave superseded and duplicate memories out unless
+``--all``, which marks them; ``history ID`` adds the memories the given one
+replaced, extends or repeats, and those that replaced, extend or repeat it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._mem0.timeline import EXTENDS, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL
+from .._mem0.timeline import (
+    DUPLICATE_OF,
+    DUPLICATES,
+    EXTENDS,
+    SUPERSEDED_BY,
+    SUPERSEDES,
+    VALID_UNTIL,
+)
 
 if TYPE_CHECKING:
     from ._records import MemoryRecord
@@ -19,12 +26,12 @@ __all__ = ["chain", "current", "is_superseded", "mark"]
 
 _T = TypeVar("_T")
 
-ALL_HELP = "Include memories a newer one superseded (marked)."
+ALL_HELP = "Include memories a newer one superseded or that repeat another (marked)."
 
 
 def is_superseded(record: MemoryRecord) -> bool:
-    """Whether a newer memory replaced ``record``."""
-    return bool(record.metadata.get(SUPERSEDED_BY))
+    """Whether a newer memory replaced ``record``, or it repeats a memory kept instead."""
+    return bool(record.metadata.get(SUPERSEDED_BY) or record.metadata.get(DUPLICATE_OF))
 
 
 def current(items: Iterable[_T], *, show_all: bool) -> list[_T]:
@@ -38,9 +45,11 @@ def current(items: Iterable[_T], *, show_all: bool) -> list[_T]:
 
 
 def mark(record: MemoryRecord, text: str) -> str:
-    """``text`` with ``(superseded <date> by <id>)`` after it, for a superseded record."""
+    """``text`` with ``(superseded <date> by <id>)`` or ``(duplicate of <id>)`` after it."""
     if not is_superseded(record):
         return text
+    if record.metadata.get(DUPLICATE_OF):
+        return f"{text} (duplicate of {record.metadata[DUPLICATE_OF]})"
     until = str(record.metadata.get(VALID_UNTIL) or "")[:10]
     since = f" {until}" if until else ""
     return f"{text} (superseded{since} by {record.metadata[SUPERSEDED_BY]})"
@@ -56,14 +65,20 @@ def chain(record: MemoryRecord, scope_records: Sequence[MemoryRecord]) -> list[d
     """The timeline links of ``record``, both ways, as history-like entries.
 
     Each entry has ``event`` (``SUPERSEDES``, ``SUPERSEDED_BY``, ``EXTENDS``,
-    ``EXTENDED_BY``), the other memory's ``memory_id`` and ``memory``, and the
-    older/newer text as ``old_memory``/``new_memory``.
+    ``EXTENDED_BY``, ``DUPLICATE_OF``, ``DUPLICATES``), the other memory's
+    ``memory_id`` and ``memory``, and the older/newer text as ``old_memory``/``new_memory``.
     """
     by_id = {r.id: r for r in scope_records}
     meta = record.metadata
     links: list[tuple[str, str]] = [(SUPERSEDES.upper(), i) for i in _ids(meta.get(SUPERSEDES))]
     links += [(SUPERSEDED_BY.upper(), i) for i in _ids(meta.get(SUPERSEDED_BY))]
     links += [(EXTENDS.upper(), i) for i in _ids(meta.get(EXTENDS))]
+    links += [(DUPLICATE_OF.upper(), i) for i in _ids(meta.get(DUPLICATE_OF))]
+    links += [
+        (DUPLICATES.upper(), r.id)
+        for r in scope_records
+        if record.id in _ids(r.metadata.get(DUPLICATE_OF))
+    ]
     links += [
         ("EXTENDED_BY", r.id) for r in scope_records if record.id in _ids(r.metadata.get(EXTENDS))
     ]
@@ -77,7 +92,7 @@ def chain(record: MemoryRecord, scope_records: Sequence[MemoryRecord]) -> list[d
     for event, other_id in dict.fromkeys(links):
         other = by_id.get(other_id)
         text = other.text if other else None
-        newer = event in ("SUPERSEDED_BY", "EXTENDED_BY")
+        newer = event in ("SUPERSEDED_BY", "EXTENDED_BY", "DUPLICATES")
         out.append(
             {
                 "event": event,

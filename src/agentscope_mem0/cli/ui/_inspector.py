@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 from ..._mem0.backend import Mem0Backend
 from ..._mem0.dates import parse_time
 from ..._mem0.hits import MemoryHit
-from ..._mem0.timeline import EVENT_DATE, EXTENDS, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL
+from ..._mem0.timeline import (
+    DUPLICATE_OF,
+    EVENT_DATE,
+    EXTENDS,
+    SUPERSEDED_BY,
+    SUPERSEDES,
+    VALID_UNTIL,
+)
 from ..._scope import Scope
 from ..._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
 
@@ -65,10 +72,12 @@ class MemoryView:
     supersedes: list[str] = field(default_factory=list)
     extends: str | None = None
     extended_by: list[str] = field(default_factory=list)
+    duplicate_of: str | None = None
+    duplicates: list[str] = field(default_factory=list)
 
     @property
     def current(self) -> bool:
-        """Not superseded by a newer memory."""
+        """Neither superseded by a newer memory nor a duplicate of a kept one."""
         return self.superseded_by is None and self.valid_until is None
 
 
@@ -120,6 +129,7 @@ def relate(records: list[MemoryRecord]) -> list[MemoryView]:
         view.superseded_by = next(iter(_ids(meta.get(SUPERSEDED_BY))), None)
         view.supersedes = _ids(meta.get(SUPERSEDES))
         view.extends = next(iter(_ids(meta.get(EXTENDS))), None)
+        view.duplicate_of = next(iter(_ids(meta.get(DUPLICATE_OF))), None)
     for view in views.values():
         newer = views.get(view.superseded_by or "")
         if newer is not None and view.record.id not in newer.supersedes:
@@ -131,6 +141,9 @@ def relate(records: list[MemoryRecord]) -> list[MemoryView]:
         base = views.get(view.extends or "")
         if base is not None:
             base.extended_by.append(view.record.id)
+        kept = views.get(view.duplicate_of or "")
+        if kept is not None:
+            kept.duplicates.append(view.record.id)
     return sorted(views.values(), key=lambda v: (v.record.date or "", v.record.id), reverse=True)
 
 

@@ -236,6 +236,9 @@ def _relations(view: MemoryView) -> str:
     if view.extends:
         tags.append(_link("extends", view.extends))
     tags += [_link("extended by", newer) for newer in view.extended_by]
+    if view.duplicate_of:
+        tags.append(_link("duplicate of", view.duplicate_of, "tag old"))
+    tags += [_link("merged", other) for other in view.duplicates]
     for key in _DATES:
         value = getattr(view, key)
         if value:

@@ -1,0 +1,382 @@
+"""Whether two memories state the same fact, strictly.
+
+Write-time consolidation (:mod:`.._write.consolidate`) and the note use this
+to keep one memory per fact. Merging two memories that differ in meaning
+hides one of them, so what blocks a merge is checked first and wins:
+
+* another person: a relative, a pet or a named person that the other memory
+  does not mention ("User's sister lives in Hangzhou" is not "User lives in
+  Hangzhou"); the user's own name counts as "the user";
+* negation ("does not live in Beijing", "dislikes", "no longer");
+* a different time: other time words ("in May", "last year", "used to") or
+  the same verb in another tense ("lived" against "lives");
+* different numbers, digits or words ("two cats" is "2 cats", not "3 cats").
+
+Past those, two memories are the same fact when their content words, with a
+few families of synonyms folded ("likes"/"enjoys", "works at"/"is employed
+at", "named"/"called"), overlap by :attr:`SameFactRule.lexical` (Jaccard),
+or, when their embeddings are at hand, by :attr:`SameFactRule.with_vectors`
+with a cosine similarity of at least :attr:`SameFactRule.cosine`. The
+thresholds were chosen by cross-validation on the pair set of
+``benchmarks/consolidation.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .similar import CJK_RUN, NEGATION_WORDS, WORD, stem
+
+__all__ = [
+    "DEFAULT_SAME_FACT_RULE",
+    "FactShape",
+    "SameFactRule",
+    "blocker",
+    "cosine",
+    "fact_shape",
+    "same_fact",
+    "user_names",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SameFactRule:
+    """The thresholds of :func:`same_fact`."""
+
+    lexical: float = 0.75
+    """Jaccard overlap of content words that alone makes two memories the same fact."""
+    with_vectors: float = 0.75
+    """Overlap enough when the embeddings' cosine similarity reaches :attr:`cosine`."""
+    cosine: float = 0.95
+    """Cosine similarity of the two embeddings for the lower overlap."""
+
+
+DEFAULT_SAME_FACT_RULE = SameFactRule()
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Words that do not change what a memory says.
+_FILLER = _words(
+    "a an the user users they them their theirs he she his her hers him i me my mine "
+    "is are am be been being that this these those also currently really very "
+    "in at on of to for with by as over than into about do does own "
+    "and or which who whose it its"
+)
+_NEGATION = NEGATION_WORDS | _words(
+    "hate hates hating avoid avoids avoiding refuse refuses refused stop stopped stops "
+    "quit quits anymore longer lack lacks free"
+)
+# Another person or animal the memory is about.
+_PEOPLE = _words(
+    "sister sisters brother brothers sibling siblings mother mom mum mama father dad papa "
+    "parent parents wife husband spouse partner son sons daughter daughters child children "
+    "kid kids baby friend friends colleague colleagues coworker coworkers boss manager "
+    "team neighbour neighbor neighbours neighbors roommate roommates flatmate cousin "
+    "cousins aunt uncle grandmother grandma grandfather grandpa grandparents nephew niece "
+    "girlfriend boyfriend fiance fiancee family teacher student students doctor client "
+    "clients customer customers dog dogs cat cats pet pets puppy kitten horse bird"
+)
+_TIME_WORDS = _words(
+    "yesterday today tomorrow tonight last next ago before after until till since "
+    "previously formerly former used once earlier recently soon later childhood "
+    "morning afternoon evening night weekend weekends weekday weekly daily monthly yearly "
+    "spring summer autumn fall winter "
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec "
+    "monday tuesday wednesday thursday friday saturday sunday "
+    "will would going plan plans planned planning"
+)
+_PAST_AUXILIARIES = _words("was were had did used")
+_IRREGULAR_PAST = {
+    "went": "go",
+    "ran": "run",
+    "ate": "eat",
+    "drank": "drink",
+    "gave": "give",
+    "taught": "teach",
+    "bought": "buy",
+    "left": "leave",
+    "met": "meet",
+    "wrote": "write",
+    "spoke": "speak",
+    "began": "begin",
+    "drove": "drive",
+    "took": "take",
+    "made": "make",
+    "saw": "see",
+    "came": "come",
+    "got": "get",
+    "sold": "sell",
+    "thought": "think",
+    "flew": "fly",
+    "swam": "swim",
+    "grew": "grow",
+    "knew": "know",
+    "paid": "pay",
+    "told": "tell",
+    "won": "win",
+    "lost": "lose",
+    "kept": "keep",
+    "felt": "feel",
+    "slept": "sleep",
+    "studied": "study",
+    "lived": "live",
+    "moved": "move",
+}
+_SMALL_NUMBERS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+    "fourteen fifteen sixteen seventeen eighteen nineteen twenty"
+)
+_NUMBER_WORDS = {word: str(value) for value, word in enumerate(_SMALL_NUMBERS.split())} | {
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "seventy": "70",
+    "eighty": "80",
+    "ninety": "90",
+    "hundred": "100",
+    "thousand": "1000",
+    "million": "1000000",
+    "dozen": "12",
+    "twice": "2x",
+    "couple": "2~",
+    "few": "few",
+    "several": "several",
+    "many": "many",
+    "first": "1st",
+    "second": "2nd",
+    "third": "3rd",
+    "fourth": "4th",
+    "fifth": "5th",
+    "single": "1",
+    "both": "2",
+}
+# Families of words that say the same thing in memories about a person.
+_SYNONYMS = {
+    word: family
+    for family, members in {
+        "like": "like love enjoy adore fond fan into",
+        "prefer": "prefer want wish favor favour",
+        "favorite": "favorite favourite fave",
+        "live": "live reside based resident",
+        "work": "work employed employ job",
+        "name": "name named call called",
+        "have": "have has owns got possess",
+        "colour": "colour color",
+        "summarize": "summarize summarise summarized summarised",
+        "bicycle": "bicycle bike",
+        "movie": "movie movies film films",
+        "fluent": "fluent fluently",
+        "allergy": "allergy allergic",
+        "practice": "practice practise practices practises",
+        "go": "go goes",
+        "speak": "speak speaks",
+    }.items()
+    for word in members.split()
+}
+# Verbs that add little to what a memory says ("works as an engineer" is "is an
+# engineer"): one side may have one the other lacks, but two different ones
+# ("wants a dog", "has a dog") are two facts.
+_LIGHT = frozenset({"like", "prefer", "have", "work", "go", "practice", "do", "get", "speak"})
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_CAPITALISED = re.compile(r"[^\W\d_][\w'’]*")
+_NAME_IS = re.compile(r"\b(?:user'?s|my|the user'?s) name is ([^\W\d_]+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class FactShape:
+    """What :func:`same_fact` compares of one memory."""
+
+    words: frozenset[str]
+    """Content words, stemmed, synonyms folded, the user's names left out."""
+    numbers: frozenset[str]
+    negated: bool
+    people: frozenset[str]
+    """Relatives, pets and named people other than the user."""
+    times: frozenset[str]
+    """Time words, and ``past`` for a past tense."""
+    order: tuple[str, ...] | None
+    """The content words in order, for a memory that compares ("tea over coffee")."""
+    lemmas: frozenset[str]
+    """Verb-like words in their base form, for comparing tenses."""
+    past_lemmas: frozenset[str]
+    """Base forms of the words written in a past tense."""
+
+
+def user_names(user_id: str | None, texts: Iterable[str] = ()) -> frozenset[str]:
+    """The words that name the user: the parts of ``user_id`` and any "name is X" in ``texts``."""
+    names = {part for part in re.split(r"[^\w]+|_", (user_id or "").casefold()) if len(part) > 1}
+    for text in texts:
+        names.update(match.casefold() for match in _NAME_IS.findall(text))
+    return frozenset(names)
+
+
+def _lemma(word: str) -> str:
+    """A key shared by a word's forms ("lived", "lives", "living" -> "liv")."""
+    if word in _IRREGULAR_PAST:
+        return _IRREGULAR_PAST[word].rstrip("e")
+    for suffix in ("ing", "ed"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            base = word[: -len(suffix)]
+            if len(base) > 2 and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]  # stopped -> stop
+            return base.rstrip("e")
+    return stem(word).rstrip("e")
+
+
+def _is_past(word: str) -> bool:
+    return word in _IRREGULAR_PAST or (len(word) > 4 and word.endswith("ed"))
+
+
+def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
+    """The shape of ``text`` for :func:`same_fact`; ``names`` name the user (:func:`user_names`)."""
+    plain = unicodedata.normalize("NFKC", text).replace("’", "'")
+    folded = plain.casefold()
+    numbers = set(_NUMBER.findall(folded))
+    words: set[str] = set()
+    people: set[str] = set()
+    times: set[str] = set()
+    lemmas: set[str] = set()
+    past_lemmas: set[str] = set()
+    sequence: list[str] = []
+    negated = False
+    for run in CJK_RUN.findall(folded):
+        negated = negated or any(char in NEGATION_WORDS for char in run)
+        words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
+    tokens = WORD.findall(CJK_RUN.sub(" ", folded))
+    for word in tokens:
+        base = word.removesuffix("'s")
+        if base in names:
+            continue
+        if base in _NEGATION or base.endswith("n't"):
+            negated = True
+            continue
+        if base in _NUMBER_WORDS:
+            numbers.add(_NUMBER_WORDS[base])
+            continue
+        if base in _PEOPLE:
+            people.add(stem(base))
+            sequence.append(stem(base))
+            continue
+        if base in _TIME_WORDS:
+            times.add(stem(base))
+            continue
+        if base in _PAST_AUXILIARIES:
+            times.add("past")
+            continue
+        if base in _FILLER or base.isdigit():
+            continue
+        lemma = _lemma(base)
+        lemmas.add(lemma)
+        if _is_past(base):
+            past_lemmas.add(lemma)
+        word_key = _SYNONYMS.get(base, _SYNONYMS.get(lemma, _SYNONYMS.get(stem(base), lemma)))
+        words.add(word_key)
+        sequence.append(word_key)
+    people.update(_named_people(plain, names, set(tokens)))
+    return FactShape(
+        words=frozenset(words),
+        numbers=frozenset(numbers),
+        negated=negated,
+        people=frozenset(people),
+        times=frozenset(times),
+        order=tuple(sequence) if _COMPARING & set(tokens) else None,
+        lemmas=frozenset(lemmas),
+        past_lemmas=frozenset(past_lemmas),
+    )
+
+
+def _named_people(text: str, names: frozenset[str], tokens: set[str]) -> set[str]:
+    """Capitalised words that are not the user's name (a first word only if it is not common)."""
+    out: set[str] = set()
+    for index, match in enumerate(_CAPITALISED.finditer(text)):
+        word = match.group().removesuffix("'s").removesuffix("’s")
+        if not word[:1].isupper():
+            continue
+        folded = word.casefold()
+        if folded in names or folded in _FILLER or folded in _TIME_WORDS or folded == "user":
+            continue
+        if index == 0 and folded in _COMMON_FIRST_WORDS:
+            continue
+        out.add("@" + folded)
+    return out
+
+
+_COMPARING = _words("over than rather instead versus vs from")
+_COMMON_FIRST_WORDS = _words("every at for in on my our her his their its there")
+
+
+def blocker(a: FactShape, b: FactShape) -> str | None:
+    """Why ``a`` and ``b`` cannot be the same fact, or ``None`` when nothing blocks it."""
+    if a.negated != b.negated:
+        return "negation"
+    if a.numbers != b.numbers:
+        return "numbers"
+    # A named person counts when the other memory does not name them at all.
+    people_a = {p for p in a.people if not (p.startswith("@") and p[1:] in b.words | b.lemmas)}
+    people_b = {p for p in b.people if not (p.startswith("@") and p[1:] in a.words | a.lemmas)}
+    if people_a != people_b:
+        return "another person"
+    if a.times != b.times:
+        return "time"
+    if (a.order or b.order) and a.order != b.order:
+        return "comparison"  # "tea over coffee" against "coffee over tea"
+    # The same verb in another tense: "lived" against "lives".
+    if (a.past_lemmas - b.past_lemmas) & b.lemmas or (b.past_lemmas - a.past_lemmas) & a.lemmas:
+        return "time"
+    return None
+
+
+def overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard similarity of two sets of content words."""
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def same_fact(
+    a: FactShape,
+    b: FactShape,
+    *,
+    similarity: float | None = None,
+    rule: SameFactRule = DEFAULT_SAME_FACT_RULE,
+) -> bool:
+    """Whether ``a`` and ``b`` state the same fact (see the module docstring).
+
+    Args:
+        a: One memory's shape.
+        b: The other's.
+        similarity: The cosine similarity of their embeddings, when at hand.
+        rule: The thresholds.
+    """
+    if blocker(a, b) is not None:
+        return False
+    only_a, only_b = a.words - b.words, b.words - a.words
+    if only_a & _LIGHT and only_b & _LIGHT:
+        return False  # another verb: "wants a dog", "has a dog"
+    if bool(only_a - _LIGHT) != bool(only_b - _LIGHT):
+        return False  # more detail on one side: "likes tea", "likes green tea"
+    if overlap(a.words, b.words) >= rule.lexical:
+        return True
+    return (
+        similarity is not None
+        and similarity >= rule.cosine
+        and overlap(a.words - _LIGHT, b.words - _LIGHT) >= rule.with_vectors
+    )
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """The cosine similarity of two vectors, ``None`` when either is empty or zero."""
+    if len(a) != len(b) or not a:
+        return None
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else None

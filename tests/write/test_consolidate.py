@@ -1,0 +1,166 @@
+"""One fact, one memory: write-time consolidation on real mem0 (embedded store),
+only the chat model scripted; the same-fact rule on the benchmark's pair set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentscope_mem0 import Mem0Middleware
+from agentscope_mem0._recall.same_fact import (
+    SameFactRule,
+    blocker,
+    fact_shape,
+    same_fact,
+    user_names,
+)
+from agentscope_mem0._scope import Scope
+from agentscope_mem0._write.consolidate import as_user
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+PAIRS = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "consolidation_pairs.jsonl"
+
+
+def _pairs() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
+
+
+def _judge(pair: dict[str, Any], similarity: float | None) -> bool:
+    names = user_names(pair["user"], [pair["a"], pair["b"]])
+    a, b = fact_shape(pair["a"], names), fact_shape(pair["b"], names)
+    return same_fact(a, b, similarity=similarity)
+
+
+def test_no_distinct_facts_merge_even_when_the_vectors_say_identical() -> None:
+    pairs = _pairs()
+    apart = [p for p in pairs if not p["same"]]
+    assert len(apart) > 150
+    for similarity in (None, 1.0):
+        wrong = [(p["a"], p["b"]) for p in apart if _judge(p, similarity)]
+        assert wrong == [], similarity
+    same = [p for p in pairs if p["same"]]
+    merged = sum(_judge(p, 1.0) for p in same)
+    lexical = sum(_judge(p, None) for p in same)
+    assert merged >= 0.9 * len(same)
+    assert lexical >= 0.8 * len(same)
+    # A low similarity keeps apart what only the vectors could have joined.
+    assert sum(_judge(p, 0.5) for p in same) == lexical
+
+
+def test_what_blocks_a_merge_is_named() -> None:
+    names = user_names("alice")
+    cases = {
+        ("User's sister lives in Hangzhou.", "Alice lives in Hangzhou."): "another person",
+        ("User does not live in Beijing.", "User lives in Beijing."): "negation",
+        ("User lived there in 2019.", "User lives there."): "numbers",
+        ("User used to live in Beijing.", "User lives in Beijing."): "time",
+        ("User lived in Beijing.", "User lives in Beijing."): "time",
+        ("User has two cats.", "User has 3 cats."): "numbers",
+        ("Bob lives in Hangzhou.", "User lives in Hangzhou."): "another person",
+        ("User prefers tea over coffee.", "User prefers coffee over tea."): "comparison",
+    }
+    for (a, b), reason in cases.items():
+        assert blocker(fact_shape(a, names), fact_shape(b, names)) == reason, (a, b)
+    alice = fact_shape("Alice lives in Hangzhou.", names)
+    assert same_fact(alice, fact_shape("The user lives in Hangzhou.", names))
+    assert as_user("Alice's cat likes ALICE.", names) == "User's cat likes User."
+
+
+def test_user_names_come_from_the_id_and_the_memories() -> None:
+    assert user_names("wei_zhang") == {"wei", "zhang"}
+    assert "mia" in user_names("u-1", ["User's name is Mia."])
+    names = user_names("u-1", ["The user's name is Mia."])
+    assert same_fact(fact_shape("Mia likes jazz.", names), fact_shape("User likes jazz.", names))
+
+
+def test_a_stricter_rule_merges_less() -> None:
+    pair = {"user": "alice", "a": "User practices yoga.", "b": "User does yoga."}
+    names = user_names("alice")
+    a, b = fact_shape(pair["a"], names), fact_shape(pair["b"], names)
+    assert not same_fact(a, b)
+    assert same_fact(a, b, similarity=0.99)
+    assert not same_fact(a, b, similarity=0.99, rule=SameFactRule(cosine=0.995))
+
+
+def _middleware(tmp_path: Path, **options: Any) -> Mem0Middleware:
+    return Mem0Middleware.local(
+        user_id="alice",
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(),
+        folder=tmp_path / "data",
+        **options,
+    )
+
+
+async def _store(mw: Mem0Middleware, text: str, scope: Scope) -> list[dict[str, Any]]:
+    backend = mw.client_state.backend
+    results = await backend.add([{"role": "user", "content": text}], scope, infer=False)
+    await mw.client_state._after_store(scope, results)
+    return results
+
+
+async def _everything(mw: Mem0Middleware) -> dict[str, dict[str, Any]]:
+    raw = await mw.client.get_all(filters={"user_id": "alice"})
+    return {item["memory"]: item for item in raw["results"]}
+
+
+async def test_a_repeat_is_marked_kept_in_history_and_forgetting_brings_it_back(
+    tmp_path: Path,
+) -> None:
+    mw = _middleware(tmp_path, judge=False)
+    scope = Scope("alice", "helper")
+    async with mw:
+        await _store(mw, "The user wants charts in dark mode.", scope)
+        await _store(mw, "User wants their charts dark mode.", scope)
+        await _store(mw, "Alice lives in Hangzhou.", scope)
+        await _store(mw, "The user lives in Hangzhou.", scope)
+        await _store(mw, "User's sister lives in Hangzhou.", scope)
+        await _store(mw, "User does not live in Beijing.", scope)
+        backend = mw.client_state.backend
+        current = sorted(h.memory for h in await backend.get_all(scope, limit=20))
+        assert current == [
+            "Alice lives in Hangzhou.",
+            "The user wants charts in dark mode.",
+            "User does not live in Beijing.",
+            "User's sister lives in Hangzhou.",
+        ]
+        found = await backend.search("where does the user live", scope, top_k=10)
+        assert "The user lives in Hangzhou." not in [h.memory for h in found]
+
+        stored = await _everything(mw)
+        kept, repeat = stored["Alice lives in Hangzhou."], stored["The user lives in Hangzhou."]
+        assert repeat["metadata"]["duplicate_of"] == kept["id"]
+        assert repeat["metadata"]["valid_until"]
+        assert kept["metadata"]["duplicates"] == [repeat["id"]]
+        assert mw.stats()["consolidation_merged"] == 2
+
+        assert await backend.delete(kept["id"])
+        back = await _everything(mw)
+        assert not back["The user lives in Hangzhou."]["metadata"].get("duplicate_of")
+        assert "The user lives in Hangzhou." in [
+            h.memory for h in await backend.get_all(scope, limit=20)
+        ]
+
+
+async def test_without_an_embedder_repeats_merge_by_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mw = _middleware(tmp_path, judge=False)
+    scope = Scope("alice", "helper")
+    async with mw:
+        backend = mw.client_state.backend
+
+        async def no_embedder(texts: list[str]) -> None:
+            return None  # as for hosted mem0: the lexical rule alone
+
+        monkeypatch.setattr(backend, "embed", no_embedder)
+        await _store(mw, "User practices yoga.", scope)
+        await _store(mw, "User does yoga.", scope)
+        await _store(mw, "User likes hiking.", scope)
+        await _store(mw, "The user enjoys hiking.", scope)
+        stored = await _everything(mw)
+        assert not stored["User does yoga."]["metadata"].get("duplicate_of")
+        assert stored["The user enjoys hiking."]["metadata"]["duplicate_of"]

@@ -54,8 +54,8 @@ OUT = ROOT / "docs" / "benchmarks" / "consolidation.json"
 PLOT = ROOT / "docs" / "benchmarks" / "consolidation.png"
 
 GRID = {
-    "lexical": (0.6, 0.67, 0.75, 0.8, 0.9, 1.01),
-    "with_vectors": (0.5, 0.67, 0.75, 1.0, 1.01),
+    "lexical": (0.6, 0.67, 0.75, 0.8, 0.9, 1.0),
+    "with_vectors": (0.5, 0.67, 0.75, 1.0),
     "cosine": (0.9, 0.93, 0.95, 0.96, 0.97, 0.98, 0.99),
 }
 FOLDS = 5
@@ -106,7 +106,10 @@ def choose(pairs: list[dict[str, Any]], sims: dict[int, float] | None) -> SameFa
     """The rule with the fewest wrong merges, then the most right ones, then the strictest."""
     best: tuple[Any, ...] | None = None
     chosen = DEFAULT_SAME_FACT_RULE
-    grid = GRID if sims else {**GRID, "with_vectors": (1.01,), "cosine": (1.0,)}
+    if sims:  # the words' threshold is the one chosen without embeddings
+        grid = {**GRID, "lexical": (choose(pairs, None).lexical,)}
+    else:
+        grid = {**GRID, "with_vectors": (1.0,), "cosine": (1.0,)}
     for lexical, with_vectors, cos in itertools.product(*grid.values()):
         rule = SameFactRule(lexical=lexical, with_vectors=with_vectors, cosine=cos)
         got = score(pairs, rule, sims)
@@ -262,8 +265,10 @@ def main() -> None:
         "cv_lexical": cross_validate(pairs, None),
         "cv_vectors": cross_validate(pairs, sims),
         "chosen_on_all": _rule_dict(choose(pairs, sims)),
+        "chosen_on_all_lexical": _rule_dict(choose(pairs, None)),
         "default_rule": _rule_dict(DEFAULT_SAME_FACT_RULE),
         "default_on_all": score(pairs, DEFAULT_SAME_FACT_RULE, sims),
+        "default_on_all_lexical": score(pairs, DEFAULT_SAME_FACT_RULE, None),
     }
     if not args.no_store:
         result["store"] = asyncio.run(store_run(pairs))

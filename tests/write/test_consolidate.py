@@ -83,6 +83,7 @@ def test_a_stricter_rule_merges_less() -> None:
     assert not same_fact(a, b)
     assert same_fact(a, b, similarity=0.99)
     assert not same_fact(a, b, similarity=0.99, rule=SameFactRule(cosine=0.995))
+    assert not same_fact(a, b, similarity=0.96)
 
 
 def _middleware(tmp_path: Path, **options: Any) -> Mem0Middleware:

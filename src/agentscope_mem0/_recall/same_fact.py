@@ -12,13 +12,16 @@ hides one of them, so what blocks a merge is checked first and wins:
   the same verb in another tense ("lived" against "lives");
 * different numbers, digits or words ("two cats" is "2 cats", not "3 cats").
 
-Past those, two memories are the same fact when their content words, with a
-few families of synonyms folded ("likes"/"enjoys", "works at"/"is employed
-at", "named"/"called"), overlap by :attr:`SameFactRule.lexical` (Jaccard),
-or, when their embeddings are at hand, by :attr:`SameFactRule.with_vectors`
-with a cosine similarity of at least :attr:`SameFactRule.cosine`. The
-thresholds were chosen by cross-validation on the pair set of
-``benchmarks/consolidation.py``.
+Neither may add a detail the other lacks ("likes tea", "likes green tea") or
+swap one verb for another ("wants a dog", "has a dog"). Past those, with
+two memories are the same fact when their content words, with a few
+families of synonyms folded ("likes"/"enjoys", "works at"/"is employed at",
+"named"/"called"), overlap by :attr:`SameFactRule.lexical` (Jaccard); or,
+with their embeddings at hand, when their content words other than light
+verbs ("works as", "does", "has") overlap by
+:attr:`SameFactRule.with_vectors` and the embeddings' cosine similarity
+reaches :attr:`SameFactRule.cosine`. The thresholds were chosen by
+cross-validation on the pair set of ``benchmarks/consolidation.py``.
 """
 
 from __future__ import annotations
@@ -48,11 +51,13 @@ class SameFactRule:
     """The thresholds of :func:`same_fact`."""
 
     lexical: float = 0.75
-    """Jaccard overlap of content words that alone makes two memories the same fact."""
-    with_vectors: float = 0.75
-    """Overlap enough when the embeddings' cosine similarity reaches :attr:`cosine`."""
-    cosine: float = 0.95
-    """Cosine similarity of the two embeddings for the lower overlap."""
+    """Jaccard overlap of content words that alone makes two memories the same fact
+    (kept with embeddings too, so that an embedder whose similarities run lower
+    than e5's still merges what the words show)."""
+    with_vectors: float = 1.0
+    """Overlap of the content words other than light verbs needed with embeddings."""
+    cosine: float = 0.97
+    """Cosine similarity of the two embeddings needed with them."""
 
 
 DEFAULT_SAME_FACT_RULE = SameFactRule()

@@ -6,10 +6,11 @@ extraction of the same turn, would be two current memories. After each
 stored batch, :class:`Consolidator` looks up, per new memory, the few most
 similar current memories of the same scope (one search each) and decides
 with :func:`~.._recall.same_fact.same_fact` whether the new memory states a
-fact one of them already states: the lexical rule first, then, only for the
-pairs it leaves open, the cosine similarity of the two texts' embeddings
-(the client's own embedder, its query cache shared; the user's name read as
-"User"). No model is asked.
+fact one of them already states: what blocks a merge first (another person,
+negation, time, numbers), then the content words, and, only for the pairs
+they leave open, the cosine similarity of the two texts' embeddings (the
+client's own embedder, its query cache shared; the user's name read as
+"User"; none for hosted mem0). No model is asked.
 
 The new memory is then marked, not deleted: ``duplicate_of`` names the one
 kept (the older), ``valid_until`` says when they were merged, and the kept
@@ -40,7 +41,6 @@ from .._recall.same_fact import (
     DEFAULT_SAME_FACT_RULE,
     FactShape,
     SameFactRule,
-    blocker,
     cosine,
     fact_shape,
     same_fact,
@@ -197,23 +197,25 @@ class Consolidator:
     async def _same_as(
         self, mine: _Memory, candidates: list[_Memory], names: frozenset[str]
     ) -> _Memory | None:
-        """The first candidate stating ``mine``'s fact, embedding only the open pairs."""
+        """The first candidate stating ``mine``'s fact.
+
+        Only the pairs the words leave open are embedded; without an embedder
+        (hosted mem0) the words decide alone.
+        """
         open_pairs: list[_Memory] = []
         for other in candidates:
             self._counts["compared"] += 1
-            if blocker(mine.shape, other.shape) is not None:
-                continue
-            if same_fact(mine.shape, other.shape, rule=self._rule):
-                return other
             if same_fact(mine.shape, other.shape, similarity=1.0, rule=self._rule):
-                open_pairs.append(other)  # the embeddings decide
+                open_pairs.append(other)
         if not open_pairs:
             return None
         vectors = await self._backend.embed(
             [as_user(mine.text, names), *(as_user(o.text, names) for o in open_pairs)]
         )
         if vectors is None:
-            return None
+            return next(
+                (o for o in open_pairs if same_fact(mine.shape, o.shape, rule=self._rule)), None
+            )
         self._counts["embedded"] += len(vectors)
         for other, vector in zip(open_pairs, vectors[1:], strict=True):
             similarity = cosine(vectors[0], vector)

@@ -476,92 +476,45 @@ def _write(args: argparse.Namespace, results: list[dict[str, Any]], sizes: list[
     return report
 
 
-def plot(report: dict[str, Any], path: Path) -> None:
-    """Search latency, add throughput and recall against store size.
+PLOT_STORES = {
+    "pgvector-hnsw": "pgvector, HNSW (backends.pgvector_config)",
+    "pgvector-exact": "pgvector, exact search",
+    "local-qdrant": "release 0.1's embedded store",
+}
+"""The stores the plot compares, in words (the others are in the JSON and the tables)."""
 
-    One colour per store, in one legend under the panels; within a panel the
-    solid line is the first measure (p50, one at a time, big user) and the
-    dashed one the second (p95, 8 at once, small user). Points of the stores
-    are spread a little along x so that equal values do not hide each other.
-    """
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """One message: search latency as the store grows, per store; p50 bars with
+    their value, p95 markers. Throughput and recall are in the report's tables."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
-    series: dict[str, list[dict[str, Any]]] = {}
-    prefix = "pgvector-hnsw-ef200:"
-    for row in report["results"]:
-        if "skipped" in row:
-            continue
-        series.setdefault(row["backend"], []).append(row)
-        if f"{prefix}search_ms_p50" in row:
-            series.setdefault("pgvector-hnsw-ef200", []).append(
-                {"size": row["size"]}
-                | {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}
-            )
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5.6))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    spread = len(series) - 1 or 1
-    for index, (color, points) in enumerate(zip(colors, series.values(), strict=False)):
-        # Dodge along the log x axis: +-6 % around the true size.
-        factor = 1.06 ** (index - spread / 2)
-        sizes = [p["size"] * factor for p in points]
-
-        def pair(ax: Any, values: tuple[list[float], list[float]]) -> None:
-            ax.plot(sizes, values[0], "o-", color=color, markersize=6, linewidth=1.8)  # noqa: B023
-            ax.plot(sizes, values[1], "x--", color=color, markersize=7, linewidth=1.4)  # noqa: B023
-
-        pair(axes[0], ([p["search_ms_p50"] for p in points], [p["search_ms_p95"] for p in points]))
-        if "adds_per_s" in points[0]:
-            pair(
-                axes[1],
-                ([p["adds_per_s"] for p in points], [p["adds_per_s_8_concurrent"] for p in points]),
-            )
-        pair(
-            axes[2],
-            (
-                [p["recall"]["big_user"]["recall_at_5"] for p in points],
-                [p["recall"]["small_user"]["recall_at_5"] for p in points],
-            ),
-        )
-    panels = (
-        ("search latency, ms (one user, top 5; log scale)", ("p50", "p95")),
-        ("adds per second (infer=False)", ("one at a time", "8 at once")),
-        ("recall@5 of the vector stage", ("big user", "small user (20 memories)")),
-    )
-    for ax, (title, styles) in zip(axes, panels, strict=True):
-        ax.set_xscale("log")
-        ax.set_xlabel("memories in the store", fontsize=11)
-        ax.set_title(title, fontsize=12)
-        ax.tick_params(labelsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(
-            handles=[
-                Line2D([], [], color="black", marker="o", linestyle="-", label=styles[0]),
-                Line2D([], [], color="black", marker="x", linestyle="--", label=styles[1]),
-            ],
-            fontsize=10,
-            loc="best",
-        )
-    axes[0].set_yscale("log")
-    axes[2].set_ylim(-0.05, 1.08)
-    stores = [
-        Line2D([], [], color=color, linewidth=3, label=name)
-        for color, name in zip(colors, series, strict=False)
-    ]
-    fig.legend(
-        handles=stores,
-        loc="lower center",
-        ncol=len(stores),
-        fontsize=11,
-        frameon=False,
-        title="store (one colour each)",
-        title_fontsize=11,
-    )
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=110)
+    rows = [r for r in report["results"] if "skipped" not in r and r["backend"] in PLOT_STORES]
+    sizes = sorted({r["size"] for r in rows})
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.8 / len(PLOT_STORES)
+    colours = {"pgvector-hnsw": "#4a7bb7", "pgvector-exact": "#9ec1e6", "local-qdrant": "#9aa3ad"}
+    for index, (backend, label) in enumerate(PLOT_STORES.items()):
+        by_size = {r["size"]: r for r in rows if r["backend"] == backend}
+        xs = [i + (index - 1) * width for i, size in enumerate(sizes) if size in by_size]
+        p50 = [by_size[size]["search_ms_p50"] for size in sizes if size in by_size]
+        p95 = [by_size[size]["search_ms_p95"] for size in sizes if size in by_size]
+        ax.bar(xs, p50, width * 0.95, color=colours[backend], label=f"{label}: p50")
+        ax.scatter(xs, p95, marker="_", s=300, color="#b3261e", zorder=3)
+        for x, value in zip(xs, p50, strict=True):
+            shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+            ax.text(x, value * 1.08, shown, ha="center", fontsize=8)
+    ax.scatter([], [], marker="_", s=300, color="#b3261e", label="p95")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(sizes)), [f"{size:,} memories" for size in sizes])
+    ax.set_ylabel("search latency (ms, log scale)")
+    ax.set_title("pgvector search stays in milliseconds as the store grows (one user, top 5)")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def main() -> None:

@@ -208,10 +208,11 @@ def user_tools(user: str, agent: str | None, agents: Sequence[str], show_all: bo
         for label, value in choices
     )
     toggle = (
-        f'<a id="toggle-superseded" href="{href("./", user=user, agent=agent)}">hide superseded</a>'
+        f'<a id="toggle-superseded" href="{href("./", user=user, agent=agent)}">'
+        "hide superseded and duplicates</a>"
         if show_all
         else f'<a id="toggle-superseded" href="{href("./", user=user, agent=agent, all=1)}">'
-        "show superseded</a>"
+        "show superseded and duplicates</a>"
     )
     working = f'<a id="working-link" href="{href("working", user=user)}">working memory</a>'
     return (

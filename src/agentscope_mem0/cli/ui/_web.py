@@ -147,7 +147,7 @@ class _Pages:
         stats = [
             ("memories", len(views)),
             ("current", len(current)),
-            ("superseded", len(views) - len(current)),
+            ("superseded or duplicate", len(views) - len(current)),
         ]
         agents = await self.inspector.agents_of(user)
         body = (

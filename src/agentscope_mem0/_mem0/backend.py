@@ -1,10 +1,9 @@
 """The one door to mem0: every call of a mem0 client goes through
-:class:`Mem0Backend`, which scopes it, normalises its answer and maps mem0's
-errors to the package's own in one place (:meth:`Mem0Backend._call`, with
-the retry policy of :func:`._mem0_errors.classify_error`).
+:class:`Mem0Backend`, which scopes it, normalises its answer and turns mem0's
+errors into the package's own (:func:`.errors.mapped_errors`).
 
-Building a client is :mod:`._clients`' job; turning a scope into mem0's ids is
-:func:`._scope.mem0_ids`'.
+Building a client is :mod:`.clients`' job; turning a scope into mem0's ids is
+:func:`.._scope.mem0_ids`'.
 """
 
 from __future__ import annotations
@@ -17,14 +16,13 @@ from typing import Any
 
 from .._exceptions import (
     BackendError,
-    ConfigurationError,
     PermanentBackendError,
     TransientBackendError,
 )
 from .._scope import Scope, is_hosted, mem0_ids
 from .bridge import caller_loop_scope, get_lanes
 from .dates import iso
-from .errors import classify_error, http_status
+from .errors import http_status, mapped_errors
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
 from .timeline import (
     DUPLICATE_OF,
@@ -207,17 +205,12 @@ class Mem0Backend:
         store = getattr(self.client, "vector_store", None)
         if store is None:
             raise PermanentBackendError(f"{type(self.client).__name__} has no vector_store")
-        with caller_loop_scope():
-            try:
-                point = await asyncio.to_thread(store.get, vector_id=memory_id)
-                if point is None or not isinstance(getattr(point, "payload", None), dict):
-                    return False
-                payload = {**point.payload, **changes}
-                await asyncio.to_thread(store.update, vector_id=memory_id, payload=payload)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                raise classify_error(exc)(f"mem0 metadata update failed: {exc}") from exc
+        with caller_loop_scope(), mapped_errors("metadata update"):
+            point = await asyncio.to_thread(store.get, vector_id=memory_id)
+            if point is None or not isinstance(getattr(point, "payload", None), dict):
+                return False
+            payload = {**point.payload, **changes}
+            await asyncio.to_thread(store.update, vector_id=memory_id, payload=payload)
         return True
 
     async def embed(self, texts: list[str]) -> list[list[float]] | None:
@@ -237,13 +230,8 @@ class Mem0Backend:
         def run() -> list[list[float]]:
             return [[float(x) for x in model.embed(text, "search")] for text in texts]
 
-        with caller_loop_scope():
-            try:
-                return await asyncio.to_thread(run)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                raise classify_error(exc)(f"mem0 embedding failed: {exc}") from exc
+        with caller_loop_scope(), mapped_errors("embedding"):
+            return await asyncio.to_thread(run)
 
     async def delete(self, memory_id: str) -> bool:
         """Delete one memory; ``False`` when it was gone already.
@@ -370,17 +358,11 @@ class Mem0Backend:
         method = getattr(self.client, name, None)
         if method is None:
             raise PermanentBackendError(f"{type(self.client).__name__} has no {name}()")
-        with caller_loop_scope():
-            try:
-                if self._on_lanes:
-                    lane = "read" if name in _READS else "write"
-                    return await get_lanes().run(method(*args, **kwargs), lane=lane)
-                return await method(*args, **kwargs)
-            except (asyncio.CancelledError, ConfigurationError, BackendError):
-                raise
-            except Exception as exc:
-                kind = classify_error(exc)
-                raise kind(f"mem0 {name} failed: {exc}") from exc
+        with caller_loop_scope(), mapped_errors(name):
+            if self._on_lanes:
+                lane = "read" if name in _READS else "write"
+                return await get_lanes().run(method(*args, **kwargs), lane=lane)
+            return await method(*args, **kwargs)
 
 
 _READS = frozenset({"search", "get_all", "get", "history"})

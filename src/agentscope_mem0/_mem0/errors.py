@@ -1,17 +1,26 @@
-"""Which of mem0's errors are worth retrying.
+"""The one place where mem0's errors (and its stores') become the package's own.
 
-:meth:`Mem0Backend._call <agentscope_mem0._mem0.backend.Mem0Backend._call>` wraps
-every failure of a mem0 call in the kind :func:`classify_error` names,
-raised from mem0's own error; the writer and the command line ask it too.
+:func:`backend_error` names the kind, :class:`TransientBackendError` (retrying
+may help) or :class:`PermanentBackendError`; :func:`mapped_errors` raises it
+from the original for a block of code. The backend's calls of a mem0 client,
+its metadata updates and the command line's vector-store and history-database
+calls all go through them; everything downstream (the write queue's retries,
+the command line's exit codes) decides by the package's types alone.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+from collections.abc import Iterator
 
-from .._exceptions import PermanentBackendError, TransientBackendError
+from .._exceptions import (
+    BackendError,
+    ConfigurationError,
+    PermanentBackendError,
+    TransientBackendError,
+)
 
-__all__ = ["classify_error", "http_status"]
+__all__ = ["backend_error", "http_status", "mapped_errors"]
 
 _TRANSIENT_NAMES = (
     "timeout",
@@ -47,17 +56,38 @@ def http_status(exc: BaseException) -> int | None:
     return None
 
 
-def classify_error(
-    exc: BaseException,
-) -> type[TransientBackendError | PermanentBackendError]:
-    """Decide whether retrying ``exc`` may help."""
-    if isinstance(
-        exc,
-        TransientBackendError | asyncio.TimeoutError | TimeoutError | ConnectionError,
-    ):
+def backend_error(exc: BaseException, what: str) -> BackendError:
+    """mem0's failure ``exc`` while doing ``what`` as the package's error.
+
+    Raise it ``from exc``, so that ``__cause__`` keeps mem0's original.
+
+    Args:
+        exc: What mem0, its vector store or its history database raised.
+        what: The operation, for the message (``"search"``, ``"metadata update"``).
+    """
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return _kind(exc)(f"mem0 {what} failed: {detail}")
+
+
+@contextlib.contextmanager
+def mapped_errors(what: str) -> Iterator[None]:
+    """Raise a failure inside the block as :func:`backend_error` names it.
+
+    The package's own :class:`BackendError` and :class:`ConfigurationError`
+    (and cancellation) pass unchanged.
+    """
+    try:
+        yield
+    except (BackendError, ConfigurationError):
+        raise
+    except Exception as exc:
+        raise backend_error(exc, what) from exc
+
+
+def _kind(exc: BaseException) -> type[TransientBackendError | PermanentBackendError]:
+    """Whether retrying ``exc`` may help."""
+    if isinstance(exc, TimeoutError | ConnectionError):
         return TransientBackendError
-    if isinstance(exc, PermanentBackendError):
-        return PermanentBackendError
     status = http_status(exc)
     if status is not None:
         if status == 429 or status >= 500 or status == 408:

@@ -26,9 +26,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._exceptions import BackendError, PermanentBackendError
+from .._exceptions import BackendError, ConfigurationError, PermanentBackendError
 from .._mem0.add_check import watch_add
-from .._mem0.errors import classify_error
 from .._mem0.tracing import note_write
 from .._scope import Scope
 
@@ -189,7 +188,9 @@ class Delivery:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if classify_error(exc) is PermanentBackendError:
+                # The backend named mem0's failure (_mem0.errors); anything else
+                # here, a write_timeout included, may pass.
+                if isinstance(exc, PermanentBackendError | ConfigurationError):
                     if len(rows) > 1:
                         # Find the exchange mem0 rejects; store the others.
                         stored_any = False
@@ -302,6 +303,5 @@ class Delivery:
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError) and not isinstance(exc, BackendError):
         return "no answer within write_timeout"
-    # Our backend errors wrap mem0's; name the original.
-    cause = exc.__cause__ if isinstance(exc, BackendError) and exc.__cause__ else exc
-    return f"{type(cause).__name__}: {exc}" if str(exc) else type(cause).__name__
+    # A mapped error's message already names mem0's original (_mem0.errors).
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigurationError, DimensionMismatchError, StoreLockedError
+from .._mem0.errors import mapped_errors
 from ._hosted import HostedStore
 from ._lock import lock_holder
 from ._models import ChatChoice, embedding_model_from_spec, inert_chat_model
-from ._store import MemoryStore, mapped
+from ._store import MemoryStore
 
 if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
@@ -94,10 +95,10 @@ def _open_server(
         _check_postgres(settings.dsn)
     fields = settings.server_fields(dims=embedding.dimensions, history_db_path=history)
     if settings.backend == "pgvector":
-        with mapped("preparing the pgvector tables"):
+        with mapped_errors("preparing the pgvector tables"):
             prepare_pgvector(fields)
     config = build_mem0_config(chat_model=chat_model, embedding_model=embedding, mem0_config=fields)
-    with mapped(f"connecting to the {settings.backend} backend"):
+    with mapped_errors(f"connecting to the {settings.backend} backend"):
         memory = AsyncMemory(config=config)
     store = MemoryStore(
         memory,
@@ -127,7 +128,7 @@ def _check_postgres(dsn: str) -> None:
             "the pgvector backend needs psycopg 3: pip install 'psycopg[binary]' psycopg-pool "
             "(the [pgvector] extra)"
         ) from exc
-    with mapped("connecting to PostgreSQL"):
+    with mapped_errors("connecting to PostgreSQL"):
         psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT).close()
 
 
@@ -140,6 +141,6 @@ def _open_hosted(settings: Settings, chat: ChatChoice | None) -> HostedStore:
         )
     from mem0 import AsyncMemoryClient
 
-    with mapped("connecting to the hosted platform"):
+    with mapped_errors("connecting to the hosted platform"):
         client = AsyncMemoryClient(api_key=key, host=settings.url)
     return HostedStore(client, settings=settings, chat=chat)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._exceptions import BackendError, ConfigurationError
+from .._exceptions import ConfigurationError
 from .._mem0.backend import Mem0Backend
 from .._mem0.bridge import caller_loop_scope
-from .._mem0.errors import classify_error
+from .._mem0.errors import mapped_errors
 from . import _history_db
 from ._models import ChatChoice
 from ._records import MemoryRecord
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .._scope import Scope
     from ._config import Settings
 
-__all__ = ["Mem0Calls", "MemoryStore", "UnsupportedError", "mapped", "scored"]
+__all__ = ["Mem0Calls", "MemoryStore", "UnsupportedError", "scored"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,18 +44,6 @@ _LIST_ALL = 10_000_000
 
 class UnsupportedError(ConfigurationError):
     """The backend cannot do what the command asks."""
-
-
-@contextlib.contextmanager
-def mapped(what: str) -> Iterator[None]:
-    """Turn a vector-store or history-database failure into a BackendError kind."""
-    try:
-        yield
-    except (asyncio.CancelledError, ConfigurationError, BackendError):
-        raise
-    except Exception as exc:
-        kind = classify_error(exc)
-        raise kind(f"mem0 {what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def scored(entries: Iterable[dict[str, Any]]) -> list[tuple[MemoryRecord, float | None]]:
@@ -148,7 +136,7 @@ class MemoryStore(Mem0Calls):
         self._closed = False
 
     async def _io(self, what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        with mapped(what), caller_loop_scope():
+        with mapped_errors(what), caller_loop_scope():
             return await asyncio.to_thread(fn, *args, **kwargs)
 
     @property

@@ -31,8 +31,7 @@ from mem0 import AsyncMemory
 
 from _faults_child import middleware
 from _writer_child import UniqueFacts
-from agentscope_mem0 import Mem0Middleware, Scope
-from agentscope_mem0._exceptions import InvalidStateError
+from agentscope_mem0 import InvalidStateError, Mem0Middleware, Scope
 from agentscope_mem0._mem0.backend import Mem0Backend
 from agentscope_mem0._write.outbox import OUTBOX_FILENAME, Outbox
 from agentscope_mem0._write.owners import new_owner_id
@@ -467,7 +466,7 @@ def test_a_model_call_whose_loop_ends_fails_fast_instead_of_stalling_exit() -> N
     import threading
     import time
 
-    from agentscope_mem0._exceptions import BridgeError
+    from agentscope_mem0 import BridgeError
     from agentscope_mem0._mem0.bridge import Bridge, _caller_loop
 
     loop = asyncio.new_event_loop()

@@ -12,6 +12,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 import types
 from typing import Any
 
@@ -151,3 +152,20 @@ def test_the_constructor_keeps_every_keyword_of_agentscopes_builtin() -> None:
     assert differing <= {"await_write", "tool_instructions"}
     # This package's own options come after them, as groups or flat keywords.
     assert {"recall", "note", "writes", "deadlines"} <= set(ours)
+
+
+def test_every_library_exception_is_in_the_one_tree_and_exported() -> None:
+    from agentscope_mem0 import _exceptions
+
+    raised = {
+        name: value
+        for name, value in _package_types().items()
+        if inspect.isclass(value) and issubclass(value, BaseException)
+    }
+    assert set(raised) == set(_exceptions.__all__)
+    tree = _exceptions.__doc__ or ""
+    for name, error in raised.items():
+        assert error.__module__ == _exceptions.__name__, name
+        assert issubclass(error, _exceptions.Mem0MiddlewareError), name
+        assert getattr(agentscope_mem0, name) is error, name
+        assert re.search(rf"(── |^    ){name}\b", tree, re.MULTILINE), f"{name} not in the tree"

@@ -6,7 +6,7 @@ The hierarchy::
     ├── ConfigurationError (also ValueError)      a usage mistake; the message
     │   ├── DimensionMismatchError                says what to change
     │   ├── StoreLockedError                      another process owns the folder
-    │   └── MigrationError (local._migrate)       a release-0.1 folder was not
+    │   └── MigrationError                        a release-0.1 folder was not
     │                                             moved; it is left as it was
     ├── InvalidStateError                         used in a state that cannot
     │                                             work: a closed middleware, a sync
@@ -17,13 +17,15 @@ The hierarchy::
     │   ├── TransientBackendError                 worth retrying
     │   │   └── ExtractionFailedError             mem0's add swallowed a failure
     │   ├── PermanentBackendError                 retrying will not help
-    │   ├── MemoryUnavailableError (_bounded)     the circuit breaker is open
-    │   └── EdgeEngineError (local._edge)         Qdrant Edge failed or panicked
-    ├── WorkingContentError (also ValueError,     working-memory content the
-    │   _working_format)                          format does not allow
+    │   ├── MemoryUnavailableError                the circuit breaker is open
+    │   └── EdgeEngineError                       Qdrant Edge failed or panicked
+    ├── WorkingContentError (also ValueError)     working-memory content the
+    │                                             format does not allow
     └── LocalFileError (also OSError)             a file of ours or mem0's on disk;
         ├── OutboxWriteError                      names it (``path``) and the way out
         └── DamagedFileError                      unreadable: zeroed, garbage, lost WAL
+
+Every one of them can be imported from ``agentscope_mem0``.
 
 ``ConfigurationError`` subclasses ``ValueError`` so that code written for
 AgentScope's built-in middleware, which raises ``ValueError`` for the same
@@ -41,14 +43,18 @@ __all__ = [
     "ConfigurationError",
     "DamagedFileError",
     "DimensionMismatchError",
+    "EdgeEngineError",
     "ExtractionFailedError",
     "InvalidStateError",
     "LocalFileError",
     "Mem0MiddlewareError",
+    "MemoryUnavailableError",
+    "MigrationError",
     "OutboxWriteError",
     "PermanentBackendError",
     "StoreLockedError",
     "TransientBackendError",
+    "WorkingContentError",
 ]
 
 
@@ -66,6 +72,10 @@ class DimensionMismatchError(ConfigurationError):
 
 class StoreLockedError(ConfigurationError):
     """Another process holds the embedded store's data folder."""
+
+
+class MigrationError(ConfigurationError):
+    """A release-0.1 folder could not be moved onto Qdrant Edge; it was left as it was."""
 
 
 class BridgeError(Mem0MiddlewareError):
@@ -103,6 +113,23 @@ class ExtractionFailedError(TransientBackendError):
     embedding that fails, returning fewer memories (or none) as if nothing was
     worth keeping. The writer counts such an attempt as failed and retries it.
     """
+
+
+class MemoryUnavailableError(BackendError):
+    """The circuit breaker is open: mem0 failed repeatedly and is not asked now."""
+
+
+class EdgeEngineError(BackendError):
+    """Qdrant Edge failed or panicked; ``__cause__`` holds the original.
+
+    Not a :class:`PermanentBackendError`: inputs are checked before they reach
+    the engine, so what is left (a full disk, a transient I/O error) is worth
+    the write queue's bounded retries.
+    """
+
+
+class WorkingContentError(Mem0MiddlewareError, ValueError):
+    """An update the working memory's format does not accept; nothing changed."""
 
 
 class LocalFileError(Mem0MiddlewareError, OSError):

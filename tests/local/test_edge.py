@@ -20,12 +20,17 @@ from typing import Any
 import pytest
 
 import agentscope_mem0
-from agentscope_mem0 import build_local_memory, build_mem0_config
-from agentscope_mem0._exceptions import DimensionMismatchError
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._scope import Scope
+from agentscope_mem0 import (
+    DimensionMismatchError,
+    EdgeEngineError,
+    Mem0Backend,
+    MigrationError,
+    Scope,
+    build_local_memory,
+    build_mem0_config,
+)
 from agentscope_mem0.local import EDGE_PROVIDER, close_shared_clients, edge_dir
-from agentscope_mem0.local._edge import EdgeEngineError, SharedShard, close_shards
+from agentscope_mem0.local._edge import SharedShard, close_shards
 from agentscope_mem0.local._edge_provider import (
     EdgeVectorStore,
     edge_config_class,
@@ -33,7 +38,7 @@ from agentscope_mem0.local._edge_provider import (
 )
 from agentscope_mem0.local._folder import COLLECTION
 from agentscope_mem0.local._keyword import SparseTerms
-from agentscope_mem0.local._migrate import MIGRATION_RECORD, MigrationError
+from agentscope_mem0.local._migrate import MIGRATION_RECORD
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import FILLER, LOOKALIKES, QUERY, TARGET
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentscope_mem0._exceptions import ExtractionFailedError
+from agentscope_mem0 import ExtractionFailedError
 from agentscope_mem0._mem0.add_check import AddWatch, watch_add
 
 

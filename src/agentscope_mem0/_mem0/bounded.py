@@ -11,18 +11,14 @@ import time
 from collections.abc import Awaitable, Sized
 from typing import TYPE_CHECKING, TypeVar
 
-from .._exceptions import BackendError
+from .._exceptions import MemoryUnavailableError
 
 if TYPE_CHECKING:
     from .breaker import CircuitBreaker
 
-__all__ = ["MemoryUnavailableError", "bounded"]
+__all__ = ["bounded"]
 
 _T = TypeVar("_T")
-
-
-class MemoryUnavailableError(BackendError):
-    """The circuit breaker is open: mem0 failed repeatedly and is not asked now."""
 
 
 async def bounded(

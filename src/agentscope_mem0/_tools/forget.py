@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .._mem0.bounded import MemoryUnavailableError
+from .._exceptions import MemoryUnavailableError
 from .._mem0.timeline import DUPLICATES, time_label
 from .memory import (
     NOT_INSTALLED,

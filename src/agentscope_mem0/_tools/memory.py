@@ -19,7 +19,8 @@ from agentscope.message import TextBlock, ToolResultState
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
-from .._mem0.bounded import MemoryUnavailableError, bounded
+from .._exceptions import MemoryUnavailableError
+from .._mem0.bounded import bounded
 from .._mem0.tracing import traced_search
 from .._recall.escape import escape_memory
 from .._recall.note import dedupe_hits

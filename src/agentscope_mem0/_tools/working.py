@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
-from .._working.format import WorkingContentError
+from .._exceptions import WorkingContentError
 from .memory import _chunk
 
 if TYPE_CHECKING:

@@ -20,12 +20,11 @@ import json
 import re
 from typing import Any, Literal
 
-from .._exceptions import ConfigurationError, Mem0MiddlewareError
+from .._exceptions import ConfigurationError, WorkingContentError
 
 __all__ = [
     "Kind",
     "UpdateMode",
-    "WorkingContentError",
     "WorkingFormat",
     "merge_json",
 ]
@@ -34,10 +33,6 @@ Kind = Literal["text", "markdown", "json"]
 UpdateMode = Literal["append", "replace"]
 
 _HEADING = re.compile(r"^#{1,6}[ \t]+\S")
-
-
-class WorkingContentError(Mem0MiddlewareError, ValueError):
-    """An update the working memory's format does not accept; nothing changed."""
 
 
 def merge_json(base: Any, extra: Any) -> Any:

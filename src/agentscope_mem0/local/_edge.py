@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._exceptions import (
-    BackendError,
     ConfigurationError,
     DimensionMismatchError,
+    EdgeEngineError,
     StoreLockedError,
 )
 from ._folder import DATA_DIR_ENV
@@ -44,7 +44,6 @@ from ._folder import DATA_DIR_ENV
 __all__ = [
     "DENSE",
     "SPARSE",
-    "EdgeEngineError",
     "SharedShard",
     "close_shards",
     "shard_dims",
@@ -70,15 +69,6 @@ FLUSH_EVERY = 5.0
 _CONFIG_FILE = "edge_config.json"
 # qdrant-edge 0.9 words the WAL lock failure this way (a plain Exception).
 _WAL_LOCKED = ("WouldBlock", "Resource temporarily unavailable")
-
-
-class EdgeEngineError(BackendError):
-    """Qdrant Edge failed or panicked; ``__cause__`` holds the original.
-
-    Not a :class:`~agentscope_mem0.PermanentBackendError`: inputs are checked
-    before they reach the engine, so what is left (a full disk, a transient
-    I/O error) is worth the write queue's bounded retries.
-    """
 
 
 def is_panic(exc: BaseException) -> bool:

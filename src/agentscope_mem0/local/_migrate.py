@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import ConfigurationError, DimensionMismatchError
+from .._exceptions import DimensionMismatchError, MigrationError
 from ._edge import DENSE, is_panic
 from ._folder import COLLECTION, DATA_DIR_ENV, FolderLayout, qdrant_dir
 
-__all__ = ["MIGRATION_RECORD", "MigrationError", "migrate_folder", "migrate_if_needed"]
+__all__ = ["MIGRATION_RECORD", "migrate_folder", "migrate_if_needed"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +36,6 @@ MIGRATION_RECORD = "migrated-from-0.1.json"
 
 _COLLECTIONS = (COLLECTION, f"{COLLECTION}_entities")
 _BATCH = 256
-
-
-class MigrationError(ConfigurationError):
-    """A release-0.1 folder could not be moved onto Qdrant Edge; it was left as it was."""
 
 
 def _old_collections(root: Path) -> list[str]:

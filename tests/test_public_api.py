@@ -150,6 +150,11 @@ def test_the_constructor_keeps_every_keyword_of_agentscopes_builtin() -> None:
         if name != "self" and ours[name].default != parameter.default
     }
     assert differing <= {"await_write", "tool_instructions"}
+    # Its option keywords are the fields of the same names that hold them.
+    from agentscope_mem0._options import BUILTIN_KEYWORDS
+
+    backend = {"self", "user_id", "client", "chat_model", "embedding_model", "mem0_config"}
+    assert tuple(name for name in theirs if name not in backend) == BUILTIN_KEYWORDS
     # This package's own options come after them, as groups or flat keywords.
     assert {"recall", "note", "writes", "deadlines"} <= set(ours)
 

@@ -23,6 +23,7 @@ from ._mem0.clients import resolve_client
 from ._mem0.timeline import said_at_of
 from ._modes import Mode
 from ._options import (
+    BUILTIN_KEYWORDS,
     DEFAULT_TOOL_INSTRUCTIONS,
     Deadlines,
     FlatOptions,
@@ -145,18 +146,9 @@ class Mem0Middleware(MiddlewareBase):
             TypeError: A synchronous mem0 client, or an unknown keyword.
         """
         check_user_id(user_id)
+        given = locals()  # the built-in keywords are Options' fields of the same names
         self._options = collect_options(
-            builtin={
-                "mode": mode,
-                "agent_id": agent_id,
-                "top_k": top_k,
-                "threshold": threshold,
-                "scope_search_by_agent": scope_search_by_agent,
-                "await_write": await_write,
-                "header": memory_section_header,
-                "intro": memory_section_intro,
-                "tool_instructions": tool_instructions,
-            },
+            builtin={name: given[name] for name in BUILTIN_KEYWORDS},
             recall=recall,
             note=note,
             writes=writes,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypedDict
 
 from ._exceptions import ConfigurationError
@@ -24,6 +24,7 @@ from ._recall.note import (
 from ._scope import check_agent_id
 
 __all__ = [
+    "BUILTIN_KEYWORDS",
     "DEFAULT_MAX_MEMORY_TOKENS",
     "DEFAULT_PROFILE_TTL",
     "DEFAULT_QUERY_CONTEXT_TURNS",
@@ -212,7 +213,8 @@ FLAT_KEYWORDS = frozenset(_FLAT)
 @dataclass(frozen=True, kw_only=True)
 class Options:
     """Everything a middleware was configured with, checked: AgentScope's
-    built-in keywords and this package's four groups."""
+    built-in keywords (fields named as the keywords) and this package's four
+    groups."""
 
     mode: Mode = "both"
     agent_id: str | Callable[[Any], str] | None = None
@@ -220,8 +222,8 @@ class Options:
     threshold: float | None = None
     scope_search_by_agent: bool = True
     await_write: bool = False
-    header: str = DEFAULT_MEMORY_SECTION_HEADER
-    intro: str = DEFAULT_MEMORY_SECTION_INTRO
+    memory_section_header: str = DEFAULT_MEMORY_SECTION_HEADER
+    memory_section_intro: str = DEFAULT_MEMORY_SECTION_INTRO
     tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS
     recall: RecallOptions = field(default_factory=RecallOptions)
     note: NoteOptions = field(default_factory=NoteOptions)
@@ -247,6 +249,13 @@ class Options:
         return self.mode != "static_control"
 
 
+_GROUPS = ("recall", "note", "writes", "deadlines")
+
+BUILTIN_KEYWORDS = tuple(f.name for f in fields(Options) if f.name not in _GROUPS)
+"""AgentScope's built-in ``Mem0Middleware`` keywords, in its order; each is
+the :class:`Options` field of the same name."""
+
+
 def collect_options(
     *,
     builtin: dict[str, Any] | None = None,
@@ -259,7 +268,7 @@ def collect_options(
     """One :class:`Options` from whole groups and flat keywords.
 
     Args:
-        builtin: AgentScope's built-in keywords, by :class:`Options` field name.
+        builtin: AgentScope's built-in keywords (:data:`BUILTIN_KEYWORDS`).
         recall: A recall mode name or a whole :class:`RecallOptions`.
         note: The note group, or ``None`` for its defaults.
         writes: The writes group, or ``None`` for its defaults.
@@ -305,20 +314,6 @@ def collect_options(
     return Options(**(builtin or {}), **built)
 
 
-# Mem0Middleware keyword -> Options field, for AgentScope's built-in keywords.
-_BUILTIN = {
-    "mode": "mode",
-    "agent_id": "agent_id",
-    "top_k": "top_k",
-    "threshold": "threshold",
-    "scope_search_by_agent": "scope_search_by_agent",
-    "await_write": "await_write",
-    "memory_section_header": "header",
-    "memory_section_intro": "intro",
-    "tool_instructions": "tool_instructions",
-}
-
-
 def options_from_keywords(keywords: dict[str, Any]) -> Options:
     """The :class:`Options` that ``Mem0Middleware(**keywords)`` would use.
 
@@ -327,7 +322,7 @@ def options_from_keywords(keywords: dict[str, Any]) -> Options:
     Raises:
         ConfigurationError: As :func:`collect_options`.
     """
-    builtin = {_BUILTIN[k]: v for k, v in keywords.items() if k in _BUILTIN}
-    groups = {k: keywords[k] for k in ("recall", "note", "writes", "deadlines") if k in keywords}
+    builtin = {k: v for k, v in keywords.items() if k in BUILTIN_KEYWORDS}
+    groups = {k: keywords[k] for k in _GROUPS if k in keywords}
     flat = {k: v for k, v in keywords.items() if k in FLAT_KEYWORDS}
     return collect_options(builtin=builtin, **groups, **flat)

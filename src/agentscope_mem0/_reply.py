@@ -64,7 +64,7 @@ class ReplyWatch:
                 context,
                 self._note,
                 replace=not self._options.note.accumulate,
-                builtin_header=self._options.header,
+                builtin_header=self._options.memory_section_header,
             )
             self._placed = True
         if isinstance(item, RequireUserConfirmEvent | RequireExternalExecutionEvent):
@@ -167,8 +167,8 @@ async def recall_note(
     )
     return render_note(
         hits,
-        header=options.header,
-        intro=options.intro,
+        header=options.memory_section_header,
+        intro=options.memory_section_intro,
         rules=options.note.rules,
         max_tokens=options.note.max_memory_tokens,
     )

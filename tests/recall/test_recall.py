@@ -284,3 +284,40 @@ async def test_middleware_full_mode_and_refresh_after_write(
     assert "violin" in note_text(_notes(agent)[0])
     assert len(_notes(agent)) == 1
     await mw.aclose()
+
+
+@pytest.mark.parametrize("recall", ["query", "full"])
+async def test_a_turn_dedupes_its_memories_once(
+    store_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch, recall: str
+) -> None:
+    """The read dedupes; the note shows what comes out (the profile is deduped
+    when it is read, and then cached)."""
+    from agentscope_mem0._recall import note as note_module
+    from agentscope_mem0._recall import profile as profile_module
+    from agentscope_mem0._recall import recall as recall_module
+
+    dedupe = note_module.dedupe_hits
+    calls: list[int] = []
+
+    def counted(hits: Any) -> list[MemoryHit]:
+        hits = list(hits)
+        calls.append(len(hits))
+        return dedupe(hits)
+
+    for module in (note_module, profile_module, recall_module):
+        monkeypatch.setattr(module, "dedupe_hits", counted)
+    mw = Mem0Middleware(
+        user_id="u",
+        client=await _memory(store_config),
+        agent_id="a",
+        mode="static_control",
+        recall=recall,  # type: ignore[arg-type]
+        top_k=3,
+    )
+    agent = Agent(name="a", system_prompt="x", model=ScriptedChatModel("Sure."), middlewares=[mw])
+    await agent.reply(UserMsg("user", "Do I like green tea?"))
+    calls.clear()
+    await agent.reply(UserMsg("user", "Where do I live now?"))
+    assert len(calls) == 1
+    assert "User" in note_text(_notes(agent)[0])
+    await mw.aclose()

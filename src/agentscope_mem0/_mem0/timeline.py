@@ -278,7 +278,7 @@ async def read_current(
 def time_label(hit: MemoryHit) -> str | None:
     """How a memory is dated in the note: ``2024-03-10``, ``2024-03-10, happened
     2024-02``, ``2024-01-05, no longer true since 2024-03-10``; ``None`` when undated."""
-    said = parse_time(hit.date) or parse_time(_metadata(hit).get(SAID_AT))
+    said = hit.when or parse_time(_metadata(hit).get(SAID_AT))
     if said is None:
         return None
     parts = [f"{said:%Y-%m-%d}"]

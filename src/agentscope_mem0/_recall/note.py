@@ -11,10 +11,11 @@ A note is one ``AssistantMsg(name="memory")`` holding one ``HintBlock``::
     - [2023-01-02] User lives in Beijing.
     </memories>
 
-Memories are deduplicated, kept within a token budget (the least relevant go
-first), listed newest first, and escaped (:mod:`._escape`, the one rule for
-every path that shows memory text to a model) so that no memory can close
-the ``<memories>`` block, start a line of its own or forge the header.
+The hits come deduplicated (:func:`dedupe_hits`, which the turn's read runs
+once); the note keeps them within a token budget (the least relevant go
+first), lists them newest first, and escapes them (:mod:`.escape`, the one
+rule for every path that shows memory text to a model) so that no memory can
+close the ``<memories>`` block, start a line of its own or forge the header.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from typing import TYPE_CHECKING
 
 from agentscope.message import AssistantMsg, HintBlock, Msg
 
-from .._mem0.dates import parse_time
 from .._mem0.timeline import time_label
 from .escape import escape_memory
 from .similar import MemoryWords, are_near_duplicates, memory_words
@@ -79,6 +79,7 @@ saving and loading the agent's state."""
 NOTE_NAME = "memory"
 
 _ELLIPSIS = "…"
+_UNDATED = datetime.min.replace(tzinfo=UTC)
 _MIN_TRUNCATED_TOKENS = 8
 
 
@@ -134,15 +135,6 @@ def memory_key(text: str) -> str:
     return _NOT_WORD.sub(" ", key).strip()
 
 
-def _newer(a: str | None, b: str | None) -> str | None:
-    da, db = parse_time(a), parse_time(b)
-    if da is None:
-        return b if db is not None else a or b
-    if db is None:
-        return a
-    return b if db > da else a
-
-
 def dedupe_hits(hits: Iterable[MemoryHit]) -> list[MemoryHit]:
     """``hits`` without repeats, in the order of each memory's first appearance.
 
@@ -168,7 +160,9 @@ def dedupe_hits(hits: Iterable[MemoryHit]) -> list[MemoryHit]:
 
 def _merge(first: MemoryHit, repeat: MemoryHit) -> MemoryHit:
     """One memory from two repeats: the newer one's text, the best score."""
-    newest = repeat if _newer(first.date, repeat.date) == repeat.date != first.date else first
+    first_when, repeat_when = first.when, repeat.when
+    newer = repeat_when is not None and (first_when is None or repeat_when > first_when)
+    newest = repeat if newer else first
     scores = [s for s in (first.score, repeat.score) if s is not None]
     return dataclasses.replace(newest, score=max(scores) if scores else None)
 
@@ -198,7 +192,8 @@ def render_note_text(
     """The note's text for ``hits`` (best first), or ``None`` when nothing fits.
 
     Args:
-        hits: Retrieved memories, most relevant first.
+        hits: Retrieved memories without repeats (:func:`dedupe_hits`), most
+            relevant first.
         header: First line.
         intro: Line under the header.
         rules: Line telling the model how to read the memories; empty to omit.
@@ -210,11 +205,11 @@ def render_note_text(
     Returns:
         The text, memories newest first (undated ones last), or ``None``.
     """
-    unique = dedupe_hits(hits)
-    if not unique:
+    if not hits:
         return None
+    shown = list(hits)
     frame = [part for part in (header, intro, rules) if part]
-    lines = [_line(hit) for hit in unique]
+    lines = [_line(hit) for hit in shown]
     if max_tokens is not None:
         # Every line costs its own tokens plus one for its newline.
         room = max_tokens - estimate_tokens("\n".join([*frame, MEMORIES_OPEN, MEMORIES_CLOSE]))
@@ -230,15 +225,12 @@ def render_note_text(
                     max_tokens,
                 )
                 return None
-            lines = [_truncate(_line(unique[0]), room - 1)]
-        unique = unique[: len(lines)]
+            lines = [_truncate(_line(shown[0]), room - 1)]
+        shown = shown[: len(lines)]
+    dates = [hit.when for hit in shown]
     order = sorted(
         range(len(lines)),
-        key=lambda i: (
-            parse_time(unique[i].date) is None,
-            -(parse_time(unique[i].date) or datetime.min.replace(tzinfo=UTC)).timestamp(),
-            i,
-        ),
+        key=lambda i: (dates[i] is None, -(dates[i] or _UNDATED).timestamp(), i),
     )
     return "\n".join([*frame, MEMORIES_OPEN, *(lines[i] for i in order), MEMORIES_CLOSE])
 

@@ -115,8 +115,8 @@ async def recall_profile(
     scan: int = DEFAULT_PROFILE_SCAN,
     include_superseded: bool = False,
 ) -> list[MemoryHit]:
-    """The ``limit`` most recently updated memories of ``scope``, newest first
-    (superseded ones left out unless ``include_superseded``)."""
+    """The ``limit`` most recently updated memories of ``scope``, newest first,
+    without repeats (superseded ones left out unless ``include_superseded``)."""
     if cache is not None:
         cached = cache.get(scope)
         if cached is not None:

@@ -143,13 +143,15 @@ async def retrieve(
 
     Returns:
         Profile memories (newest first) then search hits (best first), without
-        repeats; empty when nothing was found or everything failed.
+        repeats (:func:`~.note.dedupe_hits`); empty when nothing was found or
+        everything failed.
     """
     if breaker is not None and not breaker.allow():
         logger.debug("memory reads skipped for user %s: breaker open", scope.user_id)
         skipped_search(scope, top_k=top_k, breaker=breaker)
         return []
     jobs: list[Awaitable[list[MemoryHit]]] = []
+    searched = recall in ("query", "full") and _searchable(query)
     if recall in ("profile", "full"):
         jobs.append(
             _bounded(
@@ -166,7 +168,7 @@ async def retrieve(
                 breaker,
             )
         )
-    if recall in ("query", "full") and _searchable(query):
+    if searched:
         jobs.append(
             _bounded(
                 "search",
@@ -192,4 +194,7 @@ async def retrieve(
     if not jobs:
         return []
     parts = await asyncio.gather(*jobs)
+    if not searched:
+        return parts[0]  # the profile alone, deduplicated when it was read
+    # The turn's one dedupe; the note shows what comes out as it is.
     return dedupe_hits(hit for part in parts for hit in part)

@@ -323,7 +323,10 @@ async def test_both_mode_does_everything(store_config: dict[str, Any]) -> None:
     agent = _agent(ScriptedChatModel("Hi."), mw)
     await agent.reply(UserMsg("user", "I live in Hangzhou."))
     await mw.flush()
-    assert len(client.named("search")) == 1
+    # the reply's own search; consolidation's look-ups after the write query stored texts
+    assert [q for (q,), _ in client.named("search") if q == "I live in Hangzhou."] == [
+        "I live in Hangzhou."
+    ]
     assert len(client.named("add")) == 1
     assert len(await mw.list_tools()) == 2
     assert "search_memory" in await mw.on_system_prompt(agent, "")

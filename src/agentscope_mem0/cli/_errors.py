@@ -177,9 +177,7 @@ def translate_errors() -> Iterator[None]:
     """
     try:
         yield
-    except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
-        raise
-    except BrokenPipeError:
+    except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit, BrokenPipeError):
         raise
     except KeyboardInterrupt as exc:
         raise Interrupted("interrupted") from exc

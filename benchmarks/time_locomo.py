@@ -36,7 +36,7 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 from agentscope_mem0 import build_mem0_config
 from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._mem0.timeline import stamp_messages, time_label
+from agentscope_mem0._mem0.timeline import time_label
 from agentscope_mem0._recall.note import render_note_text
 from agentscope_mem0._recall.recall import retrieve
 from agentscope_mem0._scope import Scope
@@ -96,9 +96,8 @@ async def run_variant(variant: str, data: list[dict[str, Any]], folder: Path) ->
                 if variant == "date-in-text":
                     text = f"[{when}] {text}"
                 messages: list[dict[str, Any]] = [{"role": "user", "content": text}]
-                if variant == "said_at":
-                    messages = stamp_messages(messages, said)
-                stored = await backend.add(messages, scope, infer=False)
+                dated_by = said if variant == "said_at" else None
+                stored = await backend.add(messages, scope, infer=False, said_at=dated_by)
                 for item in stored:
                     turn_of[str(item["id"])] = (turn["dia_id"], f"{said:%Y-%m-%d}", when)
         for qa in sample["qa"]:

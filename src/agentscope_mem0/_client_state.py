@@ -27,6 +27,8 @@ from ._write.judge import build_time_judge
 from ._write.queue import WriteQueue
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from agentscope.model import ChatModelBase
 
     from ._options import Options
@@ -102,22 +104,25 @@ class ClientState:
         """The write queue, ordered per scope."""
         self._closed = False
 
-    async def _after_store(self, scope: Scope, results: list[dict[str, Any]]) -> None:
-        """After a stored batch, in the scope's worker: consolidate, then judge the rest.
+    async def _after_store(
+        self, scope: Scope, results: list[dict[str, Any]], said_at: datetime
+    ) -> None:
+        """After a batch said at ``said_at`` was stored, in the scope's worker:
+        consolidate, then judge the rest.
 
         Runs as a task :meth:`flush` waits for (the outbox row is already gone).
         """
-        task = asyncio.ensure_future(self._settle(scope, results))
+        task = asyncio.ensure_future(self._settle(scope, results, said_at))
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
         await asyncio.shield(task)
 
-    async def _settle(self, scope: Scope, results: list[dict[str, Any]]) -> None:
-        remaining = await self.consolidator.consolidate(scope, results)
+    async def _settle(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
+        remaining = await self.consolidator.consolidate(scope, results, said_at)
         if len(remaining) < len(results):
             self.profiles.invalidate(scope)
         if self.judge is not None:
-            await self.judge.after_store(scope, remaining)
+            await self.judge.after_store(scope, remaining, said_at)
 
     @property
     def client(self) -> Any:

@@ -4,6 +4,7 @@ only the chat model scripted; the same-fact rule on the benchmark's pair set."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +99,11 @@ def _middleware(tmp_path: Path, **options: Any) -> Mem0Middleware:
 
 async def _store(mw: Mem0Middleware, text: str, scope: Scope) -> list[dict[str, Any]]:
     backend = mw.client_state.backend
-    results = await backend.add([{"role": "user", "content": text}], scope, infer=False)
-    await mw.client_state._after_store(scope, results)
+    said = datetime.now(UTC)
+    results = await backend.add(
+        [{"role": "user", "content": text}], scope, infer=False, said_at=said
+    )
+    await mw.client_state._after_store(scope, results, said)
     return results
 
 

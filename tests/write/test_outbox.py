@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def test_file_is_wal_and_schema_is_versioned(tmp_path: Path, box: Outbox) -> Non
     assert box.durable and box.path == tmp_path / OUTBOX_FILENAME
     conn = sqlite3.connect(box.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # one entry per migration
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3  # one entry per migration
     conn.close()
     Outbox.in_folder(tmp_path).close()  # reopening migrates nothing twice
 
@@ -90,6 +91,23 @@ def test_a_sent_batch_comes_back_as_the_same_group(box: Outbox) -> None:
     box.complete(ids[:2])
     rest = box.next_batch(owner=me, user_id="u", agent_id="a", limit=10)
     assert [r.key for r in rest] == ["k2", "k3"]
+
+
+def test_a_batch_keeps_to_the_day_its_first_exchange_was_said(box: Outbox) -> None:
+    me = new_owner_id()
+    days = ["2024-01-01T08:00", "2024-01-01T23:00", "2024-01-02T08:00", "2024-01-02T09:00"]
+    for i, day in enumerate(days):
+        said = datetime.fromisoformat(day + "+00:00")
+        box.insert(key=f"k{i}", user_id="u", agent_id="a", messages=[], owner=me, lease=30,
+                   said_at=said)  # fmt: skip
+    first = box.next_batch(owner=me, user_id="u", agent_id="a", limit=10)
+    assert [r.key for r in first] == ["k0", "k1"]
+    assert first[1].said_at == datetime(2024, 1, 1, 23, tzinfo=UTC)
+    box.complete([r.id for r in first])
+    assert [r.key for r in box.next_batch(owner=me, user_id="u", agent_id="a", limit=10)] == [
+        "k2",
+        "k3",
+    ]
 
 
 def test_unsent_rows_stop_at_a_sent_one(box: Outbox) -> None:

@@ -13,7 +13,7 @@ from agentscope.message import ToolResultState, UserMsg
 
 from agentscope_mem0 import ConfigurationError, Mem0Middleware
 from agentscope_mem0._mem0.hits import MemoryHit
-from agentscope_mem0._mem0.timeline import rows_said_together, stamp_messages, time_label
+from agentscope_mem0._mem0.timeline import time_label
 from agentscope_mem0._scope import Scope
 from agentscope_mem0._write.judge import TimeJudge, build_time_judge
 from agentscope_mem0._write.judge_prompt import parse_verdicts
@@ -234,24 +234,6 @@ def test_the_rule_judge_knows_common_changes() -> None:
     assert verdict("User no longer lives in Hangzhou", "User lives in Hangzhou")["updates"] == [
         "E1"
     ]
-
-
-def test_batches_keep_to_one_said_day() -> None:
-    class Row:
-        def __init__(self, when: str, batch_key: str | None = None) -> None:
-            self.batch_key = batch_key
-            self.messages = stamp_messages([{"role": "user", "content": "x"}], _dt(when))
-
-    rows = [Row("2024-01-01T08:00"), Row("2024-01-01T20:00"), Row("2024-01-02T08:00")]
-    assert rows_said_together(rows) == rows[:2]
-    sent = [Row("2024-01-01T08:00", "k"), Row("2024-01-02T08:00", "k")]
-    assert rows_said_together(sent) == sent
-
-
-def _dt(text: str) -> Any:
-    from agentscope_mem0._mem0.dates import check_said_at
-
-    return check_said_at(text + "+00:00")
 
 
 async def test_said_at_is_checked(tmp_path: Any) -> None:

@@ -21,7 +21,6 @@ from .._exceptions import (
 )
 from .._scope import Scope, is_hosted, mem0_ids
 from .bridge import caller_loop_scope, get_lanes
-from .dates import iso
 from .errors import http_status, mapped_errors
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
 from .timeline import (
@@ -32,7 +31,6 @@ from .timeline import (
     VALID_UNTIL,
     annotate_results,
     read_current,
-    take_said_at,
     write_metadata,
     write_time,
 )
@@ -171,22 +169,22 @@ class Mem0Backend:
         *,
         infer: bool = True,
         metadata: dict[str, Any] | None = None,
+        said_at: datetime | None = None,
     ) -> list[dict[str, Any]]:
         """Store ``messages`` in ``scope``; returns mem0's result entries.
 
-        A message may carry when it was said (:data:`._time.MESSAGE_SAID_AT`,
-        default now): it is taken out of the messages, stored as the memories'
-        ``said_at``/``valid_from`` and given to the extraction as its date.
+        ``said_at`` (aware; default now) is when they were said: stored as
+        the memories' ``said_at``/``valid_from`` and given to the extraction
+        as its date.
         """
-        messages, said_at = take_said_at(messages)
-        said_at = said_at or iso(datetime.now(UTC))
+        when = said_at if said_at is not None else datetime.now(UTC)
         kwargs: dict[str, Any] = mem0_ids(scope, hosted=self.hosted)
         if not infer:
             kwargs["infer"] = False
-        kwargs["metadata"] = {**write_metadata(said_at, hosted=self.hosted), **(metadata or {})}
-        with write_time(said_at) as when:
+        kwargs["metadata"] = {**write_metadata(when, hosted=self.hosted), **(metadata or {})}
+        with write_time(when) as extraction:
             results = entries_of(await self._call("add", messages, **kwargs))
-        annotate_results(results, when, said_at)
+        annotate_results(results, extraction)
         return results
 
     async def update_metadata(self, memory_id: str, changes: dict[str, Any]) -> bool:

@@ -25,11 +25,11 @@ states a fact a current one already states:
 A superseded or duplicate memory is kept; reads leave it out unless asked for
 it (duplicates always: they add nothing a reader does not already get).
 
-The said time travels with a queued write inside its message dicts
-(:data:`MESSAGE_SAID_AT`), so it survives the outbox and a restart; the
-backend takes it out before mem0 sees the messages. While mem0 extracts, a
-context variable tells the chat-model adapter the said time, so mem0's
-"Observation Date" is the said date and event dates can be asked for.
+A queued write keeps its said time in its outbox row (the ``said_at``
+column), so it survives a restart; :meth:`.backend.Mem0Backend.add` takes it
+as one value. While mem0 extracts, a context variable tells the chat-model
+adapter the said time, so mem0's "Observation Date" is the said date and
+event dates can be asked for.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ import contextvars
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .dates import iso, parse_time
 
@@ -54,7 +54,6 @@ __all__ = [
     "DUPLICATE_OF",
     "EVENT_DATE",
     "EXTENDS",
-    "MESSAGE_SAID_AT",
     "SAID_AT",
     "SUPERSEDED_BY",
     "SUPERSEDES",
@@ -69,28 +68,13 @@ __all__ = [
     "read_current",
     "record_extraction",
     "retired_since",
-    "rows_said_together",
     "said_at_of",
-    "stamp_messages",
-    "take_said_at",
     "time_label",
     "write_metadata",
     "write_time",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-class _Row(Protocol):
-    @property
-    def batch_key(self) -> str | None: ...
-
-    @property
-    def messages(self) -> Sequence[Mapping[str, Any]]: ...
-
-
-_R = TypeVar("_R", bound=_Row)
-
 
 SAID_AT = "said_at"
 VALID_FROM = "valid_from"
@@ -114,9 +98,6 @@ TIME_KEYS = (
 )
 """The metadata keys this module owns, in the order they are shown."""
 
-MESSAGE_SAID_AT = "said_at"
-"""Key of a queued message dict holding when it was said (ISO 8601, UTC)."""
-
 
 # -- the said time of a reply -------------------------------------------------------
 
@@ -129,67 +110,17 @@ def said_at_of(messages: Any) -> datetime | None:
     return max(known) if known else None
 
 
-# -- the said time on a queued write -------------------------------------------------
-
-
-def stamp_messages(
-    messages: Sequence[Mapping[str, Any]], said_at: datetime
-) -> list[dict[str, Any]]:
-    """Copies of ``messages`` carrying ``said_at`` (kept where one is already set)."""
-    stamp = iso(said_at)
-    return [{**m, MESSAGE_SAID_AT: m.get(MESSAGE_SAID_AT) or stamp} for m in messages]
-
-
-def take_said_at(
-    messages: Sequence[Mapping[str, Any]],
-) -> tuple[list[dict[str, Any]], str | None]:
-    """``messages`` without their said times, and the newest of those times."""
-    clean: list[dict[str, Any]] = []
-    newest: datetime | None = None
-    for message in messages:
-        copy = dict(message)
-        said = parse_time(copy.pop(MESSAGE_SAID_AT, None))
-        if said is not None and (newest is None or said > newest):
-            newest = said
-        clean.append(copy)
-    return clean, iso(newest) if newest is not None else None
-
-
-def said_at_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The day (UTC) a queued write was said on, which decides what it may be batched with."""
-    said = take_said_at(messages)[1]
-    return said[:10] if said else None
-
-
-def rows_said_together(rows: Sequence[_R]) -> list[_R]:
-    """The leading ``rows`` of a batch said on the same day as the first.
-
-    mem0 gives one call one observation date and one metadata, so exchanges
-    said on different days go in separate calls (the memories of one call are
-    dated by its newest exchange); a batch sent before (it has a
-    ``batch_key``) stays whole.
-    """
-    if not rows or rows[0].batch_key is not None:
-        return list(rows)
-    first = said_at_key(rows[0].messages)
-    out = [rows[0]]
-    for row in rows[1:]:
-        if said_at_key(row.messages) != first:
-            break
-        out.append(row)
-    return out
-
-
-def write_metadata(said_at: str, *, hosted: bool = False) -> dict[str, Any]:
+def write_metadata(said_at: datetime, *, hosted: bool = False) -> dict[str, Any]:
     """mem0 metadata for memories said at ``said_at``.
 
     mem0 2.2 OSS takes ``created_at`` from the metadata when present, so a
     replayed conversation is dated when it was said; the hosted platform keeps
     its own dates.
     """
-    out: dict[str, Any] = {SAID_AT: said_at, VALID_FROM: said_at}
+    when = iso(said_at)
+    out: dict[str, Any] = {SAID_AT: when, VALID_FROM: when}
     if not hosted:
-        out["created_at"] = said_at
+        out["created_at"] = when
     return out
 
 
@@ -311,14 +242,13 @@ _CURRENT: contextvars.ContextVar[WriteTime | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def write_time(said_at: str | None) -> Iterator[WriteTime]:
+def write_time(said_at: datetime) -> Iterator[WriteTime]:
     """Make ``said_at`` the extraction's observation date within the block.
 
     mem0 runs its LLM call through ``asyncio.to_thread``, which copies the
     context, so the adapter sees the value and fills :attr:`WriteTime.event_dates`.
     """
-    moment = parse_time(said_at) or datetime.now(UTC)
-    current = WriteTime(said_at=moment)
+    current = WriteTime(said_at=said_at)
     token = _CURRENT.set(current)
     try:
         yield current
@@ -388,13 +318,11 @@ def record_extraction(answer: Any) -> None:
             current.event_dates[memory] = when
 
 
-def annotate_results(results: list[Any], current: WriteTime, said_at: str | None) -> None:
-    """Add the write's said time and each memory's event date to mem0's results."""
+def annotate_results(results: list[Any], current: WriteTime) -> None:
+    """Add each memory's event date, found by the extraction, to mem0's results."""
     for item in results:
         if not isinstance(item, dict):
             continue
-        if said_at:
-            item.setdefault(SAID_AT, said_at)
         when = current.event_dates.get(str(item.get("memory", "")))
         if when:
             item.setdefault(EVENT_DATE, when)

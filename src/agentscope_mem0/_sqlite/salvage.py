@@ -21,6 +21,7 @@ import sqlite3
 import struct
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from .._exceptions import DamagedFileError
 
 __all__ = [
     "HighWater",
+    "SalvagedRows",
     "check_history_db",
     "is_damage",
     "is_storage_failure",
@@ -101,37 +103,57 @@ def quarantine(path: Path) -> Path:
     return target
 
 
-def read_rows(path: Path, table: str, columns: str) -> tuple[list[Sequence[Any]], bool]:
-    """Whatever rows of ``table`` can still be read from a damaged database.
+@dataclass(frozen=True)
+class SalvagedRows:
+    """What :func:`read_rows` could read of a damaged database's table."""
 
-    Returns:
-        The rows, by ``id``; and whether some could not be read.
-    """
+    version: int | None
+    """The file's schema version (``PRAGMA user_version``); ``None`` when unreadable."""
+    columns: tuple[str, ...]
+    """The table's columns, in the table's order."""
+    rows: list[Sequence[Any]]
+    """The rows read, by ``id``."""
+    partial: bool
+    """Whether some rows could not be read."""
+
+
+def read_rows(path: Path, table: str) -> SalvagedRows:
+    """Whatever rows of ``table`` (every column it has) can still be read from a damaged file."""
+    nothing = SalvagedRows(None, (), [], True)
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
     except sqlite3.Error:
-        return [], True
+        return nothing
     try:
         try:
-            return conn.execute(f"SELECT {columns} FROM {table} ORDER BY id").fetchall(), False
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            columns = tuple(c[1] for c in conn.execute(f"PRAGMA table_info({table})"))
+        except sqlite3.Error:
+            return nothing
+        if not columns:
+            return SalvagedRows(version, (), [], True)
+        names = ", ".join(columns)
+        try:
+            rows = conn.execute(f"SELECT {names} FROM {table} ORDER BY id").fetchall()
+            return SalvagedRows(version, columns, rows, False)
         except sqlite3.Error:
             pass
         # One row at a time: a damaged page loses only the rows on it.
-        rows: list[Sequence[Any]] = []
+        rows = []
         try:
             (top,) = conn.execute(
                 "SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)
             ).fetchone()
         except (sqlite3.Error, TypeError):
-            return rows, True
+            return SalvagedRows(version, columns, rows, True)
         for rowid in range(1, min(int(top or 0), 100_000) + 1):
             with contextlib.suppress(sqlite3.Error):
                 found = conn.execute(
-                    f"SELECT {columns} FROM {table} WHERE id = ?", (rowid,)
+                    f"SELECT {names} FROM {table} WHERE id = ?", (rowid,)
                 ).fetchone()
                 if found is not None:
                     rows.append(found)
-        return rows, True
+        return SalvagedRows(version, columns, rows, True)
     finally:
         conn.close()
 

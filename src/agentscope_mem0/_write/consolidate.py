@@ -30,12 +30,12 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .._mem0.breaker import LatencyRecorder
-from .._mem0.dates import iso, parse_time
-from .._mem0.timeline import DUPLICATE_OF, DUPLICATES, SAID_AT, VALID_UNTIL
+from .._mem0.dates import iso
+from .._mem0.timeline import DUPLICATE_OF, DUPLICATES, VALID_UNTIL
 from .._mem0.tracing import span
 from .._recall.same_fact import (
     DEFAULT_SAME_FACT_RULE,
@@ -122,8 +122,11 @@ class Consolidator:
         out.update(self._latency.summary("consolidation_latency"))
         return out
 
-    async def consolidate(self, scope: Scope, results: Sequence[Any]) -> list[dict[str, Any]]:
-        """Mark the new memories in ``results`` that repeat a current one. Never raises.
+    async def consolidate(
+        self, scope: Scope, results: Sequence[Any], said_at: datetime
+    ) -> list[dict[str, Any]]:
+        """Mark the new memories in ``results``, said at ``said_at``, that repeat a
+        current one. Never raises.
 
         Returns:
             mem0's entries without those marked as duplicates, for the judge.
@@ -136,7 +139,7 @@ class Consolidator:
         merged: set[str] = set()
         with span("consolidate", user_id=scope.user_id, agent_id=scope.agent_id) as handle:
             try:
-                await asyncio.wait_for(self._run(scope, new, merged), self._timeout)
+                await asyncio.wait_for(self._run(scope, new, merged, said_at), self._timeout)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -152,7 +155,9 @@ class Consolidator:
             handle.set(new=len(new), merged=len(merged))
         return [item for item in results if not _is_one_of(item, merged)]
 
-    async def _run(self, scope: Scope, new: list[dict[str, Any]], merged: set[str]) -> None:
+    async def _run(
+        self, scope: Scope, new: list[dict[str, Any]], merged: set[str], said_at: datetime
+    ) -> None:
         names = user_names(scope.user_id)
         batch_ids = {str(item["id"]) for item in new}
         earlier: list[_Memory] = []
@@ -179,9 +184,8 @@ class Consolidator:
             if kept is None:
                 earlier.append(mine)
                 continue
-            said = parse_time(item.get(SAID_AT)) or datetime.now(UTC)
             await self._backend.update_metadata(
-                mine.id, {DUPLICATE_OF: kept.id, VALID_UNTIL: iso(said)}
+                mine.id, {DUPLICATE_OF: kept.id, VALID_UNTIL: iso(said_at)}
             )
             kept.duplicates.append(mine.id)
             await self._backend.update_metadata(kept.id, {DUPLICATES: kept.duplicates})

@@ -24,18 +24,20 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._exceptions import BackendError, ConfigurationError, PermanentBackendError
 from .._mem0.add_check import watch_add
 from .._mem0.tracing import note_write
 from .._scope import Scope
+from .outbox_rows import FACTS
 
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
     from .outbox import Outbox, OutboxRow
 
-__all__ = ["FACTS", "METADATA_KEY", "Delivery", "RetryPolicy"]
+__all__ = ["METADATA_KEY", "AfterStore", "Delivery", "RetryPolicy"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +45,6 @@ T = TypeVar("T")
 
 METADATA_KEY = "agentscope_mem0_write"
 """The mem0 metadata field holding a write's idempotency key."""
-
-FACTS = "facts"
-"""The kind of an ``add_memory`` row: facts the agent asked to keep.
-
-When mem0's extraction finds nothing in them, each fact is stored as written."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +74,10 @@ class RetryPolicy:
         return base * (1 - self.jitter * random.random())
 
 
+AfterStore = Callable[[Scope, list[dict[str, Any]], datetime], Awaitable[None]]
+"""Awaited after a stored batch with its scope, mem0's result entries and its said time."""
+
+
 class Settle(Protocol):
     """How a delivery reports the end of its rows to the queue."""
 
@@ -97,8 +98,9 @@ class Delivery:
         counts: The queue's counters, updated in place.
         settle: Reports rows stored or given up.
         on_stored: Called with the scope after each stored batch.
-        after_store: Awaited with the scope and mem0's result entries after
-            each stored batch, in the scope's worker (the time judgement).
+        after_store: Awaited with the scope, mem0's result entries and the
+            batch's said time after each stored batch, in the scope's worker
+            (the time judgement).
     """
 
     def __init__(
@@ -112,7 +114,7 @@ class Delivery:
         counts: dict[str, int],
         settle: Settle,
         on_stored: Callable[[Scope], None] | None = None,
-        after_store: Callable[[Scope, list[dict[str, Any]]], Awaitable[None]] | None = None,
+        after_store: AfterStore | None = None,
     ) -> None:
         self._backend = backend
         self._owner = owner
@@ -227,7 +229,7 @@ class Delivery:
             if self._after_store is not None and results:
                 # In the scope's worker: the next batch waits for the time judgement.
                 try:
-                    await self._after_store(scope, results)
+                    await self._after_store(scope, results, _said_at(rows))
                 except Exception:
                     logger.exception("after_store failed for user %s", scope.user_id)
             return True
@@ -237,19 +239,22 @@ class Delivery:
     ) -> list[dict[str, Any]]:
         """One mem0 call for ``rows``; raises when mem0 swallowed a failure."""
         metadata = {METADATA_KEY: batch_key}
+        said_at = _said_at(rows)
         messages = [message for row in rows for message in row.messages]
         facts = rows[0].kind == FACTS
         if facts:
             joined = "\n".join(str(m["content"]) for m in messages)
             messages = [{**messages[0], "content": joined}]
         with watch_add(self._backend.client) as watch:
-            stored = await self._backend.add(messages, scope, metadata=metadata)
+            stored = await self._backend.add(messages, scope, metadata=metadata, said_at=said_at)
         watch.raise_if_failed()
         if facts and not stored:
             # Extraction judged nothing worth keeping, but the agent asked
             # explicitly: keep each fact as written, one memory each.
             verbatim = [message for row in rows for message in row.messages]
-            stored = await self._backend.add(verbatim, scope, infer=False, metadata=metadata)
+            stored = await self._backend.add(
+                verbatim, scope, infer=False, metadata=metadata, said_at=said_at
+            )
         return [item for item in stored if isinstance(item, dict)]
 
     def _gave_up(self, error: str) -> str:
@@ -298,6 +303,11 @@ class Delivery:
                 "write interrupted mid-call is sent again and may be stored twice",
                 reason,
             )
+
+
+def _said_at(rows: list[OutboxRow]) -> datetime:
+    """A batch's said time: its newest exchange's (one mem0 call has one date)."""
+    return max(row.said_at for row in rows)
 
 
 def _reason(exc: BaseException) -> str:

@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentscope.message import SystemMsg, UserMsg
@@ -138,13 +138,13 @@ class TimeJudge:
         _, not_done = await asyncio.wait(pending, timeout=timeout)
         return not not_done
 
-    async def after_store(self, scope: Scope, results: Sequence[Any]) -> None:
-        """Judge the memories mem0 just stored for ``scope``. Never raises.
+    async def after_store(self, scope: Scope, results: Sequence[Any], said_at: datetime) -> None:
+        """Judge the memories mem0 just stored for ``scope``, said at ``said_at``. Never raises.
 
         Meant for the write queue's ``after_store``: it runs after the write
         was stored, in the scope's background worker.
         """
-        task = asyncio.ensure_future(self._judge(scope, results))
+        task = asyncio.ensure_future(self._judge(scope, results, said_at))
         self._running.add(task)
         try:
             await asyncio.shield(task)
@@ -160,11 +160,13 @@ class TimeJudge:
 
     # -- one batch ------------------------------------------------------------
 
-    async def _judge(self, scope: Scope, results: Sequence[Any]) -> None:
+    async def _judge(self, scope: Scope, results: Sequence[Any], said_at: datetime) -> None:
         with span("judge", user_id=scope.user_id, agent_id=scope.agent_id) as handle:
-            await self._judge_batch(scope, results, handle)
+            await self._judge_batch(scope, results, said_at, handle)
 
-    async def _judge_batch(self, scope: Scope, results: Sequence[Any], handle: SpanHandle) -> None:
+    async def _judge_batch(
+        self, scope: Scope, results: Sequence[Any], said_at: datetime, handle: SpanHandle
+    ) -> None:
         new = [
             item
             for item in results
@@ -185,7 +187,7 @@ class TimeJudge:
         started = time.perf_counter()
         try:
             try:
-                asked = await asyncio.wait_for(self._ask(scope, new), self._timeout)
+                asked = await asyncio.wait_for(self._ask(scope, new, said_at), self._timeout)
             except TimeoutError:
                 logger.warning(
                     "the time judgement for user %s took over %s s; skipped",
@@ -214,7 +216,7 @@ class TimeJudge:
             self._latency.record(time.perf_counter() - started)
 
     async def _ask(
-        self, scope: Scope, new: list[dict[str, Any]]
+        self, scope: Scope, new: list[dict[str, Any]], said_at: datetime
     ) -> tuple[list[Verdict], dict[str, _Memory], dict[str, _Memory]] | None:
         """Look up candidates and ask the model; ``None`` when its answer is unusable.
 
@@ -227,7 +229,7 @@ class TimeJudge:
             f"N{i}": _Memory(
                 id=str(item["id"]),
                 text=str(item["memory"]),
-                said=parse_time(item.get(SAID_AT)) or datetime.now(UTC),
+                said=said_at,
                 event_date=item.get(EVENT_DATE) if isinstance(item.get(EVENT_DATE), str) else None,
             )
             for i, item in enumerate(new, 1)

@@ -22,14 +22,16 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from .outbox_db import BUSY, Database
 from .outbox_rows import (
     ADOPT,
-    ALL_COLUMNS,
     COLUMNS,
+    EXCHANGE,
+    FACTS,
     FAILED,
     INSERT,
     MIGRATIONS,
@@ -68,7 +70,6 @@ class Outbox:
             self.path,
             migrations=MIGRATIONS,
             table="writes",
-            columns=ALL_COLUMNS,
             busy_timeout=busy_timeout,
         )
         """The file: its checks at open (``lost_at_open``, ``recovered_at_open``), repair."""
@@ -96,16 +97,19 @@ class Outbox:
         messages: list[dict[str, str]],
         owner: str,
         lease: float,
-        kind: str = "exchange",
+        kind: str = EXCHANGE,
+        said_at: datetime | None = None,
         wait: bool = True,
     ) -> int | None:
         """Record a new exchange, claimed by ``owner``; returns its row id.
 
-        With ``wait=False`` it returns ``None`` rather than wait for a lock:
+        ``said_at`` (aware) is when it was said, default now. With
+        ``wait=False`` it returns ``None`` rather than wait for a lock:
         cheap enough (tens of microseconds) to call on an event loop's thread,
         the caller then falls back to waiting on a worker thread.
         """
-        row = new_row(key, user_id, agent_id, messages, owner, lease, kind)
+        when = said_at if said_at is not None else datetime.now(UTC)
+        row = new_row(key, user_id, agent_id, messages, owner, lease, kind, when)
         write = self.db.write if wait else self.db.try_write
         rowid = write(lambda c: c.execute(INSERT, row).lastrowid)
         if rowid is BUSY or rowid is None:
@@ -123,7 +127,9 @@ class Outbox:
         """The oldest pending rows of one scope that ``owner`` holds, to send together.
 
         Rows an earlier attempt sent under one ``batch_key`` come back as that
-        same group; otherwise up to ``limit`` consecutive rows never sent.
+        same group; otherwise up to ``limit`` consecutive rows never sent,
+        said on the same day (UTC) as the first: mem0 gives one call one
+        observation date.
         """
         rows = [
             row_of(v)
@@ -145,10 +151,12 @@ class Outbox:
                     (owner, PENDING, first.batch_key),
                 )
             ]
-        batch: list[OutboxRow] = []
-        for row in rows:
+        batch: list[OutboxRow] = [first]
+        for row in rows[1:]:
             # Facts from add_memory go alone: their fallback is theirs only.
-            if row.batch_key is not None or (batch and "facts" in (row.kind, batch[0].kind)):
+            if row.batch_key is not None or FACTS in (row.kind, first.kind):
+                break
+            if row.said_at.date() != first.said_at.date():
                 break
             batch.append(row)
         return batch

@@ -26,7 +26,7 @@ from .._exceptions import DamagedFileError, OutboxWriteError
 from .._sqlite.salvage import HighWater, is_damage, quarantine, read_rows, sqlite_code
 from .._sqlite.wal import enable_wal
 
-__all__ = ["BUSY", "Database"]
+__all__ = ["BUSY", "Database", "Migration"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,10 @@ BUSY = object()
 """What :meth:`Database.try_write` returns when the write lock is taken."""
 
 _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+
+Migration = str | Callable[[sqlite3.Connection], None]
+"""One step of a schema: SQL statements separated by ``;``, or a function
+that changes the rows too. Each runs in a transaction of its own."""
 
 
 class Database:
@@ -43,7 +47,6 @@ class Database:
         path: The database file; ``None`` keeps it in memory (no durability).
         migrations: The schema, append-only; its version is the count applied.
         table: The table a repair copies (it must have an ``id`` column).
-        columns: That table's columns, in order.
         busy_timeout: Seconds to wait for another process's write lock.
     """
 
@@ -51,15 +54,13 @@ class Database:
         self,
         path: Path | None,
         *,
-        migrations: Sequence[str],
+        migrations: Sequence[Migration],
         table: str,
-        columns: str,
         busy_timeout: float = 10.0,
     ) -> None:
         self.path = path
         self._migrations = tuple(migrations)
         self._table = table
-        self._columns = columns
         self._busy_timeout = busy_timeout
         # Re-entrant: a repair holds it while it writes the rows it kept.
         self._lock = threading.RLock()
@@ -83,7 +84,8 @@ class Database:
 
     # -- opening and repair ---------------------------------------------------
 
-    def _open(self) -> None:
+    def _open(self, *, version: int | None = None) -> None:
+        """Connect, check the file and migrate it (up to ``version``: all)."""
         self._conn = sqlite3.connect(
             str(self.path) if self.path is not None else ":memory:",
             timeout=self._busy_timeout,
@@ -100,7 +102,7 @@ class Database:
             (verdict,) = self._conn.execute("PRAGMA quick_check").fetchone()
             if verdict != "ok":
                 raise sqlite3.DatabaseError(f"database disk image is malformed: {verdict}")
-        self._migrate()
+        self._migrate(version)
         if self.path is not None:
             # The no-wait path of try_write: a second connection that never
             # waits for a lock and leaves checkpoints (the fsyncs) to the main one.
@@ -111,13 +113,17 @@ class Database:
             self._front.execute("PRAGMA synchronous = NORMAL")
             self._front.execute("PRAGMA wal_autocheckpoint = 0")
 
-    def _migrate(self) -> None:
+    def _migrate(self, upto: int | None = None) -> None:
         (version,) = self._conn.execute("PRAGMA user_version").fetchone()
-        for number, script in enumerate(self._migrations[version:], start=version + 1):
+        steps = self._migrations[version:upto]
+        for number, step in enumerate(steps, start=version + 1):
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in filter(str.strip, script.split(";")):
-                    self._conn.execute(statement)
+                if callable(step):
+                    step(self._conn)
+                else:
+                    for statement in filter(str.strip, step.split(";")):
+                        self._conn.execute(statement)
                 self._conn.execute(f"PRAGMA user_version = {number}")
                 self._conn.execute("COMMIT")
             except BaseException:
@@ -128,12 +134,20 @@ class Database:
         """Move the damaged file aside, start anew, carry over the readable rows."""
         assert self.path is not None
         moved = quarantine(self.path)
-        rows, partial = read_rows(moved, self._table, self._columns)
-        self._open()
-        if rows:
-            marks = ",".join("?" * len(rows[0]))
-            sql = f"INSERT INTO {self._table} ({self._columns}) VALUES ({marks})"
-            self.write(lambda c: c.executemany(sql, rows))
+        found = read_rows(moved, self._table)
+        # The rows go into the schema they were written in; the migrations
+        # after it then apply to them as to any older file.
+        self._open(version=found.version)
+        rows, partial = found.rows, found.partial
+        table = self._conn.execute(f"PRAGMA table_info({self._table})").fetchall()
+        known = {column[1] for column in table}
+        keep = [i for i, name in enumerate(found.columns) if name in known]
+        if rows and keep:
+            columns = ", ".join(found.columns[i] for i in keep)
+            values = [[row[i] for i in keep] for row in rows]
+            sql = f"INSERT INTO {self._table} ({columns}) VALUES ({','.join('?' * len(keep))})"
+            self.write(lambda c: c.executemany(sql, values))
+        self._migrate()
         logger.error(
             "the outbox %s was damaged (%s); moved it to %s and started a new one with "
             "the %d rows still readable%s",
@@ -144,7 +158,8 @@ class Database:
             "; some rows could not be read and are lost" if partial else "",
         )
         if self._mark is not None:
-            self._mark.reset(max((int(r[0]) for r in rows), default=0))
+            at = found.columns.index("id") if rows else 0
+            self._mark.reset(max((int(row[at]) for row in rows), default=0))
         return len(rows)
 
     def _check_high_water(self) -> None:

@@ -1,21 +1,28 @@
 """The outbox's table: its schema (append-only migrations), its SQL and its row type.
 
-Shared by :mod:`._outbox` (the queue's operations) and :mod:`._outbox_db`'s
-repair, which copies rows by :data:`ALL_COLUMNS`.
+:mod:`.outbox` runs the queue's operations on it; :mod:`.outbox_db` applies
+the migrations, to a file written by an older release and to the rows a
+repair carries over from a damaged one.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+from .._mem0.dates import iso, parse_time
+from .outbox_db import Migration
 
 __all__ = [
     "ADOPT",
-    "ALL_COLUMNS",
     "COLUMNS",
+    "EXCHANGE",
+    "FACTS",
     "FAILED",
     "INSERT",
     "MIGRATIONS",
@@ -29,8 +36,48 @@ __all__ = [
 PENDING = "pending"
 FAILED = "failed"
 
+EXCHANGE = "exchange"
+"""The kind of a row holding a finished reply's exchange."""
+FACTS = "facts"
+"""The kind of an ``add_memory`` row: facts the agent asked to keep.
+
+When mem0's extraction finds nothing in them, each fact is stored as written."""
+
+_OLD_SAID_AT = "said_at"
+"""Where release 0.2 kept a write's said time: a key of each of its message dicts."""
+
+
+def said_at_column(conn: sqlite3.Connection) -> None:
+    """Migration 3: the said time of each write becomes the ``said_at`` column.
+
+    Release 0.2 stamped it into every message dict; the newest stamp of a
+    row is what it sent to mem0, so that is the column's value, and the
+    stamps leave the messages. A row without one (release 0.1's) is dated
+    when it was queued.
+    """
+    conn.execute("ALTER TABLE writes ADD COLUMN said_at TEXT")
+    found = conn.execute("SELECT id, messages, created_at FROM writes").fetchall()
+    for row_id, text, created_at in found:
+        try:
+            messages = json.loads(text)
+        except ValueError:
+            messages = None
+        stamps: list[datetime] = []
+        if isinstance(messages, list):
+            for message in messages:
+                if isinstance(message, dict):
+                    stamp = parse_time(message.pop(_OLD_SAID_AT, None))
+                    if stamp is not None:
+                        stamps.append(stamp)
+            text = json.dumps(messages, ensure_ascii=False)
+        said = max(stamps, default=datetime.fromtimestamp(created_at, UTC))
+        conn.execute(
+            "UPDATE writes SET said_at = ?, messages = ? WHERE id = ?", (iso(said), text, row_id)
+        )
+
+
 # Append-only: the schema version is the number of entries applied.
-MIGRATIONS: tuple[str, ...] = (
+MIGRATIONS: tuple[Migration, ...] = (
     """
     CREATE TABLE IF NOT EXISTS writes (
         id          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -51,27 +98,22 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS writes_by_batch ON writes (batch_key);
     """,
     "ALTER TABLE writes ADD COLUMN kind TEXT NOT NULL DEFAULT 'exchange'",
+    said_at_column,
 )
 
 INSERT = (
     "INSERT INTO writes (key, user_id, agent_id, messages, claimed_by, lease_until,"
-    " created_at, updated_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " created_at, updated_at, kind, said_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 ADOPT = (
     "INSERT OR IGNORE INTO writes (key, user_id, agent_id, messages, status, attempts,"
-    " batch_key, error, created_at, updated_at, kind) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    " batch_key, error, created_at, updated_at, kind, said_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 )
-
-ALL_COLUMNS = (
-    "id, key, user_id, agent_id, messages, status, attempts, batch_key, claimed_by,"
-    " lease_until, error, created_at, updated_at, kind"
-)
-"""Every column in table order: what a repair carries over from a damaged file."""
 
 COLUMNS = (
     "id, key, user_id, agent_id, messages, status, attempts, batch_key, "
-    "claimed_by, error, created_at, kind"
+    "claimed_by, error, created_at, kind, said_at"
 )
 
 
@@ -93,8 +135,11 @@ class OutboxRow:
     claimed_by: str | None
     error: str | None
     created_at: float
-    kind: str = "exchange"
-    """``"exchange"`` (a finished reply) or ``"facts"`` (from ``add_memory``)."""
+    """When it was queued (seconds since the epoch)."""
+    said_at: datetime
+    """When the exchange was said (aware, UTC): the memories' date."""
+    kind: str = EXCHANGE
+    """:data:`EXCHANGE` (a finished reply) or :data:`FACTS` (from ``add_memory``)."""
 
 
 def new_row(
@@ -105,13 +150,19 @@ def new_row(
     owner: str,
     lease: float,
     kind: str,
+    said_at: datetime,
 ) -> tuple[Any, ...]:
+    """``INSERT``'s values for a new row claimed by ``owner``."""
     now = time.time()
     text = json.dumps(messages, ensure_ascii=False)
-    return (key, user_id, agent_id, text, owner, now + lease, now, now, kind)
+    return (key, user_id, agent_id, text, owner, now + lease, now, now, kind, iso(said_at))
 
 
 def row_of(values: Sequence[Any]) -> OutboxRow:
+    """A row as :data:`COLUMNS` selects it."""
+    # A row an older release added after the migration has no said time: it
+    # was said when it was queued.
+    said_at = values[12]
     return OutboxRow(
         id=values[0],
         key=values[1],
@@ -125,6 +176,9 @@ def row_of(values: Sequence[Any]) -> OutboxRow:
         error=values[9],
         created_at=values[10],
         kind=values[11],
+        said_at=(
+            datetime.fromisoformat(said_at) if said_at else datetime.fromtimestamp(values[10], UTC)
+        ),
     )
 
 
@@ -132,4 +186,12 @@ def adopt_values(row: OutboxRow) -> tuple[Any, ...]:
     """``row`` as :data:`ADOPT` inserts it (unclaimed, as it was)."""
     text = json.dumps(row.messages, ensure_ascii=False)
     head = (row.key, row.user_id, row.agent_id, text, row.status, row.attempts)
-    return (*head, row.batch_key, row.error, row.created_at, time.time(), row.kind)
+    return (
+        *head,
+        row.batch_key,
+        row.error,
+        row.created_at,
+        time.time(),
+        row.kind,
+        iso(row.said_at),
+    )

@@ -25,7 +25,7 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._mem0.breaker import LatencyRecorder
 from .._mem0.dates import check_said_at
-from .._mem0.timeline import stamp_messages
 from .._mem0.tracing import remember_origin
 from .._scope import Scope
-from .delivery import FACTS, METADATA_KEY, Delivery, RetryPolicy
+from .delivery import METADATA_KEY, AfterStore, Delivery, RetryPolicy
 from .outbox import Outbox, OutboxRow
 from .outbox_place import default_outbox_dir
+from .outbox_rows import EXCHANGE, FACTS
 from .owners import LIVE_OWNERS, new_owner_id
 from .recording import Recorder
 from .workers import Runtime, Workers
@@ -90,8 +90,8 @@ class WriteQueue:
         lease: Seconds a claim on a row lasts without renewal; another writer
             takes over rows whose writer stopped renewing (or died).
         on_stored: Called with the scope after each stored batch.
-        after_store: Awaited with the scope and mem0's results after each
-            stored batch, before the scope's next one.
+        after_store: Awaited with the scope, mem0's results and the batch's
+            said time after each stored batch, before the scope's next one.
         exit_grace: Seconds the workers keep storing when the event loop is
             torn down with writes pending (``asyncio.run`` returning).
     """
@@ -107,7 +107,7 @@ class WriteQueue:
         write_timeout: float | None = 300.0,
         lease: float = 30.0,
         on_stored: Callable[[Scope], None] | None = None,
-        after_store: Callable[[Scope, list[dict[str, Any]]], Awaitable[None]] | None = None,
+        after_store: AfterStore | None = None,
         exit_grace: float = 5.0,
     ) -> None:
         if max_concurrency < 1 or max_batch < 1:
@@ -210,7 +210,7 @@ class WriteQueue:
         Raises:
             ConfigurationError: ``said_at`` is not a time.
         """
-        key = await self._submit(scope, messages, said_at=said_at, kind="exchange")
+        key = await self._submit(scope, messages, said_at=said_at, kind=EXCHANGE)
         done = self._waiter(key)
         if wait and done is not None:
             await asyncio.shield(done)
@@ -367,9 +367,7 @@ class WriteQueue:
         said_at: datetime | str | None,
         kind: str,
     ) -> str | None:
-        messages = stamp_messages(
-            messages, datetime.now(UTC) if said_at is None else check_said_at(said_at)
-        )
+        when = datetime.now(UTC) if said_at is None else check_said_at(said_at)
         if self._closed:
             logger.error(
                 "a memory write for user %s was submitted after the queue was closed; "
@@ -393,6 +391,7 @@ class WriteQueue:
             "owner": self._owner,
             "lease": self._lease,
             "kind": kind,
+            "said_at": when,
         }
         # Recording and queueing run as one task that a cancelled reply does
         # not stop: a row recorded but never queued would wait for an

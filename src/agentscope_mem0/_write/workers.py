@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._mem0.timeline import rows_said_together
 from .._mem0.tracing import write_span
 from .._scope import Scope
 from .owners import LIVE_OWNERS
@@ -197,7 +196,7 @@ class Workers:
                 if scope in rt.wake:
                     continue
                 return
-            box, rows = found[0], rows_said_together(found[1])
+            box, rows = found
             attempts = max(r.attempts for r in rows)
             with write_span(scope, [row.key for row in rows], attempts_before=attempts):
                 await self._delivery.send(box, scope, rows, rt.semaphore)

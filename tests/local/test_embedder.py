@@ -324,7 +324,7 @@ def test_a_long_text_reaches_the_engine_cut_to_512_tokens(
     assert recording_engine.token_count(recording_engine.calls[-1][0][0], True) <= 512
 
 
-def test_a_waiting_query_goes_before_waiting_passages(
+def test_a_query_never_waits_for_passages(
     model: OfflineE5Embedding, recording_engine: _RecordingEngine
 ) -> None:
     recording_engine.hold_first = True
@@ -335,20 +335,14 @@ def test_a_waiting_query_goes_before_waiting_passages(
     found: list[list[float]] = []
     reader = threading.Thread(target=lambda: found.extend(model.embed_sync(["q"], query=True)))
     reader.start()
-    turns = getattr(_embedder, "_turns", None)
-    for _ in range(200):  # until the query waits for the engine
-        if turns is not None and turns.queries_waiting:
-            break
-        threading.Event().wait(0.01)
+    reader.join(60)
+    assert len(found) == 1  # answered while the first piece of passages still runs
     recording_engine.release.set()
     writer.join(60)
-    reader.join(60)
 
     kinds = [("query" if q else "passage", len(texts)) for texts, q in recording_engine.calls]
-    # The passages go one piece at a time, and the query is served after the
-    # piece that was running, not after all of them.
+    # The passages go one piece at a time.
     assert kinds == [("passage", 1), ("query", 1), ("passage", 1), ("passage", 1)]
-    assert len(found) == 1
 
 
 def test_the_mem0_adapter_embeds_in_the_calling_thread_without_the_bridge(
@@ -413,8 +407,8 @@ def test_queries_waiting_together_are_embedded_in_one_call(
     model: OfflineE5Embedding, recording_engine: _RecordingEngine
 ) -> None:
     recording_engine.hold_first = True
-    writer = threading.Thread(target=model.embed_sync, args=(["a stored text"],))
-    writer.start()
+    first = threading.Thread(target=model.embed_sync, args=(["who am I?"],), kwargs={"query": True})
+    first.start()
     assert recording_engine.first_started.wait(30)
     questions = [f"where does user {i} live?" for i in range(5)]
     found: dict[int, list[float]] = {}
@@ -425,15 +419,73 @@ def test_queries_waiting_together_are_embedded_in_one_call(
     readers = [threading.Thread(target=ask, args=(i,)) for i in range(5)]
     for reader in readers:
         reader.start()
-    for _ in range(500):
-        if _embedder._turns.queries_waiting == 5:
-            break
-        threading.Event().wait(0.01)
+    _wait_until(lambda: _embedder._turns.queries_waiting == 5)
     recording_engine.release.set()
-    for thread in [writer, *readers]:
+    for thread in [first, *readers]:
         thread.join(60)
 
     kinds = [("query" if q else "passage", len(texts)) for texts, q in recording_engine.calls]
-    assert kinds == [("passage", 1), ("query", 5)]
+    assert kinds == [("query", 1), ("query", 5)]
     for i, question in enumerate(questions):
         assert _cosine(found[i], model.embed_sync([question], query=True)[0]) > 0.9999
+
+
+def _wait_until(condition: Any, seconds: float = 30) -> None:
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("the condition never held")
+
+
+async def test_a_replys_query_never_waits_for_the_exchange_mem0s_add_embeds(
+    model: OfflineE5Embedding, recording_engine: _RecordingEngine
+) -> None:
+    from agentscope_mem0._mem0.bridge import get_lanes
+
+    adapter = AgentScopeEmbedding({"model": model})  # warms the model first
+    recording_engine.calls.clear()
+    recording_engine.hold_first = True
+    # mem0 2.2's add embeds the whole exchange with memory_action="search".
+    exchange = "user: I moved to Lisbon.\nassistant: " + "A long, careful answer. " * 40
+    lanes = get_lanes()
+    adding = asyncio.ensure_future(
+        lanes.run(asyncio.to_thread(adapter.embed, exchange, "search"), lane="write")
+    )
+    assert await asyncio.to_thread(recording_engine.first_started.wait, 30)
+    waiting_exchange = asyncio.ensure_future(
+        lanes.run(asyncio.to_thread(adapter.embed, exchange + " Two.", "search"), lane="write")
+    )
+    await asyncio.to_thread(_wait_until, lambda: _embedder._turns.waiting == 1)
+    # The reply's search is answered while the exchange's call still runs,
+    # and before the other exchange that waited first.
+    found = await lanes.run(
+        asyncio.to_thread(adapter.embed, "Where do I live?", "search"), lane="read"
+    )
+    assert not adding.done() and not waiting_exchange.done()
+    recording_engine.release.set()
+    compared = await adding
+    await waiting_exchange
+
+    calls = [(texts[0][:16], is_query) for texts, is_query in recording_engine.calls]
+    assert calls == [(exchange[:16], True), ("Where do I live?", True), (exchange[:16], True)]
+    assert _cosine(found, model.embed_sync(["Where do I live?"], query=True)[0]) > 0.9999
+    assert _cosine(compared, model.embed_sync([exchange], query=True)[0]) > 0.9999
+
+
+def test_short_queries_never_wait_for_a_long_one_nor_share_its_call(
+    model: OfflineE5Embedding, recording_engine: _RecordingEngine
+) -> None:
+    recording_engine.hold_first = True
+    page = "Quarterly figures, line by line, for the whole region. " * 200  # a pasted page
+    pasting = threading.Thread(target=model.embed_sync, args=([page],), kwargs={"query": True})
+    pasting.start()
+    assert recording_engine.first_started.wait(30)
+    answers = [model.embed_sync([f"where is {i}?"], query=True) for i in range(3)]
+    assert pasting.is_alive()  # the page's call is still held
+    recording_engine.release.set()
+    pasting.join(60)
+
+    assert len(answers) == 3
+    assert [len(texts) for texts, _ in recording_engine.calls] == [1, 1, 1, 1]
+    assert page.startswith(recording_engine.calls[0][0][0])  # cut to e5's length

@@ -137,3 +137,40 @@ def test_thread_safe_counts() -> None:
 def test_rejects_bad_settings(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         CircuitBreaker(**kwargs)  # type: ignore[arg-type]
+
+
+def test_timeouts_while_mem0_answers_other_calls_are_load_not_failures(
+    clock: FakeClock,
+) -> None:
+    breaker = CircuitBreaker(threshold=2, cooldown=30, clock=clock)
+    # Fifty searches start together; one answers, the others run past the deadline.
+    started = breaker.now()
+    clock.now += 1
+    breaker.record_success(1.0)
+    clock.now += 1
+    for _ in range(49):
+        breaker.record_failure(timeout=True, since=started)
+    assert breaker.state is BreakerState.CLOSED
+    stats = breaker.stats()
+    assert stats["search_timeouts"] == 49  # the replies still went without memory
+    assert stats["timeouts_under_load"] == 49
+    assert stats["breaker_opened"] == 0
+    # An error is a failure whatever else answers; so is a timeout with no answer since.
+    breaker.record_failure()
+    breaker.record_failure(timeout=True, since=breaker.now())
+    assert breaker.state is BreakerState.OPEN
+
+
+def test_a_late_answer_closes_a_breaker_that_timeouts_opened(clock: FakeClock) -> None:
+    breaker = CircuitBreaker(threshold=3, cooldown=30, clock=clock)
+    started = breaker.now()
+    clock.now += 2
+    for _ in range(3):  # a burst that no call answered in time
+        breaker.record_failure(timeout=True, since=started)
+    assert breaker.state is BreakerState.OPEN
+    assert not breaker.allow()
+    clock.now += 1
+    breaker.record_late_answer()  # one of them answered after all: busy, not failing
+    assert breaker.state is BreakerState.CLOSED
+    assert breaker.allow()
+    assert breaker.stats()["late_answers"] == 1

@@ -22,7 +22,7 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from .._exceptions import ConfigurationError
-from .bridge import get_bridge
+from .bridge import current_lane, get_bridge
 from .timeline import prepare_extraction, record_extraction
 from .tracing import extract_span
 
@@ -158,7 +158,12 @@ class AgentScopeEmbedding(EmbeddingBase):
     directly in mem0's worker thread instead of running the model's coroutine
     through the bridge (for models that compute in-process, like the offline
     e5), and ``warm()`` is called once at construction, so that loading the
-    model does not fall on the first search.
+    model does not fall on the first search. A model that sets
+    ``accepts_background = True`` also gets ``background=True`` for the
+    embeddings of mem0's writes, whatever their ``memory_action``: mem0 2.2's
+    ``add`` embeds the whole exchange as a query (``"search"``) to find the
+    memories it may repeat, and a model that queues its work (the offline e5)
+    must not put that passage-sized text ahead of a reply's search.
     """
 
     timeout: float | None = 60.0
@@ -197,7 +202,10 @@ class AgentScopeEmbedding(EmbeddingBase):
         if callable(blocking):
             # A synchronous model (the offline e5) runs right here in mem0's
             # worker thread: no event loop, no second thread to wait for.
-            vectors = [list(map(float, v)) for v in blocking(texts, memory_action)]
+            extra: dict[str, Any] = {}
+            if getattr(self.model, "accepts_background", False):
+                extra["background"] = current_lane() == "write"
+            vectors = [list(map(float, v)) for v in blocking(texts, memory_action, **extra)]
         else:
             kwargs: dict[str, Any] = {}
             if getattr(self.model, "accepts_memory_action", False):

@@ -1,10 +1,17 @@
-"""Keep a failing or slow mem0 from costing every reply its deadline.
+"""Keep a failing mem0 from costing every reply its deadline.
 
 :class:`CircuitBreaker` counts consecutive failed calls to mem0 (errors and
 timeouts). After ``threshold`` of them it opens: :meth:`CircuitBreaker.allow`
 answers ``False`` and replies go on without memories, at no cost, for
 ``cooldown`` seconds. Then it lets one probe through (half-open): a success
 closes it, a failure opens it for another cool-down.
+
+It is meant for a backend that fails or hangs, not for one that is busy: a
+burst of users, or one user's pasted page, makes some searches late while
+mem0 keeps answering. So a timeout does not count towards opening when mem0
+answered another call while the late one ran, and a late call that answers
+after all (:meth:`CircuitBreaker.record_late_answer`) closes the breaker
+again, as any answer does.
 
 :class:`LatencyRecorder` keeps the latest durations and reports percentiles.
 
@@ -116,6 +123,7 @@ class CircuitBreaker:
         self._consecutive = 0
         self._opened_at = 0.0
         self._probe_started: float | None = None
+        self._last_answer: float | None = None
         self.latency = LatencyRecorder()
         """Durations of the searches that succeeded."""
         self._counts = {
@@ -125,6 +133,8 @@ class CircuitBreaker:
             "search_timeouts": 0,
             "searches_skipped": 0,
             "breaker_opened": 0,
+            "timeouts_under_load": 0,
+            "late_answers": 0,
         }
 
     @property
@@ -134,6 +144,10 @@ class CircuitBreaker:
             if self._state is BreakerState.OPEN and self._cooled_down():
                 return BreakerState.HALF_OPEN
             return self._state
+
+    def now(self) -> float:
+        """The breaker's clock; pass it back as ``since`` when a call times out."""
+        return self._clock()
 
     def _cooled_down(self) -> bool:
         return self._clock() - self._opened_at >= self.cooldown
@@ -175,26 +189,50 @@ class CircuitBreaker:
             if search:
                 self._counts["searches"] += 1
                 self._counts["search_hits"] += hits
-            if self._state is not BreakerState.CLOSED:
-                logger.info("memory search recovered; searching again")
-            self._state = BreakerState.CLOSED
-            self._consecutive = 0
-            self._probe_started = None
+            self._answered()
         if latency is not None and search:
             self.latency.record(latency)
 
-    def record_failure(self, *, timeout: bool = False, search: bool = True) -> None:
+    def record_late_answer(self) -> None:
+        """Report that a call which had timed out answered after all: mem0 is
+        busy, not failing. Closes the breaker, as any answer does."""
+        with self._lock:
+            self._counts["late_answers"] += 1
+            self._answered()
+
+    def _answered(self) -> None:
+        if self._state is not BreakerState.CLOSED:
+            logger.info("memory search recovered; searching again")
+        self._state = BreakerState.CLOSED
+        self._consecutive = 0
+        self._probe_started = None
+        self._last_answer = self._clock()
+
+    def record_failure(
+        self, *, timeout: bool = False, search: bool = True, since: float | None = None
+    ) -> None:
         """Report a call that failed or ran out of time.
 
         Args:
             timeout: It hit the deadline rather than raising.
             search: It was a search (counted); a failed write counts towards
                 opening the breaker all the same.
+            since: For a timeout, :meth:`now` when the call started: if mem0
+                answered another call since, the timeout is load, not a
+                failure, and does not count towards opening.
         """
         with self._lock:
             if search:
                 self._counts["searches"] += 1
                 self._counts["search_timeouts" if timeout else "search_failures"] += 1
+            if (
+                timeout
+                and since is not None
+                and self._last_answer is not None
+                and self._last_answer >= since
+            ):
+                self._counts["timeouts_under_load"] += 1
+                return
             self._consecutive += 1
             probe_failed = self._state is BreakerState.HALF_OPEN
             if probe_failed or (

@@ -24,7 +24,9 @@ a thread of that same pool (a DNS lookup, a model using ``to_thread``), and
 a dozen concurrent turns then starve it. On a lane, mem0's threads come from
 the lane's pool, the model coroutines still run on the agent's loop (the
 caller's context travels with the call), and a search never waits for a
-thread held by an extraction call.
+thread held by an extraction call. Code below a lane's call learns which
+lane it serves from :func:`current_lane` (mem0's ``add`` embeds the whole
+exchange as a *query*; the embedder must still treat it as background work).
 """
 
 from __future__ import annotations
@@ -43,7 +45,14 @@ from typing import Any, TypeVar
 
 from .._exceptions import BridgeError, BridgeTimeoutError, InvalidStateError
 
-__all__ = ["Bridge", "Mem0Lanes", "caller_loop_scope", "get_bridge", "get_lanes"]
+__all__ = [
+    "Bridge",
+    "Mem0Lanes",
+    "caller_loop_scope",
+    "current_lane",
+    "get_bridge",
+    "get_lanes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +63,21 @@ _SLICE = 0.5  # seconds between checks that the target loop still runs
 _caller_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
     "agentscope_mem0_caller_loop", default=None
 )
+
+
+_lane: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentscope_mem0_lane", default=None
+)
+
+
+def current_lane() -> str | None:
+    """The :class:`Mem0Lanes` lane (``"read"``/``"write"``) the calling code serves.
+
+    ``asyncio.to_thread`` copies the context into mem0's worker threads, so an
+    adapter call made there sees the lane of the mem0 call that made it;
+    ``None`` outside any lane (a CLI command, a user's own mem0 call).
+    """
+    return _lane.get()
 
 
 @contextlib.contextmanager
@@ -239,9 +263,9 @@ class Mem0Lanes:
             coro.close()
             raise
         if asyncio.get_running_loop() is loop:
-            return await coro
+            return await _in_lane(coro, lane)
         # run_coroutine_threadsafe creates the task in a copy of this context.
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        future = asyncio.run_coroutine_threadsafe(_in_lane(coro, lane), loop)
         return await asyncio.wrap_future(future)
 
     def close(self, timeout: float = 5.0) -> None:
@@ -264,6 +288,14 @@ class Mem0Lanes:
         self._lock = threading.Lock()
         self._loops.clear()
         self._threads.clear()
+
+
+async def _in_lane(coro: Coroutine[Any, Any, T], lane: str) -> T:
+    token = _lane.set(lane)
+    try:
+        return await coro
+    finally:
+        _lane.reset(token)
 
 
 _lanes = Mem0Lanes()

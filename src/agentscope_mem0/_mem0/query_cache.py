@@ -6,7 +6,9 @@ A turn that is sent again (a retry, a regenerated answer, a process that
 restarts mid-conversation) searches with the same text and would pay for the
 same embedding call. :func:`install_query_cache` wraps the mem0 client's
 embedder once: search embeddings are kept in an LRU with a time to live; other
-embeddings (memories being added or updated) pass through untouched.
+embeddings (memories being added or updated) pass through untouched, and so
+do the "search" embeddings mem0's ``add`` makes of a whole exchange on the
+write lane (passage-sized texts that are never searched again).
 
 The cache belongs to the embedder: middlewares on the same client share it.
 """
@@ -19,6 +21,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from .bridge import current_lane
 
 __all__ = [
     "DEFAULT_QUERY_CACHE_SIZE",
@@ -121,9 +125,12 @@ class CachingEmbedder:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    def _cached(self, memory_action: str | None) -> bool:
+        return memory_action == _SEARCH and self.cache.enabled and current_lane() != "write"
+
     def embed(self, text: Any, memory_action: str | None = None) -> Any:
         """The wrapped ``embed``; a search's text is looked up first."""
-        if memory_action != _SEARCH or not isinstance(text, str) or not self.cache.enabled:
+        if not isinstance(text, str) or not self._cached(memory_action):
             return self.inner.embed(text, memory_action)
         cached = self.cache.get(text)
         if cached is not None:
@@ -135,7 +142,7 @@ class CachingEmbedder:
 
     def embed_batch(self, texts: list[str], memory_action: str = "add") -> Any:
         """The wrapped ``embed_batch``; for a search, only unseen texts are embedded."""
-        if memory_action != _SEARCH or not self.cache.enabled:
+        if not self._cached(memory_action):
             return self.inner.embed_batch(texts, memory_action)
         found = [self.cache.get(t) if isinstance(t, str) else None for t in texts]
         missing = [i for i, v in enumerate(found) if v is None]

@@ -200,8 +200,8 @@ async def traced_search(
 ) -> list[MemoryHit]:
     """Await a mem0 search inside an ``agentscope_mem0.search`` span.
 
-    The caller's deadline cancels this coroutine, so a cancellation is recorded
-    as ``timed_out``.
+    The caller's deadline (a ``TimeoutError`` from :func:`.bounded.bounded`
+    inside, or a cancellation from outside) is recorded as ``timed_out``.
 
     Args:
         call: The search, e.g. ``backend.search(query, scope, top_k=k)``.
@@ -222,7 +222,7 @@ async def traced_search(
         handle.set_text("query", query)
         try:
             hits = await call
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, TimeoutError):
             handle.set(timed_out=True)
             raise
         handle.set(hits=len(hits), timed_out=False)

@@ -83,16 +83,12 @@ def build_query(
 _T = TypeVar("_T")
 
 
-async def _bounded(
-    what: str,
-    scope: Scope,
-    call: Awaitable[list[_T]],
-    timeout: float | None,
-    breaker: CircuitBreaker | None = None,
+async def _quietly(
+    what: str, scope: Scope, timeout: float | None, read: Awaitable[list[_T]]
 ) -> list[_T]:
-    """``await call`` through :func:`bounded`; a failure or timeout is logged and empty."""
+    """``await read`` (a :func:`bounded` call); a failure or timeout is logged and empty."""
     try:
-        return await bounded(call, timeout=timeout, breaker=breaker, check=False)
+        return await read
     except TimeoutError:
         logger.warning(
             "memory %s for user %s took over %.2f s; replying without it",
@@ -153,44 +149,35 @@ async def retrieve(
     jobs: list[Awaitable[list[MemoryHit]]] = []
     searched = recall in ("query", "full") and _searchable(query)
     if recall in ("profile", "full"):
+        profile = recall_profile(
+            backend,
+            scope,
+            limit=top_k,
+            cache=None if include_superseded else profile_cache,
+            include_superseded=include_superseded,
+        )
         jobs.append(
-            _bounded(
+            _quietly(
                 "profile read",
                 scope,
-                recall_profile(
-                    backend,
-                    scope,
-                    limit=top_k,
-                    cache=None if include_superseded else profile_cache,
-                    include_superseded=include_superseded,
-                ),
                 timeout,
-                breaker,
+                bounded(profile, timeout=timeout, breaker=breaker, check=False),
             )
         )
     if searched:
-        jobs.append(
-            _bounded(
-                "search",
-                scope,
-                traced_search(
-                    backend.search(
-                        query,
-                        scope,
-                        top_k=top_k,
-                        threshold=threshold,
-                        include_superseded=include_superseded,
-                    ),
-                    scope,
-                    query=query,
-                    top_k=top_k,
-                    source="auto",
-                    breaker=breaker,
-                ),
-                timeout,
-                breaker,
-            )
+        search = backend.search(
+            query, scope, top_k=top_k, threshold=threshold, include_superseded=include_superseded
         )
+        # The span ends when the reply stops waiting, not when a late search does.
+        traced = traced_search(
+            bounded(search, timeout=timeout, breaker=breaker, check=False),
+            scope,
+            query=query,
+            top_k=top_k,
+            source="auto",
+            breaker=breaker,
+        )
+        jobs.append(_quietly("search", scope, timeout, traced))
     if not jobs:
         return []
     parts = await asyncio.gather(*jobs)

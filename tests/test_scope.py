@@ -22,6 +22,31 @@ def test_user_ids_with_whitespace_inside_are_refused_at_construction(
         check_agent_id(user_id)
 
 
+@pytest.mark.parametrize(
+    "user_id", ["ali\u200bce", "alice\x00", "a\ud800b", "bob\u2060", "a\ufe0fb", "\u3164x"]
+)
+def test_ids_with_an_invisible_character_are_refused(user_id: str) -> None:
+    # They would list as "alice", "bob", ... beside the real ones; a lone
+    # surrogate cannot even be encoded to be stored (the reply failed).
+    with pytest.raises(ConfigurationError, match="invisible character") as info:
+        check_user_id(user_id)
+    assert "Remove it" in str(info.value)
+    with pytest.raises(ConfigurationError, match="invisible character"):
+        check_agent_id(user_id)
+
+
+async def test_the_service_gives_an_invisible_id_a_reply_without_memory(
+    store_config: dict[str, Any],
+) -> None:
+    from agentscope_mem0.service import mem0_middleware_factory
+
+    factory = mem0_middleware_factory(client=real_memory(store_config))
+    assert await factory("ali\u200bce", "assistant", "s") == []
+    assert await factory("a\ud800b", "assistant", "s") == []
+    assert len(await factory("alice", "assistant", "s")) == 1
+    await factory.aclose()
+
+
 def test_what_mem0_itself_accepts_is_accepted() -> None:
     for user_id in ("alice", "alice_smith", "u-1", "42", "用户", "a*b", "alice@example.com"):
         assert check_user_id(user_id) == user_id

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._exceptions import ConfigurationError
+from ._unicode import is_invisible
 
 __all__ = [
     "WILDCARD",
@@ -43,7 +44,10 @@ def check_id(kind: str, value: Any, source: str | None = None) -> str:
     and write Alice's memories), rejects ids with whitespace inside (so every
     search and write for ``"alice smith"`` would fail) and reads ``"*"`` in a
     filter as "any value" (so it would read everybody's). All three are
-    refused here rather than passed on.
+    refused here rather than passed on, and so are ids holding an invisible
+    character (a zero-width space, a NUL, a lone surrogate, ...: two users
+    whose ids differ by one look identical in every listing, and a surrogate
+    cannot even be encoded to be stored).
     """
     where = f"{kind} from {source}" if source else kind
     if not isinstance(value, str) or not value.strip():
@@ -58,6 +62,13 @@ def check_id(kind: str, value: Any, source: str | None = None) -> str:
             f"{where} {value!r} has whitespace inside; mem0 2.2 refuses such ids, so "
             f"every search and write would fail. Use an id without spaces, e.g. "
             f"{_WHITESPACE_RUN.sub('_', value)!r}"
+        )
+    hidden = next((char for char in value if is_invisible(char)), None)
+    if hidden is not None:
+        raise ConfigurationError(
+            f"{where} {value!r} holds the invisible character U+{ord(hidden):04X}; it "
+            f"would look like another {kind} wherever ids are listed. Remove it: "
+            f"{''.join(c for c in value if not is_invisible(c))!r}"
         )
     if value == WILDCARD:
         raise ConfigurationError(

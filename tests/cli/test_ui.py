@@ -130,6 +130,32 @@ def test_a_token_is_required_on_every_request(store: Any) -> None:
     assert client.get("/?user=alice").status_code == 401
 
 
+def test_a_valid_token_never_redirects_to_another_site(store: Any) -> None:
+    client = client_for(store, token=TOKEN, loopback=False)
+    for path in ("//evil.example/", "///evil.example/x", "/\\evil.example/", "//evil.example"):
+        opened = client.get(f"{path}?token={TOKEN}")
+        assert opened.status_code == 303
+        location = opened.headers["location"]
+        assert location.startswith("/") and not location.startswith(("//", "/\\")), location
+
+
+def test_a_link_cannot_put_its_own_text_in_the_page(store: Any) -> None:
+    add(store, "alice", "Alice drinks green tea.")
+    client = client_for(store)
+    fake = "Your session expired: sign in again at evil.example"
+    for path in ("/", "/?user=alice", "/outbox"):
+        page = client.get(path, params={"flash": fake}).text
+        assert "evil.example" not in page and 'class="flash"' not in page
+    # What an action did is still shown, once, on the page it leads to.
+    memory_id = add(store, "alice", "Alice has a cat.")
+    secret = csrf_of(client.get("/?user=alice").text)
+    form = {"memory_id": memory_id, "user": "alice", "confirm": "yes", "csrf": secret}
+    done = client.post("/forget", data=form)
+    assert done.status_code == 303 and "cat" not in done.headers["location"]
+    assert "Forgot: Alice has a cat." in client.get(done.headers["location"]).text
+    assert "Forgot:" not in client.get(done.headers["location"]).text
+
+
 def test_loopback_refuses_foreign_host_names(store: Any) -> None:
     client = client_for(store)
     assert client.get("/", headers={"Host": "attacker.example:8765"}).status_code == 421

@@ -271,3 +271,37 @@ async def test_tools_report_to_the_breaker_and_skip_mem0_while_it_is_open(
     assert skipped.state == ToolResultState.ERROR and "unavailable" in _text(skipped)
     assert len(client.named("search")) == 2  # the third was not sent to mem0
     assert mw.stats()["searches_skipped"] == 1
+
+
+async def test_a_failing_store_never_tells_the_model_its_files(
+    store_config: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "/srv/agent/data/edge/agentscope_mem0/segments/3fe/mutable_id_tracker.mappings"
+
+    class Broken(RecordingClient):
+        async def search(self, *a: Any, **k: Any) -> Any:
+            raise OSError(f"IO Error: failed to open file `{secret}`")
+
+        async def add(self, *a: Any, **k: Any) -> Any:
+            raise OSError(f"IO Error: failed to open file `{secret}`")
+
+        async def get(self, *a: Any, **k: Any) -> Any:
+            raise OSError(f"IO Error: failed to open file `{secret}`")
+
+    mw = Mem0Middleware(
+        user_id="u",
+        client=Broken(real_memory(store_config)),
+        mode="agent_control",
+        tools=("search_memory", "add_memory", "forget_memory"),
+    )
+    agent = await _bound_agent(mw)
+    tools = await _tools(mw)
+    results = [
+        await tools["search_memory"](keywords=["x"], _agent_state=agent.state),
+        await tools["forget_memory"](memory_ids=["abc"], _agent_state=agent.state),
+    ]
+    for result in results:
+        assert result.state == ToolResultState.ERROR
+        assert "failed" in _text(result) and "/srv" not in _text(result), _text(result)
+    assert secret in caplog.text  # the operator still finds it in the log
+    await mw.aclose(timeout=0)

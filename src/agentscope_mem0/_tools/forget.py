@@ -14,6 +14,7 @@ from .memory import (
     SearchMemoryTool,
     _chunk,
     _MemoryTool,
+    store_failed,
 )
 
 if TYPE_CHECKING:
@@ -89,8 +90,11 @@ class ForgetMemoryTool(_MemoryTool):
             logger.warning("forget_memory took over %s s", self._ctx.deadlines.tool_timeout)
             return _chunk("Forgetting timed out; some memories may remain.", error=True)
         except Exception as exc:
-            logger.warning("forget_memory failed: %s", exc)
-            return _chunk(f"Forgetting failed: {exc}", error=True)
+            return store_failed(
+                "forget_memory",
+                exc,
+                "Forgetting failed: the store failed; some memories may remain.",
+            )
         if forgotten:
             self._ctx.after_write(scope)
         parts = []

@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 __all__ = ["TOKEN_ENV", "Guard", "check_bind", "is_loopback"]
 
@@ -172,7 +172,7 @@ class Guard:
                 await _plain(send, 401, "wrong access token")
                 return
             rest = urlencode([(k, v) for k, v in query.items() if k != "token"])
-            location = scope["path"] + (f"?{rest}" if rest else "")
+            location = _local_path(scope["path"]) + (f"?{rest}" if rest else "")
             await _redirect(send, location, self._cookie(self.token_cookie, self.token))
             return
         if not self._token_ok(headers, cookies):
@@ -199,6 +199,12 @@ class Guard:
     @staticmethod
     def _cookie(name: str, value: str) -> bytes:
         return f"{name}={value}; Path=/; HttpOnly; SameSite=Strict".encode("latin-1")
+
+
+def _local_path(path: str) -> str:
+    """``path`` as a path on this server: ``//evil.example/`` (or ``/\\evil``)
+    in a Location header is another site to a browser."""
+    return quote("/" + path.lstrip("/\\"), safe="/")
 
 
 async def _plain(send: Send, status: int, text: str) -> None:

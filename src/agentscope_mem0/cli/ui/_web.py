@@ -10,7 +10,9 @@ path of another app (see :mod:`._mount`).
 from __future__ import annotations
 
 import logging
+import secrets
 import uuid
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -37,6 +39,8 @@ _PAGE = 100
 """Memories a user page lists per page."""
 _USERS_PAGE = 100
 """Users the home page lists per page."""
+_FLASHES = 64
+"""Messages kept for the page a POST redirects to (the newest win)."""
 
 
 class _Refused(Exception):
@@ -75,6 +79,22 @@ class _Pages:
         self.inspector = inspector
         self.guard = guard
         self.where = where(inspector.settings)
+        # What an action did, shown once by the page it redirects to. The URL
+        # carries a random key, never the text: a link cannot make the page
+        # say something this server did not.
+        self._flashes: OrderedDict[str, str] = OrderedDict()
+
+    def _done(self, path: str, message: str, **params: Any) -> RedirectResponse:
+        """Redirect to ``path`` (post/redirect/get), which shows ``message`` once."""
+        key = secrets.token_urlsafe(12)
+        self._flashes[key] = message
+        while len(self._flashes) > _FLASHES:
+            self._flashes.popitem(last=False)
+        return _see(pages.href(path, **params, flash=key))
+
+    def _flash(self, request: Request) -> str | None:
+        key = request.query_params.get("flash")
+        return self._flashes.pop(key, None) if key else None
 
     @property
     def csrf(self) -> str:
@@ -132,7 +152,7 @@ class _Pages:
             + pages.users_table(shown)
             + pages.pager("./", page, pages_total)
         )
-        return self._html("Users", body, flash=request.query_params.get("flash"))
+        return self._html("Users", body, flash=self._flash(request))
 
     async def user(self, request: Request) -> Response:
         user = _user(request.query_params.get("user"))
@@ -160,7 +180,7 @@ class _Pages:
             + (pages.forget_user_form(user, len(views), self.csrf) if views else "")
         )
         title = f"Memories of {user}" + (f" (agent {agent})" if agent else "")
-        return self._html(title, body, flash=request.query_params.get("flash"))
+        return self._html(title, body, flash=self._flash(request))
 
     async def search(self, request: Request) -> Response:
         user = _user(request.query_params.get("user"))
@@ -200,7 +220,7 @@ class _Pages:
         return self._html(
             "Write outbox",
             pages.outbox_body(self.inspector.outbox(), self.csrf),
-            flash=request.query_params.get("flash"),
+            flash=self._flash(request),
         )
 
     async def style(self, request: Request) -> Response:
@@ -225,7 +245,7 @@ class _Pages:
         forgotten = await self.inspector.forget(memory_id)
         if forgotten is None:
             raise _Refused(404, f"no memory with id {memory_id}")
-        return _see(pages.href("./", user=user, flash=f"Forgot: {forgotten.text}"))
+        return self._done("./", f"Forgot: {forgotten.text}", user=user)
 
     async def forget_user(self, request: Request) -> Response:
         form = await self._form(request)
@@ -241,13 +261,13 @@ class _Pages:
             )
             return self._html("Forget every memory?", body)
         removed = await self.inspector.forget_user(user)
-        return _see(pages.href("./", flash=f"Forgot {removed} memories of {user}."))
+        return self._done("./", f"Forgot {removed} memories of {user}.")
 
     async def retry(self, request: Request) -> Response:
         form = await self._form(request)
         user = _field(form, "user") or None
         count = self.inspector.retry_failed(_user(user) if user else None)
-        return _see(pages.href("outbox", flash=f"Requeued {count} failed writes."))
+        return self._done("outbox", f"Requeued {count} failed writes.")
 
 
 def _page_of(request: Request, count: int, size: int) -> tuple[int, int]:

@@ -298,6 +298,53 @@ async def test_over_budget_memory_is_cut_in_the_block_and_the_tool_says_so(
     assert estimate_tokens(block) <= 200 and "working memory truncated here" in block
 
 
+async def test_a_huge_block_is_refused_and_never_echoed(store_config: dict[str, Any]) -> None:
+    mw = Mem0Middleware(
+        user_id="u",
+        client=real_memory(store_config),
+        working_memory=WorkingMemory(scope="user", max_chars=5000),
+    )
+    tool = {t.name: t for t in await mw.list_tools()}["update_working_memory"]
+    assert "at most 5000 characters" in tool.description
+    assert (await tool(content="Plan: ship on Friday.", _agent_state=AgentState())).state == (
+        ToolResultState.SUCCESS
+    )
+    huge = "A pasted log line that goes on and on. " * 260_000  # 10 MB
+    refused = await tool(content=huge, _agent_state=AgentState())
+    assert refused.state == ToolResultState.ERROR
+    answer = _text(refused)
+    assert "not changed" in answer and "at most 5000" in answer and len(answer) < 1000
+    # Appending in steps cannot get past the cap either.
+    step = "x" * 3000
+    assert (await tool(content=step, _agent_state=AgentState())).state == ToolResultState.SUCCESS
+    again = await tool(content=step, _agent_state=AgentState())
+    assert again.state == ToolResultState.ERROR and "would be" in _text(again)
+    record = mw._working.store.load("u")  # type: ignore[union-attr]
+    assert record is not None and len(record.content) <= 5000
+    assert record.content.startswith("Plan: ship on Friday.")
+
+
+async def test_the_tools_answer_shows_no_more_than_the_block(store_config: dict[str, Any]) -> None:
+    mw = Mem0Middleware(
+        user_id="u",
+        client=real_memory(store_config),
+        working_memory=WorkingMemory(scope="user", max_tokens=200),
+    )
+    tool = {t.name: t for t in await mw.list_tools()}["update_working_memory"]
+    long = "\n".join(f"step {i}: something to keep in view" for i in range(400))
+    result = _text(await tool(content=long, _agent_state=AgentState()))
+    assert "step 0:" in result and "step 399:" not in result
+    assert "working memory truncated here" in result
+
+
+def test_the_cap_is_checked() -> None:
+    for bad in (0, 99, "big", 10.5):
+        with pytest.raises(ConfigurationError, match="max_chars"):
+            WorkingMemory(max_chars=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="max_chars"):
+        WorkingMemory(template="# Notes\n" + "## Section\n" * 50, max_chars=200)
+
+
 async def test_static_control_shows_it_read_only(store_config: dict[str, Any]) -> None:
     memory = real_memory(store_config)
     store = SqliteWorkingStore(Path(store_config["history_db_path"]).parent)

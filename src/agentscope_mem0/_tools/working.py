@@ -13,7 +13,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
 from .._exceptions import WorkingContentError
-from .memory import _chunk
+from .memory import _chunk, store_failed
 
 if TYPE_CHECKING:
     from agentscope.state import AgentState
@@ -54,7 +54,8 @@ class UpdateWorkingMemoryTool(ToolBase):
                 else ": text is added at the end, Markdown sections under their heading"
             )
             + ". mode='replace' OVERWRITES the whole working memory with `content`: "
-            "everything not in it is lost. Content: " + manager.format.describe()
+            f"everything not in it is lost. It holds at most {manager.options.max_chars} "
+            "characters. Content: " + manager.format.describe()
         )
         self.input_schema: dict[str, Any] = {
             "type": "object",
@@ -103,6 +104,7 @@ class UpdateWorkingMemoryTool(ToolBase):
                 error=True,
             )
         except Exception as exc:
-            logger.warning("update_working_memory failed: %r", exc)
-            return _chunk(f"Working memory not changed: the store failed ({exc}).", error=True)
+            return store_failed(
+                "update_working_memory", exc, "Working memory not changed: the store failed."
+            )
         return _chunk(report)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_WORKING_INSTRUCTIONS",
+    "DEFAULT_WORKING_MAX_CHARS",
     "WORKING_MARKER",
     "WorkingMemory",
     "WorkingMemoryManager",
@@ -59,6 +60,9 @@ _STATE_KEY = "agentscope_mem0.working"
 _BLOCK_NAME = "working_memory"
 _OPEN, _CLOSE = "<working_memory>", "</working_memory>"
 _MIN_CONTENT_TOKENS = 40
+
+DEFAULT_WORKING_MAX_CHARS = 20_000
+"""Default cap of working memory: five times what the default 1000-token block shows."""
 _UNAVAILABLE = "(not available this turn: its store did not answer; do not overwrite it)"
 
 DEFAULT_WORKING_INSTRUCTIONS = (
@@ -88,6 +92,10 @@ class WorkingMemory:
     must match after every update."""
     max_tokens: int = 1000
     """Budget of the injected block; longer content is cut, with a marker."""
+    max_chars: int = DEFAULT_WORKING_MAX_CHARS
+    """The most characters the memory may hold. An update that would make it
+    longer is refused with a tool error that says so (nothing changes): a
+    huge block would be loaded, escaped and cut every turn, and echoed back."""
     instructions: str = DEFAULT_WORKING_INSTRUCTIONS
     """Shown at the top of the block: when to update it."""
     header: str = "## Working memory"
@@ -119,6 +127,12 @@ class WorkingMemory:
                 f"working memory max_tokens={self.max_tokens} leaves no room for the content: "
                 f"the header and instructions take about {frame} tokens; use at least "
                 f"{frame + _MIN_CONTENT_TOKENS} or shorten the instructions"
+            )
+        initial = len(WorkingFormat(template=self.template, schema=self.schema).initial())
+        if not isinstance(self.max_chars, int) or self.max_chars < max(initial + 1, 100):
+            raise ConfigurationError(
+                f"working memory max_chars must be an integer >= {max(initial + 1, 100)} "
+                f"(room for the template and some notes), got {self.max_chars!r}"
             )
         for name in ("load_timeout", "update_timeout"):
             seconds = getattr(self, name)
@@ -246,7 +260,7 @@ class WorkingMemoryManager:
             base = old.content if old is not None else None
             if copy is not None and (old is None or copy.version >= old.version):
                 base = copy.content
-            return self.format.apply(base, content, mode)
+            return self._apply(base, content, mode)
 
         if state is None and self.options.scope == "conversation":
             raise WorkingContentError(
@@ -268,14 +282,26 @@ class WorkingMemoryManager:
                 raise
             logger.warning("working memory copy not stored in %s: %r", self._where(), exc)
             base = copy.content if copy is not None else None
-            kept = _StateCopy(
-                self.format.apply(base, content, mode), (copy.version if copy else 0) + 1
-            )
+            kept = _StateCopy(self._apply(base, content, mode), (copy.version if copy else 0) + 1)
             self._keep(state, kept)
             return self._report(kept.content, mode, note=" (kept in this conversation's state)")
         if state is not None and self.options.scope == "conversation":
             self._keep(state, record)
         return self._report(record.content, mode)
+
+    def _apply(self, base: str | None, content: Any, mode: UpdateMode) -> str:
+        """``format.apply`` within ``max_chars``.
+
+        Raises:
+            WorkingContentError: The format refused it, or it is too long.
+        """
+        limit = self.options.max_chars
+        if isinstance(content, str) and len(content) > limit:
+            raise WorkingContentError(_too_long("the content you sent", len(content), limit))
+        result = self.format.apply(base, content, mode)
+        if len(result) > limit:
+            raise WorkingContentError(_too_long("the working memory", len(result), limit))
+        return result
 
     def _report(self, content: str, mode: UpdateMode, note: str = "") -> str:
         verb = "replaced" if mode == "replace" else "updated"
@@ -286,9 +312,16 @@ class WorkingMemoryManager:
                 f"\nIt is now about {tokens} tokens, over its {self.options.max_tokens}-token "
                 "budget: only the start is shown each turn. Rewrite it shorter with mode='replace'."
             )
-        # Other agents of the user may have written part of it: escaped like the block.
-        shown = escape_text(content, single_line=False)
+        # Other agents of the user may have written part of it: escaped like the
+        # block, and cut like it: the model sees no more than it will each turn.
+        shown = self._shown(content)
         return f"Working memory {verb}{note}. It now reads:\n{shown}{warning}"
+
+    def _shown(self, content: str, room: int | None = None) -> str:
+        """``content`` escaped and cut to ``room`` tokens (default: the block's budget)."""
+        # A record stored before the cap may be huge: cut it before escaping.
+        text = escape_text(content[: self.options.max_chars], single_line=False)
+        return truncate_block(text, self.options.max_tokens if room is None else room)
 
     def _where(self) -> str:
         return getattr(self._store, "location", "the working-memory store")
@@ -307,8 +340,7 @@ class WorkingMemoryManager:
         scope = "this conversation" if self.options.scope == "conversation" else "this user"
         instructions = self.options.instructions if self.tools_offered else _READ_ONLY_INSTRUCTIONS
         frame = [f"{self.options.header} ({scope})", instructions, _OPEN, _CLOSE]
-        room = self.options.max_tokens - estimate_tokens("\n".join(frame))
-        body = truncate_block(escape_text(shown, single_line=False), room)
+        body = self._shown(shown, self.options.max_tokens - estimate_tokens("\n".join(frame)))
         text = "\n".join([*frame[:3], body, _CLOSE])
         return AssistantMsg(
             name=_BLOCK_NAME,
@@ -331,6 +363,14 @@ class WorkingMemoryManager:
                 yield item
 
         return handler
+
+
+def _too_long(what: str, size: int, limit: int) -> str:
+    return (
+        f"{what} would be {size} characters, and working memory holds at most "
+        f"{limit}. Keep only what must stay in view every turn: rewrite it shorter "
+        "with mode='replace'; long material belongs in long-term memory."
+    )
 
 
 def build_working_memory(

@@ -1,11 +1,13 @@
-"""One reply as the middleware sees it pass, and what it hands to the write
-queue when it finished: the user's question and the agent's answer.
+"""One reply as the middleware sees it: its query and memory note before it
+runs, and what it hands to the write queue when it finished (the user's
+question and the agent's answer).
 
-:class:`ReplyWatch` places the memory note when the reply starts and notes
-whether the reply stopped to wait (a confirmation, an external tool) and what
-the agent answered. A reply that stops has no answer yet: its question is
-parked in the agent's state and written with the answer once the resumed
-reply completes.
+:func:`query_text` is the reply's new user text and :func:`recall_note` the
+note recalled for it. :class:`ReplyWatch` places the note when the reply
+starts and notes whether the reply stopped to wait (a confirmation, an
+external tool) and what the agent answered. A reply that stops has no answer
+yet: its question is parked in the agent's state and written with the answer
+once the resumed reply completes.
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ class ReplyWatch:
 
     Args:
         options: The middleware's options (note placement, header).
-        query: The new user text, or ``None`` when nothing was recalled.
-        note: The memory note to place, or ``None`` to remove the previous one.
+        query: The reply's new user text, or ``None`` when it has none (a
+            resumption event, empty input) or nothing is recalled
+            (``agent_control``): then the context's notes are left alone.
+        note: The memory note to place, or ``None`` (nothing recalled for
+            ``query``) to only remove the previous one.
     """
 
     def __init__(self, options: Options, query: str | None, note: Msg | None) -> None:

@@ -1,9 +1,9 @@
 """mem0 ``LLMBase`` / ``EmbeddingBase`` implementations backed by AgentScope.
 
 mem0 drives these synchronously from worker threads; every call goes through
-the process-wide :mod:`._bridge`. :func:`agentscope_config_classes` registers
+the process-wide :mod:`.bridge`. :func:`agentscope_config_classes` registers
 the ``"agentscope"`` provider with mem0's factories without widening mem0's
-own provider whitelist; :mod:`._clients` puts the adapters into a config.
+own provider whitelist; :mod:`.clients` puts the adapters into a config.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ class Mem0Backend:
 
     Args:
         client: A ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` (or an
-            object of the same shape); see :func:`._clients.resolve_client`.
+            object of the same shape); see :func:`.clients.resolve_client`.
     """
 
     def __init__(self, client: Any) -> None:

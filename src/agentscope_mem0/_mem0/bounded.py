@@ -1,7 +1,8 @@
 """One bounded call to mem0: a deadline, and the circuit breaker told the outcome.
 
-The automatic search, the profile read and every memory tool go through
-:func:`bounded`, so they share one deadline rule and one breaker per client.
+The automatic search, the profile read, ``search_memory`` and
+``forget_memory`` go through :func:`bounded`, so they share one deadline rule
+and one breaker per client (``add_memory`` goes through the write queue).
 
 The caller stops waiting at the deadline, but the call itself goes on for a
 while (:func:`late_grace`): when it answers after all, mem0 was busy rather

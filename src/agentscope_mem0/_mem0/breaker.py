@@ -16,9 +16,11 @@ again, as any answer does.
 :class:`LatencyRecorder` keeps the latest durations and reports percentiles.
 
 Both are I/O-free and clock-injectable. The timing and the reporting are
-done by :func:`agentscope_mem0._mem0.bounded.bounded`, the one helper every mem0
-read and tool call goes through; one breaker serves every middleware on the
-same client (service mode shares it through ``ClientState``).
+done by :func:`.bounded.bounded`, which the automatic search, the profile read
+and the ``search_memory`` and ``forget_memory`` tools go through (writes go
+through the write queue and its retries instead); one breaker serves every
+middleware on the same client (service mode shares it through
+``ClientState``).
 """
 
 from __future__ import annotations

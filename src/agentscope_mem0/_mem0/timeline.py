@@ -7,7 +7,7 @@ Every memory this package writes carries, in mem0's metadata:
 * ``event_date``: when the event it tells of happened, when the text gave one
   ("last month", "in 2019"), resolved against ``said_at`` by the extraction;
 
-and, once the time judgement (:mod:`._judge`) found that a newer memory
+and, once the time judgement (:mod:`.._write.judge`) found that a newer memory
 changes it:
 
 * ``valid_until`` / ``superseded_by``: on a memory no longer true, the time

@@ -139,7 +139,7 @@ def dedupe_hits(hits: Iterable[MemoryHit]) -> list[MemoryHit]:
     """``hits`` without repeats, in the order of each memory's first appearance.
 
     Two hits are repeats when they have the same :func:`memory_key` or say the
-    same thing in other words (:func:`~._similar.are_near_duplicates`). The
+    same thing in other words (:func:`~.similar.are_near_duplicates`). The
     kept memory has the text and id of the newest repeat, the newest date and
     the best score, so a fact said again recently still reads as recent.
     """

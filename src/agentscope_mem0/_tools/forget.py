@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 
 class ForgetMemoryTool(_MemoryTool):
-    """Deletes memories of the calling agent's user and agent, by id."""
+    """Deletes memories by id: only those ``search_memory`` can show this agent
+    (the user's, of this agent unless ``scope_search_by_agent`` is off)."""
 
     name = "forget_memory"
     description = (

@@ -2,9 +2,11 @@
 
 Both take no user or scope argument: the scope comes from the middleware
 and from the calling agent's live state, never from what the model writes.
-Each tool gets a :class:`ToolContext`: the client's backend and breaker, the
-deadlines and the scope rules; every mem0 call goes through
-:meth:`ToolContext.call`, the same bounded call as the automatic search.
+Each tool gets a :class:`ToolContext`: the client's backend, breaker and
+write queue, the deadlines and the scope rules. Searches (and
+``forget_memory``) go through :meth:`ToolContext.call`, the same bounded call
+as the automatic search; ``add_memory`` hands its facts to the write queue,
+as the automatic writes are, and waits up to ``tool_timeout`` for mem0.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from agentscope.message import TextBlock, ToolResultState
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
-from .._exceptions import MemoryUnavailableError
 from .._mem0.bounded import bounded
 from .._mem0.tracing import traced_search
 from .._recall.escape import escape_memory
@@ -60,6 +61,8 @@ class ToolContext:
     """Whose memories the tools read and write."""
     backend: Mem0Backend
     """The door to mem0."""
+    writer: WriteQueue
+    """The client's durable write queue: ``add_memory`` writes go through it."""
     breaker: CircuitBreaker
     """The client's breaker; tool calls are reported to it and skipped while it is open."""
     deadlines: Deadlines
@@ -70,8 +73,6 @@ class ToolContext:
     """Searches read the calling agent's memories only."""
     after_write: Callable[[Scope], None] = lambda scope: None
     """Called after a tool changed the memories of a scope."""
-    writer: WriteQueue | None = None
-    """The client's durable write queue: ``add_memory`` writes go through it."""
 
     @classmethod
     def of(cls, state: ClientState, options: Options, user_id: str) -> ToolContext:
@@ -149,7 +150,8 @@ class _MemoryTool(ToolBase):
 
 
 class SearchMemoryTool(_MemoryTool):
-    """Searches the calling agent's memories, one query per keyword."""
+    """Searches the user's memories of the calling agent (of every agent without
+    ``scope_search_by_agent``), one query per keyword."""
 
     name = "search_memory"
     description = (
@@ -230,7 +232,8 @@ class SearchMemoryTool(_MemoryTool):
         return _chunk("\n".join(lines))
 
     def line(self, hit: MemoryHit) -> str:
-        """How one memory reads in the result (``_forget`` adds its id)."""
+        """How one memory reads in the result (:class:`~.forget.SearchMemoryWithIdsTool`
+        adds its id and date)."""
         return f"- {hit.memory}"
 
 
@@ -273,40 +276,20 @@ class AddMemoryTool(_MemoryTool):
         content: list[str],
         _agent_state: AgentState | None = None,
     ) -> ToolChunk:
-        """Store ``content`` through mem0's extraction, verbatim if it finds nothing."""
+        """Queue ``content`` for mem0 and wait up to ``tool_timeout`` for it to be stored.
+
+        The write queue sends it through mem0's extraction, and stores each
+        fact as written when the extraction finds nothing.
+        """
         scope = self._ctx.scope(_agent_state, for_search=False)
         if scope is None:
             return _chunk(NOT_INSTALLED, error=True)
         facts = [c.strip() for c in content if isinstance(c, str) and c.strip()]
         if not facts:
             return _chunk("`content` is empty, so nothing was recorded.", error=True)
-        if self._ctx.writer is not None:
-            return await self._queue(self._ctx.writer, facts, scope, thinking)
-        try:
-            stored = await self._ctx.call(self._store(facts, scope), write=True)
-        except MemoryUnavailableError:
-            return _chunk(f"{UNAVAILABLE} Nothing was recorded; do not retry now.", error=True)
-        except TimeoutError:
-            logger.warning("add_memory took over %s s", self._ctx.deadlines.tool_timeout)
-            return _chunk(
-                "Recording to memory timed out; it may still be stored. Do not retry now.",
-                error=True,
-            )
-        except Exception as exc:
-            return store_failed(
-                "add_memory", exc, "Recording to memory failed: the store failed; do not retry now."
-            )
-        self._ctx.after_write(scope)
-        saved = [str(item.get("memory", "")) for item in stored if isinstance(item, dict)]
-        summary = "; ".join(s.rstrip(". ") for s in saved if s) or "; ".join(facts)
-        reason = f" Reason given: {thinking}" if thinking else ""
-        return _chunk(f"Recorded to memory: {summary}.{reason}")
-
-    async def _queue(
-        self, writer: WriteQueue, facts: list[str], scope: Scope, thinking: str
-    ) -> ToolChunk:
-        """Through the durable queue, as automatic writes; the answer says where it stands."""
-        result = await writer.submit_facts(scope, facts, timeout=self._ctx.deadlines.tool_timeout)
+        result = await self._ctx.writer.submit_facts(
+            scope, facts, timeout=self._ctx.deadlines.tool_timeout
+        )
         reason = f" Reason given: {thinking}" if thinking else ""
         if result.state == "stored":
             self._ctx.after_write(scope)
@@ -324,13 +307,3 @@ class AddMemoryTool(_MemoryTool):
                 error=True,
             )
         return _chunk("Could not record to memory: nothing was stored.", error=True)
-
-    async def _store(self, facts: list[str], scope: Scope) -> list[Any]:
-        joined = [{"role": "user", "content": "\n".join(facts)}]
-        stored = await self._ctx.backend.add(joined, scope)
-        if not stored:
-            # Extraction judged nothing worth keeping, but the agent asked
-            # explicitly: keep each fact as written, one memory each.
-            verbatim = [{"role": "user", "content": fact} for fact in facts]
-            stored = await self._ctx.backend.add(verbatim, scope, infer=False)
-        return stored

@@ -9,7 +9,7 @@ user (``scope="user"``), written by the agent with the
   it is saved and loaded with the state; a copy goes to the store under the
   state's ``session_id`` for the command line (``agentscope-mem0 working``).
   When both exist, the newer version wins.
-- A user's memory lives in the store (see :mod:`._working_store`) and is
+- A user's memory lives in the store (see :mod:`.store`) and is
   shared by every session and agent of that user.
 """
 

@@ -8,7 +8,7 @@ updating the same record at once both land. Clearing keeps the record with
 empty content and a new version, so copies elsewhere (an agent's state) learn
 of it.
 
-Which store goes with which mem0 backend: :mod:`._working_select`.
+Which store goes with which mem0 backend: :mod:`.select`.
 """
 
 from __future__ import annotations

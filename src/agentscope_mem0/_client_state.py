@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ._exceptions import ConfigurationError, InvalidStateError
 from ._mem0.backend import Mem0Backend
 from ._mem0.breaker import CircuitBreaker
+from ._mem0.clients import close_memory, resolve_client
 from ._mem0.query_cache import install_query_cache
 from ._options import DEFAULT_PROFILE_TTL, Deadlines
 from ._recall.profile import ProfileCache
@@ -29,6 +30,7 @@ from ._write.queue import WriteQueue
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
 
     from ._options import Options
@@ -52,6 +54,8 @@ class ClientState:
         write_queue: A queue to use instead of building one; it must write to
             ``client``. :meth:`aclose` then only flushes it.
         judge: The time judgement of new memories (see ``Mem0Middleware``).
+        closes_client: :meth:`aclose` closes ``client`` too (see
+            :attr:`closes_client`).
 
     Raises:
         ConfigurationError: ``write_queue`` writes to another client.
@@ -66,6 +70,7 @@ class ClientState:
         outbox_dir: str | os.PathLike[str] | None = None,
         write_queue: WriteQueue | None = None,
         judge: bool | ChatModelBase = True,
+        closes_client: bool = False,
     ) -> None:
         deadlines = deadlines or Deadlines()
         if write_queue is not None and write_queue.backend.client is not client:
@@ -102,6 +107,11 @@ class ClientState:
             )
         )
         """The write queue, ordered per scope."""
+        self.closes_client = closes_client
+        """:meth:`aclose` closes the client after the queue: whoever built a
+        client closes it. It releases what building it opened (the data
+        folder's embedded store once no other client of the process uses it);
+        a client someone passed in stays theirs."""
         self._closed = False
 
     async def _after_store(
@@ -158,7 +168,8 @@ class ClientState:
         return flushed
 
     async def aclose(self, timeout: float | None = None) -> bool:
-        """Flush, then close the write queue if this state built it. Idempotent.
+        """Flush, then close the write queue if this state built it, then the
+        client if :attr:`closes_client`. Idempotent.
 
         Returns:
             True when every queued write was stored.
@@ -167,27 +178,48 @@ class ClientState:
             return True
         self._closed = True
         flushed = await self.flush(timeout)
-        if not self._owns_writer:
-            return flushed
-        return await self.writer.aclose(timeout) and flushed
+        if self._owns_writer:
+            flushed = await self.writer.aclose(timeout) and flushed
+        if self.closes_client:
+            await asyncio.to_thread(close_memory, self.client)
+        return flushed
 
 
 def state_for(
-    client: Any,
     options: Options,
     *,
+    client: Any | None,
+    chat_model: ChatModelBase | None = None,
+    embedding_model: EmbeddingModelBase | None = None,
+    mem0_config: Any | None = None,
     write_queue: WriteQueue | None = None,
     judge: bool | ChatModelBase = True,
 ) -> ClientState:
-    """The state a middleware configured with ``options`` builds for itself."""
-    return ClientState(
-        client,
-        deadlines=options.deadlines,
-        profile_ttl=options.recall.profile_ttl,
-        outbox_dir=options.writes.outbox_dir,
-        write_queue=write_queue,
-        judge=judge,
+    """The state a middleware configured with ``options`` builds for itself.
+
+    On ``client``, or on a client built from the models and ``mem0_config``
+    (see :func:`~._mem0.clients.resolve_client`), which the state then closes.
+    """
+    built = resolve_client(
+        client=client,
+        chat_model=chat_model,
+        embedding_model=embedding_model,
+        mem0_config=mem0_config,
     )
+    try:
+        return ClientState(
+            built,
+            deadlines=options.deadlines,
+            profile_ttl=options.recall.profile_ttl,
+            outbox_dir=options.writes.outbox_dir,
+            write_queue=write_queue,
+            judge=judge,
+            closes_client=client is None,
+        )
+    except BaseException:
+        if client is None:
+            close_memory(built)
+        raise
 
 
 def closed_error(user_id: str) -> InvalidStateError:

@@ -19,7 +19,6 @@ from typing_extensions import Unpack
 
 from ._client_state import ClientState, closed_error, state_for
 from ._exceptions import ConfigurationError
-from ._mem0.clients import resolve_client
 from ._mem0.timeline import said_at_of
 from ._modes import Mode
 from ._options import (
@@ -161,13 +160,11 @@ class Mem0Middleware(MiddlewareBase):
         ):
             raise ConfigurationError("client_state brings its client and queue; drop the others")
         self._state = client_state or state_for(
-            resolve_client(
-                client=client,
-                chat_model=chat_model,
-                embedding_model=embedding_model,
-                mem0_config=mem0_config,
-            ),
             self._options,
+            client=client,
+            chat_model=chat_model,
+            embedding_model=embedding_model,
+            mem0_config=mem0_config,
             write_queue=write_queue,
             judge=judge,
         )
@@ -204,13 +201,18 @@ class Mem0Middleware(MiddlewareBase):
             StoreLockedError: Another process uses the folder.
             DimensionMismatchError: The folder holds vectors of another size.
         """
-        from ._mem0.clients import build_local_memory
+        from ._mem0.clients import build_local_memory, close_memory
         from .local import data_dir
 
         client = build_local_memory(chat_model, embedding_model=embedding_model, folder=folder)
         if "writes" not in options:
             options.setdefault("outbox_dir", data_dir(folder))
-        middleware = cls(user_id=user_id, client=client, **options)
+        try:
+            middleware = cls(user_id=user_id, client=client, **options)
+        except BaseException:
+            close_memory(client)
+            raise
+        middleware.client_state.closes_client = True  # built here, so closed by aclose()
         middleware.folder = data_dir(folder)
         return middleware
 
@@ -247,9 +249,12 @@ class Mem0Middleware(MiddlewareBase):
     async def aclose(self, timeout: float | None = None) -> bool:
         """Flush pending writes (up to ``timeout`` seconds) and release resources.
 
-        Writes not stored by then stay in the outbox when ``outbox_dir`` is set.
-        A shared ``client_state`` or ``write_queue`` is only flushed.
-        Idempotent.
+        Writes not stored by then stay in the outbox (unless it is in memory)
+        for the next middleware on it. A client this middleware built (from
+        the models, or in :meth:`local`) is closed: the data folder is free
+        for another process once no other client of this one uses it. A
+        client passed in stays open; a shared ``client_state`` or
+        ``write_queue`` is only flushed. Idempotent.
 
         Returns:
             True when every queued write was stored.
@@ -284,10 +289,13 @@ class Mem0Middleware(MiddlewareBase):
 
         Before it: search mem0 with the new user message(s). At
         ``ReplyStartEvent``: place the memory note after the user message.
-        After the final assistant message: queue the exchange for mem0.
-        Nothing is searched or written for resumption events or in
-        ``agent_control`` mode. A failed or slow search never fails the reply;
-        a closed middleware does (``InvalidStateError``), before anything runs.
+        After the final assistant message: queue the exchange for mem0. A
+        reply that stops for a confirmation or an external tool writes
+        nothing yet; the resumption event that continues it is not searched,
+        and the question is written with the answer once the resumed reply
+        completes. ``agent_control`` mode neither searches nor writes here. A
+        failed or slow search never fails the reply; a closed middleware does
+        (``InvalidStateError``), before anything runs.
         """
         if self._closed or self._state.writer.closed:
             raise closed_error(self._user_id)

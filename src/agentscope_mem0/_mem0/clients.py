@@ -1,7 +1,7 @@
 """Building mem0 clients: from the middleware's keywords, from a config, or on
 the embedded default.
 
-This module depends on :mod:`.local` and :mod:`._adapters`; neither depends
+This module depends on :mod:`..local` and :mod:`.adapters`; neither depends
 on it, so building a client never goes round in a circle.
 """
 
@@ -293,11 +293,16 @@ def close_memory(client: Any) -> None:
 
     That is mem0's history database and, when mem0 opened the vector store
     itself (from a path, a url or a connection string), that store's client
-    or connection pool (an embedded Qdrant holds its folder lock). A store
-    client handed in through the config is left open: it may be shared (the
-    embedded default's is; :func:`agentscope_mem0.local.close_shared_clients`
-    releases it). Failures are logged, never raised.
+    or connection pool (an embedded Qdrant holds its folder lock). The
+    embedded default's store (Qdrant Edge) is shared by every client of the
+    process on the same data folder: it is closed, and the folder freed for
+    other processes, when the last client using it is closed here. A store
+    client handed in through the config is left open: it may be shared
+    (:func:`agentscope_mem0.local.close_shared_clients` releases it).
+    Failures are logged, never raised.
     """
+    from ..local._edge import release_user
+
     closers = [getattr(client, "close", None)]
     store_config = getattr(
         getattr(getattr(client, "config", None), "vector_store", None), "config", None
@@ -313,3 +318,7 @@ def close_memory(client: Any) -> None:
             close()
         except Exception as exc:
             logger.warning("closing the mem0 client: %s", exc)
+    # mem0 2.2 keeps the entity collection's store in a private slot, built on first use.
+    for store in (getattr(client, "vector_store", None), getattr(client, "_entity_store", None)):
+        if store is not None:
+            release_user(store)

@@ -56,12 +56,12 @@ def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryS
     embedding = embedding_model_from_spec(settings.embedding_model)
     chat_model = chat.model if chat is not None else inert_chat_model()
     if settings.backend == "embedded":
-        from .._mem0.clients import build_local_memory
+        from .._mem0.clients import build_local_memory, close_memory
         from ..local import close_shared_clients
 
         # A command is a process of its own and hands the folder back when it is
-        # done; run inside a process that already holds the folder, it leaves
-        # that process's client open.
+        # done; run inside a process that already holds the folder, it gives
+        # back only its own use of it (that process's clients stay open).
         holder = lock_holder(settings.folder)
         held_here = holder is not None and holder.is_self
         try:
@@ -76,7 +76,9 @@ def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryS
             settings=settings,
             embedding_model=embedding,
             chat=chat,
-            on_close=None if held_here else lambda: close_shared_clients(folder),
+            on_close=(lambda: close_memory(memory))
+            if held_here
+            else (lambda: close_shared_clients(folder)),
         )
     return _open_server(settings, embedding, chat_model, chat)
 

@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,6 +47,7 @@ __all__ = [
     "SPARSE",
     "SharedShard",
     "close_shards",
+    "release_user",
     "shard_dims",
     "shared_shard",
 ]
@@ -149,6 +151,8 @@ class SharedShard:
         self._closed = False
         self._abandoned = False
         self._flushed_at = time.monotonic()
+        self.users: weakref.WeakSet[object] = weakref.WeakSet()
+        """The live stores on this shard that :func:`release_user` has not released."""
         existing = shard_dims(path) if shard_exists(path) else None
         if existing is not None and existing != dims:
             raise DimensionMismatchError(_dims_message(path, dims, existing))
@@ -267,12 +271,16 @@ _shards: dict[Path, SharedShard] = {}
 _registry_lock = threading.Lock()
 
 
-def shared_shard(path: str | os.PathLike[str], dims: int) -> SharedShard:
+def shared_shard(
+    path: str | os.PathLike[str], dims: int, *, user: object | None = None
+) -> SharedShard:
     """This process's shard in folder ``path``, opened (or created) on first use.
 
     Args:
         path: The shard folder; symlinks are resolved, so spellings share one shard.
         dims: The dense vector size.
+        user: The store object that will use the shard, counted until
+            :func:`release_user` (or until it is garbage).
 
     Raises:
         StoreLockedError: Another process holds the shard.
@@ -287,7 +295,36 @@ def shared_shard(path: str | os.PathLike[str], dims: int) -> SharedShard:
             logger.debug("opened the Qdrant Edge store in %s", key)
         elif shard.dims != dims:
             raise DimensionMismatchError(_dims_message(key, dims, shard.dims))
+        if user is not None:
+            shard.users.add(user)
         return shard
+
+
+def release_user(user: object) -> Path | None:
+    """Stop counting ``user`` on its shards; close its folder's shards when no user is left.
+
+    The folder is the parent of the shard folders (``<data folder>/edge``);
+    while a user remains on any of its shards, every shard there stays open.
+
+    Returns:
+        The folder whose shards were closed, or ``None``.
+    """
+    with _registry_lock:
+        held = [shard for shard in _shards.values() if user in shard.users]
+        for shard in held:
+            shard.users.discard(user)
+        if not held:
+            return None
+        folder = held[0].path.parent
+        siblings = [key for key in _shards if key.parent == folder]
+        if any(_shards[key].users for key in siblings):
+            return None
+        # Closed under the lock: a store built meanwhile opens the folder afresh
+        # only after these have let go of it.
+        for key in siblings:
+            _close(_shards.pop(key))
+    logger.debug("closed the Qdrant Edge store in %s: its last user was closed", folder)
+    return folder
 
 
 def close_shards(under: str | os.PathLike[str] | None = None) -> None:
@@ -297,12 +334,16 @@ def close_shards(under: str | os.PathLike[str] | None = None) -> None:
         closing = [key for key in _shards if root is None or key == root or root in key.parents]
         shards = [_shards.pop(key) for key in closing]
     for shard in shards:
-        try:
-            shard.close()
-        except BaseException as exc:  # a panic while closing must not stop the others
-            if not (isinstance(exc, Exception) or is_panic(exc)):
-                raise
-            logger.exception("closing the Qdrant Edge store in %s failed", shard.path)
+        _close(shard)
+
+
+def _close(shard: SharedShard) -> None:
+    try:
+        shard.close()
+    except BaseException as exc:  # a panic while closing must not stop the others
+        if not (isinstance(exc, Exception) or is_panic(exc)):
+            raise
+        logger.exception("closing the Qdrant Edge store in %s failed", shard.path)
 
 
 def _forget_after_fork() -> None:

@@ -150,7 +150,7 @@ class EdgeVectorStore(VectorStoreBase):
         self._bm25_encoder: Any = KeywordEncoder()
         self._has_bm25_slot = True
         self.shard: SharedShard = shared_shard(
-            self.root / collection_name, self.embedding_model_dims
+            self.root / collection_name, self.embedding_model_dims, user=self
         )
 
     # --- helpers --------------------------------------------------------------

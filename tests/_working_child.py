@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from agentscope_mem0 import SqliteWorkingStore, WorkingStore
 from agentscope_mem0._working.format import WorkingFormat
-from agentscope_mem0._working.store import SqliteWorkingStore, WorkingStore
 
 
 def main() -> None:
@@ -18,7 +18,7 @@ def main() -> None:
     if kind == "sqlite":
         store = SqliteWorkingStore(target)
     else:
-        from agentscope_mem0._working.remote import PostgresWorkingStore
+        from agentscope_mem0 import PostgresWorkingStore
 
         store = PostgresWorkingStore(target, table=sys.argv[6])
     fmt = WorkingFormat(schema={"type": "object"})

@@ -26,9 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentscope_mem0 import Scope, build_mem0_config
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._write.queue import RetryPolicy, WriteQueue
+from agentscope_mem0 import Mem0Backend, RetryPolicy, Scope, WriteQueue, build_mem0_config
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import UniqueFacts
 

@@ -12,9 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agentscope_mem0 import Mem0Middleware
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._scope import Scope
+from agentscope_mem0 import Mem0Backend, Mem0Middleware, Scope
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import note_text, one_session, real_memory
 

@@ -31,11 +31,17 @@ from mem0 import AsyncMemory
 
 from _faults_child import middleware
 from _writer_child import UniqueFacts
-from agentscope_mem0 import InvalidStateError, Mem0Middleware, Scope
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._write.outbox import OUTBOX_FILENAME, Outbox
+from agentscope_mem0 import (
+    InvalidStateError,
+    Mem0Backend,
+    Mem0Middleware,
+    Outbox,
+    RetryPolicy,
+    Scope,
+    WriteQueue,
+)
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME
 from agentscope_mem0._write.owners import new_owner_id
-from agentscope_mem0._write.queue import RetryPolicy, WriteQueue
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import real_memory
 
@@ -398,7 +404,7 @@ def _crash_with_rows(folder: Path, n: int) -> None:
     """A process that records ``n`` writes and is killed before SQLite checkpoints them."""
     script = (
         "import os, signal, sys\n"
-        "from agentscope_mem0._write.outbox import Outbox\n"
+        "from agentscope_mem0 import Outbox\n"
         "box = Outbox.in_folder(sys.argv[1])\n"
         f"for i in range({n}):\n"
         "    box.insert(key=f'k{i}', user_id='alice', agent_id='assistant',\n"

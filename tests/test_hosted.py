@@ -29,13 +29,14 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import (
+    Mem0Backend,
     Mem0Middleware,
     PermanentBackendError,
+    RetryPolicy,
+    Scope,
     TransientBackendError,
+    WriteQueue,
 )
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._scope import Scope
-from agentscope_mem0._write.queue import RetryPolicy, WriteQueue
 from fakes import (
     ENTITY_FIELDS,
     KEY,

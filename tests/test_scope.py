@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import ConfigurationError, Mem0Middleware
-from agentscope_mem0._scope import agent_id_from_name, check_agent_id, check_user_id
+from agentscope_mem0._scope import agent_id_from_name, check_agent_id
+from agentscope_mem0.service import check_user_id
 from fakes import RecordingClient, note_text, one_session, real_memory
 
 

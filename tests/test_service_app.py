@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentscope_mem0._write.outbox import OUTBOX_FILENAME, Outbox
+from agentscope_mem0 import Outbox
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME
 from agentscope_mem0.service import mem0_middleware_factory
 from agentscope_mem0.testing import ScriptedChatModel
 

@@ -20,11 +20,9 @@ from agentscope.message import UserMsg
 from mem0 import AsyncMemory
 
 from _pgfixture import fresh_collection
-from agentscope_mem0 import Mem0Middleware
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._mem0.clients import build_mem0_config, close_memory
+from agentscope_mem0 import Mem0Backend, Mem0Middleware, RetryPolicy, WriteQueue, build_mem0_config
+from agentscope_mem0._mem0.clients import close_memory
 from agentscope_mem0._write.outbox_place import default_outbox_dir
-from agentscope_mem0._write.queue import RetryPolicy, WriteQueue
 from agentscope_mem0.backends import pgvector_config
 from agentscope_mem0.cli._config import load_settings
 from agentscope_mem0.cli._open import open_store

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agentscope_mem0._write.outbox import Outbox
+from agentscope_mem0 import Outbox
 from agentscope_mem0.cli import cli
 from agentscope_mem0.cli._lock import lock_file, lock_holder
 from command_line import add_raw, run, run_json

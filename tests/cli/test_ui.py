@@ -20,8 +20,8 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from agentscope_mem0._scope import Scope
-from agentscope_mem0._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
+from agentscope_mem0 import Outbox, Scope
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME, new_owner_id
 from agentscope_mem0.cli import cli
 from agentscope_mem0.cli._config import load_settings
 from agentscope_mem0.cli._open import open_store

@@ -23,7 +23,7 @@ import pytest
 import uvicorn
 from playwright import sync_api
 
-from agentscope_mem0._scope import Scope
+from agentscope_mem0 import Scope
 from agentscope_mem0.cli._config import load_settings
 from agentscope_mem0.cli._open import open_store
 from agentscope_mem0.cli.ui._inspector import Inspector

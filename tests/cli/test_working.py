@@ -15,9 +15,7 @@ from agentscope.tool import Toolkit
 from click.testing import CliRunner, Result
 
 from _pgfixture import fresh_collection, postgres_dsn
-from agentscope_mem0 import Mem0Middleware
-from agentscope_mem0._working.manager import WorkingMemory
-from agentscope_mem0._working.remote import PostgresWorkingStore
+from agentscope_mem0 import Mem0Middleware, PostgresWorkingStore, WorkingMemory
 from agentscope_mem0.cli import cli
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
@@ -105,7 +103,7 @@ def test_pgvector_config_reads_the_working_table(pg_dsn: str, tmp_path: Path) ->
 def test_qdrant_server_config_reads_the_working_collection(tmp_path: Path) -> None:
     """No Qdrant server runs here: the command's store for a Qdrant config is
     checked without connecting."""
-    from agentscope_mem0._working.remote import QdrantWorkingStore
+    from agentscope_mem0 import QdrantWorkingStore
     from agentscope_mem0.cli._config import load_settings
     from agentscope_mem0.cli._working import open_working_store
 

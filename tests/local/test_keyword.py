@@ -16,9 +16,7 @@ import numpy as np
 import pytest
 from qdrant_client.models import SparseVector
 
-from agentscope_mem0 import build_local_memory
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._scope import Scope
+from agentscope_mem0 import Mem0Backend, Scope, build_local_memory
 from agentscope_mem0.local import (
     KeywordEncoder,
     SparseTerms,

@@ -194,7 +194,7 @@ async def test_tool_search_spans_nest_under_the_tool_span(
 
 
 def test_write_span_counts_retries_and_failures(spans: InMemorySpanExporter) -> None:
-    from agentscope_mem0._scope import Scope
+    from agentscope_mem0 import Scope
 
     async def run() -> None:
         with _tracing.write_span(Scope("bob", None), ["k1", "k2"]):

@@ -11,9 +11,8 @@ from agentscope.agent import Agent
 from agentscope.message import AssistantMsg, HintBlock, Msg, TextBlock, UserMsg
 from agentscope.state import AgentState
 
-from agentscope_mem0 import Mem0Middleware, MemoryHit
+from agentscope_mem0 import DEFAULT_MEMORY_SECTION_HEADER, Mem0Middleware, MemoryHit
 from agentscope_mem0._recall.note import (
-    DEFAULT_MEMORY_SECTION_HEADER,
     MEMORIES_CLOSE,
     MEMORIES_OPEN,
     NOTE_MARKER,

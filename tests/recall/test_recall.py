@@ -9,9 +9,15 @@ import pytest
 from agentscope.agent import Agent
 from agentscope.message import AssistantMsg, Msg, ToolCallBlock, UserMsg
 
-from agentscope_mem0 import ConfigurationError, Mem0Middleware, MemoryHit, Scope
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._options import NoteOptions, RecallOptions
+from agentscope_mem0 import (
+    ConfigurationError,
+    Mem0Backend,
+    Mem0Middleware,
+    MemoryHit,
+    NoteOptions,
+    RecallOptions,
+    Scope,
+)
 from agentscope_mem0._recall.note import is_memory_note, note_text, render_note
 from agentscope_mem0._recall.profile import ProfileCache, recall_profile
 from agentscope_mem0._recall.recall import build_query, retrieve

@@ -18,13 +18,18 @@ from agentscope.state import AgentState
 from agentscope.tool import Toolkit
 from pydantic import BaseModel
 
-from agentscope_mem0 import ConfigurationError, Mem0Middleware, WorkingContentError
+from agentscope_mem0 import (
+    ConfigurationError,
+    Mem0Middleware,
+    PostgresWorkingStore,
+    SqliteWorkingStore,
+    WorkingContentError,
+    WorkingMemory,
+)
 from agentscope_mem0._recall.tokens import estimate_tokens
 from agentscope_mem0._working.format import WorkingFormat, merge_json
-from agentscope_mem0._working.manager import WorkingMemory, is_working_block
-from agentscope_mem0._working.remote import PostgresWorkingStore
+from agentscope_mem0._working.manager import is_working_block
 from agentscope_mem0._working.render import truncate_block
-from agentscope_mem0._working.store import SqliteWorkingStore
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import RecordingClient, real_memory
 

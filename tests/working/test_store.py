@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from _pgfixture import fresh_collection, postgres_dsn
+from agentscope_mem0 import SqliteWorkingStore, WorkingRecord, WorkingStore
 from agentscope_mem0._working.format import WorkingFormat
 from agentscope_mem0._working.select import store_for_client
-from agentscope_mem0._working.store import SqliteWorkingStore, WorkingRecord, WorkingStore
 
 CHILD = Path(__file__).parents[1] / "_working_child.py"
 JSON = WorkingFormat(schema={"type": "object"})
@@ -157,13 +157,13 @@ def pg_dsn() -> Iterator[str]:
 
 
 def test_postgres_contract(pg_dsn: str) -> None:
-    from agentscope_mem0._working.remote import PostgresWorkingStore
+    from agentscope_mem0 import PostgresWorkingStore
 
     _contract(PostgresWorkingStore(pg_dsn, table=fresh_collection("w")))
 
 
 def test_postgres_threads_and_processes_lose_no_update(pg_dsn: str) -> None:
-    from agentscope_mem0._working.remote import PostgresWorkingStore
+    from agentscope_mem0 import PostgresWorkingStore
 
     table = fresh_collection("w")
     children = [
@@ -186,8 +186,7 @@ def test_postgres_threads_and_processes_lose_no_update(pg_dsn: str) -> None:
 async def test_pgvector_client_gets_a_table_beside_mem0s(pg_dsn: str, tmp_path: Path) -> None:
     from mem0 import AsyncMemory
 
-    from agentscope_mem0 import build_mem0_config
-    from agentscope_mem0._working.remote import PostgresWorkingStore
+    from agentscope_mem0 import PostgresWorkingStore, build_mem0_config
     from agentscope_mem0.backends import pgvector_config
     from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
@@ -260,7 +259,7 @@ class _Serialised:
 def test_qdrant_contract(tmp_path: Path) -> None:
     from qdrant_client import QdrantClient
 
-    from agentscope_mem0._working.remote import QdrantWorkingStore
+    from agentscope_mem0 import QdrantWorkingStore
 
     client = QdrantClient(path=str(tmp_path / "qdrant"))  # qdrant-client's local mode, on disk
     try:
@@ -272,7 +271,7 @@ def test_qdrant_contract(tmp_path: Path) -> None:
 def test_qdrant_compare_and_set_loses_no_update(tmp_path: Path) -> None:
     from qdrant_client import QdrantClient
 
-    from agentscope_mem0._working.remote import QdrantWorkingStore
+    from agentscope_mem0 import QdrantWorkingStore
 
     client = QdrantClient(path=str(tmp_path / "qdrant"))
     shared = _Serialised(client)
@@ -292,7 +291,7 @@ def test_qdrant_server_config_selects_the_qdrant_store(tmp_path: Path) -> None:
     from mem0.configs.base import MemoryConfig
     from qdrant_client import QdrantClient
 
-    from agentscope_mem0._working.remote import QdrantWorkingStore
+    from agentscope_mem0 import QdrantWorkingStore
     from agentscope_mem0.backends import qdrant_server_config
 
     config = MemoryConfig(**qdrant_server_config("http://qdrant.invalid:6333", dims=8))

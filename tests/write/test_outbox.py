@@ -14,13 +14,8 @@ from typing import Any
 
 import pytest
 
-from agentscope_mem0._write.outbox import (
-    OUTBOX_FILENAME,
-    Outbox,
-    count_held,
-    new_owner_id,
-    owner_is_dead,
-)
+from agentscope_mem0 import Outbox
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME, count_held, new_owner_id, owner_is_dead
 
 
 def _msgs(text: str) -> list[dict[str, str]]:

@@ -26,10 +26,9 @@ import pytest
 from mem0 import AsyncMemory
 
 from _writer_child import UniqueFacts, exchange, store_config
-from agentscope_mem0 import Scope
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._write.outbox import Outbox, new_owner_id
-from agentscope_mem0._write.queue import MEMORY_ONLY, METADATA_KEY, RetryPolicy, WriteQueue
+from agentscope_mem0 import Mem0Backend, Outbox, RetryPolicy, Scope, WriteQueue
+from agentscope_mem0._write.outbox import new_owner_id
+from agentscope_mem0._write.queue import METADATA_KEY
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import close_memory, real_memory
 
@@ -164,7 +163,7 @@ async def test_wait_blocks_until_stored(memory: AsyncMemory) -> None:
 
 
 async def test_in_memory_queue_when_asked(memory: AsyncMemory) -> None:
-    queue = queue_for(memory, outbox_dir=MEMORY_ONLY)
+    queue = queue_for(memory, outbox_dir=":memory:")
     assert not queue.outbox.durable
     await queue.submit(SCOPE, said("I like fruit01."))
     assert await queue.flush(5)

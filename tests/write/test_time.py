@@ -11,10 +11,8 @@ import pytest
 from agentscope.agent import Agent
 from agentscope.message import ToolResultState, UserMsg
 
-from agentscope_mem0 import ConfigurationError, Mem0Middleware
-from agentscope_mem0._mem0.hits import MemoryHit
+from agentscope_mem0 import ConfigurationError, Mem0Middleware, MemoryHit, Scope
 from agentscope_mem0._mem0.timeline import time_label
-from agentscope_mem0._scope import Scope
 from agentscope_mem0._write.judge import TimeJudge, build_time_judge
 from agentscope_mem0._write.judge_prompt import parse_verdicts
 from agentscope_mem0.testing import HashEmbedding, RuleJudge, ScriptedChatModel
@@ -259,7 +257,7 @@ async def test_said_at_is_checked(tmp_path: Any) -> None:
 def test_a_client_without_an_agentscope_model_is_not_judged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from agentscope_mem0._mem0.backend import Mem0Backend
+    from agentscope_mem0 import Mem0Backend
 
     class Plain:
         llm = object()
@@ -289,7 +287,7 @@ def test_time_label_reads_the_metadata() -> None:
 
 
 async def test_the_note_can_show_superseded_memories_marked(tmp_path: Any) -> None:
-    from agentscope_mem0._options import RecallOptions
+    from agentscope_mem0 import RecallOptions
 
     mw = _middleware(tmp_path, recall=RecallOptions(mode="full", include_superseded=True))
     async with mw:

@@ -11,8 +11,7 @@ from agentscope.agent import Agent
 from agentscope.message import UserMsg
 
 from _pgfixture import fresh_collection, postgres_dsn
-from agentscope_mem0 import Mem0Middleware
-from agentscope_mem0._scope import Scope
+from agentscope_mem0 import Mem0Middleware, Scope
 from agentscope_mem0.backends import pgvector_config, prepare_pgvector
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import note_text

@@ -469,7 +469,7 @@ def test_search_results_show_the_agent_and_offer_forget(store: Any) -> None:
 
 
 def test_the_working_memory_of_a_user_and_a_conversation(store: Any) -> None:
-    from agentscope_mem0._working.store import SqliteWorkingStore
+    from agentscope_mem0 import SqliteWorkingStore
 
     working = SqliteWorkingStore(store.settings.folder)
     try:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentscope_mem0 import Mem0Middleware
+from agentscope_mem0 import Mem0Middleware, Scope
 from agentscope_mem0._recall.same_fact import (
     SameFactRule,
     blocker,
@@ -18,7 +18,6 @@ from agentscope_mem0._recall.same_fact import (
     same_fact,
     user_names,
 )
-from agentscope_mem0._scope import Scope
 from agentscope_mem0._write.consolidate import as_user
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 

@@ -26,11 +26,10 @@ from typing import Any
 
 from mem0 import AsyncMemory
 
-from agentscope_mem0 import Scope
-from agentscope_mem0._mem0.backend import Mem0Backend
+from agentscope_mem0 import Mem0Backend, Outbox, RetryPolicy, Scope, WriteQueue
 from agentscope_mem0._mem0.dates import iso, parse_time
-from agentscope_mem0._write.outbox import OUTBOX_FILENAME, Outbox
-from agentscope_mem0._write.queue import METADATA_KEY, RetryPolicy, WriteQueue
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME
+from agentscope_mem0._write.queue import METADATA_KEY
 
 FIXTURE = Path(__file__).with_name("data") / "outbox-0.2.sqlite3"
 ALICE, BOB = Scope("alice", "assistant"), Scope("bob")

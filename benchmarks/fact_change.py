@@ -16,8 +16,8 @@ each) in the same run, with the same offline models (``ScriptedChatModel``:
 * ``ours``: this package with the shipped judge.
 
 The judgement quality of a real chat model is NOT measured here: the
-scripted judge follows patterns. Run ``--print-prompt`` for the prompt to try
-your own model on.
+scripted judge follows patterns (``benchmarks/real_model.py`` measures a real
+one). Run ``--print-prompt`` for the two prompts to try your own model on.
 
     python benchmarks/fact_change.py --out docs/benchmarks/fact-change.json \
         --plot docs/benchmarks/fact-change.png
@@ -291,16 +291,16 @@ async def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--replot", type=Path, help="only redraw --plot from this JSON")
-    parser.add_argument("--print-prompt", action="store_true", help="show the judgement prompt")
+    parser.add_argument("--print-prompt", action="store_true", help="show the judgement prompts")
     args = parser.parse_args()
     if args.replot:
         report = json.loads(args.replot.read_text())
         plot([r for r in report["results"] if r["round"] == 0], args.plot)
         return
     if args.print_prompt:
-        from agentscope_mem0._write.judge_prompt import JUDGE_SYSTEM_PROMPT
+        from agentscope_mem0._write.judge_prompt import QUESTION_PROMPT, READ_PROMPT
 
-        print(JUDGE_SYSTEM_PROMPT)
+        print(f"{QUESTION_PROMPT}\n\n{READ_PROMPT}")
         return
     cases = scenarios(args.scenarios, args.seed)
     results = []

@@ -11,7 +11,7 @@ import argparse
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
@@ -48,12 +48,17 @@ def env(name: str, default: str) -> str:
 
 async def two_sessions(
     chat_model: ChatModelBase,
-    embedding_model: EmbeddingModelBase,
+    embedding_model: EmbeddingModelBase | None,
     *,
     folder: Path,
     user_id: str = "alice",
+    **options: Any,
 ) -> tuple[str, str]:
-    """Run both sessions on the embedded store in ``folder``; returns the two replies."""
+    """Run both sessions on the embedded store in ``folder``; returns the two replies.
+
+    ``embedding_model=None`` embeds offline (``agentscope-mem0[local]``);
+    ``options`` go to ``Mem0Middleware.local`` (``extraction="compact"``...).
+    """
     from agentscope.agent import Agent
     from agentscope.message import UserMsg
     from agentscope.tool import Toolkit
@@ -63,7 +68,11 @@ async def two_sessions(
     print(f"memories of {user_id!r} go to {folder}")
     replies = []
     async with Mem0Middleware.local(
-        user_id=user_id, chat_model=chat_model, embedding_model=embedding_model, folder=folder
+        user_id=user_id,
+        chat_model=chat_model,
+        embedding_model=embedding_model,
+        folder=folder,
+        **options,
     ) as mw:
         for session, text in ((1, TOLD), (2, ASKED)):
             agent = Agent(

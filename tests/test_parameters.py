@@ -59,6 +59,7 @@ def test_each_field_is_a_constructor_keyword_with_the_same_default() -> None:
                 "profile_ttl": defaults.recall.profile_ttl,
                 "max_memory_tokens": defaults.note.max_memory_tokens,
                 "search_timeout": defaults.deadlines.search_timeout,
+                "extraction": defaults.writes.extraction,
             }
             assert field.default == group[name], name
 

@@ -37,9 +37,11 @@ if TYPE_CHECKING:
         TransientBackendError,
         WorkingContentError,
     )
+    from ._formatter import StringContentFormatter
     from ._mem0.adapters import AgentScopeEmbedding, AgentScopeLLM
     from ._mem0.backend import Mem0Backend
     from ._mem0.clients import build_local_memory, build_mem0_config
+    from ._mem0.extraction import ExtractionStyle
     from ._mem0.hits import MemoryHit
     from ._middleware import Mem0Middleware
     from ._modes import Mode
@@ -87,6 +89,7 @@ _LAZY: dict[str, str] = {
     "DimensionMismatchError": "._exceptions",
     "EdgeEngineError": "._exceptions",
     "ExtractionFailedError": "._exceptions",
+    "ExtractionStyle": "._mem0.extraction",
     "FlatOptions": "._options",
     "InvalidStateError": "._exceptions",
     "LocalFileError": "._exceptions",
@@ -111,6 +114,7 @@ _LAZY: dict[str, str] = {
     "Scope": "._scope",
     "SqliteWorkingStore": "._working.store",
     "StoreLockedError": "._exceptions",
+    "StringContentFormatter": "._formatter",
     "TransientBackendError": "._exceptions",
     "WorkingContentError": "._exceptions",
     "WorkingMemory": "._working.manager",
@@ -141,6 +145,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "DimensionMismatchError",
     "EdgeEngineError",
     "ExtractionFailedError",
+    "ExtractionStyle",
     "FlatOptions",
     "InvalidStateError",
     "LocalFileError",
@@ -165,6 +170,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "Scope",
     "SqliteWorkingStore",
     "StoreLockedError",
+    "StringContentFormatter",
     "TransientBackendError",
     "WorkingContentError",
     "WorkingMemory",

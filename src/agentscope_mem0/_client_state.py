@@ -21,6 +21,7 @@ from ._mem0.backend import Mem0Backend
 from ._mem0.breaker import CircuitBreaker
 from ._mem0.clients import close_memory, resolve_client
 from ._mem0.query_cache import install_query_cache
+from ._mem0.usage import TokenMeter
 from ._options import DEFAULT_PROFILE_TTL, Deadlines
 from ._recall.profile import ProfileCache
 from ._write.consolidate import Consolidator
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
 
+    from ._mem0.extraction import ExtractionStyle
     from ._options import Options
     from ._scope import Scope
 
@@ -56,9 +58,13 @@ class ClientState:
         judge: The time judgement of new memories (see ``Mem0Middleware``).
         closes_client: :meth:`aclose` closes ``client`` too (see
             :attr:`closes_client`).
+        extraction: mem0's extraction prompt, ``"mem0"`` or ``"compact"``.
+        search_by_agent: The judge looks for older memories of the writing
+            agent only (``scope_search_by_agent``), or of the whole user.
 
     Raises:
-        ConfigurationError: ``write_queue`` writes to another client.
+        ConfigurationError: ``write_queue`` writes to another client or
+            extracts otherwise; ``extraction`` does not fit the client.
     """
 
     def __init__(
@@ -71,6 +77,8 @@ class ClientState:
         write_queue: WriteQueue | None = None,
         judge: bool | ChatModelBase = True,
         closes_client: bool = False,
+        extraction: ExtractionStyle = "mem0",
+        search_by_agent: bool = True,
     ) -> None:
         deadlines = deadlines or Deadlines()
         if write_queue is not None and write_queue.backend.client is not client:
@@ -78,8 +86,15 @@ class ClientState:
                 "write_queue writes to another mem0 client than this middleware; "
                 "build the queue on the same client"
             )
+        if write_queue is not None and write_queue.backend.extraction != extraction:
+            raise ConfigurationError(
+                f"write_queue extracts with {write_queue.backend.extraction!r}, not "
+                f"{extraction!r}; build its Mem0Backend with extraction={extraction!r}"
+            )
         self.backend: Mem0Backend = (
-            write_queue.backend if write_queue is not None else Mem0Backend(client)
+            write_queue.backend
+            if write_queue is not None
+            else Mem0Backend(client, extraction=extraction)
         )
         """The one door to the client."""
         self.breaker = CircuitBreaker(
@@ -88,7 +103,9 @@ class ClientState:
         """Skips reads and tool calls while mem0 keeps failing."""
         self.profiles = ProfileCache(ttl=profile_ttl)
         """Each scope's profile memories, refreshed after a write."""
-        self.judge = build_time_judge(self.backend, judge, self.profiles.invalidate)
+        self.judge = build_time_judge(
+            self.backend, judge, self.profiles.invalidate, search_by_agent=search_by_agent
+        )
         """Marks what new memories supersede or extend; ``None`` when off."""
         self.consolidator = Consolidator(self.backend)
         """Marks new memories that repeat a current one."""
@@ -112,6 +129,12 @@ class ClientState:
         client closes it. It releases what building it opened (the data
         folder's embedded store once no other client of the process uses it);
         a client someone passed in stays theirs."""
+        self._owns_meter = self.backend.meter is None
+        self.meter = self.backend.meter or TokenMeter.beside(self.writer.outbox.path)
+        """The model tokens spent on extraction and judgement (kept beside the outbox)."""
+        self.backend.meter = self.meter
+        if self.judge is not None:
+            self.judge.meter = self.meter
         self._closed = False
 
     async def _after_store(
@@ -146,12 +169,21 @@ class ClientState:
         ``search_timeouts``, ``searches_skipped`` (breaker open),
         ``breaker_opened``, ``breaker_state``, ``search_latency_p50/p95``.
         Writes: ``writes_queued/stored/retried/failed/pending`` and more, see
-        ``WriteQueue.stats``. Latencies are in seconds.
+        ``WriteQueue.stats``. Model tokens: ``tokens_in/out_per_write`` and
+        the totals, see ``TokenMeter.stats``. Latencies are in seconds.
         """
         judge = self.judge.stats() if self.judge else {}
         cache = self.query_cache.stats() if self.query_cache else {}
         merged = self.consolidator.stats()
-        return {**self.breaker.stats(), **self.writer.stats(), **merged, **judge, **cache}
+        tokens = self.meter.stats()
+        return {
+            **self.breaker.stats(),
+            **self.writer.stats(),
+            **merged,
+            **judge,
+            **cache,
+            **tokens,
+        }
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued write, then its time judgement, is done.
@@ -178,8 +210,12 @@ class ClientState:
             return True
         self._closed = True
         flushed = await self.flush(timeout)
+        if self.judge is not None:
+            self.judge.stop()
         if self._owns_writer:
             flushed = await self.writer.aclose(timeout) and flushed
+        if self._owns_meter:
+            self.meter.close()
         if self.closes_client:
             await asyncio.to_thread(close_memory, self.client)
         return flushed
@@ -215,6 +251,8 @@ def state_for(
             write_queue=write_queue,
             judge=judge,
             closes_client=client is None,
+            extraction=options.writes.extraction,
+            search_by_agent=options.scope_search_by_agent,
         )
     except BaseException:
         if client is None:

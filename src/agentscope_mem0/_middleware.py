@@ -119,7 +119,7 @@ class Mem0Middleware(MiddlewareBase):
             tool_instructions: Appended to the system prompt in tool modes.
             recall: ``"query"``, ``"profile"``, ``"full"`` or a :class:`RecallOptions`.
             note: The note's budget, rules and placement (:class:`NoteOptions`).
-            writes: Where queued writes wait (:class:`WriteOptions`).
+            writes: Where queued writes wait, the extraction prompt (:class:`WriteOptions`).
             deadlines: Timeouts and the circuit breaker (:class:`Deadlines`).
             client_state: State shared by the middlewares on one client (service
                 mode passes it): its breaker, profile cache, write queue and

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypedDict
 
 from ._exceptions import ConfigurationError
+from ._mem0.extraction import ExtractionStyle, check_extraction
 from ._modes import Mode, check_mode
 from ._recall.note import (
     DEFAULT_MEMORY_RULES,
@@ -131,7 +132,7 @@ class NoteOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class WriteOptions:
-    """Where queued writes wait until mem0 stored them."""
+    """Where queued writes wait until mem0 stored them, and how mem0 extracts them."""
 
     outbox_dir: str | os.PathLike[str] | None = None
     """Folder of the durable write outbox (``outbox.sqlite3``): a write is
@@ -141,6 +142,16 @@ class WriteOptions:
     mem0's ``history_db_path``; see ``_outbox_place``), so writes are durable
     on every path; ``":memory:"`` keeps them in memory only.
     ``Mem0Middleware.local`` uses its data folder."""
+
+    extraction: ExtractionStyle = "mem0"
+    """The prompt mem0 extracts memories with: ``"mem0"``, mem0's own (about
+    8k tokens before the conversation), or ``"compact"``, this package's
+    (prompt, conversation and answer within a 4k context: small local
+    models, fewer paid tokens; see docs/benchmarks/real-model.md). Compact
+    needs a client that extracts through an AgentScope chat model."""
+
+    def __post_init__(self) -> None:
+        check_extraction(self.extraction)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +198,7 @@ class FlatOptions(TypedDict, total=False):
     memory_section_rules: str
     accumulate_notes: bool
     outbox_dir: str | os.PathLike[str] | None
+    extraction: ExtractionStyle
     search_timeout: float | None
     tool_timeout: float | None
     breaker_threshold: int
@@ -201,6 +213,7 @@ _FLAT: dict[str, tuple[str, str]] = {
     "memory_section_rules": ("note", "rules"),
     "accumulate_notes": ("note", "accumulate"),
     "outbox_dir": ("writes", "outbox_dir"),
+    "extraction": ("writes", "extraction"),
     "search_timeout": ("deadlines", "search_timeout"),
     "tool_timeout": ("deadlines", "tool_timeout"),
     "breaker_threshold": ("deadlines", "breaker_threshold"),

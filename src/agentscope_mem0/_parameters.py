@@ -124,6 +124,15 @@ class Mem0MiddlewareParameters(BaseModel):
             "extend, with the extraction model, so that outdated facts are not recalled."
         ),
     )
+    extraction: Literal["mem0", "compact"] = Field(
+        default="mem0",
+        title="Extraction Prompt",
+        description=(
+            "`mem0`: mem0's own extraction prompt (about 8k tokens per write). "
+            "`compact`: this package's, which fits a 4k context with the conversation: "
+            "for small local models and fewer paid tokens."
+        ),
+    )
     working_memory: Literal["conversation", "user"] | None = Field(
         default=None,
         title="Working Memory",

@@ -12,7 +12,9 @@ memory side is always real: the offline embedder, the on-disk vector store,
 the history database and mem0's extraction pipeline. The chat model is
 DashScope when ``DASHSCOPE_API_KEY`` is set, an OpenAI-compatible endpoint
 when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set (Ollama, vLLM and
-llama.cpp servers included), and otherwise a small offline scripted model.
+llama.cpp servers included: message contents go as plain strings, and with a
+base URL mem0 extracts with the compact prompt unless ``MEM0_EXTRACTION=mem0``),
+and otherwise a small offline scripted model.
 
 The demo stores under user ``alice`` (:data:`DEMO_USER`) in the data folder
 it names first, replacing that user's earlier memories there, so that
@@ -42,6 +44,7 @@ from agentscope.model import ChatModelBase
 from agentscope.tool import Toolkit
 from pydantic import SecretStr
 
+from ._formatter import StringContentFormatter
 from ._mem0.backend import Mem0Backend
 from ._mem0.timeline import DUPLICATE_OF, SUPERSEDED_BY, VALID_UNTIL
 from ._middleware import Mem0Middleware
@@ -99,9 +102,11 @@ def chat_model_from_env() -> tuple[ChatModelBase, str]:
             api_key=SecretStr(os.environ.get("OPENAI_API_KEY") or "not-needed"), base_url=base_url
         )
         where = f" at {base_url}" if base_url else ""
-        return OpenAIChatModel(credential, model=name, stream=False), (
-            f"OpenAI-compatible {name}{where}"
+        # Plain-string contents: llama.cpp-style servers refuse lists of parts.
+        model = OpenAIChatModel(
+            credential, model=name, stream=False, formatter=StringContentFormatter()
         )
+        return model, f"OpenAI-compatible {name}{where}"
     return ScriptedChatModel(_offline_script), (
         "the built-in offline scripted model (set DASHSCOPE_API_KEY, OPENAI_API_KEY or "
         "OPENAI_BASE_URL for a real one); memory, embeddings and storage are real"
@@ -293,7 +298,13 @@ async def run_demo(
     else:
         described = type(chat_model).__name__
     print(f"chat model: {described}", file=out)
-    mw = Mem0Middleware.local(user_id=user_id, chat_model=chat_model, mode=mode, folder=folder)
+    # Local servers (a base URL) rarely have room for mem0's 8k-token extraction prompt.
+    extraction = os.environ.get("MEM0_EXTRACTION") or (
+        "compact" if os.environ.get("OPENAI_BASE_URL") else "mem0"
+    )
+    mw = Mem0Middleware.local(
+        user_id=user_id, chat_model=chat_model, mode=mode, folder=folder, extraction=extraction
+    )
     print(
         f"mode: {mode}\n"
         f"memories of user {user_id!r} are stored in {mw.folder} (replacing that user's "

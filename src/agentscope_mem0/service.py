@@ -209,6 +209,8 @@ class Mem0MiddlewareFactory:
                     profile_ttl=self._settings.recall.profile_ttl,
                     outbox_dir=outbox,
                     judge=self._options.get("judge", True),
+                    extraction=self._settings.writes.extraction,
+                    search_by_agent=self._settings.scope_search_by_agent,
                 )
             return self._state
 

@@ -146,16 +146,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
     "home": ("live", "lives", "living", "moved", "move", "home", "apartment", "relocated"),
     "job": ("work", "works", "working", "job", "jobs", "employer", "company", "hired", "joined"),
     "preference": ("prefer", "prefers", "favorite", "favourite", "likes", "like", "love"),
-    "relationship": (
-        "partner",
-        "girlfriend",
-        "boyfriend",
-        "married",
-        "dating",
-        "wife",
-        "husband",
-        "single",
-    ),
+    "relationship": ("partner", "girlfriend", "boyfriend", "married", "dating", "wife", "single"),
     "possession": ("owns", "own", "drives", "car", "bought", "sold", "has", "bike", "phone"),
     "plan": ("plan", "plans", "planning", "going", "trip", "intends", "cancelled", "canceled"),
 }
@@ -187,66 +178,62 @@ def _kind(text: str) -> str | None:
 
 
 class RuleJudge:
-    """Answers the time judgement from patterns, a rough stand-in for an LLM.
+    """Answers the time judgement's reading questions from patterns, a rough
+    stand-in for an LLM.
 
-    A new memory that announces a change ("moved to", "switched to", "now
-    prefers", "no longer", "changed jobs") updates the existing memories about
-    the same thing: the same kind (home, job, preference, relationship,
-    possession, plan) and, except for a home or a job (one at a time), a word
-    in common ("prefers", "car", "partner"), so "now prefers matcha" leaves
-    "likes hiking" alone. A new memory without such words that shares two
-    content words with an existing one of the same kind extends it. The same
-    change said twice (the agent's ``add_memory`` and the automatic write both
-    storing "moved to Beijing") is neither.
+    The judgement asks which question a memory answers, then asks that
+    question of another memory. This judge names the kind of thing a memory
+    is about (home, job, preference, relationship, possession, plan) and
+    answers a question about a memory of the same kind as a model would
+    for the usual cases: a change ("moved to", "switched to", "now
+    prefers", "no longer", "changed jobs") gets the other memory's own
+    words, about a home or a job (one at a time) or with a word in common
+    ("prefers", "car", "partner"), so "now prefers matcha" leaves "likes
+    hiking" alone; two memories without a change that share two content
+    words get the shared words (a detail added); the same change said twice
+    gets the same answer. Anything else is "not said".
     """
 
     def __call__(self, prompt: str) -> str:
-        """The JSON answer to one judgement prompt."""
-        try:
-            data, _ = json.JSONDecoder().raw_decode(prompt[prompt.index("{") :])
-        except ValueError:
-            return json.dumps({"judgements": []})
-        existing = data.get("existing_memories", [])
-        judgements = []
-        for new in data.get("new_memories", []):
-            text = str(new.get("text", ""))
-            kind = _kind(text)
-            updates: list[str] = []
-            extends: list[str] = []
-            if kind is not None:
-                changed = bool(_CHANGE.search(text))
-                mine = _content_words(text)
-                for old in existing:
-                    old_text = str(old.get("text", ""))
-                    if _kind(old_text) != kind or old_text.strip() == text.strip():
-                        continue
-                    theirs = _content_words(old_text)
-                    shared = mine & theirs
-                    if changed and _CHANGE.search(old_text) and (theirs <= mine or mine <= theirs):
-                        continue  # the same change said again ("moved to Beijing" twice)
-                    if changed and (kind in _SINGLE or shared):
-                        updates.append(old["key"])
-                    elif not changed and len(shared) >= 2:
-                        extends.append(old["key"])
-            judgements.append({"new": new.get("key"), "updates": updates, "extends": extends})
-        return json.dumps({"judgements": judgements})
+        """The answer to one judgement message."""
+        memory, reading, question = prompt.partition("\nQuestion: ")
+        memory = memory.removeprefix("Memory: ").strip()
+        if not reading:
+            # The question quotes its memory, so the reading knows what was asked.
+            kind = _kind(memory) or "fact"
+            asked = f'What does the user say about their {kind}, as in "{memory}"?'
+            return json.dumps({"question": asked, "answer": " ".join(_words_of(memory))})
+        quoted = re.search(r'as in "(.*)"\?\s*$', question, re.S)
+        return self._read(memory, quoted.group(1)) if quoted else "not said"
+
+    @staticmethod
+    def _read(memory: str, source: str) -> str:
+        """``memory``'s answer to the question ``source`` answers."""
+        kind = _kind(source)
+        if kind is None or _kind(memory) != kind:
+            return "not said"
+        if memory.strip() == source.strip():
+            return " ".join(_words_of(source))  # the same memory
+        mine, theirs = _content_words(source), _content_words(memory)
+        shared = mine & theirs
+        changed = bool(_CHANGE.search(source) or _CHANGE.search(memory))
+        both = _CHANGE.search(source) and _CHANGE.search(memory)
+        if both and (theirs <= mine or mine <= theirs):
+            return " ".join(_words_of(source))  # the same change said again
+        if changed and (kind in _SINGLE or shared):
+            return " ".join(_words_of(memory))
+        if not changed and len(shared) >= 2:
+            return " ".join(sorted(shared))
+        return "not said"
+
+
+def _words_of(text: str) -> list[str]:
+    return sorted(_content_words(text))
 
 
 _OBSERVED = re.compile(r"## Observation Date\n(\d{4}-\d{2}-\d{2})")
-_MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
+_MONTHS = ["january", "february", "march", "april", "may", "june", "july"]
+_MONTHS += ["august", "september", "october", "november", "december"]
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 
 
@@ -254,7 +241,8 @@ def _event_dates(messages: Sequence[Msg], facts: Sequence[str]) -> list[str | No
     """Event dates of ``facts`` when the prompt asks for them (see ``_time``)."""
     prompt = "\n".join(_text_of(m) for m in messages if m.role == "user")
     match = _OBSERVED.search(prompt)
-    if "## Event Dates" not in prompt or match is None:
+    asked = "## Event Dates" in prompt or '"event_date"' in _text_of(messages[0])
+    if not asked or match is None:
         return []
     import datetime as dt
 

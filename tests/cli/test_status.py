@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -209,3 +210,36 @@ def test_retry_failed_with_nothing_to_do(tmp_path: Path) -> None:
     result = run("retry-failed", "--folder", str(tmp_path / "none"))
     assert result.exit_code == 0
     assert "No failed writes" in result.stdout
+
+
+async def test_status_shows_the_model_tokens_spent_per_write(data_dir: Path) -> None:
+    from agentscope_mem0 import Mem0Middleware
+    from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+    from fakes import one_session
+
+    mw = Mem0Middleware.local(
+        user_id="alice",
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(),
+        folder=data_dir,
+        mode="static_control",
+        extraction="compact",
+    )
+    async with mw:
+        await one_session(mw, "I live in Hangzhou.")
+        assert await mw.flush(timeout=30)  # stored before the change is judged against it
+        await one_session(mw, "I moved to Beijing.")
+        assert await mw.flush(timeout=30)
+        spent = mw.stats()
+    assert spent["tokens_writes"] == 2 and spent["model_calls_judge"] >= 2
+    code, report = _status()
+    assert code == 0
+    tokens = report["tokens"]
+    for key in ("tokens_in_per_write", "tokens_in_judge", "model_calls_extraction"):
+        assert tokens[key] == spent[key], key
+    text = run("status").stdout
+    per_write = f"{spent['tokens_in_per_write']:,.0f}"
+    assert re.search(rf"per write:\s+{per_write} in / \d+ out  \(2 writes\)", text), text
+    assert re.search(r"time judgement:\s+[\d,]+ in / [\d,]+ out  \(\d+ calls\)", text), text
+    # The scripted model reports no usage: the figures are estimates, and say so.
+    assert re.search(rf"estimated:\s+{spent['tokens_estimated_calls']} calls", text), text

@@ -26,7 +26,16 @@ def test_answers_mem0_can_read_are_no_failure(answer: str) -> None:
 
 @pytest.mark.parametrize(
     "answer",
-    ["I found nothing worth keeping.", '{"memory": [{"id": "0", "te', '{"facts": ["x"]}', None],
+    [
+        "I found nothing worth keeping.",
+        '{"memory": [{"id": "0", "te',
+        '{"facts": ["x"]}',
+        None,
+        # mem0 skips items without a non-empty "text": nothing would be stored.
+        '{"memory": [{"id": "0", "fact": "User likes tea."}]}',
+        '{"memory": [{"id": "0", "text": ""}, {"id": "1", "text": "User likes tea."}]}',
+        '{"memory": ["User likes tea."]}',
+    ],
 )
 def test_answers_mem0_cannot_read_are_a_failure(answer: Any) -> None:
     watch = AddWatch(answers=[answer])

@@ -250,6 +250,20 @@ async def test_the_time_judgement_is_a_judge_span_under_the_write(
     assert last["agentscope_mem0.candidates"] == 1
     assert last["agentscope_mem0.changed"] >= 2  # the new memory and the one it supersedes
     assert "Hangzhou" not in str(last) and "Beijing" not in str(last)
+    # Its model calls are GenAI client spans; the judge span sums their tokens.
+    last_id = max(judges, key=lambda s: s.start_time or 0).context.span_id
+    calls = [c for c in named(spans, "agentscope_mem0.judge_call") if c.parent.span_id == last_id]
+    assert len(calls) >= 2
+    for call in calls:
+        attrs = dict(call.attributes or {})
+        assert attrs["gen_ai.operation.name"] == "chat"
+        assert attrs["gen_ai.request.model"] == "scripted"
+        assert attrs["gen_ai.usage.input_tokens"] > 0
+    assert last["gen_ai.usage.input_tokens"] == sum(
+        dict(c.attributes or {})["gen_ai.usage.input_tokens"] for c in calls
+    )
+    for extract in named(spans, "agentscope_mem0.extract"):
+        assert dict(extract.attributes or {})["gen_ai.usage.input_tokens"] > 0
 
 
 async def test_a_write_is_a_child_of_the_reply_that_started_its_worker(

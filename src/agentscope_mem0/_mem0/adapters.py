@@ -23,8 +23,10 @@ from mem0.llms.base import LLMBase
 
 from .._exceptions import ConfigurationError
 from .bridge import current_lane, get_bridge
+from .extraction import compact_extraction, repair_extraction_answer
 from .timeline import prepare_extraction, record_extraction
 from .tracing import extract_span
+from .usage import record_call
 
 if TYPE_CHECKING:
     from agentscope.model import ChatResponse
@@ -73,6 +75,7 @@ class AgentScopeLLM(LLMBase):
             given.
         """
         messages = prepare_extraction(messages)  # the write's said date, event dates
+        messages = compact_extraction(messages)  # with extraction="compact" only
         msgs = to_agentscope_messages(messages)
         if not msgs:
             raise ValueError("mem0 sent no system, user or assistant message to the chat model")
@@ -82,10 +85,18 @@ class AgentScopeLLM(LLMBase):
             )
             answer = flatten_response(response, with_tools=bool(tools))
             text = answer if isinstance(answer, str) else str(answer.get("content") or "")
+            prompt = "\n".join(str(m.get("content") or "") for m in messages)
+            span.usage(record_call(response.usage, prompt, text))
             span.set(response_chars=len(text))
             span.set_text("response", text)
+        if isinstance(answer, str) and _wants_json(response_format):
+            answer = repair_extraction_answer(answer)
         record_extraction(answer)
         return answer
+
+
+def _wants_json(response_format: Any) -> bool:
+    return isinstance(response_format, dict) and response_format.get("type") == "json_object"
 
 
 def to_agentscope_messages(messages: list[dict[str, Any]]) -> list[Msg]:

@@ -62,7 +62,8 @@ class AddWatch:
 
 
 def _unparseable(answer: Any) -> str | None:
-    """Why mem0 could not read ``answer`` as its extraction JSON, or ``None``."""
+    """Why mem0 keeps less of ``answer`` than it holds (unreadable, items without
+    text), or ``None``."""
     from mem0.memory.utils import extract_json, remove_code_blocks
 
     if not isinstance(answer, str):
@@ -77,14 +78,25 @@ def _unparseable(answer: Any) -> str | None:
             parsed = json.loads(extract_json(text), strict=False)
     except (ValueError, TypeError):
         parsed = None
-    if isinstance(parsed, dict) and isinstance(parsed.get("memory", None), list):
-        return None
     shown = " ".join(answer.split())
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    return (
-        "the model's extraction answer is not mem0's JSON "
-        f'{{"memory": [...]}} (mem0 would keep nothing): {shown!r}'
-    )
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("memory", None), list):
+        return (
+            "the model's extraction answer is not mem0's JSON "
+            f'{{"memory": [...]}} (mem0 would keep nothing): {shown!r}'
+        )
+    # mem0 2.2 silently skips an item without a non-empty "text" ({"fact": ...}).
+    textless = [item for item in parsed["memory"] if not _has_text(item)]
+    if textless:
+        return (
+            f"{len(textless)} of the {len(parsed['memory'])} memories in the model's "
+            'extraction answer have no "text" (mem0 skips them): ' + repr(shown)
+        )
+    return None
+
+
+def _has_text(item: Any) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("text"), str) and bool(item["text"])
 
 
 def _install(client: Any) -> None:

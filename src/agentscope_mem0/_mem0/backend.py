@@ -16,12 +16,14 @@ from typing import Any
 
 from .._exceptions import (
     BackendError,
+    ConfigurationError,
     PermanentBackendError,
     TransientBackendError,
 )
 from .._scope import Scope, is_hosted, mem0_ids
 from .bridge import caller_loop_scope, get_lanes
 from .errors import http_status, mapped_errors
+from .extraction import ExtractionStyle, check_extraction, use_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
 from .timeline import (
     DUPLICATE_OF,
@@ -34,6 +36,7 @@ from .timeline import (
     write_metadata,
     write_time,
 )
+from .usage import TokenMeter, metered
 
 __all__ = ["Mem0Backend", "MemoryHit", "normalise_hits"]
 
@@ -50,11 +53,28 @@ class Mem0Backend:
     Args:
         client: A ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` (or an
             object of the same shape); see :func:`.clients.resolve_client`.
+        extraction: ``"mem0"`` (mem0's own extraction prompt) or
+            ``"compact"`` (:mod:`.extraction`; needs a client that extracts
+            through an AgentScope chat model).
+
+    Raises:
+        ConfigurationError: An unknown ``extraction``, or ``"compact"`` on a
+            client whose extraction does not go through an AgentScope model.
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, *, extraction: ExtractionStyle = "mem0") -> None:
         self.client = client
         self.hosted = is_hosted(client)
+        self.extraction: ExtractionStyle = check_extraction(extraction)
+        if extraction == "compact" and not _extracts_with_agentscope(client):
+            raise ConfigurationError(
+                "extraction=\"compact\" replaces mem0's prompt inside this package's adapter, "
+                "but this mem0 client extracts with "
+                + ("the hosted platform" if self.hosted else "another LLM provider")
+                + '; build it from an AgentScope chat_model, or keep extraction="mem0"'
+            )
+        self.meter: TokenMeter | None = None
+        """Counts the model tokens of each write's extraction, when set."""
         # mem0's own AsyncMemory blocks worker threads on model calls: it runs
         # on this package's lanes, off the agent loop's executor (see _bridge).
         self._on_lanes = _is_oss_memory(client)
@@ -182,8 +202,16 @@ class Mem0Backend:
         if not infer:
             kwargs["infer"] = False
         kwargs["metadata"] = {**write_metadata(when, hosted=self.hosted), **(metadata or {})}
-        with write_time(when) as extraction:
+        with (
+            write_time(when) as extraction,
+            use_extraction(self.extraction),
+            metered(self.meter, "extraction"),
+        ):
             results = entries_of(await self._call("add", messages, **kwargs))
+        if infer and self.meter is not None:
+            # A write is an exchange (one user message); a backlog's are sent in one call.
+            exchanges = sum(m.get("role") == "user" for m in messages)
+            self.meter.add("extraction", writes=max(exchanges, 1))
         annotate_results(results, extraction)
         return results
 
@@ -372,6 +400,12 @@ def _ids(value: Any) -> list[str]:
     if isinstance(value, list):
         return [v for v in value if isinstance(v, str) and v]
     return []
+
+
+def _extracts_with_agentscope(client: Any) -> bool:
+    from .adapters import AgentScopeLLM
+
+    return isinstance(getattr(client, "llm", None), AgentScopeLLM)
 
 
 def _is_oss_memory(client: Any) -> bool:

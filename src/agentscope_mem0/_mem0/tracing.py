@@ -13,7 +13,12 @@ spans and this costs next to nothing.
   context) and linked to the reply spans that queued its exchanges (see
   :func:`remember_origin`).
 * ``agentscope_mem0.extract``: one per mem0 LLM call through the adapter.
-* ``agentscope_mem0.judge``: opened by the time judgement with :func:`span`.
+* ``agentscope_mem0.judge``: opened by the time judgement with :func:`span`;
+  each of its model calls is a ``agentscope_mem0.judge_call`` (:func:`model_span`).
+
+Model calls carry OpenTelemetry's GenAI attributes: ``gen_ai.operation.name``,
+``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` and
+``gen_ai.usage.output_tokens`` (summed over its calls on the judge span).
 
 Attributes hold ids, counts, states and latencies, never memory text or
 message content, unless content is opted in with :func:`set_record_content`
@@ -40,12 +45,14 @@ if TYPE_CHECKING:
     from .._scope import Scope
     from .breaker import CircuitBreaker
     from .hits import MemoryHit
+    from .usage import CallTokens
 
 __all__ = [
     "CONTENT_ENV",
     "PREFIX",
     "SpanHandle",
     "extract_span",
+    "model_span",
     "note_write",
     "record_content",
     "remember_origin",
@@ -135,6 +142,17 @@ class SpanHandle:
         """Add to counters that are set as attributes when the span ends."""
         for key, value in increments.items():
             self.counts[key] = self.counts.get(key, 0) + value
+
+    def usage(self, tokens: CallTokens) -> None:
+        """Add one model call's tokens to the span's ``gen_ai.usage.*`` attributes."""
+        self.count(
+            **{
+                "gen_ai.usage.input_tokens": tokens.input_tokens,
+                "gen_ai.usage.output_tokens": tokens.output_tokens,
+            }
+        )
+        if tokens.estimated:
+            self.set(usage_estimated=True)
 
     def fail(self, description: str) -> None:
         """Mark the span as failed without an exception."""
@@ -326,16 +344,20 @@ def extract_span(
     """The ``agentscope_mem0.extract`` span of one mem0 LLM call through the adapter.
 
     Records the model name, the prompt's message count and size in characters
-    (its text only with content recording) and, through ``handle.set``, the
-    answer's size.
+    (its text only with content recording) and, through ``handle.set`` and
+    ``handle.usage``, the answer's size and tokens.
     """
     size = sum(len(str(m.get("content") or "")) for m in messages)
-    with span(
-        "extract",
-        kind=SpanKind.CLIENT,
-        model=str(getattr(model, "model", None) or type(model).__name__),
-        messages=len(messages),
-        prompt_chars=size,
-        tools=tools,
+    with model_span(
+        "extract", model, messages=len(messages), prompt_chars=size, tools=tools
     ) as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def model_span(name: str, model: Any, **attrs: Any) -> Iterator[SpanHandle]:
+    """A ``CLIENT`` span around one chat-model call, with GenAI's request attributes."""
+    model_name = str(getattr(model, "model", None) or type(model).__name__)
+    gen_ai: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model_name}
+    with span(name, kind=SpanKind.CLIENT, model=model_name, **gen_ai, **attrs) as handle:
         yield handle

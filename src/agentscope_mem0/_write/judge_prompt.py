@@ -1,123 +1,122 @@
-"""The time judgement's prompt and the schema of its answer.
+"""The time judgement's two questions to the model, and reading its answers.
 
-The model gets the new memories and the existing candidates under short keys
-(``N1``..., ``E1``...; mem0 does the same with integer ids so that a model
-cannot invent a memory id) with the date each was said, and answers
-``{"judgements": [{"new": "N1", "updates": ["E2"], "extends": []}]}``.
-:func:`parse_verdicts` rejects the whole answer when it strays from that.
+The judgement never asks a model "does this replace that?": small models
+answer yes to nearly every pair (a 1.5B model said so for 8 of 8 pairs,
+unrelated ones included). It asks two reading questions instead, about one
+memory at a time, which small models answer well:
+
+* :data:`QUESTION_PROMPT`: which question does this memory answer, and what
+  is its answer? (``{"question": ..., "answer": ...}``)
+* :data:`READ_PROMPT`: answer this question from this memory alone, or say
+  ``not said``.
+
+:mod:`.judge_pairs` compares the answers. Both prompts open with
+:data:`JUDGE_MARK` (the shipped test model recognises them by it).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
+from .._mem0.model_json import find_json_object
 from .._recall.escape import escape_memory
 
-__all__ = ["JUDGE_MARK", "JUDGE_SYSTEM_PROMPT", "Verdict", "judge_prompt", "parse_verdicts"]
+__all__ = [
+    "JUDGE_MARK",
+    "QUESTION_PROMPT",
+    "READ_PROMPT",
+    "FactQuestion",
+    "is_not_said",
+    "parse_question",
+    "parse_reading",
+    "question_request",
+    "read_request",
+]
 
 JUDGE_MARK = "Memory Timeline Judge"
-"""Words that open the judgement prompt (the shipped test model looks for them)."""
+"""Words that open both prompts."""
 
-JUDGE_SYSTEM_PROMPT = f"""You are the {JUDGE_MARK}. A user's memory store just \
-received NEW memories. For each new memory, decide which of the EXISTING memories \
-(of the same user) it changes:
+QUESTION_PROMPT = f"""You are the {JUDGE_MARK}. You read one memory about a person. \
+Write the question this memory answers about that person, asked about how things are \
+now, and the memory's answer to it in a few words.
 
-- "updates": the existing memory is no longer true because of the new one: the \
-same attribute now has another value (moved to another city, changed jobs, \
-switched to another product, now prefers something else, no longer does or owns \
-something, a plan was cancelled or changed).
-- "extends": the new memory adds detail to the existing one, which stays true \
-(the name of the new company, the date of a trip already known).
+Examples:
+Memory: Tom's favourite band is Queen -> {{"question": "What is Tom's favourite band?", \
+"answer": "Queen"}}
+Memory: User switched to a standing desk -> {{"question": "What kind of desk does the user \
+use?", "answer": "a standing desk"}}
+Memory: User's daughter started school in Leeds -> {{"question": "Where does the user's \
+daughter go to school?", "answer": "Leeds"}}
 
-Anything else (related but both true, a different attribute, unsure) is neither: \
-leave it out. Never list an existing memory under both. Each memory shows when it \
-was said.
+Answer with JSON only: {{"question": "...", "answer": "..."}}"""
 
-Answer with JSON only, in exactly this shape, one entry per new memory:
-{{"judgements": [{{"new": "N1", "updates": ["E2"], "extends": []}}]}}"""
+READ_PROMPT = f"""You are the {JUDGE_MARK}. Answer the question using only the memory, \
+in a few words. If the memory does not answer it, reply exactly: not said"""
+
+_MAX_FIELD = 300
+"""Characters of a question or an answer kept; a longer one is no short answer."""
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
-    """What one new memory changes."""
+class FactQuestion:
+    """The question a memory answers, and its answer."""
 
-    new: str
-    """The new memory's key (``N1``...)."""
-    updates: tuple[str, ...] = ()
-    """Keys of existing memories no longer true."""
-    extends: tuple[str, ...] = ()
-    """Keys of existing memories it adds detail to."""
+    question: str
+    answer: str
 
 
-def _said(value: datetime | None) -> str:
-    return f"{value:%Y-%m-%d}" if value is not None else "unknown"
-
-
-def judge_prompt(
-    new: Sequence[tuple[str, str, datetime | None]],
-    existing: Sequence[tuple[str, str, datetime | None]],
-) -> str:
-    """The user message of the judgement: ``(key, text, said)`` of each memory."""
+def question_request(memory: str) -> str:
+    """The user message asking which question ``memory`` answers."""
     # Memory text is data to the judge as much as to the agent: escaped the same way.
-    payload = {
-        "new_memories": [{"key": k, "text": escape_memory(t), "said": _said(s)} for k, t, s in new],
-        "existing_memories": [
-            {"key": k, "text": escape_memory(t), "said": _said(s)} for k, t, s in existing
-        ],
-    }
-    return (
-        "Judge these memories.\n\n"
-        + json.dumps(payload, ensure_ascii=False, indent=1)
-        + '\n\nAnswer with {"judgements": [...]} only.'
-    )
+    return f"Memory: {escape_memory(memory)}"
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+def read_request(memory: str, question: str) -> str:
+    """The user message asking ``question`` of ``memory`` alone."""
+    return f"Memory: {escape_memory(memory)}\nQuestion: {escape_memory(question)}"
 
 
-def parse_verdicts(
-    answer: str, new_keys: Sequence[str], existing_keys: Sequence[str]
-) -> list[Verdict] | None:
-    """The verdicts in ``answer``, or ``None`` when it does not follow the schema.
+def parse_question(answer: str) -> FactQuestion | None:
+    """The question and answer in the model's reply, or ``None`` when it has none.
 
-    Unknown keys, a key listed under both relations, or a shape other than
-    ``{"judgements": [{"new", "updates", "extends"}]}`` reject the whole answer.
+    The JSON may come in a code fence or with words around it; a reply with
+    two objects, or without a non-empty ``question`` and ``answer``, is ``None``.
     """
-    text = _FENCE.sub("", answer.strip())
-    try:
-        data = json.loads(text)
-    except ValueError:
-        match = re.search(r"\{.*\}", text, re.S)
-        if match is None:
-            return None
-        try:
-            data = json.loads(match.group(0))
-        except ValueError:
-            return None
-    items = data.get("judgements") if isinstance(data, dict) else None
-    if not isinstance(items, list):
+    data = find_json_object(answer)
+    if data is None:
         return None
-    known_new, known_old = set(new_keys), set(existing_keys)
-    verdicts: list[Verdict] = []
-    seen: set[str] = set()
-    for item in items:
-        if not isinstance(item, dict) or item.get("new") not in known_new:
-            return None
-        relations: list[tuple[str, ...]] = []
-        for name in ("updates", "extends"):
-            value = item.get(name, [])
-            if value is None:
-                value = []
-            if not isinstance(value, list) or not all(v in known_old for v in value):
-                return None
-            relations.append(tuple(dict.fromkeys(value)))
-        updates, extends = relations
-        if set(updates) & set(extends) or item["new"] in seen:
-            return None
-        seen.add(item["new"])
-        verdicts.append(Verdict(new=item["new"], updates=updates, extends=extends))
-    return verdicts
+    question, reply = data.get("question"), data.get("answer")
+    if not isinstance(question, str) or not isinstance(reply, str | int | float):
+        return None
+    question, reply = _one_line(question), _one_line(str(reply))
+    if not question or not reply:
+        return None
+    return FactQuestion(question, reply)
+
+
+def parse_reading(answer: str) -> str:
+    """The reading's answer on one line: its first line, without quotes or a label."""
+    text = _FENCE.sub("", answer).strip()
+    first = text.splitlines()[0] if text else ""
+    first = _LABEL.sub("", first).strip().strip("\"'`").strip()
+    return _one_line(first)
+
+
+_FENCE = re.compile(r"```[A-Za-z]*")
+_LABEL = re.compile(r"^(answer|reply|a)\s*[:\-]\s*", re.I)
+_NOT_SAID = re.compile(
+    r"^(not said|not stated|not mentioned|not specified|not given|unknown|none|n/?a|"
+    r"no information|the memory does not (say|answer|mention)|it is not said)\b",
+    re.I,
+)
+
+
+def is_not_said(reading: str) -> bool:
+    """Whether a reading says the memory does not answer the question."""
+    text = reading.strip().strip(".").strip()
+    return not text or bool(_NOT_SAID.match(text))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:_MAX_FIELD]

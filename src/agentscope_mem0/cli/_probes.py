@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._exceptions import ConfigurationError, StoreLockedError
+from .._mem0.usage import read_usage
 from .._mem0.vectors import pg_vector_size, qdrant_vector_size
 from .._write.outbox import OUTBOX_FILENAME, Outbox, OutboxRow
 from ._config import Settings
@@ -279,6 +280,7 @@ def gather_status(settings: Settings) -> dict[str, Any]:
         "vectors": _vectors(settings, backend.get("vector_size")),
         "telemetry": _telemetry(),
         "outbox": _outbox(settings),
+        "tokens": read_usage(settings.outbox_dir),
     }
     report["ok"] = bool(backend["reachable"]) and report["vectors"].get("match") is not False
     return report

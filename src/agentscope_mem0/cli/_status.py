@@ -102,6 +102,8 @@ def _print_status(out: Output, report: dict[str, Any]) -> None:
     telemetry = report["telemetry"]
     out.line(f"Telemetry: {'on' if telemetry['enabled'] else 'off'} ({telemetry['source']})")
 
+    _print_tokens(out, report.get("tokens"))
+
     outbox = report["outbox"]
     out.line("Write outbox")
     if not outbox["exists"]:
@@ -124,13 +126,42 @@ def _print_status(out: Output, report: dict[str, Any]) -> None:
         )
 
 
+def _print_tokens(out: Output, tokens: dict[str, Any] | None) -> None:
+    """Model tokens spent on memory, per write and by kind (see ``TokenMeter``)."""
+    if not tokens or not tokens["tokens_writes"]:
+        out.line("Model tokens: none counted yet (counted from the first write)")
+        return
+    out.line(f"Model tokens since {short_date(tokens['since'])}")
+    pairs = [
+        (
+            "per write",
+            f"{tokens['tokens_in_per_write']:,.0f} in / {tokens['tokens_out_per_write']:,.0f} out"
+            f"  ({tokens['tokens_writes']} writes)",
+        )
+    ]
+    for kind, label in (("extraction", "extraction"), ("judge", "time judgement")):
+        pairs.append(
+            (
+                label,
+                f"{tokens[f'tokens_in_{kind}']:,} in / {tokens[f'tokens_out_{kind}']:,} out"
+                f"  ({tokens[f'model_calls_{kind}']} calls)",
+            )
+        )
+    if tokens["tokens_estimated_calls"]:
+        pairs.append(
+            ("estimated", f"{tokens['tokens_estimated_calls']} calls (the model reported no usage)")
+        )
+    out.fields(pairs, indent=2)
+
+
 @click.command()
 @store_command(reads=True)
 def status(*, settings: Settings, out: Output) -> None:
     """Show the configuration in effect and whether the memory store is usable.
 
     Reports the backend and whether it is reachable, the folder lock's holder,
-    vector sizes of store and embedder, telemetry, and the write outbox.
+    vector sizes of store and embedder, telemetry, the model tokens memory
+    spent per write, and the write outbox.
     Exits 3 when the backend is unreachable or locked, 2 when the embedder
     does not fit the store.
     """

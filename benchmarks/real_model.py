@@ -1,0 +1,412 @@
+"""Memory with a real model: extraction prompts and the time judgement, measured.
+
+Any OpenAI-compatible chat server (``--base-url``; by default the local
+Qwen2.5-Coder-1.5B-Instruct of ``/work/shared/llm/local-llm`` on two CPU
+cores), through the package's public pieces on the embedded default (Qdrant
+Edge in a temporary folder, the offline e5 embedder), AgentScope's
+``OpenAIChatModel`` with ``StringContentFormatter``, temperature 0.
+
+* ``extraction``: each exchange of ``data/real_model_extraction.jsonl`` is
+  written once with mem0's own prompt and once with ``extraction="compact"``
+  (one user per case and prompt; one attempt per write, no retry). Facts
+  found (an expected fact's keywords all in one stored memory), invented
+  memories (naming a number or a capitalised word the exchange never
+  mentions), memories from exchanges without a fact, failed writes (the
+  answer was not mem0's JSON or the call failed), tokens and seconds per write.
+* ``judge``: each scenario of ``data/real_model_judge.jsonl`` stores an older
+  memory and two unrelated ones (one of them a safety fact) for a new user,
+  then a new memory, and lets the time judgement run: a change must
+  supersede the older memory; a look-alike (another person, an addition, a
+  past habit) must not; no unrelated memory may ever be superseded.
+
+The cases are split into ``dev`` (looked at while writing the prompts) and
+``held-out`` (reported). The model is shared: run one benchmark at a time.
+
+    python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\
+        --plot docs/benchmarks/real-model.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import re
+import shutil
+import statistics
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parent / "data"
+DEFAULT_URL = "http://127.0.0.1:8765/v1"
+SAID = datetime(2024, 3, 10, 10, tzinfo=UTC)
+OLD_SAID = datetime(2024, 1, 10, 10, tzinfo=UTC)
+
+
+CALLS: list[dict[str, Any]] = []
+"""Every model call of the run: its messages' last lines and the answer (for reading)."""
+
+
+def chat_model(base_url: str, model: str, api_key: str) -> Any:
+    """The real model as an AgentScope user builds it for an OpenAI-compatible server."""
+    from agentscope.credential import OpenAICredential
+    from agentscope.model import OpenAIChatModel
+    from pydantic import SecretStr
+
+    from agentscope_mem0 import StringContentFormatter
+
+    class Recorded(OpenAIChatModel):
+        async def _call_api(self, model_name: str, messages: list[Any], **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            response = await super()._call_api(model_name, messages, **kwargs)
+            texts = [m.get_text_content() or "" for m in messages]
+            answer = "".join(getattr(b, "text", "") or "" for b in response.content or [])
+            CALLS.append(
+                {
+                    "system": texts[0][:60] if texts else "",
+                    "user": texts[-1][-300:] if texts else "",
+                    "answer": answer[:500],
+                    "seconds": round(time.perf_counter() - started, 2),
+                }
+            )
+            return response
+
+    return Recorded(
+        OpenAICredential(api_key=SecretStr(api_key), base_url=base_url),
+        model=model,
+        stream=False,
+        max_retries=0,
+        parameters=OpenAIChatModel.Parameters(temperature=0.0),
+        formatter=StringContentFormatter(),
+    )
+
+
+def load(name: str, split: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
+    return [row for row in rows if split == "all" or row["split"] == split]
+
+
+# -- extraction ----------------------------------------------------------------------
+
+_ENTITY = re.compile(r"\b(?:[A-Z][a-zA-Z'’-]+|\d[\d.,]*)")
+
+
+def invented(memory: str, exchange: str) -> bool:
+    """Whether ``memory`` names a capitalised word or a number the exchange never says."""
+    said = exchange.lower()
+    names = [w for w in _ENTITY.findall(memory) if w.lower() not in ("user", "user's", "the")]
+    return any(name.lower().rstrip("'’s.,") not in said for name in names)
+
+
+async def extraction_case(
+    case: dict[str, Any], style: str, model: Any, folder: Path
+) -> dict[str, Any]:
+    """One write of one exchange with ``style``; what was stored and what it cost."""
+    from agentscope_mem0 import Mem0Middleware, RetryPolicy, Scope, WriteQueue
+
+    mw = Mem0Middleware.local(
+        user_id=f"u-{case['id']}",
+        chat_model=model,
+        folder=folder,
+        mode="static_control",
+        judge=False,
+        extraction=style,
+    )
+    state = mw.client_state
+    # One attempt per write: a retry would measure the same prompt twice.
+    queue = WriteQueue(state.backend, outbox_dir=":memory:", retry=RetryPolicy(max_attempts=1))
+    scope = Scope(f"u-{case['id']}", "helper")
+    messages = [
+        {"role": "user", "content": case["user"]},
+        {"role": "assistant", "content": case["assistant"]},
+    ]
+    before, first_call = state.meter.stats(), len(CALLS)
+    started = time.perf_counter()
+    await queue.submit(scope, messages, wait=True, said_at=SAID)
+    seconds = time.perf_counter() - started
+    after = state.meter.stats()
+    failed = queue.stats()["writes_failed"]
+    error = (await queue.failed())[0].error if failed else None
+    await queue.aclose()
+    memories = [hit.memory for hit in await state.backend.get_all(scope, limit=50)]
+    await mw.aclose()
+    exchange = f"{case['user']}\n{case['assistant']}"
+    found = sum(
+        any(all(k.lower() in m.lower() for k in keys) for m in memories) for keys in case["facts"]
+    )
+    return {
+        "case": case["id"],
+        "split": case["split"],
+        "style": style,
+        "facts": len(case["facts"]),
+        "found": found,
+        "memories": memories,
+        "invented": [m for m in memories if invented(m, exchange)],
+        "failed": bool(failed),
+        "error": error,
+        "seconds": round(seconds, 2),
+        "tokens_in": after["tokens_in_extraction"] - before["tokens_in_extraction"],
+        "tokens_out": after["tokens_out_extraction"] - before["tokens_out_extraction"],
+        "answers": [call["answer"] for call in CALLS[first_call:]],
+    }
+
+
+def extraction_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for style in sorted({r["style"] for r in rows}):
+        mine = [r for r in rows if r["style"] == style]
+        with_facts = [r for r in mine if r["facts"]]
+        chat = [r for r in mine if not r["facts"]]
+        seconds = [r["seconds"] for r in mine]
+        out[style] = {
+            "writes": len(mine),
+            "facts_found": sum(r["found"] for r in with_facts),
+            "facts_expected": sum(r["facts"] for r in with_facts),
+            "exchanges_with_all_facts": sum(r["found"] == r["facts"] for r in with_facts),
+            "exchanges_with_facts": len(with_facts),
+            "invented_memories": sum(len(r["invented"]) for r in mine),
+            "memories_from_chitchat": sum(len(r["memories"]) for r in chat),
+            "failed_writes": sum(r["failed"] for r in mine),
+            "tokens_in_per_write": round(statistics.mean(r["tokens_in"] for r in mine)),
+            "tokens_out_per_write": round(statistics.mean(r["tokens_out"] for r in mine)),
+            "seconds_p50": round(statistics.median(seconds), 1),
+            "seconds_max": round(max(seconds), 1),
+            "writes_under_60s": sum(s < 60 for s in seconds),
+        }
+    return out
+
+
+# -- the time judgement ----------------------------------------------------------------
+
+
+async def judge_scenario(scenario: dict[str, Any], model: Any, folder: Path) -> dict[str, Any]:
+    """Store the older memories, then the new one, and let the judgement run."""
+    from agentscope_mem0 import Mem0Middleware, Scope
+
+    user = f"u-{scenario['id']}"
+    mw = Mem0Middleware.local(
+        user_id=user, chat_model=model, folder=folder, mode="static_control", extraction="compact"
+    )
+    state, scope = mw.client_state, Scope(user, "helper")
+    assert state.judge is not None
+
+    async def store(text: str, said: datetime) -> list[dict[str, Any]]:
+        message = [{"role": "user", "content": text}]
+        return await state.backend.add(message, scope, infer=False, said_at=said)
+
+    ids = {}
+    for text in [scenario["old"], *scenario["others"]]:
+        (item,) = await store(text, OLD_SAID)
+        ids[text] = item["id"]
+    new = await store(scenario["new"], SAID)
+    before, first_call = state.meter.stats(), len(CALLS)
+    started = time.perf_counter()
+    await state.judge.after_store(scope, new, SAID)
+    await state.judge.flush()
+    seconds = time.perf_counter() - started
+    after = state.meter.stats()
+    stored = {m["id"]: m for m in await state.backend.get_all_raw(scope, limit=50)}
+    hidden = {
+        text
+        for text, memory_id in ids.items()
+        if ((stored.get(memory_id) or {}).get("metadata") or {}).get("superseded_by")
+    }
+    stats = state.judge.stats()
+    await mw.aclose()
+    return {
+        "scenario": scenario["id"],
+        "split": scenario["split"],
+        "kind": scenario["kind"],
+        "old": scenario["old"],
+        "new": scenario["new"],
+        "old_superseded": scenario["old"] in hidden,
+        "unrelated_hidden": sorted(hidden - {scenario["old"]}),
+        "skipped": stats["judge_skipped"],
+        "model_calls": after["model_calls_judge"] - before["model_calls_judge"],
+        "tokens_in": after["tokens_in_judge"] - before["tokens_in_judge"],
+        "tokens_out": after["tokens_out_judge"] - before["tokens_out_judge"],
+        "seconds": round(seconds, 2),
+        "calls": CALLS[first_call:],
+    }
+
+
+def judge_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    changes = [r for r in rows if r["kind"] == "change"]
+    lookalikes = [r for r in rows if r["kind"] != "change"]
+    kinds = sorted({r["kind"] for r in lookalikes})
+    return {
+        "changes_caught": sum(r["old_superseded"] for r in changes),
+        "changes": len(changes),
+        "lookalikes_kept": sum(not r["old_superseded"] for r in lookalikes),
+        "lookalikes": len(lookalikes),
+        "lookalikes_kept_by_kind": {
+            k: [
+                sum(not r["old_superseded"] for r in lookalikes if r["kind"] == k),
+                sum(r["kind"] == k for r in lookalikes),
+            ]
+            for k in kinds
+        },
+        "unrelated_hidden": sum(len(r["unrelated_hidden"]) for r in rows),
+        "unrelated_memories": 2 * len(rows),
+        "skipped": sum(r["skipped"] for r in rows),
+        "model_calls_per_scenario": round(statistics.mean(r["model_calls"] for r in rows), 1),
+        "tokens_in_per_scenario": round(statistics.mean(r["tokens_in"] for r in rows)),
+        "seconds_p50": round(statistics.median(r["seconds"] for r in rows), 1),
+        "seconds_max": round(max(r["seconds"] for r in rows), 1),
+    }
+
+
+# -- running ---------------------------------------------------------------------------
+
+
+def server_info(base_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{base_url}/models", timeout=10) as answer:
+        models = [m.get("id") for m in json.loads(answer.read()).get("data", [])]
+    return {"base_url": base_url, "models": models}
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    model = chat_model(args.base_url, args.model, args.api_key)
+    root = Path(tempfile.mkdtemp(prefix="real-model-"))
+    report: dict[str, Any] = {
+        "command": " ".join(args.argv),
+        "server": server_info(args.base_url),
+        "model": args.model,
+        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    try:
+        if "extraction" in args.parts:
+            rows = []
+            for case in load("real_model_extraction.jsonl", args.split):
+                # The two prompts take turns, so a slower hour of the shared
+                # server weighs on both alike.
+                for style in ("mem0", "compact"):
+                    row = await extraction_case(case, style, model, root / style)
+                    print(
+                        json.dumps(
+                            {
+                                k: row[k]
+                                for k in (
+                                    "case",
+                                    "style",
+                                    "found",
+                                    "facts",
+                                    "failed",
+                                    "seconds",
+                                    "tokens_in",
+                                )
+                            }
+                        ),
+                        flush=True,
+                    )
+                    rows.append(row)
+            report["extraction"] = {"rows": rows, "summary": extraction_summary(rows)}
+        if "judge" in args.parts:
+            rows = []
+            for scenario in load("real_model_judge.jsonl", args.split):
+                row = await judge_scenario(scenario, model, root / "judge")
+                print(
+                    json.dumps(
+                        {
+                            k: row[k]
+                            for k in ("scenario", "old_superseded", "unrelated_hidden", "seconds")
+                        }
+                    ),
+                    flush=True,
+                )
+                rows.append(row)
+            report["judge"] = {"rows": rows, "summary": judge_summary(rows)}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return report
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    extraction = report.get("extraction", {}).get("summary", {})
+    if extraction:
+        ax = axes[0]
+        styles = [s for s in ("mem0", "compact") if s in extraction]
+        labels = ["facts found %", "writes failed %", "writes under 60 s %"]
+        width = 0.38
+        for i, style in enumerate(styles):
+            s = extraction[style]
+            values = [
+                100 * s["facts_found"] / max(s["facts_expected"], 1),
+                100 * s["failed_writes"] / s["writes"],
+                100 * s["writes_under_60s"] / s["writes"],
+            ]
+            xs = [x + (i - 0.5) * width for x in range(len(labels))]
+            bars = ax.bar(
+                xs,
+                values,
+                width,
+                label=f"{style} prompt ({s['tokens_in_per_write']:,} tokens in / write)",
+            )
+            ax.bar_label(bars, fmt="%.0f")
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_ylim(0, 110)
+        ax.set_title("Extraction, held-out exchanges")
+        ax.legend(loc="upper center", fontsize=8)
+    judge = report.get("judge", {}).get("summary", {})
+    if judge:
+        ax = axes[1]
+        labels = ["changes caught", "look-alikes kept", "unrelated kept"]
+        values = [
+            100 * judge["changes_caught"] / max(judge["changes"], 1),
+            100 * judge["lookalikes_kept"] / max(judge["lookalikes"], 1),
+            100 * (1 - judge["unrelated_hidden"] / max(judge["unrelated_memories"], 1)),
+        ]
+        bars = ax.bar(labels, values, color=["#4c72b0", "#55a868", "#c44e52"])
+        ax.bar_label(bars, fmt="%.0f %%")
+        ax.axhline(80, color="grey", linestyle=":", linewidth=1)
+        ax.set_ylim(0, 110)
+        ax.set_title("Time judgement, held-out scenarios (%)")
+    fig.suptitle(f"{report['model']} on {report['machine']['cpus']} CPU cores")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    import sys
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", default=DEFAULT_URL)
+    parser.add_argument("--model", default="qwen")
+    parser.add_argument("--api-key", default="not-needed")
+    parser.add_argument(
+        "--parts", nargs="+", default=["extraction", "judge"], choices=["extraction", "judge"]
+    )
+    parser.add_argument("--split", default="held-out", choices=["dev", "held-out", "all"])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--plot", type=Path)
+    parser.add_argument("--replot", type=Path, help="only redraw --plot from this JSON")
+    args = parser.parse_args()
+    args.argv = ["python", "benchmarks/real_model.py", *sys.argv[1:]]
+    if args.replot:
+        plot(json.loads(args.replot.read_text()), args.plot)
+        return
+    report = asyncio.run(run(args))
+    for part in ("extraction", "judge"):
+        if part in report:
+            print(part, json.dumps(report[part]["summary"], indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    if args.plot:
+        plot(report, args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""Which extraction prompt mem0's ``add`` sends, and the answer it gets back.
+
+mem0 2.2's extraction prompt (``ADDITIVE_EXTRACTION_PROMPT``) is 7,924
+tokens before the conversation: past the 2k/4k context of most local
+servers, minutes per write on two CPU cores, ~8k paid input tokens per write.
+With ``extraction="compact"`` the chat-model adapter replaces it, for the
+calls of one ``add``, by :data:`COMPACT_SYSTEM_PROMPT` and a user message of
+the same sections (existing memories, the new messages, the observation
+date) cut so that prompt and answer fit in :data:`COMPACT_CONTEXT_TOKENS`.
+The answer keeps mem0's format, ``{"memory": [{"id", "text",
+"attributed_to"}]}``, plus this package's ``event_date``.
+
+:func:`repair_extraction_answer` takes the JSON out of a small model's
+wrapping (a code fence, a sentence around it) and turns a bare list of
+strings into mem0's items, where that is unambiguous.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from .._exceptions import ConfigurationError
+from .._recall.tokens import estimate_tokens, prefix_within
+from .model_json import find_json_object
+
+__all__ = [
+    "COMPACT_CONTEXT_TOKENS",
+    "COMPACT_SYSTEM_PROMPT",
+    "EXTRACTION_STYLES",
+    "ExtractionStyle",
+    "check_extraction",
+    "compact_extraction",
+    "extraction_style",
+    "repair_extraction_answer",
+    "use_extraction",
+]
+
+ExtractionStyle = Literal["mem0", "compact"]
+EXTRACTION_STYLES: tuple[ExtractionStyle, ...] = ("mem0", "compact")
+
+COMPACT_CONTEXT_TOKENS = 4096
+"""The context the compact prompt, the conversation and the answer fit in."""
+
+_ANSWER_TOKENS = 700
+"""Kept free for the answer: about fifteen memories with dates."""
+
+_EXISTING_SHOWN = 5
+_EARLIER_SHOWN = 2
+_EARLIER_TOKENS = 80
+
+COMPACT_SYSTEM_PROMPT = """You are a Memory Extractor. From the New Messages of a \
+conversation between a user and an assistant, write down the facts worth remembering \
+for later conversations with this user.
+
+Keep:
+- what the user says about themselves and the people in their life: name, home, work, \
+family, pets, health and allergies, likes and dislikes, habits, plans, events, \
+possessions, opinions;
+- what the assistant recommended, planned or found for the user, written as \
+"User was recommended ..." or "User's plan ...".
+Skip: greetings, thanks, small talk, questions that state no fact, general knowledge, \
+and facts already in Existing Memories.
+
+Rules:
+- One fact per item: a short sentence that names who it is about ("User ...", \
+"User's sister ..."), in the language of the messages.
+- Several facts in one message are several items.
+- Copy names, numbers and places exactly. Never add a fact the messages do not state.
+- "event_date": only when the messages say when the event happened or will happen \
+("last month", "in 2019", "next Friday"): resolve it against the Observation Date as \
+YYYY-MM-DD, or YYYY-MM / YYYY when only the month or year is known.
+- Nothing worth keeping: {"memory": []}
+
+Answer with JSON only, in this shape:
+{"memory": [{"id": "0", "text": "<fact>", "attributed_to": "user"}, \
+{"id": "1", "text": "<fact>", "attributed_to": "assistant", "event_date": "<date>"}]}"""
+"""The compact extraction's system prompt (about 380 tokens)."""
+
+_STYLE: contextvars.ContextVar[ExtractionStyle] = contextvars.ContextVar(
+    "agentscope_mem0_extraction", default="mem0"
+)
+
+
+def check_extraction(value: Any) -> ExtractionStyle:
+    """``value`` if it names an extraction style, else a clear error.
+
+    Raises:
+        ConfigurationError: Not ``"mem0"`` or ``"compact"``.
+    """
+    if value not in EXTRACTION_STYLES:
+        raise ConfigurationError(
+            f"unknown extraction {value!r}; use 'mem0' (mem0's own prompt, the default) "
+            "or 'compact' (fits a 4k context: small local models, fewer paid tokens)"
+        )
+    return value
+
+
+@contextlib.contextmanager
+def use_extraction(style: ExtractionStyle) -> Iterator[None]:
+    """Extract with ``style`` within the block (mem0's worker threads inherit it)."""
+    token = _STYLE.set(style)
+    try:
+        yield
+    finally:
+        _STYLE.reset(token)
+
+
+def extraction_style() -> ExtractionStyle:
+    """The style of the ``add`` running in this context."""
+    return _STYLE.get()
+
+
+# -- the compact prompt -------------------------------------------------------------
+
+_SECTION = re.compile(r"^## ([^\n]+)\n", re.M)
+
+
+def _sections(prompt: str) -> dict[str, str]:
+    """mem0 2.2's user prompt by section name.
+
+    New Messages may itself hold a line starting with ``## ``, so it runs up to
+    the Observation Date section, which mem0 always puts right after it.
+    """
+    out: dict[str, str] = {}
+    start = prompt.find("## New Messages\n")
+    end = prompt.rfind("\n\n## Observation Date\n")
+    if start < 0 or end < start:
+        return out
+    out["New Messages"] = prompt[start + len("## New Messages\n") : end]
+    for part in (prompt[:start], prompt[end + 2 :]):
+        marks = list(_SECTION.finditer(part))
+        for i, mark in enumerate(marks):
+            stop = marks[i + 1].start() if i + 1 < len(marks) else len(part)
+            out[mark.group(1).strip()] = part[mark.end() : stop].strip()
+    return out
+
+
+def _existing(section: str) -> list[str]:
+    try:
+        items = json.loads(section or "[]")
+    except ValueError:
+        return []
+    texts = [str(item.get("text", "")) for item in items if isinstance(item, dict)]
+    return [" ".join(t.split()) for t in texts if t.strip()][:_EXISTING_SHOWN]
+
+
+_TURN = re.compile(r"^(user|assistant|system): ", re.M)
+
+
+def _turns(conversation: str) -> list[tuple[str, str]]:
+    """``role: text`` lines (a text may span lines) as ``(role, text)`` pairs."""
+    marks = list(_TURN.finditer(conversation))
+    return [
+        (
+            mark.group(1),
+            conversation[
+                mark.end() : marks[i + 1].start() if i + 1 < len(marks) else len(conversation)
+            ].strip(),
+        )
+        for i, mark in enumerate(marks)
+    ]
+
+
+def _shorten(text: str, tokens: int) -> str:
+    """``text`` within ``tokens``: its start and its end, the middle left out."""
+    if estimate_tokens(text) <= tokens:
+        return text
+    marker = " [...] "
+    head = prefix_within(text, max(tokens * 2 // 3, 1))
+    tail_budget = max(tokens - estimate_tokens(head) - 3, 0)
+    reversed_tail = prefix_within(text[len(head) :][::-1], tail_budget)
+    return head.rstrip() + marker + reversed_tail[::-1].lstrip()
+
+
+def _fit(turns: list[tuple[str, str]], budget: int) -> list[tuple[str, str]]:
+    """``turns`` within ``budget`` tokens: the longest turns are shortened first,
+    the assistant's before the user's, each to no less than an equal share."""
+    sizes = [estimate_tokens(text) + 2 for _, text in turns]
+    if sum(sizes) <= budget or not turns:
+        return turns
+    out = list(turns)
+    for roles in (("assistant",), ("assistant", "user", "system")):
+        over = sum(sizes) - budget
+        if over <= 0:
+            break
+        chosen = [i for i, (role, _) in enumerate(out) if role in roles]
+        # Cut the chosen turns down to a common cap that removes ``over`` tokens.
+        fixed = sum(size for i, size in enumerate(sizes) if i not in chosen)
+        cap = max((budget - fixed) // max(len(chosen), 1), 16)
+        for i in chosen:
+            if sizes[i] > cap:
+                out[i] = (out[i][0], _shorten(out[i][1], cap - 2))
+                sizes[i] = estimate_tokens(out[i][1]) + 2
+    return out
+
+
+def compact_extraction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """mem0's extraction messages as the compact prompt; others unchanged.
+
+    Only calls inside :func:`use_extraction` ``("compact")`` change, and only
+    when the messages are mem0 2.2's extraction prompt (a system message and
+    a user message with a ``## New Messages`` and an ``## Observation Date``
+    section).
+    """
+    if _STYLE.get() != "compact" or len(messages) != 2:
+        return messages
+    system, user = messages
+    prompt = user.get("content")
+    if system.get("role") != "system" or user.get("role") != "user" or not isinstance(prompt, str):
+        return messages
+    sections = _sections(prompt)
+    if "New Messages" not in sections or "Observation Date" not in sections:
+        return messages
+    existing = _existing(sections.get("Existing Memories", ""))
+    earlier = _turns(sections.get("Last k Messages", ""))[-_EARLIER_SHOWN:]
+    parts = []
+    if existing:
+        parts.append("## Existing Memories\n" + "\n".join(f"- {t}" for t in existing))
+    if earlier:
+        lines = [f"{role}: {_shorten(text, _EARLIER_TOKENS)}" for role, text in earlier]
+        parts.append("## Earlier Messages (context only, do not extract)\n" + "\n".join(lines))
+    if sections.get("Custom Instructions"):
+        parts.append("## Custom Instructions\n" + sections["Custom Instructions"])
+    date = f"## Observation Date\n{sections['Observation Date']}"
+    used = estimate_tokens(COMPACT_SYSTEM_PROMPT) + estimate_tokens("\n\n".join([*parts, date]))
+    budget = COMPACT_CONTEXT_TOKENS - _ANSWER_TOKENS - used - 16
+    turns = _fit(_turns(sections["New Messages"]), budget)
+    conversation = "\n".join(f"{role}: {text}" for role, text in turns)
+    parts += [f"## New Messages\n{conversation}", date]
+    return [
+        {"role": "system", "content": COMPACT_SYSTEM_PROMPT},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+# -- the answer ---------------------------------------------------------------------
+
+
+def repair_extraction_answer(answer: str) -> str:
+    """mem0's extraction JSON out of a model's wrapping, where that is unambiguous.
+
+    An answer ``json.loads`` reads is returned as it is (its faults, if any,
+    are :mod:`.add_check`'s to report). Otherwise the one JSON object holding
+    a ``"memory"`` list is taken out of a code fence or the text around it,
+    and bare strings in that list become ``{"id", "text", "attributed_to"}``
+    items. Anything else comes back unchanged.
+    """
+    if not isinstance(answer, str):
+        return answer
+    try:
+        parsed = json.loads(answer, strict=False)
+        plain = True
+    except ValueError:
+        parsed, plain = find_json_object(answer), False
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("memory"), list):
+        return answer
+    items = parsed["memory"]
+    if plain and not any(isinstance(item, str) for item in items):
+        return answer
+    fixed = [
+        {"id": str(i), "text": item, "attributed_to": "user"} if isinstance(item, str) else item
+        for i, item in enumerate(items)
+    ]
+    return json.dumps({**parsed, "memory": fixed}, ensure_ascii=False)

@@ -1,0 +1,224 @@
+"""What memory costs in model tokens: extraction and judgement, in and out, per write.
+
+:class:`TokenMeter` adds up the tokens of every model call made for memory,
+by kind (``extraction``: mem0's extraction calls; ``judge``: the time
+judgement's) and counts the writes they were made for, so ``stats()`` can say
+what one write costs. A model that reports usage (AgentScope's
+``ChatResponse.usage``) is believed; for one that does not, the tokens are
+estimated (:func:`estimate_tokens`, which errs high) and the calls counted
+as estimated.
+
+The totals are also kept in ``usage.sqlite3`` next to the write outbox, so
+``agentscope-mem0 status`` can show them from another process. The calls
+are attributed through a context variable (:func:`metered`) that mem0's
+worker threads inherit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from .._recall.tokens import estimate_tokens
+from .._sqlite.wal import enable_wal
+
+__all__ = ["USAGE_FILENAME", "CallTokens", "TokenMeter", "metered", "read_usage", "record_call"]
+
+logger = logging.getLogger(__name__)
+
+USAGE_FILENAME = "usage.sqlite3"
+"""The file beside the outbox that keeps the token totals."""
+
+Kind = Literal["extraction", "judge"]
+KINDS: tuple[Kind, ...] = ("extraction", "judge")
+_FIELDS = ("calls", "writes", "input_tokens", "output_tokens", "estimated_calls")
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS usage (kind TEXT PRIMARY KEY, calls INTEGER NOT NULL, "
+    "writes INTEGER NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, "
+    "estimated_calls INTEGER NOT NULL, since REAL NOT NULL, updated REAL NOT NULL)"
+)
+
+
+@dataclass(frozen=True)
+class CallTokens:
+    """The tokens of one model call."""
+
+    input_tokens: int
+    output_tokens: int
+    estimated: bool
+    """The model reported no usage; these are :func:`estimate_tokens` figures."""
+
+
+class TokenMeter:
+    """Totals of the model tokens spent on memory, by kind. Thread-safe.
+
+    Args:
+        path: The SQLite file to keep the totals in as well; ``None``: in memory only.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._totals: dict[str, dict[str, int]] = {k: dict.fromkeys(_FIELDS, 0) for k in KINDS}
+        self._db: sqlite3.Connection | None = None
+        if path is not None:
+            try:
+                self._db = _open(path)
+            except sqlite3.Error as exc:
+                logger.warning("token totals stay in memory: cannot open %s (%s)", path, exc)
+
+    @classmethod
+    def beside(cls, outbox_path: Path | None) -> TokenMeter:
+        """A meter keeping its file in the outbox's folder (in memory for an in-memory outbox)."""
+        return cls(outbox_path.with_name(USAGE_FILENAME) if outbox_path is not None else None)
+
+    def add(self, kind: Kind, tokens: CallTokens | None = None, *, writes: int = 0) -> None:
+        """Count one call's ``tokens`` (if given) and ``writes`` under ``kind``."""
+        change = dict.fromkeys(_FIELDS, 0)
+        change["writes"] = writes
+        if tokens is not None:
+            change.update(
+                calls=1,
+                input_tokens=tokens.input_tokens,
+                output_tokens=tokens.output_tokens,
+                estimated_calls=int(tokens.estimated),
+            )
+        with self._lock:
+            for name, value in change.items():
+                self._totals[kind][name] += value
+            if self._db is not None:
+                try:
+                    _store(self._db, kind, change)
+                except sqlite3.Error as exc:
+                    logger.warning("could not keep token totals in %s: %s", self.path, exc)
+
+    def stats(self) -> dict[str, Any]:
+        """``tokens_*`` totals and the mean per write (extraction and judgement together).
+
+        ``tokens_in_<kind>`` / ``tokens_out_<kind>``, ``model_calls_<kind>``,
+        ``tokens_writes`` (exchanges extracted), ``tokens_in_per_write`` /
+        ``tokens_out_per_write`` and ``tokens_estimated_calls`` (calls of a
+        model that reported no usage).
+        """
+        with self._lock:
+            totals = {kind: dict(values) for kind, values in self._totals.items()}
+        return usage_stats(totals)
+
+    def close(self) -> None:
+        """Close the file. Idempotent."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+
+def usage_stats(totals: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """The ``stats()`` keys of per-kind totals."""
+    out: dict[str, Any] = {}
+    for kind in KINDS:
+        values = totals.get(kind, {})
+        out[f"tokens_in_{kind}"] = values.get("input_tokens", 0)
+        out[f"tokens_out_{kind}"] = values.get("output_tokens", 0)
+        out[f"model_calls_{kind}"] = values.get("calls", 0)
+    writes = totals.get("extraction", {}).get("writes", 0)
+    out["tokens_writes"] = writes
+    for way in ("in", "out"):
+        spent = sum(out[f"tokens_{way}_{kind}"] for kind in KINDS)
+        out[f"tokens_{way}_per_write"] = round(spent / writes, 1) if writes else None
+    out["tokens_estimated_calls"] = sum(totals.get(k, {}).get("estimated_calls", 0) for k in KINDS)
+    return out
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(str(path), timeout=5.0, isolation_level=None, check_same_thread=False)
+    enable_wal(db, 5.0)
+    db.execute("PRAGMA synchronous = NORMAL")  # totals, not writes: no fsync per call
+    db.execute(_SCHEMA)
+    return db
+
+
+def _store(db: sqlite3.Connection, kind: str, change: dict[str, int]) -> None:
+    now = time.time()
+    db.execute(
+        "INSERT INTO usage (kind, calls, writes, input_tokens, output_tokens, estimated_calls, "
+        "since, updated) VALUES (?, 0, 0, 0, 0, 0, ?, ?) ON CONFLICT(kind) DO NOTHING",
+        (kind, now, now),
+    )
+    db.execute(
+        "UPDATE usage SET calls = calls + ?, writes = writes + ?, input_tokens = input_tokens + ?, "
+        "output_tokens = output_tokens + ?, estimated_calls = estimated_calls + ?, updated = ? "
+        "WHERE kind = ?",
+        (*(change[name] for name in _FIELDS), now, kind),
+    )
+
+
+def read_usage(folder: Path) -> dict[str, Any] | None:
+    """The token totals kept in ``folder``: the ``stats()`` keys plus ``since``
+    (ISO 8601, the first call counted), or ``None`` when none were kept."""
+    path = folder / USAGE_FILENAME
+    if not path.exists():
+        return None
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    try:
+        rows = db.execute(
+            "SELECT kind, calls, writes, input_tokens, output_tokens, estimated_calls, since "
+            "FROM usage"
+        ).fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    totals = {row[0]: dict(zip(_FIELDS, row[1:6], strict=True)) for row in rows}
+    out = usage_stats(totals)
+    since = min((row[6] for row in rows), default=None)
+    out["since"] = datetime.fromtimestamp(since, UTC).isoformat() if since else None
+    return out
+
+
+# -- attributing calls ----------------------------------------------------------------
+
+_CURRENT: contextvars.ContextVar[tuple[TokenMeter, Kind] | None] = contextvars.ContextVar(
+    "agentscope_mem0_meter", default=None
+)
+
+
+@contextlib.contextmanager
+def metered(meter: TokenMeter | None, kind: Kind) -> Iterator[None]:
+    """Count the model calls made within the block on ``meter`` under ``kind``."""
+    token = _CURRENT.set((meter, kind) if meter is not None else None)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def record_call(usage: Any, prompt: str, answer: str) -> CallTokens:
+    """The tokens of one call, counted on the current meter (if any).
+
+    Args:
+        usage: The response's ``ChatUsage`` (``input_tokens``/``output_tokens``), or ``None``.
+        prompt: The prompt's text, estimated when ``usage`` is missing.
+        answer: The answer's text, likewise.
+    """
+    reported_in = getattr(usage, "input_tokens", None)
+    reported_out = getattr(usage, "output_tokens", None)
+    if isinstance(reported_in, int) and isinstance(reported_out, int):
+        tokens = CallTokens(reported_in, reported_out, estimated=False)
+    else:
+        tokens = CallTokens(estimate_tokens(prompt), estimate_tokens(answer), estimated=True)
+    current = _CURRENT.get()
+    if current is not None:
+        meter, kind = current
+        meter.add(kind, tokens)
+    return tokens

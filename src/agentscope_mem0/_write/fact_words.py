@@ -1,0 +1,131 @@
+"""What the words of a memory say, without a model: whose fact it is, whether it
+tells of the past or of one more item, and how two short answers compare.
+
+The time judgement uses these as vetoes around the model's readings: a new
+memory about another person, about the past ("used to", "in college") or
+adding an item ("also", "another") never makes an older memory untrue. They
+read English memories (mem0's extraction writes "User ...", "User's
+sister ..."); other languages pass them and rely on the readings alone.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+__all__ = [
+    "Agreement",
+    "compare_answers",
+    "holder",
+    "is_additive",
+    "same_holder",
+    "tells_of_past",
+]
+
+_RELATIONS = frozenset(
+    """sister sisters brother brothers mother mom mum father dad parent parents wife husband
+    partner spouse fiance fiancee boyfriend girlfriend son sons daughter daughters child
+    children kid kids baby friend friends colleague colleagues coworker coworkers boss
+    manager roommate flatmate neighbor neighbour cousin aunt uncle niece nephew grandmother
+    grandfather grandma grandpa grandparents family teammate classmate""".split()  # noqa: SIM905
+)
+"""Nouns that, after "User's", name another person rather than a thing of the user."""
+
+_POSSESSIVE = re.compile(r"^\s*(?:the\s+)?([A-Za-z]+)(?:'s|’s)\s+([A-Za-z]+)", re.I)
+_FIRST_WORD = re.compile(r"^\s*(?:the\s+)?([A-Za-z]+)\b", re.I)
+
+
+def holder(memory: str) -> str | None:
+    """Whose fact ``memory`` is: ``"user"``, ``"user's sister"``, ``"maria"``...;
+    ``None`` when the memory does not open with a Latin-script word to tell by.
+
+    "User's car ..." is the user's (a thing of theirs); "User's sister ..."
+    is the sister's; a memory opening with another name is that person's.
+    """
+    possessive = _POSSESSIVE.match(memory)
+    if possessive:
+        owner, thing = possessive.group(1).lower(), possessive.group(2).lower()
+        return f"{owner}'s {thing}" if thing in _RELATIONS else owner
+    first = _FIRST_WORD.match(memory)
+    return first.group(1).lower() if first else None
+
+
+def same_holder(first: str, second: str) -> bool:
+    """Whether two memories are about the same person, as far as their words tell."""
+    a, b = holder(first), holder(second)
+    return a is None or b is None or a == b
+
+
+_ADDITIVE = re.compile(
+    r"\b(also|too|as well|another|other|second|third|additional(?:ly)?|in addition|"
+    r"besides|more than one|several)\b",
+    re.I,
+)
+_PAST = re.compile(
+    r"\b(used to|as a (?:child|kid|teen(?:ager)?|student)|in (?:high )?school|in college|"
+    r"at university|when (?:he|she|they|i|the user) (?:was|were)|years ago|back then|"
+    r"formerly|in (?:his|her|their) (?:youth|childhood|twenties|teens)|growing up|"
+    r"once (?:lived|worked|had|played|owned))\b",
+    re.I,
+)
+_NOW = re.compile(
+    r"\b(now|currently|no longer|anymore|any more|these days|nowadays|today|instead)\b", re.I
+)
+
+
+def is_additive(memory: str) -> bool:
+    """Whether ``memory`` adds one more item ("also plays the violin", "another dog")."""
+    return bool(_ADDITIVE.search(memory))
+
+
+def tells_of_past(memory: str) -> bool:
+    """Whether ``memory`` only tells how things were ("used to", "in college"),
+    without saying how they are now."""
+    return bool(_PAST.search(memory)) and not _NOW.search(memory)
+
+
+class Agreement(StrEnum):
+    """How two short answers to one question compare."""
+
+    SAME = "same"
+    """The same words, the second saying less, or too few words to tell."""
+    MORE = "more"
+    """The second holds all of the first and more (a detail added)."""
+    DIFFERENT = "different"
+    """Another answer."""
+
+
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]|[^\W_]+", re.U)
+_FILLER = frozenset(
+    """a an the of in at on to for and or is are was were be been it its this that with
+    by from as user user's users his her their they he she my our your s""".split()  # noqa: SIM905
+)
+
+
+_DENIAL = re.compile(r"\b(no|not|never|none|nothing|nobody|anymore|neither|nor)\b|n't\b", re.I)
+
+
+def _denies(answer: str) -> bool:
+    return bool(_DENIAL.search(answer))
+
+
+def _words(answer: str) -> set[str]:
+    out = set()
+    for word in _WORD.findall(answer.casefold()):
+        if word in _FILLER:
+            continue
+        out.add(word[:-1] if len(word) > 3 and word.endswith("s") else word)
+    return out
+
+
+def compare_answers(first: str, second: str) -> Agreement:
+    """How ``second`` compares with ``first``, word by word (case, plurals and
+    filler words aside); one denying what the other does not is another answer."""
+    if _denies(first) != _denies(second):
+        return Agreement.DIFFERENT  # "vegetarian" / "no longer vegetarian"
+    a, b = _words(first), _words(second)
+    if not a or not b or b <= a:
+        return Agreement.SAME
+    if a <= b:
+        return Agreement.MORE
+    return Agreement.DIFFERENT

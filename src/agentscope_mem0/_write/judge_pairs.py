@@ -1,0 +1,160 @@
+"""One pair of memories, a new one and an older one: how do they relate?
+
+:meth:`PairJudge.relate` answers with a :class:`Relation`, asking the model
+only reading questions (:mod:`.judge_prompt`) about one memory at a time:
+
+1. Whose fact? Memories about different people never relate (:func:`same_holder`).
+2. The new memory's question and answer ("Where does the user live?" /
+   "Beijing"); the older memory read for that question. "not said": the
+   two are unrelated. The same answer: the same fact; the same and more: the
+   new one adds detail. Another answer: maybe a change.
+3. A change is vetoed when the new memory tells of the past or adds one more
+   item (:mod:`.fact_words`).
+4. A change is confirmed the other way round: the older memory's question
+   read from the new memory must get another answer than the older one's.
+
+A memory's question is asked once and kept (:attr:`Fact.question`; the
+judge stores it in the memory's metadata), so an older memory costs a model
+call only the first time it is a candidate. Duplicate detection asks the
+same: :attr:`Relation.SAME`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from .fact_words import Agreement, compare_answers, is_additive, same_holder, tells_of_past
+from .judge_prompt import (
+    QUESTION_PROMPT,
+    READ_PROMPT,
+    FactQuestion,
+    is_not_said,
+    parse_question,
+    parse_reading,
+    question_request,
+    read_request,
+)
+
+__all__ = [
+    "FACT_ANSWER",
+    "FACT_QUESTION",
+    "Ask",
+    "Fact",
+    "PairJudge",
+    "Relation",
+    "question_of_metadata",
+]
+
+logger = logging.getLogger(__name__)
+
+FACT_QUESTION = "fact_question"
+"""Metadata field keeping the question a memory answers."""
+FACT_ANSWER = "fact_answer"
+"""Metadata field keeping the memory's answer to it."""
+
+Ask = Callable[[str, str], Awaitable[str]]
+"""``ask(system_prompt, user_message) -> answer``: one model call."""
+
+
+class Relation(StrEnum):
+    """How a new memory relates to an older one."""
+
+    CHANGES = "changes"
+    """The new memory makes the older one no longer true."""
+    SAME = "same"
+    """Both say the same thing."""
+    EXTENDS = "extends"
+    """The new memory adds detail to the older one, which stays true."""
+    UNRELATED = "unrelated"
+    """Both stand: another thing, another person, the past, one more item, or unsure."""
+
+
+@dataclass
+class Fact:
+    """One memory as the judgement sees it."""
+
+    id: str
+    text: str
+    said: datetime | None = None
+    """When it was said (for a new memory: its write's said time)."""
+    event_date: str | None = None
+    """When its event happened, when the text gave it."""
+    question: FactQuestion | None = None
+    """Its question and answer, once asked (or read from its metadata)."""
+    question_asked: bool = False
+    """Whether this judgement asked the model for :attr:`question` (to store it)."""
+    supersedes: list[str] = field(default_factory=list)
+    """Ids of the memories it already superseded."""
+
+
+def question_of_metadata(metadata: Mapping[str, Any] | None) -> FactQuestion | None:
+    """The question and answer kept in a memory's metadata, if any."""
+    meta = metadata or {}
+    question, answer = meta.get(FACT_QUESTION), meta.get(FACT_ANSWER)
+    if isinstance(question, str) and isinstance(answer, str) and question and answer:
+        return FactQuestion(question, answer)
+    return None
+
+
+class PairJudge:
+    """Relates memories pair by pair with reading questions to a model.
+
+    Args:
+        ask: One model call; it may raise (the caller's timeout, say), which
+            propagates out of :meth:`relate`.
+    """
+
+    def __init__(self, ask: Ask) -> None:
+        self._ask = ask
+
+    async def question_of(self, fact: Fact) -> FactQuestion | None:
+        """``fact``'s question and answer, asked once."""
+        if fact.question is None and not fact.question_asked:
+            fact.question_asked = True
+            answer = await self._ask(QUESTION_PROMPT, question_request(fact.text))
+            fact.question = parse_question(answer)
+            if fact.question is None:
+                logger.debug("no question read from the judge's answer %.200r", answer)
+        return fact.question
+
+    async def read(self, fact: Fact, question: str) -> str | None:
+        """``fact``'s answer to ``question``; ``None`` when it does not say."""
+        reading = parse_reading(await self._ask(READ_PROMPT, read_request(fact.text, question)))
+        return None if is_not_said(reading) else reading
+
+    async def relate(self, new: Fact, old: Fact) -> Relation:
+        """How ``new`` relates to ``old`` (see the module's steps)."""
+        if not same_holder(new.text, old.text):
+            return Relation.UNRELATED
+        asked = await self.question_of(new)
+        if asked is None:
+            return Relation.UNRELATED
+        reading = await self.read(old, asked.question)
+        if reading is None:
+            return Relation.UNRELATED
+        agreement = compare_answers(reading, asked.answer)
+        if agreement is Agreement.SAME:
+            return Relation.SAME
+        if agreement is Agreement.MORE:
+            return Relation.EXTENDS
+        if self._vetoed(new):
+            return Relation.UNRELATED
+        return Relation.CHANGES if await self._confirmed(new, old) else Relation.UNRELATED
+
+    @staticmethod
+    def _vetoed(new: Fact) -> bool:
+        """A new memory about the past or about one more item changes nothing."""
+        return tells_of_past(new.text) or is_additive(new.text)
+
+    async def _confirmed(self, new: Fact, old: Fact) -> bool:
+        """The other way round: the older memory's question gets another answer from the new one."""
+        asked = await self.question_of(old)
+        if asked is None:
+            return False
+        reading = await self.read(new, asked.question)
+        return reading is not None and compare_answers(asked.answer, reading) is Agreement.DIFFERENT

@@ -1,0 +1,90 @@
+"""What a memory's words tell the judgement without a model; the lanes it runs in."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentscope_mem0._write.fact_words import (
+    Agreement,
+    compare_answers,
+    holder,
+    is_additive,
+    same_holder,
+    tells_of_past,
+)
+from agentscope_mem0._write.judge_lanes import Lanes
+
+
+@pytest.mark.parametrize(
+    ("memory", "whose"),
+    [
+        ("User lives in Hangzhou", "user"),
+        ("The user's car is red", "user"),
+        ("User's sister moved to Paris", "user's sister"),
+        ("User’s husband works as a pilot", "user's husband"),
+        ("Maria adopted a cat", "maria"),
+        ("用户住在杭州", None),
+    ],
+)
+def test_whose_fact(memory: str, whose: str | None) -> None:
+    assert holder(memory) == whose
+
+
+def test_other_scripts_are_not_told_apart_by_words() -> None:
+    assert same_holder("用户住在杭州", "用户搬到了北京")
+    assert not same_holder("User lives in Rome", "User's brother lives in Rome")
+
+
+def test_past_and_additive_wording() -> None:
+    assert tells_of_past("User used to swim competitively")
+    assert tells_of_past("User lived in London as a child")
+    assert not tells_of_past("User used to live in London but now lives in Rome")
+    assert not tells_of_past("User moved to Beijing last month")
+    assert is_additive("User also plays the drums") and is_additive("User bought another bike")
+    assert not is_additive("User switched to a Pixel 8")
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "agreement"),
+    [
+        ("Beijing", "beijing.", Agreement.SAME),
+        ("a red Toyota Corolla from 2015", "Toyota Corolla", Agreement.SAME),
+        ("Toyota Corolla", "a red Toyota Corolla", Agreement.MORE),
+        ("Hangzhou", "Beijing", Agreement.DIFFERENT),
+        ("Yes", "No", Agreement.DIFFERENT),
+        ("vegetarian", "no longer vegetarian", Agreement.DIFFERENT),
+        ("the", "it", Agreement.SAME),  # nothing to compare: no change read into it
+    ],
+)
+def test_answers_compared(first: str, second: str, agreement: Agreement) -> None:
+    assert compare_answers(first, second) is agreement
+
+
+async def test_lanes_run_in_order_per_key_and_mark_overflow() -> None:
+    lanes = Lanes(backlog=2)
+    gate = asyncio.Event()
+    seen: list[tuple[str, int, bool]] = []
+
+    def job(key: str, n: int) -> object:
+        async def run(overflow: bool) -> None:
+            await gate.wait()
+            seen.append((key, n, overflow))
+
+        return run
+
+    assert lanes.submit("a", job("a", 0))  # type: ignore[arg-type]
+    await asyncio.sleep(0)  # a's first job starts and waits at the gate
+    within = [lanes.submit("a", job("a", n)) for n in (1, 2, 3)]  # type: ignore[arg-type]
+    assert within == [True, True, False]
+    lanes.submit("b", job("b", 0))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert lanes.waiting == 3  # b's job runs beside a's: keys do not wait for each other
+    assert not await lanes.flush(timeout=0.05)
+    gate.set()
+    assert await lanes.flush(timeout=5)
+    ran = [(n, overflow) for key, n, overflow in seen if key == "a"]
+    assert ran == [(0, False), (1, False), (2, False), (3, True)]
+    assert ("b", 0, False) in seen
+    assert lanes.stop() == 0 and not lanes.submit("a", job("a", 9))  # type: ignore[arg-type]

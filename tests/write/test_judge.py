@@ -1,0 +1,140 @@
+"""The time judgement against a model that misbehaves: one that never answers, one
+that says yes to everything, and the scope it looks in. Real mem0 on the embedded
+store; only the chat model is scripted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from agentscope.agent import Agent
+from agentscope.message import Msg, UserMsg
+
+from agentscope_mem0 import Mem0Middleware
+from agentscope_mem0._write.judge_prompt import READ_PROMPT
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel, is_judge_request
+
+
+class SilentJudgeModel(ScriptedChatModel):
+    """Extracts at once; its judgement calls never return."""
+
+    async def _call_api(self, model_name: str, messages: list[Msg], **kwargs: Any) -> Any:
+        if is_judge_request(messages):
+            await asyncio.Event().wait()
+        return await super()._call_api(model_name, messages, **kwargs)
+
+
+def _obeying(prompt: str) -> str:
+    """Says every memory answers its own question differently: "everything changed"."""
+    memory = prompt.partition("\n")[0].removeprefix("Memory: ")
+    if "\nQuestion: " in prompt:
+        return memory
+    return json.dumps({"question": f"What about {memory}?", "answer": memory})
+
+
+def _middleware(tmp_path: Any, chat_model: ScriptedChatModel, **options: Any) -> Mem0Middleware:
+    return Mem0Middleware.local(
+        user_id="alice",
+        chat_model=chat_model,
+        embedding_model=HashEmbedding(),
+        folder=tmp_path / "data",
+        mode="static_control",
+        **options,
+    )
+
+
+async def _tell(mw: Mem0Middleware, text: str, *, agent: str = "helper") -> None:
+    bot = Agent(name=agent, system_prompt="x", model=ScriptedChatModel("Noted."), middlewares=[mw])
+    await bot.reply(UserMsg(name="user", content=text))
+
+
+async def _current(mw: Mem0Middleware) -> dict[str, dict[str, Any]]:
+    raw = await mw.client.get_all(filters={"user_id": "alice"}, top_k=100)
+    return {item["memory"]: item for item in raw["results"]}
+
+
+async def test_a_judge_that_never_answers_holds_up_no_write(tmp_path: Any) -> None:
+    mw = _middleware(tmp_path, SilentJudgeModel())
+    await _tell(mw, "I live in Hangzhou.")
+    await _tell(mw, "I moved to Beijing.")
+    await _tell(mw, "I live in Beijing now.")
+    await _tell(mw, "I moved to Shanghai.")
+    # Each write is stored while the judgement of the one before still waits for
+    # the model (its timeout is two minutes per call).
+    assert await mw.client_state.writer.flush(timeout=30)
+    stats = mw.stats()
+    assert stats["writes_stored"] == 4 and stats["writes_pending"] == 0
+    assert stats["judge_superseded"] == 0
+    assert len(await _current(mw)) == 4
+    # Closing does not wait minutes for the silent model either.
+    assert not await mw.aclose(timeout=0.5)
+
+
+async def test_one_message_supersedes_at_most_two_memories_however_many_facts(
+    tmp_path: Any,
+) -> None:
+    mw = _middleware(tmp_path, ScriptedChatModel(judge=_obeying))
+    async with mw:
+        for i in range(20):
+            await mw.client.add(
+                [{"role": "user", "content": f"User keeps habit number {i} daily"}],
+                user_id="alice",
+                agent_id="helper",
+                infer=False,
+            )
+        eight = " ".join(f"I keep habit number {i} weekly." for i in range(8))
+        await _tell(mw, eight)
+        assert await mw.flush(timeout=60)
+        stored = await _current(mw)
+        hidden = [m for m, item in stored.items() if (item["metadata"] or {}).get("superseded_by")]
+        assert len(stored) == 28
+        assert len(hidden) == 2, hidden
+        stats = mw.stats()
+        assert stats["judge_superseded"] == 2 and stats["judge_capped"] > 0
+
+
+async def test_user_wide_reads_make_a_user_wide_judgement(tmp_path: Any) -> None:
+    mw = _middleware(tmp_path, ScriptedChatModel(), scope_search_by_agent=False)
+    async with mw:
+        await _tell(mw, "I live in Hangzhou.", agent="planner")
+        await mw.flush(timeout=30)
+        await _tell(mw, "I moved to Beijing.", agent="helper")
+        assert await mw.flush(timeout=30)
+        stored = await _current(mw)
+        old, new = stored["User lives in Hangzhou."], stored["User moved to Beijing."]
+        assert (old["agent_id"], new["agent_id"]) == ("planner", "helper")
+        assert old["metadata"]["superseded_by"] == new["id"]
+
+    # Searching by agent, each agent's memories are its own: nothing is changed.
+    by_agent = _middleware(tmp_path / "by-agent", ScriptedChatModel())
+    async with by_agent:
+        await _tell(by_agent, "I live in Hangzhou.", agent="planner")
+        await by_agent.flush(timeout=30)
+        await _tell(by_agent, "I moved to Beijing.", agent="helper")
+        assert await by_agent.flush(timeout=30)
+        stored = await _current(by_agent)
+        assert not stored["User lives in Hangzhou."]["metadata"].get("superseded_by")
+
+
+async def test_a_question_asked_once_is_kept_with_the_memory(tmp_path: Any) -> None:
+    model = ScriptedChatModel()
+    mw = _middleware(tmp_path, model)
+    async with mw:
+        await _tell(mw, "I live in Hangzhou.")
+        await mw.flush(timeout=30)
+        await _tell(mw, "I moved to Beijing.")
+        await mw.flush(timeout=30)
+        await _tell(mw, "I moved to Shanghai.")
+        assert await mw.flush(timeout=30)
+        stored = await _current(mw)
+        beijing = stored["User moved to Beijing."]["metadata"]
+        assert beijing["fact_question"].startswith("What does the user say about their home")
+        asked = [
+            call[-1].get_text_content() or ""
+            for call in model.judge_calls
+            if call[0].get_text_content() != READ_PROMPT
+        ]
+        # Each memory's question was asked once, though Beijing was judged twice.
+        assert sorted(asked) == sorted(set(asked))
+        assert stored["User moved to Beijing."]["metadata"]["superseded_by"]

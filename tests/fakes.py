@@ -17,6 +17,7 @@ import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -25,7 +26,13 @@ from agentscope.message import HintBlock, Msg, UserMsg
 from agentscope.model import ChatModelBase
 from mem0 import AsyncMemory
 
-from agentscope_mem0 import DEFAULT_MEMORY_SECTION_HEADER, build_mem0_config
+from agentscope_mem0 import (
+    DEFAULT_MEMORY_SECTION_HEADER,
+    Outbox,
+    SqliteWorkingStore,
+    WorkingRecord,
+    build_mem0_config,
+)
 from agentscope_mem0.testing import HashEmbedding, RuleExtractor, ScriptedChatModel
 
 
@@ -110,6 +117,21 @@ class UniqueFacts(RuleExtractor):
 
     def __call__(self, exchange: Sequence[tuple[str, str]]) -> list[str]:
         return [f"{fact} #{uuid.uuid4().hex[:8]}" for fact in super().__call__(exchange)]
+
+
+def outbox_counts(folder: Path) -> dict[str, int]:
+    """Pending and failed rows of the outbox in ``folder``, read by an outbox of its own."""
+    with Outbox.in_folder(folder) as box:
+        return box.counts()
+
+
+def load_working(path: Path, user_id: str, conversation: str = "") -> WorkingRecord | None:
+    """A working-memory record as a SQLite store of its own on ``path`` reads it."""
+    store = SqliteWorkingStore(path)
+    try:
+        return store.load(user_id, conversation)
+    finally:
+        store.close()
 
 
 HOST = "https://api.mem0.test"

@@ -43,7 +43,7 @@ from agentscope_mem0 import (
 from agentscope_mem0._write.outbox import OUTBOX_FILENAME
 from agentscope_mem0._write.owners import new_owner_id
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from fakes import real_memory
+from fakes import outbox_counts, real_memory
 
 CHILD = Path(__file__).with_name("_faults_child.py")
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.01, max_delay=0.05)
@@ -100,7 +100,7 @@ async def test_the_drop_in_path_keeps_every_write_of_a_script_that_ends(
     assert outbox.exists()  # next to the store's own files
     found = await _next_process_stores(tmp_path)
     assert found == Counter({f"fruit{i:02d}": 1 for i in range(8)})
-    assert Outbox(outbox).counts() == {"pending": 0, "failed": 0}
+    assert outbox_counts(outbox.parent) == {"pending": 0, "failed": 0}
 
 
 async def test_sigkill_at_random_points_loses_and_doubles_nothing(tmp_path: Path) -> None:
@@ -199,7 +199,8 @@ async def test_a_model_that_only_answers_prose_leaves_a_visible_failed_write(
     assert "not mem0's JSON" in (row.error or "") and "Sure! The user likes fruit." in row.error
     assert "kept in the outbox as failed" in caplog.text
     # Durable: the CLI's status and retry-failed read the same file.
-    assert queue.outbox.durable and Outbox(queue.outbox.path).counts()["failed"] == 1
+    assert queue.outbox.path is not None
+    assert outbox_counts(queue.outbox.path.parent)["failed"] == 1
     await queue.aclose()
 
 
@@ -269,9 +270,8 @@ class FullDisk:
     def fill(self, box: Outbox) -> None:
         self._box = box
         if not self.tmpfs:
-            for conn in {box.db._conn, box.db._front}:
-                (pages,) = conn.execute("PRAGMA page_count").fetchone()
-                conn.execute(f"PRAGMA max_page_count = {pages}")
+            ((pages,),) = box.db.read("PRAGMA page_count")
+            box.db.read(f"PRAGMA max_page_count = {pages}")
             return
         fd = os.open(self.folder / "filler", os.O_WRONLY | os.O_CREAT)
         try:
@@ -285,8 +285,7 @@ class FullDisk:
     def free(self) -> None:
         if not self.tmpfs:
             assert self._box is not None
-            for conn in {self._box.db._conn, self._box.db._front}:
-                conn.execute("PRAGMA max_page_count = 1073741823")
+            self._box.db.read("PRAGMA max_page_count = 1073741823")
             return
         (self.folder / "filler").unlink()
 
@@ -328,14 +327,18 @@ async def test_a_full_disk_keeps_writes_in_memory_and_recovers_by_itself(
         await queue.submit(SCOPE, said("I like fruit23."))
         assert await queue.flush(60), (queue.stats(), queue.outbox.counts())
     errors = [r.getMessage() for r in caplog.records if "could not record" in r.getMessage()]
-    assert len(errors) == 1 and "database or disk is full" in errors[0]
-    assert "records writes again" in caplog.text
+    assert all("database or disk is full" in error for error in errors)
+    # Logged once per episode, with the real cause. SQLite's page limit (the
+    # stand-in without tmpfs) lets a write reuse the space of rows stored
+    # meanwhile, which ends an episode early; a full tmpfs stays full.
+    assert len(errors) == caplog.text.count("records writes again") >= 1
+    assert len(errors) == 1 or not full_disk.tmpfs
     assert "cannot rollback" not in caplog.text
     stats = queue.stats()
     assert stats["writes_lost"] == 0 and stats["outbox_errors"] >= unrecorded
     assert await fruit_counts(memory) == Counter({f"fruit{i:02d}": 1 for i in range(24)})
     await queue.aclose()
-    assert Outbox.in_folder(full_disk.folder).counts() == {"pending": 0, "failed": 0}
+    assert outbox_counts(full_disk.folder) == {"pending": 0, "failed": 0}
 
 
 # -- damaged files -----------------------------------------------------------------

@@ -31,7 +31,7 @@ from agentscope_mem0._working.format import WorkingFormat, merge_json
 from agentscope_mem0._working.manager import is_working_block
 from agentscope_mem0._working.render import truncate_block
 from agentscope_mem0.testing import ScriptedChatModel
-from fakes import RecordingClient, real_memory
+from fakes import RecordingClient, load_working, real_memory
 
 TEMPLATE = "# Session notes\n\n## User\n\n## Plan\n"
 
@@ -203,19 +203,18 @@ async def test_conversation_memory_is_shown_once_per_turn_and_follows_the_state(
     assert sum(is_working_block(m) for m in agent.state.context) == 1
     # The state carries it: a new agent on another store, same state, still sees it.
     saved = json.loads(json.dumps(agent.state.model_dump(mode="json")))
+    elsewhere = SqliteWorkingStore(tmp_path / "elsewhere")
     other = Mem0Middleware(
-        user_id="u",
-        client=memory,
-        working_memory=WorkingMemory(store=SqliteWorkingStore(tmp_path / "elsewhere")),
+        user_id="u", client=memory, working_memory=WorkingMemory(store=elsewhere)
     )
     later = ScriptedChatModel("Yes.")
     reborn = await _agent(other, later, state=AgentState.model_validate(saved))
     await reborn.reply(UserMsg("user", "Remind me?"))
     assert "trip to Oslo" in _blocks(later.calls[0])[0]
+    elsewhere.close()  # the caller's store: the middleware leaves it open
     # The store keeps a copy under the session, for the command line.
-    copy = SqliteWorkingStore(Path(store_config["history_db_path"]).parent).load(
-        "u", agent.state.session_id
-    )
+    folder = Path(store_config["history_db_path"]).parent
+    copy = load_working(folder, "u", agent.state.session_id)
     assert copy is not None and "Oslo" in copy.content
 
 
@@ -255,7 +254,7 @@ async def test_two_agents_updating_at_once_lose_neither_update(
             for w in range(2)
         )
     )
-    record = SqliteWorkingStore(Path(store_config["history_db_path"]).parent).load("ann")
+    record = load_working(Path(store_config["history_db_path"]).parent, "ann")
     assert record is not None and record.version == 2 * rounds
     assert sorted(json.loads(record.content)["languages"]) == sorted(
         f"a{w}-{i}" for w in range(2) for i in range(rounds)
@@ -362,6 +361,7 @@ async def test_static_control_shows_it_read_only(store_config: dict[str, Any]) -
     await (await _agent(mw, model)).reply(UserMsg("user", "hi again"))
     block = _blocks(model.calls[-1])[0]
     assert "Ann prefers metric units." in block and "update_working_memory" not in block
+    store.close()
 
 
 async def test_a_dead_store_never_fails_the_reply(store_config: dict[str, Any]) -> None:

@@ -7,7 +7,9 @@ mode, which implements the same conditional-upsert API, under real threads.
 
 from __future__ import annotations
 
+import gc
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -19,9 +21,11 @@ from typing import Any
 import pytest
 
 from _pgfixture import fresh_collection, postgres_dsn
-from agentscope_mem0 import SqliteWorkingStore, WorkingRecord, WorkingStore
+from agentscope_mem0 import InvalidStateError, SqliteWorkingStore, WorkingRecord, WorkingStore
 from agentscope_mem0._working.format import WorkingFormat
 from agentscope_mem0._working.select import store_for_client
+from agentscope_mem0._working.store import WORKING_THREAD
+from fakes import load_working
 
 CHILD = Path(__file__).parents[1] / "_working_child.py"
 JSON = WorkingFormat(schema={"type": "object"})
@@ -92,7 +96,9 @@ def _race(make_store: Callable[[], WorkingStore], *, threads: int, each: int) ->
     for t in pool:
         t.join()
     assert not errors, errors
-    record = make_store().load("ann")
+    store = make_store()
+    record = store.load("ann")
+    store.close()
     assert record is not None
     return {"version": record.version, **json.loads(record.content)}
 
@@ -103,6 +109,30 @@ def _race(make_store: Callable[[], WorkingStore], *, threads: int, each: int) ->
 def test_sqlite_contract(tmp_path: Path) -> None:
     _contract(SqliteWorkingStore(tmp_path))
     assert (tmp_path / "working_memory.sqlite3").exists()
+
+
+async def test_sqlite_connection_lives_on_one_thread_and_closes(tmp_path: Path) -> None:
+    store = SqliteWorkingStore(tmp_path)
+    assert not list(tmp_path.iterdir())  # nothing opened before the first call
+    _append(store, "ann", {"name": "Ann"})
+    record = await store.run(store.load, "ann")
+    assert record is not None and json.loads(record.content) == {"name": "Ann"}
+    assert await store.run(threading.current_thread) is not threading.current_thread()
+    assert (await store.run(threading.current_thread)).name == WORKING_THREAD
+    with pytest.raises(sqlite3.ProgrammingError, match="same thread"):
+        store._connection().execute("SELECT 1")  # SQLite's own check: no other thread
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(InvalidStateError, match=r"working_memory\.sqlite3 is closed"):
+        store.load("ann")
+
+
+def test_a_sqlite_store_nobody_closed_warns(tmp_path: Path) -> None:
+    store = SqliteWorkingStore(tmp_path)
+    assert store.load("ann") is None
+    with pytest.warns(ResourceWarning, match=r"working_memory\.sqlite3 was not closed"):
+        del store
+        gc.collect()
 
 
 def test_sqlite_threads_lose_no_update(tmp_path: Path) -> None:
@@ -119,7 +149,7 @@ def test_sqlite_processes_lose_no_update(tmp_path: Path) -> None:
         for w in range(4)
     ]
     assert [c.wait(timeout=120) for c in children] == [0] * 4
-    record = SqliteWorkingStore(tmp_path).load("ann")
+    record = load_working(tmp_path, "ann")
     assert record is not None and record.version == 60
     value = json.loads(record.content)
     assert sorted(value["items"]) == sorted(f"p{w}-{i}" for w in range(4) for i in range(15))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agentscope_mem0 import Outbox
+from agentscope_mem0 import InvalidStateError, Outbox
 from agentscope_mem0._write.outbox import OUTBOX_FILENAME, count_held, new_owner_id, owner_is_dead
 
 
@@ -210,26 +210,32 @@ def test_keep_holds_rows_in_flight_on_release(box: Outbox) -> None:
     assert [r.key for r in box.held(me)] == ["k1"]
 
 
-def test_try_insert_never_waits_for_a_busy_database(box: Outbox) -> None:
+def test_every_call_runs_on_the_thread_that_owns_the_connection(box: Outbox) -> None:
     me = new_owner_id()
-    assert box.try_insert(key="k0", user_id="u", agent_id="a", messages=[], owner=me, lease=30)
-    other = sqlite3.connect(box.path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")  # another process is writing
-    started = time.perf_counter()
-    got = box.try_insert(key="k1", user_id="u", agent_id="a", messages=[], owner=me, lease=30)
-    assert got is None and time.perf_counter() - started < 0.05
-    other.execute("COMMIT")
-    assert box.try_insert(key="k1", user_id="u", agent_id="a", messages=[], owner=me, lease=30)
-    assert [r.key for r in box.held(me)] == ["k0", "k1"]
-    other.close()
+    callers: set[str] = set()
+
+    def insert(i: int) -> None:
+        _insert(box, me, f"k{i}")
+        callers.add(threading.current_thread().name)
+
+    threads = [threading.Thread(target=insert, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(callers) == 4 and len(box.held(me)) == 4
+    # SQLite's own check: the connection refuses any other thread.
+    with pytest.raises(sqlite3.ProgrammingError, match="same thread"):
+        box.db._conn.execute("SELECT 1")
+    assert box.db.thread.call(threading.current_thread).name == "agentscope-mem0-outbox"
 
 
-def test_try_insert_in_memory() -> None:
-    box = Outbox(None)
-    me = new_owner_id()
-    assert box.try_insert(key="k", user_id="u", agent_id=None, messages=[], owner=me, lease=30)
-    assert [r.key for r in box.held(me)] == ["k"]
-    box.close()
+def test_a_closed_outbox_says_so(tmp_path: Path) -> None:
+    with Outbox.in_folder(tmp_path) as box:
+        _insert(box, new_owner_id(), "k")
+    with pytest.raises(InvalidStateError, match=f"the outbox {box.path} is closed"):
+        box.counts()
+    box.close()  # idempotent
 
 
 # -- where the outbox lives without an outbox_dir --------------------------------

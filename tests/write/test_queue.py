@@ -30,7 +30,7 @@ from agentscope_mem0 import Mem0Backend, Outbox, RetryPolicy, Scope, WriteQueue
 from agentscope_mem0._write.outbox import new_owner_id
 from agentscope_mem0._write.queue import METADATA_KEY
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from fakes import close_memory, real_memory
+from fakes import close_memory, outbox_counts, real_memory
 
 CHILD = Path(__file__).parents[1] / "_writer_child.py"
 FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05)
@@ -150,6 +150,8 @@ async def test_submit_returns_at_once_and_flush_waits_for_mem0(
     assert stats["writes_pending"] == 0 and stats["write_latency_count"] == 3
     assert queue.outbox.counts() == {"pending": 0, "failed": 0}
     assert await queue.aclose()
+    # Its connections are closed: the last one out of a WAL file removes the WAL.
+    assert not (tmp_path / "outbox" / "outbox.sqlite3-wal").exists()
 
 
 async def test_wait_blocks_until_stored(memory: AsyncMemory) -> None:
@@ -331,7 +333,7 @@ async def test_hung_backend_close_gives_up_and_the_next_queue_stores_it(
     started = time.perf_counter()
     assert not await hung.aclose(timeout=0.3)
     assert time.perf_counter() - started < 1.0
-    assert Outbox.in_folder(outbox).counts() == {"pending": 1, "failed": 0}
+    assert outbox_counts(outbox) == {"pending": 1, "failed": 0}
 
     queue = queue_for(memory, outbox_dir=outbox, lease=0.5)
     await queue.flush(1)
@@ -438,7 +440,7 @@ async def test_two_queues_on_one_folder_replay_each_orphan_once(
     assert sum(q.stats()["writes_replayed"] for q in queues) == 12
     assert sum(q.stats()["writes_redone"] for q in queues) == 1
     assert await all_facts(memory) == Counter({f"fruit{i:02d}": 1 for i in range(12)})
-    assert Outbox.in_folder(outbox).counts() == {"pending": 0, "failed": 0}
+    assert outbox_counts(outbox) == {"pending": 0, "failed": 0}
     for q in queues:
         await q.aclose()
 
@@ -562,7 +564,7 @@ async def test_sigkilled_process_loses_no_write_and_none_is_stored_twice(
 ) -> None:
     n = 9
     await asyncio.to_thread(_run_child, mode, tmp_path, n, kill_after=kill_after)
-    left = Outbox.in_folder(tmp_path / "outbox").counts()["pending"]
+    left = outbox_counts(tmp_path / "outbox")["pending"]
     assert 0 < left <= n
 
     memory = _next_process_memory(tmp_path)
@@ -574,7 +576,7 @@ async def test_sigkilled_process_loses_no_write_and_none_is_stored_twice(
     if mode == "crash-after-add":
         assert stats["writes_redone"] >= 1  # the add the kill interrupted had landed
     assert await all_facts(memory) == Counter({f"fruit{i:02d}": 1 for i in range(n)})
-    assert Outbox.in_folder(tmp_path / "outbox").counts() == {"pending": 0, "failed": 0}
+    assert outbox_counts(tmp_path / "outbox") == {"pending": 0, "failed": 0}
     await queue.aclose()
     close_memory(memory)
 
@@ -620,7 +622,7 @@ def test_the_loop_ending_with_writes_pending_stores_them_first(
 
     asyncio.run(turns())  # asyncio.run cancels the workers: they finish within the grace
     assert queue.stats()["writes_stored"] == 3
-    assert Outbox.in_folder(tmp_path / "outbox").counts() == {"pending": 0, "failed": 0}
+    assert outbox_counts(tmp_path / "outbox") == {"pending": 0, "failed": 0}
     for i in range(3):
         assert asyncio.run(facts(memory, Scope(f"user{i}"))) == Counter({f"fruit{i:02d}": 1})
     close_memory(memory)

@@ -31,7 +31,7 @@ from .._recall.tokens import estimate_tokens
 from .format import UpdateMode, WorkingFormat
 from .render import TRUNCATION_MARKER, truncate_block
 from .select import shared_store_for_client
-from .store import WorkingRecord, WorkingStore
+from .store import SqliteWorkingStore, WorkingRecord, WorkingStore
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -224,7 +224,15 @@ class WorkingMemoryManager:
         state.middle_context[_STATE_KEY] = {"content": record.content, "version": record.version}
 
     async def _bounded(self, timeout: float | None, func: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.wait_for(asyncio.to_thread(func, *args), timeout=timeout)
+        store = self.store
+        # A SQLite store runs its calls on the thread that owns its
+        # connection; the others block a worker thread.
+        call = (
+            store.run(func, *args)
+            if isinstance(store, SqliteWorkingStore)
+            else asyncio.to_thread(func, *args)
+        )
+        return await asyncio.wait_for(call, timeout=timeout)
 
     async def current(self, state: AgentState | None) -> str | None:
         """The memory's content now (the newer of state copy and store);

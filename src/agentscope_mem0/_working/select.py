@@ -75,4 +75,6 @@ def shared_store_for_client(client: Any) -> WorkingStore:
         store = _SHARED.get(client)
         if store is None:
             store = _SHARED[client] = store_for_client(client)
+            # Closed with the client (or at exit): nothing else owns it.
+            weakref.finalize(client, store.close)
         return store

@@ -21,12 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from .._exceptions import InvalidStateError
+from .._sqlite.thread import ConnectionThread
 from .._sqlite.wal import enable_wal
 
 __all__ = [
     "WORKING_DB_NAME",
+    "WORKING_THREAD",
     "Change",
     "NewContent",
     "SqliteWorkingStore",
@@ -40,7 +43,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 WORKING_DB_NAME = "working_memory.sqlite3"
+WORKING_THREAD = "agentscope-mem0-working"
+"""The name of the thread that owns a SQLite working store's connection."""
 _BUSY_TIMEOUT = 30.0
+
+T = TypeVar("T")
 
 
 def now_iso() -> str:
@@ -142,6 +149,12 @@ class WriteBasedStore:
 class SqliteWorkingStore(WriteBasedStore):
     """Working memory in one SQLite file (WAL), safe across threads and processes.
 
+    Its connection lives on a thread of its own (see
+    :class:`~.._sqlite.thread.ConnectionThread`), opened by the first call;
+    the methods can be called from any thread, and :meth:`run` awaits them
+    from an event loop. Close it when done: a store dropped unclosed warns
+    with ``ResourceWarning``.
+
     Args:
         path: The database file, or a folder to hold ``working_memory.sqlite3``.
     """
@@ -152,14 +165,54 @@ class SqliteWorkingStore(WriteBasedStore):
             target = target / WORKING_DB_NAME
         self.path = target
         self.location = f"SQLite file {target}"
-        self._ready = False
-        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._thread: ConnectionThread | None = None
+        self._starting = threading.Lock()
+        self._closed = False
 
-    def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, isolation_level=None)
-        if not self._ready:
-            with self._lock:
+    async def run(self, method: Callable[..., T], /, *args: Any) -> T:
+        """``method(*args)`` (one of this store's) on its connection's thread, awaited."""
+        return await self._owner().run(method, *args)
+
+    def load(self, user_id: str, conversation: str = "") -> WorkingRecord | None:
+        """The record, or ``None`` when there is none."""
+        return self._owner().call(self._load, user_id, conversation)
+
+    def conversations(self, user_id: str) -> list[str]:
+        """The user's conversations with a non-empty record, newest first."""
+        return self._owner().call(self._conversations, user_id)
+
+    def close(self) -> None:
+        """Close the connection and end its thread. Idempotent."""
+        with self._starting:
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            thread.close(self._close_connection)
+
+    def _write(
+        self,
+        user_id: str,
+        conversation: str,
+        change: Callable[[WorkingRecord | None], NewContent | None],
+    ) -> WorkingRecord | None:
+        return self._owner().call(self._write_now, user_id, conversation, change)
+
+    # -- on the connection's thread -------------------------------------------
+
+    def _owner(self) -> ConnectionThread:
+        with self._starting:
+            if self._thread is None:
+                if self._closed:
+                    raise InvalidStateError(f"{self.location} is closed")
+                self._thread = ConnectionThread(WORKING_THREAD, what=self.location)
+            return self._thread
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, isolation_level=None)
+            try:
                 enable_wal(conn, _BUSY_TIMEOUT)
                 conn.execute(
                     "CREATE TABLE IF NOT EXISTS working_memory ("
@@ -168,8 +221,16 @@ class SqliteWorkingStore(WriteBasedStore):
                     " version INTEGER NOT NULL, updated_at TEXT NOT NULL,"
                     " PRIMARY KEY (user_id, conversation))"
                 )
-                self._ready = True
-        return conn
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     @staticmethod
     def _row(row: tuple[Any, ...] | None) -> WorkingRecord | None:
@@ -184,62 +245,50 @@ class SqliteWorkingStore(WriteBasedStore):
             (user_id, conversation),
         ).fetchone()
 
-    def load(self, user_id: str, conversation: str = "") -> WorkingRecord | None:
-        """The record, or ``None`` when there is none."""
-        conn = self._connect()
-        try:
-            return self._row(self._select(conn, user_id, conversation))
-        finally:
-            conn.close()
+    def _load(self, user_id: str, conversation: str) -> WorkingRecord | None:
+        return self._row(self._select(self._connection(), user_id, conversation))
 
-    def _write(
+    def _conversations(self, user_id: str) -> list[str]:
+        rows = (
+            self._connection()
+            .execute(
+                "SELECT conversation FROM working_memory WHERE user_id = ? AND conversation != ''"
+                " AND content != '' ORDER BY updated_at DESC",
+                (user_id,),
+            )
+            .fetchall()
+        )
+        return [r[0] for r in rows]
+
+    def _write_now(
         self,
         user_id: str,
         conversation: str,
         change: Callable[[WorkingRecord | None], NewContent | None],
     ) -> WorkingRecord | None:
-        conn = self._connect()
+        conn = self._connection()
+        # IMMEDIATE takes the write lock before reading: no lost update.
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            # IMMEDIATE takes the write lock before reading: no lost update.
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                old = self._row(self._select(conn, user_id, conversation))
-                new = change(old)
-                if new is None:
-                    conn.execute("ROLLBACK")
-                    return None
-                content, kind = new
-                record = WorkingRecord(
-                    user_id, conversation, content, kind, (old.version if old else 0) + 1, now_iso()
-                )
-                conn.execute(
-                    "INSERT INTO working_memory VALUES (?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (user_id, conversation) DO UPDATE SET content = excluded.content,"
-                    " kind = excluded.kind, version = excluded.version,"
-                    " updated_at = excluded.updated_at",
-                    (user_id, conversation, content, kind, record.version, record.updated_at),
-                )
-                conn.execute("COMMIT")
-                return record
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        finally:
-            conn.close()
-
-    def conversations(self, user_id: str) -> list[str]:
-        """The user's conversations with a non-empty record, newest first."""
-        conn = self._connect()
-        try:
-            rows = conn.execute(
-                "SELECT conversation FROM working_memory WHERE user_id = ? AND conversation != ''"
-                " AND content != '' ORDER BY updated_at DESC",
-                (user_id,),
-            ).fetchall()
-        finally:
-            conn.close()
-        return [r[0] for r in rows]
-
-    def close(self) -> None:
-        """Nothing stays open between calls."""
+            old = self._row(self._select(conn, user_id, conversation))
+            new = change(old)
+            if new is None:
+                conn.execute("ROLLBACK")
+                return None
+            content, kind = new
+            record = WorkingRecord(
+                user_id, conversation, content, kind, (old.version if old else 0) + 1, now_iso()
+            )
+            conn.execute(
+                "INSERT INTO working_memory VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (user_id, conversation) DO UPDATE SET content = excluded.content,"
+                " kind = excluded.kind, version = excluded.version,"
+                " updated_at = excluded.updated_at",
+                (user_id, conversation, content, kind, record.version, record.updated_at),
+            )
+            conn.execute("COMMIT")
+            return record
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._exceptions import BackendError, ConfigurationError, PermanentBackendError
 from .._mem0.add_check import watch_add
@@ -41,7 +41,6 @@ __all__ = ["METADATA_KEY", "AfterStore", "Delivery", "RetryPolicy"]
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 METADATA_KEY = "agentscope_mem0_write"
 """The mem0 metadata field holding a write's idempotency key."""

@@ -7,13 +7,15 @@ leaves rows that the next writer claims in one ``BEGIN IMMEDIATE``
 transaction, so two writers never take the same row.
 
 Before a row is sent to mem0 its ``batch_key`` (the idempotency key stored in
-the memories' metadata) and ``attempts`` are committed; a row found with
-``attempts > 0`` may already be in mem0, and the writer asks mem0 before
-sending it again.
+the memories' metadata) and ``attempts`` are committed; a row found with a
+``batch_key`` may already be in mem0, and the writer removes what mem0 holds
+under that key before sending it again.
 
-This module is synchronous and holds no event loop; :mod:`._writer` runs it
-on one thread. Without a folder the same tables live in memory. The file
-itself (opening, checks, repair, errors) is :mod:`._outbox_db`'s job.
+This module is synchronous and holds no event loop: every call runs on the
+thread that owns the outbox's connection (see :mod:`.outbox_db`), and the
+write queue awaits them there. Without a folder the same tables live in
+memory. The file itself (opening, checks, repair, errors) is
+:mod:`.outbox_db`'s job.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
-from .outbox_db import BUSY, Database
+from .._sqlite.thread import ConnectionThread
+from .outbox_db import Database
 from .outbox_rows import (
     ADOPT,
     COLUMNS,
@@ -49,6 +53,7 @@ __all__ = [
     "OutboxRow",
     "count_held",
     "new_owner_id",
+    "outbox_on",
     "owner_is_dead",
 ]
 
@@ -57,7 +62,10 @@ OUTBOX_FILENAME = "outbox.sqlite3"
 
 
 class Outbox:
-    """The SQLite tables behind a write queue; safe to share between threads.
+    """The SQLite tables behind a write queue; callable from any thread.
+
+    Its connection lives on a thread of its own; close it when done
+    (``with Outbox(path) as box:`` does).
 
     Args:
         path: The database file; ``None`` keeps it in memory (no durability).
@@ -65,12 +73,21 @@ class Outbox:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout: float = 10.0) -> None:
+        self._setup(path, busy_timeout, None)
+
+    def _setup(
+        self,
+        path: str | os.PathLike[str] | None,
+        busy_timeout: float,
+        thread: ConnectionThread | None,
+    ) -> None:
         self.path = Path(path) if path is not None else None
         self.db = Database(
             self.path,
             migrations=MIGRATIONS,
             table="writes",
             busy_timeout=busy_timeout,
+            thread=thread,
         )
         """The file: its checks at open (``lost_at_open``, ``recovered_at_open``), repair."""
         self._write = self.db.write
@@ -99,27 +116,16 @@ class Outbox:
         lease: float,
         kind: str = EXCHANGE,
         said_at: datetime | None = None,
-        wait: bool = True,
-    ) -> int | None:
+    ) -> int:
         """Record a new exchange, claimed by ``owner``; returns its row id.
 
-        ``said_at`` (aware) is when it was said, default now. With
-        ``wait=False`` it returns ``None`` rather than wait for a lock:
-        cheap enough (tens of microseconds) to call on an event loop's thread,
-        the caller then falls back to waiting on a worker thread.
+        ``said_at`` (aware) is when it was said, default now.
         """
         when = said_at if said_at is not None else datetime.now(UTC)
         row = new_row(key, user_id, agent_id, messages, owner, lease, kind, when)
-        write = self.db.write if wait else self.db.try_write
-        rowid = write(lambda c: c.execute(INSERT, row).lastrowid)
-        if rowid is BUSY or rowid is None:
-            return None
-        self.db.mark(int(rowid))
-        return int(rowid)
-
-    def try_insert(self, **fields: Any) -> int | None:
-        """:meth:`insert` with ``wait=False``."""
-        return self.insert(**fields, wait=False)
+        rowid = int(self._write(lambda c: c.execute(INSERT, row).lastrowid))
+        self.db.mark(rowid)
+        return rowid
 
     def next_batch(
         self, *, owner: str, user_id: str, agent_id: str | None, limit: int
@@ -364,6 +370,25 @@ class Outbox:
     def close(self) -> None:
         """Close the file. Idempotent."""
         self.db.close()
+
+    def __enter__(self) -> Outbox:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def outbox_on(thread: ConnectionThread, path: str | os.PathLike[str] | None) -> Outbox:
+    """An :class:`Outbox` whose connection lives on ``thread``, which the caller
+    owns and closes (a write queue's file and its in-memory stand-in share one)."""
+    outbox = Outbox.__new__(Outbox)
+    outbox._setup(path, 10.0, thread)
+    return outbox
 
 
 def count_held(path: str | os.PathLike[str], owner: str) -> int:

@@ -1,14 +1,16 @@
-"""The outbox's SQLite file: connections, transactions, checks and repair.
+"""The outbox's SQLite file: its connection, transactions, checks and repair.
 
-:class:`Database` owns the connections of one outbox file (or of an
-in-memory database) and knows nothing about rows; :mod:`._outbox` holds the
-queue's SQL. It opens the file in WAL mode, checks it, applies the schema's
-migrations, runs each write in one ``BEGIN IMMEDIATE`` transaction under a
-lock, and turns SQLite's errors into the package's (naming the file):
+:class:`Database` owns the connection of one outbox file (or of an
+in-memory database) and knows nothing about rows; :mod:`.outbox` holds the
+queue's SQL. The connection lives on one thread
+(:class:`~.._sqlite.thread.ConnectionThread`): every call runs there, in
+order, whichever thread made it. It opens the file in WAL mode, checks it,
+applies the schema's migrations, runs each write in one ``BEGIN IMMEDIATE``
+transaction, and turns SQLite's errors into the package's (naming the file):
 
-* :class:`~._exceptions.DamagedFileError` for a damaged file: at open it is
+* :class:`~.._exceptions.DamagedFileError` for a damaged file: at open it is
   moved aside and replaced, keeping the rows still readable;
-* :class:`~._exceptions.OutboxWriteError` for a disk that refuses the write.
+* :class:`~.._exceptions.OutboxWriteError` for a disk that refuses the write.
 """
 
 from __future__ import annotations
@@ -17,23 +19,21 @@ import contextlib
 import logging
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from .._exceptions import DamagedFileError, OutboxWriteError
-from .._sqlite.salvage import HighWater, is_damage, quarantine, read_rows, sqlite_code
+from .._sqlite.salvage import HighWater, is_damage, quarantine, read_rows
+from .._sqlite.thread import ConnectionThread
 from .._sqlite.wal import enable_wal
 
-__all__ = ["BUSY", "Database", "Migration"]
+__all__ = ["OUTBOX_THREAD", "Database", "Migration"]
 
 logger = logging.getLogger(__name__)
 
-BUSY = object()
-"""What :meth:`Database.try_write` returns when the write lock is taken."""
-
-_BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+OUTBOX_THREAD = "agentscope-mem0-outbox"
+"""The name of the thread that owns an outbox's connections."""
 
 Migration = str | Callable[[sqlite3.Connection], None]
 """One step of a schema: SQL statements separated by ``;``, or a function
@@ -41,13 +41,16 @@ that changes the rows too. Each runs in a transaction of its own."""
 
 
 class Database:
-    """The connections of one outbox; safe to share between threads.
+    """The connection of one outbox, on the thread that owns it.
 
     Args:
         path: The database file; ``None`` keeps it in memory (no durability).
         migrations: The schema, append-only; its version is the count applied.
         table: The table a repair copies (it must have an ``id`` column).
         busy_timeout: Seconds to wait for another process's write lock.
+        thread: The thread that owns the connection (a write queue's file and
+            its in-memory stand-in share one); by default one of its own,
+            ended by :meth:`close`.
     """
 
     def __init__(
@@ -57,28 +60,36 @@ class Database:
         migrations: Sequence[Migration],
         table: str,
         busy_timeout: float = 10.0,
+        thread: ConnectionThread | None = None,
     ) -> None:
         self.path = path
         self._migrations = tuple(migrations)
         self._table = table
         self._busy_timeout = busy_timeout
-        # Re-entrant: a repair holds it while it writes the rows it kept.
-        self._lock = threading.RLock()
-        self._front_lock = threading.Lock()
+        self._where = os.fspath(path) if path is not None else ":memory:"
+        self._own_thread = thread is None
+        self.thread = thread or ConnectionThread(OUTBOX_THREAD, what=f"the outbox {self._where}")
+        """Where every call on the connection runs."""
         self.lost_at_open = 0
         """Committed rows found missing when the file was opened (a lost WAL)."""
         self.recovered_at_open: int | None = None
         """Rows carried over from a damaged file replaced at open (``None``: none was)."""
         self._mark = HighWater(path.with_name(path.name + "-seen")) if path else None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.thread.call(self._start)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
-            if path is None or not is_damage(exc):
-                self._close_connections()
+            self._close_connection()
+            if self.path is None or not is_damage(exc):
                 self._raise(exc, "open it")
-            self._close_connections()
             self.recovered_at_open = self._replace_damaged(str(exc))
         self._check_high_water()
 
@@ -87,12 +98,10 @@ class Database:
     def _open(self, *, version: int | None = None) -> None:
         """Connect, check the file and migrate it (up to ``version``: all)."""
         self._conn = sqlite3.connect(
-            str(self.path) if self.path is not None else ":memory:",
+            self._where,
             timeout=self._busy_timeout,
             isolation_level=None,  # explicit BEGIN / COMMIT
-            check_same_thread=False,
         )
-        self._front = self._conn
         self._conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
         if self.path is not None:
             enable_wal(self._conn, self._busy_timeout)
@@ -103,15 +112,6 @@ class Database:
             if verdict != "ok":
                 raise sqlite3.DatabaseError(f"database disk image is malformed: {verdict}")
         self._migrate(version)
-        if self.path is not None:
-            # The no-wait path of try_write: a second connection that never
-            # waits for a lock and leaves checkpoints (the fsyncs) to the main one.
-            self._front = sqlite3.connect(
-                str(self.path), timeout=0, isolation_level=None, check_same_thread=False
-            )
-            self._front.execute("PRAGMA busy_timeout = 0")
-            self._front.execute("PRAGMA synchronous = NORMAL")
-            self._front.execute("PRAGMA wal_autocheckpoint = 0")
 
     def _migrate(self, upto: int | None = None) -> None:
         (version,) = self._conn.execute("PRAGMA user_version").fetchone()
@@ -146,7 +146,7 @@ class Database:
             columns = ", ".join(found.columns[i] for i in keep)
             values = [[row[i] for i in keep] for row in rows]
             sql = f"INSERT INTO {self._table} ({columns}) VALUES ({','.join('?' * len(keep))})"
-            self.write(lambda c: c.executemany(sql, values))
+            self._run(lambda c: c.executemany(sql, values))
         self._migrate()
         logger.error(
             "the outbox %s was damaged (%s); moved it to %s and started a new one with "
@@ -165,7 +165,7 @@ class Database:
     def _check_high_water(self) -> None:
         if self._mark is None:
             return
-        ((seq,),) = self.read("SELECT coalesce(max(seq), 0) FROM sqlite_sequence")
+        ((seq,),) = self._read("SELECT coalesce(max(seq), 0) FROM sqlite_sequence", ())
         mark = self._mark.read()
         if mark > seq:
             self.lost_at_open = mark - int(seq)
@@ -189,53 +189,47 @@ class Database:
         """
         if self.path is None:
             return 0
-        with self._lock, self._front_lock:
-            self._close_connections()
-            return self._replace_damaged("found while in use")
+        return int(self.thread.call(self._repair))
+
+    def _repair(self) -> int:
+        self._close_connection()
+        return self._replace_damaged("found while in use")
 
     # -- use ----------------------------------------------------------------
 
     def write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
         """Run ``work`` in one immediate transaction; returns what it returns."""
-        with self._lock:
-            return self._run(self._conn, work)
-
-    def try_write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
-        """:meth:`write` without waiting: :data:`BUSY` when a lock is taken now."""
-        lock = self._front_lock if self._front is not self._conn else self._lock
-        if not lock.acquire(blocking=False):
-            return BUSY
-        try:
-            return self._run(self._front, work)
-        except OutboxWriteError as exc:
-            cause = exc.__cause__
-            if cause is not None and sqlite_code(cause) in _BUSY_CODES:
-                return BUSY  # another connection holds the write lock
-            raise
-        finally:
-            lock.release()
+        return self.thread.call(self._run, work)
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of one query."""
-        with self._lock:
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                self._raise(exc, "read it")
+        return self.thread.call(self._read, sql, params)
 
     def mark(self, rowid: int) -> None:
         """Note that rows up to ``rowid`` are committed (see :class:`HighWater`)."""
         if self._mark is not None:
-            self._mark.raise_to(rowid)
+            self.thread.call(self._mark.raise_to, rowid)
 
     def close(self) -> None:
-        """Close the connections. Idempotent."""
-        with self._lock, self._front_lock:
-            self._close_connections()
+        """Close the connection (and the thread, if it is this database's own). Idempotent."""
+        if self._own_thread:
+            self.thread.close(self._shut)
+        elif self.thread.on_thread() or not self.thread.closed:
+            self.thread.call(self._shut)  # as its owner closes the thread, too
+
+    def _shut(self) -> None:
+        self._close_connection()
         if self._mark is not None:
             self._mark.close()
 
-    def _run(self, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], Any]) -> Any:
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            self._raise(exc, "read it")
+
+    def _run(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
             result = work(conn)
@@ -249,7 +243,7 @@ class Database:
 
     def _raise(self, exc: BaseException, doing: str) -> NoReturn:
         """Raise ``exc`` as this package's error naming the file, if it is SQLite's."""
-        where = os.fspath(self.path) if self.path is not None else ":memory:"
+        where = self._where
         if is_damage(exc):
             raise DamagedFileError(
                 f"the outbox {where} is damaged ({exc}); could not {doing}. It is moved "
@@ -264,12 +258,11 @@ class Database:
             ) from exc
         raise exc
 
-    def _close_connections(self) -> None:
-        for name in ("_front", "_conn"):
-            conn = getattr(self, name, None)
-            if conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
+    def _close_connection(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -9,7 +9,8 @@ same store finds and replays what was left:
   (the embedded default, and any config that keeps both together): that
   folder, as :meth:`Mem0Middleware.local` does;
 * otherwise (a server store, or the history elsewhere):
-  ``<history folder>/agentscope-mem0-outbox/<provider>-<hash>``, where the
+  ``<history folder>/agentscope-mem0-outbox/<provider>-<hash>`` (the data
+  folder in place of a history kept in memory), where the
   hash names where the vector store keeps its data (provider, host, port,
   database, user, path, collection; tunables and secrets left out, a DSN
   read for its parts), so two stores never replay each other's writes;
@@ -79,7 +80,6 @@ def _dsn_parts(dsn: str) -> dict[str, str]:
         }
     except Exception:  # not a DSN psycopg reads: mem0 will say so; name it as given
         return {"dsn": _digest(dsn)}
-    parts.setdefault("port", "5432")
     if not parts.get("port"):
         parts["port"] = "5432"
     return {k: parts.get(k, "") for k in ("host", "port", "dbname", "user")}

@@ -1,14 +1,15 @@
 """Write-behind: a finished exchange is recorded, queued, and the reply goes on.
 
-:class:`WriteQueue` is the async front end of the :mod:`._outbox` tables;
-sending a batch to mem0, its retries and exactly-once are :mod:`._delivery`'s.
+:class:`WriteQueue` is the async front end of the :mod:`.outbox` tables,
+whose calls all run on one thread that owns the outbox's connections;
+sending a batch to mem0, its retries and exactly-once are :mod:`.delivery`'s.
 
-* ``submit`` records the exchange (:mod:`._recording`) and returns; a
-  worker per scope (:mod:`._workers`) sends the scope's rows oldest first,
-  joining those that piled up into one call (``max_batch``); at most
-  ``max_concurrency`` calls run at once.
+* ``submit`` records the exchange (:mod:`.recording`) and returns; a
+  worker per scope (:mod:`.workers`) sends the scope's rows oldest first,
+  joining those that piled up and were said on one day into one call
+  (``max_batch``); at most ``max_concurrency`` calls run at once.
 * The outbox is a SQLite file in ``outbox_dir``, else next to the store's own
-  files (:mod:`._outbox_place`): writes survive the process on every path and
+  files (:mod:`.outbox_place`): writes survive the process on every path and
   the next queue on the same store replays them.
 * What the outbox cannot record is kept in memory until mem0 has it; a loop
   torn down with writes pending stores for up to ``exit_grace`` seconds.
@@ -19,24 +20,23 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import functools
 import logging
 import time
 import uuid
 import warnings
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .._mem0.breaker import LatencyRecorder
 from .._mem0.dates import check_said_at
 from .._mem0.tracing import remember_origin
 from .._scope import Scope
 from .delivery import METADATA_KEY, AfterStore, Delivery, RetryPolicy
-from .outbox import Outbox, OutboxRow
+from .outbox import OUTBOX_FILENAME, Outbox, OutboxRow
 from .outbox_place import default_outbox_dir
 from .outbox_rows import EXCHANGE, FACTS
 from .owners import LIVE_OWNERS, new_owner_id
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["MEMORY_ONLY", "METADATA_KEY", "RetryPolicy", "WriteQueue", "WriteResult"]
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 MEMORY_ONLY = ":memory:"
 """``outbox_dir`` value that keeps queued writes in memory only (lost with the process)."""
@@ -117,19 +115,21 @@ class WriteQueue:
         self._backend = backend
         self._lease = lease
         folder = outbox_dir if outbox_dir is not None else default_outbox_dir(backend.client)
-        durable = folder is not None and str(folder) != MEMORY_ONLY
-        self._outbox = Outbox.in_folder(folder) if durable else Outbox(None)  # type: ignore[arg-type]
+        path = None
+        if folder is not None and str(folder) != MEMORY_ONLY:
+            path = Path(folder).expanduser() / OUTBOX_FILENAME
         self._owner = new_owner_id()
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="agentscope-mem0-outbox")
+        self._counts = dict.fromkeys(_COUNTERS, 0)
+        self._recorder = Recorder(path, owner=self._owner, counts=self._counts)
+        self._outbox = self._recorder.outbox
+        self._io = self._recorder.io
         self._submitted_at: dict[str, float] = {}
         self._recording: set[asyncio.Task[str | None]] = set()
         self._results: dict[str, list[dict[str, Any]]] = {}
         self._latency = LatencyRecorder()
         self._closed = False
-        self._counts = dict.fromkeys(_COUNTERS, 0)
         self._counts["lost"] = self._outbox.db.lost_at_open
         self._lost_unreported = self._outbox.db.lost_at_open > 0
-        self._recorder = Recorder(self._outbox, owner=self._owner, io=self._io, counts=self._counts)
         self._delivery = Delivery(
             backend,
             owner=self._owner,
@@ -194,7 +194,8 @@ class WriteQueue:
         Returns once the outbox holds the exchange (or memory does, while the
         outbox cannot record), or, with ``wait``, once mem0 stored it or it
         failed permanently. Never raises for a mem0 or outbox failure: those
-        are logged and counted.
+        are logged and counted. Cancelling the caller does not take back a
+        write being recorded: it is recorded and queued all the same.
 
         Args:
             scope: Whose memories.
@@ -316,10 +317,9 @@ class WriteQueue:
         try:
             await self._io(self._recorder.save_spilled)
             await self._io(self._outbox.release, owner=self._owner, keep=in_flight)
-            await self._io(self._outbox.close)
         except Exception:
             logger.exception("could not release the outbox cleanly")
-        self._executor.shutdown(wait=False)
+        await self._recorder.aclose()
         self._submitted_at.clear()
         if not (in_flight and self._outbox.durable):
             LIVE_OWNERS.discard(self._owner)
@@ -354,10 +354,6 @@ class WriteQueue:
     def _take_lost(self) -> bool:
         lost, self._lost_unreported = self._lost_unreported, False
         return lost
-
-    async def _io(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
     async def _submit(
         self,

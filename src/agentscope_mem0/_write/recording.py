@@ -1,25 +1,29 @@
 """Recording a write: in the outbox file, or in memory while the file refuses.
 
 :class:`Recorder` puts each new write in the outbox before the reply goes
-on. When the file cannot take it (a full disk, a read-only or damaged file),
-a damaged file is replaced (see :mod:`._outbox_db`) and the write is kept in
-an in-memory outbox with the same tables, so mem0 still gets it. The error
-is logged once per episode with its real cause; recording in the file
-resumes by itself at the next write that succeeds. Writes still in memory
-when the queue closes or the process exits are moved into the file if it
-works again by then.
+on. A file found damaged is replaced (see :mod:`.outbox_db`) and the write
+recorded in the new one. When the file cannot take it (a full disk, a
+read-only file, a damaged one that cannot be replaced), the write is kept in
+an in-memory outbox with the same tables, on the same thread, so mem0 still
+gets it. The error is logged once per episode with its real cause;
+recording in the file resumes by itself at the next write that succeeds.
+Writes still in memory when the queue closes or the process exits are moved
+into the file if it works again by then.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import weakref
+from pathlib import Path
 from typing import Any
 
 from .._exceptions import DamagedFileError, LocalFileError
 from .._scope import Scope
-from .outbox import Outbox, OutboxRow, count_held
+from .._sqlite.thread import ConnectionThread
+from .outbox import Outbox, OutboxRow, count_held, outbox_on
+from .outbox_db import OUTBOX_THREAD
 
 __all__ = ["Recorder"]
 
@@ -29,26 +33,31 @@ logger = logging.getLogger(__name__)
 class Recorder:
     """The outbox file and its in-memory stand-in, for one write queue.
 
+    Both connections live on one thread (:class:`~.._sqlite.thread.ConnectionThread`),
+    which every outbox call of the queue goes through (:attr:`io`).
+
     Args:
-        outbox: The outbox (a file, or memory only).
+        path: The outbox file; ``None`` keeps the writes in memory only.
         owner: The queue's claim id.
-        io: Runs a blocking outbox call on the queue's outbox thread.
         counts: The queue's counters (``unrecorded``, ``lost``), updated in place.
     """
 
-    def __init__(
-        self,
-        outbox: Outbox,
-        *,
-        owner: str,
-        io: Callable[..., Awaitable[Any]],
-        counts: dict[str, int],
-    ) -> None:
-        self.outbox = outbox
-        self.spill = Outbox(None) if outbox.durable else outbox
+    def __init__(self, path: Path | None, *, owner: str, counts: dict[str, int]) -> None:
+        self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {path or ':memory:'}")
+        try:
+            self.outbox = outbox_on(self._thread, path)
+        except BaseException:
+            self._thread.close()
+            raise
+        self.spill = outbox_on(self._thread, None) if path is not None else self.outbox
         """Where writes wait, in memory, while the file cannot record."""
+        self.io = self._thread.run
+        """Awaits a blocking outbox call on the outbox's thread."""
+        # Dropped unclosed with its queue: the thread ends (the rows stay in
+        # the file). A weakref callback runs before the thread's own
+        # finaliser, which would warn; not at exit, where at_exit reads here.
+        weakref.finalize(self, self._thread.close, wait=False).atexit = False
         self._owner = owner
-        self._io = io
         self._counts = counts
         self._failing: str | None = None
         self.errors = 0
@@ -61,10 +70,7 @@ class Recorder:
     async def record(self, scope: Scope, row: dict[str, Any]) -> bool:
         """Record ``row``; False only when neither the file nor memory took it."""
         try:
-            # Inline when the database is free (tens of microseconds on the
-            # loop), else on the outbox thread, which may wait for the lock.
-            if self.outbox.try_insert(**row) is None:
-                await self._io(self.outbox.insert, **row)
+            await self.io(self.outbox.insert, **row)
         except Exception as exc:
             return await self._record_elsewhere(scope, row, exc)
         if self._failing is not None:
@@ -76,8 +82,8 @@ class Recorder:
         self.errors += 1
         if isinstance(exc, DamagedFileError):
             with contextlib.suppress(Exception):
-                await self._io(self.outbox.db.repair)
-                await self._io(self.outbox.insert, **row)
+                await self.io(self.outbox.db.repair)
+                await self.io(self.outbox.insert, **row)
                 return True
         cause = exc.__cause__ if isinstance(exc, LocalFileError) and exc.__cause__ else exc
         reason = f"{type(cause).__name__}: {cause}"
@@ -92,7 +98,7 @@ class Recorder:
                 )
             self._failing = reason
             try:
-                await self._io(self.spill.insert, **row)
+                await self.io(self.spill.insert, **row)
             except Exception:
                 logger.exception("could not keep a memory write in memory either")
             else:
@@ -109,7 +115,7 @@ class Recorder:
         """The next batch of ``scope`` and the outbox holding it, or ``None``."""
         for box in self.boxes():
             try:
-                rows = await self._io(
+                rows = await self.io(
                     box.next_batch,
                     owner=self._owner,
                     user_id=scope.user_id,
@@ -126,7 +132,7 @@ class Recorder:
 
     async def held(self) -> list[OutboxRow]:
         """Every pending row this queue holds, in memory and in the file."""
-        return [row for box in self.boxes() for row in await self._io(box.held, self._owner)]
+        return [row for box in self.boxes() for row in await self.io(box.held, self._owner)]
 
     def save_spilled(self) -> int:
         """Move the writes kept in memory into the file; returns how many.
@@ -153,6 +159,14 @@ class Recorder:
             return 0
         self.spill.complete([row.id for row in rows])
         return len(rows)
+
+    async def aclose(self) -> None:
+        """Close both outboxes and end their thread, once the calls queued ran. Idempotent."""
+        await self._thread.aclose(self._close_boxes)
+
+    def _close_boxes(self) -> None:
+        for box in self.boxes():
+            box.close()
 
     def report_left(self, count: int, when: str) -> None:
         """Log ``count`` writes left unstored (``when``: "at close", "at exit")."""

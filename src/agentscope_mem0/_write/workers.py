@@ -1,10 +1,11 @@
 """The write queue's tasks on one event loop: replay, one worker per scope, leases.
 
-:class:`Workers` keeps, per event loop (a :class:`Runtime`), a future per
-pending write, a worker task per scope draining that scope's rows oldest
-first through :class:`~._delivery.Delivery`, and a maintenance task that
-renews the leases of held rows and takes over rows whose writer died. It
-runs only while writes are pending, so an idle queue holds no task.
+:class:`Workers` keeps, for the event loop it serves (a :class:`Runtime`;
+a later loop gets a new one, rebuilt from the outbox), a future per pending
+write, a worker task per scope draining that scope's rows oldest first
+through :class:`~.delivery.Delivery`, and a maintenance task that renews the
+leases of held rows and takes over rows whose writer died. The maintenance
+task runs only while writes are pending, so an idle queue holds no task.
 
 When the loop is torn down with writes pending (``asyncio.run`` returning
 without ``aclose``), the workers keep storing for up to ``exit_grace``

@@ -131,7 +131,7 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path: Path) 
         ("list", "--user", "alice"),
         ("export", "--user", "alice"),
     ]
-    children = []
+    # One at a time: the embedded store is one process's at a time.
     for args in commands:
         child = subprocess.Popen(
             [sys.executable, "-m", "agentscope_mem0.cli", *args, "--folder", str(folder)],
@@ -141,8 +141,6 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path: Path) 
         )
         assert child.stdout is not None
         child.stdout.close()  # like `head` after its lines: nobody reads any more
-        children.append(child)
-    for args, child in zip(commands, children, strict=True):
         _, stderr = child.communicate(timeout=300)
         assert child.returncode == 0, (args, stderr.decode())
         assert b"Broken pipe" not in stderr and b"Error" not in stderr, args

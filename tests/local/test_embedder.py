@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import socket
 import subprocess
 import sys
@@ -486,3 +487,21 @@ def test_short_queries_never_wait_for_a_long_one_nor_share_its_call(
     assert len(answers) == 3
     assert [len(texts) for texts, _ in recording_engine.calls] == [1, 1, 1, 1]
     assert page.startswith(recording_engine.calls[0][0][0])  # cut to e5's length
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness is Linux's")
+def test_background_calls_run_at_a_lower_cpu_priority(
+    model: OfflineE5Embedding, recording_engine: _RecordingEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    niceness: dict[bool, int] = {}
+    real_encode = recording_engine.encode
+
+    def encode(texts: list[str], is_query: bool = False) -> Any:
+        niceness[is_query] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return real_encode(texts, is_query)
+
+    monkeypatch.setattr(recording_engine, "encode", encode)
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    model.embed_sync(["a stored passage"])  # mem0's writes
+    model.embed_sync(["where do I live?"], query=True)  # a reply's search
+    assert niceness == {False: min(19, process + 10), True: process}

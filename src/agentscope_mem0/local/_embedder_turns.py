@@ -22,18 +22,30 @@ shared two-core machine, under load: 0.02-0.06 s for a short query beside a
 512-token passage, against the passage's 3-8 s it would otherwise wait for),
 and never shares a call with a long text: the engine concatenates the texts
 of a call, so a query sharing it would pay for the page.
+
+Side by side, the two calls still share the cores. Background calls run on a
+thread of their own with a lower CPU priority (a niceness of
+:data:`BACKGROUND_NICENESS` more than the process; the engine's own threads,
+started from it, inherit it), so when the cores are busy a reply's query, and
+the event loop the replies run on, get them first, and mem0's writes take the
+time that is left.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import enum
 import itertools
+import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SHORT_QUERY_TOKENS", "EngineTurns", "Rank"]
+__all__ = ["BACKGROUND_NICENESS", "SHORT_QUERY_TOKENS", "EngineTurns", "Rank"]
+
+logger = logging.getLogger(__name__)
 
 SHORT_QUERY_TOKENS = 128
 """Tokens of a query that still counts as short (a question, a request; the
@@ -41,6 +53,9 @@ query prefix and the special tokens included)."""
 
 # Tokens of short queries embedded in one call; more wait for the next call.
 _QUERY_BATCH_TOKENS = 4096
+
+BACKGROUND_NICENESS = 10
+"""How much lower the CPU priority of background engine calls is (Unix nice)."""
 
 
 class Rank(enum.IntEnum):
@@ -75,6 +90,8 @@ class EngineTurns:
         self._cond = threading.Condition()
         self._held: set[str] = set()  # the turns a call holds: "query", "work"
         self._waiting: list[_Job] = []
+        self._background: concurrent.futures.ThreadPoolExecutor | None = None
+        os.register_at_fork(after_in_child=self._forget_background)
 
     @property
     def waiting(self) -> int:
@@ -111,7 +128,11 @@ class EngineTurns:
             batch = self._take(job)
             self._held.add(turn)
         try:
-            matrix = encode([text for item in batch for text in item.texts])
+            texts_of_call = [text for item in batch for text in item.texts]
+            if job.rank is Rank.BACKGROUND:
+                matrix = self._background_pool().submit(encode, texts_of_call).result()
+            else:
+                matrix = encode(texts_of_call)
             start = 0
             for item in batch:
                 item.rows = [row.tolist() for row in matrix[start : start + len(item.texts)]]
@@ -126,6 +147,20 @@ class EngineTurns:
                 self._held.discard(turn)
                 self._cond.notify_all()
         return _result(job)
+
+    def _background_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._cond:
+            if self._background is None:
+                self._background = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1,
+                    thread_name_prefix="agentscope-mem0-e5-background",
+                    initializer=_lower_priority,
+                )
+            return self._background
+
+    def _forget_background(self) -> None:
+        # After fork() the child has none of the parent's threads.
+        self._background = None
 
     def _next(self, turn: str) -> _Job | None:
         mine = [job for job in self._waiting if _turn_of(job) == turn]
@@ -144,6 +179,16 @@ class EngineTurns:
                 self._waiting.remove(job)
                 used += job.tokens
         return batch
+
+
+def _lower_priority() -> None:
+    """Lower the calling thread's CPU priority (Linux: niceness is per thread)."""
+    try:
+        thread = threading.get_native_id()
+        current = os.getpriority(os.PRIO_PROCESS, thread)
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, current + BACKGROUND_NICENESS))
+    except (AttributeError, OSError) as exc:  # not on this platform: same priority
+        logger.debug("background embeddings keep the process's priority: %s", exc)
 
 
 def _turn_of(job: _Job) -> str:

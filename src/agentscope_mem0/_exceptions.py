@@ -15,7 +15,9 @@ The hierarchy::
     │   └── BridgeTimeoutError (also TimeoutError)
     ├── BackendError                              mem0 failed; wraps the original
     │   ├── TransientBackendError                 worth retrying
-    │   │   └── ExtractionFailedError             mem0's add swallowed a failure
+    │   │   ├── ExtractionFailedError             mem0's add swallowed a failure
+    │   │   └── DiskFullError                     the embedded store's disk is
+    │   │                                         nearly full; nothing written
     │   ├── PermanentBackendError                 retrying will not help
     │   ├── MemoryUnavailableError                the circuit breaker is open
     │   └── EdgeEngineError                       Qdrant Edge failed or panicked
@@ -24,6 +26,8 @@ The hierarchy::
     └── LocalFileError (also OSError)             a file of ours or mem0's on disk;
         ├── OutboxWriteError                      names it (``path``) and the way out
         └── DamagedFileError                      unreadable: zeroed, garbage, lost WAL
+            └── StoreDamagedError                 the embedded store lost files since
+                                                  it was last synced; not served
 
 Every one of them can be imported from ``agentscope_mem0``.
 
@@ -43,6 +47,7 @@ __all__ = [
     "ConfigurationError",
     "DamagedFileError",
     "DimensionMismatchError",
+    "DiskFullError",
     "EdgeEngineError",
     "ExtractionFailedError",
     "InvalidStateError",
@@ -52,6 +57,7 @@ __all__ = [
     "MigrationError",
     "OutboxWriteError",
     "PermanentBackendError",
+    "StoreDamagedError",
     "StoreLockedError",
     "TransientBackendError",
     "WorkingContentError",
@@ -115,6 +121,14 @@ class ExtractionFailedError(TransientBackendError):
     """
 
 
+class DiskFullError(TransientBackendError):
+    """The embedded store's disk is nearly full: nothing was written.
+
+    Writing on a full disk crashes Qdrant Edge's process (SIGBUS), so the
+    store refuses first; the write stays queued and is sent again.
+    """
+
+
 class MemoryUnavailableError(BackendError):
     """The circuit breaker is open: mem0 failed repeatedly and is not asked now."""
 
@@ -153,3 +167,12 @@ class OutboxWriteError(LocalFileError):
 
 class DamagedFileError(LocalFileError):
     """A database file is damaged (zeroed, garbage, or its WAL lost)."""
+
+
+class StoreDamagedError(DamagedFileError):
+    """The embedded store opened with less than it held when last synced.
+
+    Its write-ahead log or some of its segments are gone; it is refused
+    rather than served (and written over). The message names the folder and
+    the ways out.
+    """

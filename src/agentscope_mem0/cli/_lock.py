@@ -37,17 +37,24 @@ class LockHolder:
 def lock_file(folder: Path) -> Path:
     """The store's lock inside the data folder.
 
-    Qdrant Edge locks its memory collection's WAL folder,
-    ``<folder>/edge/agentscope_mem0/wal``; qdrant-client's local mode
-    (release 0.1, still selectable) locks ``<folder>/qdrant/.lock``.
+    The embedded store takes the package's own lock beside its memory
+    collection, ``<folder>/edge/.agentscope_mem0.lock``, before the engine
+    opens it (and the engine then locks the collection's ``wal`` folder);
+    qdrant-client's local mode (release 0.1, still selectable) locks
+    ``<folder>/qdrant/.lock``.
     """
+    from ..local._edge_lock import lock_path
     from ..local._engine import ENGINE_ENV
     from ..local._folder import COLLECTION, FolderLayout
 
     layout = FolderLayout(folder)
-    edge_wal = layout.edge / COLLECTION / "wal"
-    if edge_wal.is_dir() and os.environ.get(ENGINE_ENV, "edge") != "qdrant-local":
-        return edge_wal
+    if os.environ.get(ENGINE_ENV, "edge") != "qdrant-local":
+        ours = lock_path(layout.edge / COLLECTION)
+        if ours.is_file():
+            return ours
+        edge_wal = layout.edge / COLLECTION / "wal"  # a folder written before that lock
+        if edge_wal.is_dir():
+            return edge_wal
     return layout.qdrant / ".lock"
 
 

@@ -8,6 +8,13 @@ another. This module keeps a process-wide registry that hands every caller
 the same :class:`SharedShard` for a folder and turns another process's lock
 into :class:`StoreLockedError`.
 
+Before the engine touches a folder, the process takes the package's own lock
+on it (:mod:`._edge_lock`: another process's refused ``EdgeShard.load`` used
+to break the live process's flushes) and checks the folder against its
+high-water mark (:mod:`._edge_mark`: a store that lost files is refused, not
+served). Every write first checks the free space (:mod:`._edge_space`: on a
+full disk the engine's memory-mapped files crash the process with SIGBUS).
+
 Every call into the engine goes through :meth:`SharedShard.call`, which
 
 * holds one re-entrant lock (the engine holds the GIL for the length of each
@@ -37,9 +44,13 @@ from typing import Any, TypeVar
 from .._exceptions import (
     ConfigurationError,
     DimensionMismatchError,
+    DiskFullError,
     EdgeEngineError,
     StoreLockedError,
 )
+from ._edge_lock import ShardLock
+from ._edge_mark import HighWaterMark, check_before_open
+from ._edge_space import check_free_space
 from ._folder import DATA_DIR_ENV
 
 __all__ = [
@@ -153,11 +164,34 @@ class SharedShard:
         self._flushed_at = time.monotonic()
         self.users: weakref.WeakSet[object] = weakref.WeakSet()
         """The live stores on this shard that :func:`release_user` has not released."""
-        existing = shard_dims(path) if shard_exists(path) else None
-        if existing is not None and existing != dims:
-            raise DimensionMismatchError(_dims_message(path, dims, existing))
+        self._folder_lock = ShardLock(path)
+        if not self._folder_lock.acquire():  # before the engine reads a byte of it
+            raise StoreLockedError(_locked_message(path))
+        try:
+            self.mark = self._open_checked()
+        except BaseException:
+            self._folder_lock.release()
+            raise
+
+    def _open_checked(self) -> HighWaterMark:
+        """Open the shard, refusing one that lost files; returns its mark."""
+        existing = shard_dims(self.path) if shard_exists(self.path) else None
+        if existing is not None and existing != self.dims:
+            raise DimensionMismatchError(_dims_message(self.path, self.dims, existing))
+        if existing is not None:
+            check_before_open(self.path)
+        else:
+            check_free_space(self.path.parent, "create")
+        mark = HighWaterMark(self.path)
         self._shard = self._open(existing is not None)
-        self.ensure_scope_indexes()
+        try:
+            mark.check_opened(self._points())
+            self.ensure_scope_indexes()
+            mark.synced(self._points())
+        except BaseException:
+            self._shard.close()
+            raise
+        return mark
 
     def _open(self, existing: bool) -> Any:
         try:
@@ -215,18 +249,45 @@ class SharedShard:
                     f"Qdrant Edge panicked during {what} in {self.path}: {exc}"
                 ) from exc
 
-    def write(self, what: str, operation: Any) -> None:
+    def write(self, what: str, operation: Any, *, removing: int | Callable[[], int] = 0) -> None:
         """Apply one ``UpdateOperation``; flush the segments every :data:`FLUSH_EVERY` s.
 
         The write-ahead log makes the write durable when this returns; the
         periodic flush lets the engine trim that log, so that reopening after
         a crash replays seconds of writes, not the whole history.
+
+        Args:
+            what: What it does, for messages.
+            operation: The engine operation.
+            removing: The most points it deletes, or a function counting them
+                (called under the lock, so no write slips in between); the
+                high-water mark is lowered by that much first.
+
+        Raises:
+            DiskFullError: The disk is nearly full; nothing was written.
+            EdgeEngineError: The engine failed.
         """
         with self._lock:
+            self._ensure_usable(what)
+            check_free_space(self.path, what)
+            self.mark.lower(removing() if callable(removing) else removing)
             self.call(what, lambda s: s.update(operation))
             if time.monotonic() - self._flushed_at >= FLUSH_EVERY:
-                self._flushed_at = time.monotonic()
-                self.call("flush", lambda s: s.flush())
+                try:
+                    self.sync()
+                except DiskFullError:  # the write is in the log; the flush waits for space
+                    logger.warning("not flushing %s: its disk is nearly full", self.path)
+
+    def sync(self) -> None:
+        """Flush the segments to disk and record the high-water mark."""
+        with self._lock:
+            check_free_space(self.path, "flush")
+            self._flushed_at = time.monotonic()
+            self.call("flush", lambda s: s.flush())
+            self.mark.synced(self._points())
+
+    def _points(self) -> int:
+        return int(self.call("info", lambda s: s.info().points_count))
 
     def ensure_scope_indexes(self) -> None:
         """Create the keyword payload indexes on the scope fields (idempotent)."""
@@ -243,16 +304,30 @@ class SharedShard:
                 )
 
     def close(self) -> None:
-        """Flush and release the shard. Idempotent; later calls raise ``RuntimeError``."""
+        """Flush and release the shard. Idempotent; later calls raise ``RuntimeError``.
+
+        On a nearly full disk it is released without the flush (which could
+        crash the process): the write-ahead log keeps every write.
+        """
         with self._lock:
             if self._closed or self._abandoned:
                 self._closed = True
                 return
             self._closed = True
             try:
+                check_free_space(self.path, "flush")
+            except DiskFullError:
+                logger.warning("closing %s without a flush: its disk is nearly full", self.path)
+                self._folder_lock.release()
+                return  # the engine's own lock ends with the process
+            try:
                 self._shard.flush()
+                self.mark.synced(int(self._shard.info().points_count))
             finally:
-                self._shard.close()
+                try:
+                    self._shard.close()
+                finally:
+                    self._folder_lock.release()
 
     def _ensure_usable(self, what: str) -> None:
         if self._abandoned:
@@ -351,6 +426,7 @@ def _forget_after_fork() -> None:
     _registry_lock = threading.Lock()
     for shard in _shards.values():
         shard._abandoned = True
+        shard._folder_lock.forget()
     _shards.clear()
 
 

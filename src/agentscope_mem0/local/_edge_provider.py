@@ -31,6 +31,7 @@ import logging
 import math
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,9 @@ class EdgeVectorStore(VectorStoreBase):
             vectors[SPARSE] = sparse
         return Point(id=_point_id(point_id), vector=vectors, payload=payload)
 
-    def _update(self, what: str, operation: Any) -> None:
-        self.shard.write(what, operation)
+    def _update(self, what: str, operation: Any, *, removing: int | Callable[[], int] = 0) -> None:
+        # ``removing``: the most points it deletes (the store's mark goes down first).
+        self.shard.write(what, operation, removing=removing)
 
     # --- mem0's interface ----------------------------------------------------
 
@@ -268,7 +270,7 @@ class EdgeVectorStore(VectorStoreBase):
         """Delete one point (a missing id is not an error)."""
         from qdrant_edge import UpdateOperation
 
-        self._update("delete", UpdateOperation.delete_points([_point_id(vector_id)]))
+        self._update("delete", UpdateOperation.delete_points([_point_id(vector_id)]), removing=1)
 
     def delete_where(self, filters: dict[str, Any]) -> None:
         """Delete every point matching a mem0 filter dict (an empty one is refused)."""
@@ -277,7 +279,11 @@ class EdgeVectorStore(VectorStoreBase):
         condition = build_filter(filters)
         if condition is None:
             raise ValueError("delete_where needs a filter; use reset() to delete everything")
-        self._update("delete by filter", UpdateOperation.delete_points_by_filter(condition))
+        self._update(
+            "delete by filter",
+            UpdateOperation.delete_points_by_filter(condition),
+            removing=lambda: self.count(filters),
+        )
 
     def update(
         self, vector_id: Any, vector: Any = None, payload: dict[str, Any] | None = None
@@ -371,7 +377,9 @@ class EdgeVectorStore(VectorStoreBase):
         """Delete every point of this collection (its shard stays open for the others)."""
         from qdrant_edge import Filter, UpdateOperation
 
-        self._update("delete all", UpdateOperation.delete_points_by_filter(Filter()))
+        self._update(
+            "delete all", UpdateOperation.delete_points_by_filter(Filter()), removing=self.count
+        )
 
     def col_info(self) -> dict[str, Any]:
         """Name, points, index state and settings of this collection."""

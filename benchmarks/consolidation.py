@@ -40,13 +40,13 @@ from typing import Any
 from agentscope_mem0._recall.same_fact import (
     DEFAULT_SAME_FACT_RULE,
     SameFactRule,
+    as_user,
     cosine,
     fact_shape,
     same_fact,
     user_names,
 )
 from agentscope_mem0._recall.similar import are_near_duplicates, memory_words
-from agentscope_mem0._write.consolidate import as_user
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "benchmarks" / "data" / "consolidation_pairs.jsonl"

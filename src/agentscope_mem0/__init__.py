@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ._mem0.clients import build_local_memory, build_mem0_config
     from ._mem0.extraction import ExtractionStyle
     from ._mem0.hits import MemoryHit
+    from ._mem0.release import Forgotten
     from ._middleware import Mem0Middleware
     from ._modes import Mode
     from ._options import (
@@ -94,6 +95,7 @@ _LAZY: dict[str, str] = {
     "ExtractionFailedError": "._exceptions",
     "ExtractionStyle": "._mem0.extraction",
     "FlatOptions": "._options",
+    "Forgotten": "._mem0.release",
     "InvalidStateError": "._exceptions",
     "LocalFileError": "._exceptions",
     "Mem0Backend": "._mem0.backend",
@@ -152,6 +154,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "ExtractionFailedError",
     "ExtractionStyle",
     "FlatOptions",
+    "Forgotten",
     "InvalidStateError",
     "LocalFileError",
     "Mem0Backend",

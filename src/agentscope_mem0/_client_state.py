@@ -59,8 +59,9 @@ class ClientState:
         closes_client: :meth:`aclose` closes ``client`` too (see
             :attr:`closes_client`).
         extraction: mem0's extraction prompt, ``"mem0"`` or ``"compact"``.
-        search_by_agent: The judge looks for older memories of the writing
-            agent only (``scope_search_by_agent``), or of the whole user.
+        search_by_agent: The judge and consolidation look for older memories
+            of the writing agent only (``scope_search_by_agent``), or of the
+            whole user.
 
     Raises:
         ConfigurationError: ``write_queue`` writes to another client or
@@ -107,8 +108,9 @@ class ClientState:
             self.backend, judge, self.profiles.invalidate, search_by_agent=search_by_agent
         )
         """Marks what new memories supersede or extend; ``None`` when off."""
-        self.consolidator = Consolidator(self.backend)
-        """Marks new memories that repeat a current one."""
+        self.consolidator = Consolidator(self.backend, search_by_agent=search_by_agent)
+        """Marks new memories that repeat a current one when no judge runs
+        (with a judge, the judge does, on its own candidate search)."""
         self._settling: set[asyncio.Future[None]] = set()
         self.query_cache = install_query_cache(client)
         """Search embeddings of recent queries; ``None`` for hosted mem0."""
@@ -141,7 +143,8 @@ class ClientState:
         self, scope: Scope, results: list[dict[str, Any]], said_at: datetime
     ) -> None:
         """After a batch said at ``said_at`` was stored, in the scope's worker:
-        consolidate, then judge the rest.
+        queue it for the time judge, which consolidates too; without a judge,
+        consolidate here.
 
         Runs as a task :meth:`flush` waits for (the outbox row is already gone).
         """
@@ -151,11 +154,12 @@ class ClientState:
         await asyncio.shield(task)
 
     async def _settle(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
+        if self.judge is not None:
+            await self.judge.after_store(scope, results, said_at)
+            return
         remaining = await self.consolidator.consolidate(scope, results, said_at)
         if len(remaining) < len(results):
             self.profiles.invalidate(scope)
-        if self.judge is not None:
-            await self.judge.after_store(scope, remaining, said_at)
 
     @property
     def client(self) -> Any:

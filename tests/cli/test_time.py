@@ -66,3 +66,45 @@ def test_list_search_and_history_follow_the_timeline(_data_dir: Path) -> None:
     # Forgetting the newer memory brings the older one back.
     assert run("forget", new["id"], "--yes").exit_code == 0
     assert [m["text"] for m in run_json("list", "--user", "alice")] == ["User lives in Hangzhou."]
+
+
+async def _a_fact_said_twice(folder: Path) -> None:
+    mw = Mem0Middleware.local(
+        user_id="alice",
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(),
+        folder=folder,
+        mode="static_control",
+    )
+    async with mw:
+        for text in ("I live in Hangzhou.", "I live in Hangzhou!"):
+            bot = Agent(
+                name="helper", system_prompt="x", model=ScriptedChatModel("Ok."), middlewares=[mw]
+            )
+            await bot.reply(UserMsg(name="user", content=text))
+            await mw.flush()
+    close_shared_clients(folder)
+
+
+def test_forgetting_the_kept_memory_brings_its_repeat_back(_data_dir: Path) -> None:
+    asyncio.run(_a_fact_said_twice(_data_dir))
+    everything = run_json("list", "--user", "alice", "--all")
+    kept = next(m for m in everything if not m["metadata"].get("duplicate_of"))
+    repeat = next(m for m in everything if m["metadata"].get("duplicate_of"))
+    assert repeat["metadata"]["duplicate_of"] == kept["id"]
+    assert [m["id"] for m in run_json("list", "--user", "alice")] == [kept["id"]]
+    assert f"(duplicate of {kept['id']})" in run("list", "--user", "alice", "--all").stdout
+
+    forgotten = run("forget", kept["id"], "--yes")
+    assert forgotten.exit_code == 0, forgotten.output
+    assert (
+        f"Current again (hidden by the forgotten memory): {repeat['id']}: {repeat['text']}"
+        in forgotten.stdout
+    )
+    listed = run_json("list", "--user", "alice")
+    assert [m["id"] for m in listed] == [repeat["id"]]
+    assert not listed[0]["metadata"].get("duplicate_of")
+
+    report = run_json("forget", repeat["id"], "--yes")
+    assert report["current_again"] == [] and report["ids"] == [repeat["id"]]
+    assert run("list", "--user", "alice").exit_code == 1

@@ -9,16 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentscope.agent import Agent
+from agentscope.message import ToolResultState
 
 from agentscope_mem0 import Mem0Middleware, Scope
 from agentscope_mem0._recall.same_fact import (
     SameFactRule,
+    as_user,
     blocker,
     fact_shape,
     same_fact,
     user_names,
 )
-from agentscope_mem0._write.consolidate import as_user
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 PAIRS = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "consolidation_pairs.jsonl"
@@ -168,3 +170,44 @@ async def test_without_an_embedder_repeats_merge_by_words(
         stored = await _everything(mw)
         assert not stored["User does yoga."]["metadata"].get("duplicate_of")
         assert stored["The user enjoys hiking."]["metadata"]["duplicate_of"]
+
+
+async def test_forget_memory_on_the_kept_one_brings_the_repeat_back_and_says_so(
+    tmp_path: Path,
+) -> None:
+    mw = _middleware(
+        tmp_path, judge=False, mode="both", tools=("search_memory", "add_memory", "forget_memory")
+    )
+    scope = Scope("alice", "helper")
+    async with mw:
+        await _store(mw, "The user wants charts in dark mode.", scope)
+        await _store(mw, "User wants their charts dark mode.", scope)
+        stored = await _everything(mw)
+        kept = stored["The user wants charts in dark mode."]["id"]
+        repeat = stored["User wants their charts dark mode."]["id"]
+        assert stored["User wants their charts dark mode."]["metadata"]["duplicate_of"] == kept
+
+        tools = {tool.name: tool for tool in await mw.list_tools()}
+        bot = Agent(name="helper", system_prompt="x", model=ScriptedChatModel(), middlewares=[mw])
+        mw._bind_agent(bot)
+        found = await tools["search_memory"].call(keywords=["charts"], _agent_state=bot.state)
+        assert kept in found.content[0].text and repeat not in found.content[0].text
+
+        done = await tools["forget_memory"].call(memory_ids=[kept], _agent_state=bot.state)
+        assert done.state == ToolResultState.SUCCESS
+        answer = done.content[0].text
+        assert f"Forgot 1 memories: {kept}." in answer
+        # The model is told the fact is still remembered, in its other wording.
+        assert f"- [{repeat}] User wants their charts dark mode." in answer
+        assert "current again" in answer
+
+        left = await _everything(mw)
+        assert list(left) == ["User wants their charts dark mode."]
+        assert not left["User wants their charts dark mode."]["metadata"].get("duplicate_of")
+        found = await tools["search_memory"].call(keywords=["charts"], _agent_state=bot.state)
+        assert repeat in found.content[0].text
+
+        # Forgetting that one too forgets the fact: nothing comes back.
+        done = await tools["forget_memory"].call(memory_ids=[repeat], _agent_state=bot.state)
+        assert "current again" not in done.content[0].text
+        assert await _everything(mw) == {}

@@ -25,12 +25,8 @@ from .bridge import caller_loop_scope, get_lanes
 from .errors import http_status, mapped_errors
 from .extraction import ExtractionStyle, check_extraction, use_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
+from .release import Forgotten, release
 from .timeline import (
-    DUPLICATE_OF,
-    DUPLICATES,
-    SUPERSEDED_BY,
-    SUPERSEDES,
-    VALID_UNTIL,
     annotate_results,
     read_current,
     write_metadata,
@@ -38,7 +34,7 @@ from .timeline import (
 )
 from .usage import TokenMeter, metered
 
-__all__ = ["Mem0Backend", "MemoryHit", "normalise_hits"]
+__all__ = ["Forgotten", "Mem0Backend", "MemoryHit", "normalise_hits"]
 
 logger = logging.getLogger(__name__)
 
@@ -260,73 +256,24 @@ class Mem0Backend:
             return await asyncio.to_thread(run)
 
     async def delete(self, memory_id: str) -> bool:
-        """Delete one memory; ``False`` when it was gone already.
+        """Delete one memory; ``False`` when it was gone already (see :meth:`forget`)."""
+        return (await self.forget(memory_id)).deleted
+
+    async def forget(self, memory_id: str) -> Forgotten:
+        """Delete one memory, bringing back what it hid.
 
         The memories it superseded become current again, and so does the
-        oldest of the duplicates merged into it (see :mod:`.timeline`).
+        oldest of the repeats merged into it (see :mod:`.release`).
         """
         entry = await self.get(memory_id)
-        metadata = entry.get("metadata") if entry else None
-        if isinstance(metadata, dict):
-            await self._release_superseded(memory_id, metadata)
-            await self._release_duplicates(memory_id, metadata)
+        back = await release(self, memory_id, entry.get("metadata") if entry else None)
         try:
             await self._call("delete", memory_id)
         except PermanentBackendError as exc:
             if "not found" in str(exc.__cause__).lower() or http_status(exc) == 404:
-                return False
+                return Forgotten(False, back)
             raise
-        return True
-
-    async def _release_superseded(self, memory_id: str, metadata: dict[str, Any]) -> int:
-        """Make current again the memories that ``memory_id`` superseded.
-
-        Called before ``memory_id`` is deleted; only memories whose
-        ``superseded_by`` still names it change.
-
-        Returns:
-            How many memories became current again.
-        """
-        released = 0
-        for old_id in _ids(metadata.get(SUPERSEDES)):
-            old = await self.get(old_id)
-            old_meta = old.get("metadata") if old else None
-            if isinstance(old_meta, dict) and old_meta.get(SUPERSEDED_BY) == memory_id:
-                await self.update_metadata(old_id, {SUPERSEDED_BY: None, VALID_UNTIL: None})
-                released += 1
-        if released:
-            logger.info(
-                "memory %s is forgotten: %d memories it replaced are current again",
-                memory_id,
-                released,
-            )
-        return released
-
-    async def _release_duplicates(self, memory_id: str, metadata: dict[str, Any]) -> str | None:
-        """Bring back the oldest duplicate merged into ``memory_id``, which is being deleted.
-
-        It becomes current and the kept one of the other duplicates, so the
-        fact is stated once again rather than by every copy at once.
-
-        Returns:
-            The id of the memory that became current, if any.
-        """
-        merged = []
-        for other_id in _ids(metadata.get(DUPLICATES)):
-            other = await self.get(other_id)
-            other_meta = other.get("metadata") if other else None
-            if isinstance(other_meta, dict) and other_meta.get(DUPLICATE_OF) == memory_id:
-                merged.append(other_id)
-        if not merged:
-            return None
-        heir, rest = merged[0], merged[1:]
-        await self.update_metadata(
-            heir, {DUPLICATE_OF: None, VALID_UNTIL: None, DUPLICATES: rest or None}
-        )
-        for other_id in rest:
-            await self.update_metadata(other_id, {DUPLICATE_OF: heir})
-        logger.info("memory %s is forgotten: its duplicate %s is current again", memory_id, heir)
-        return heir
+        return Forgotten(True, back)
 
     async def delete_all(self, scope: Scope) -> None:
         """Delete every memory of ``scope``."""
@@ -392,14 +339,6 @@ class Mem0Backend:
 
 
 _READS = frozenset({"search", "get_all", "get", "history"})
-
-
-def _ids(value: Any) -> list[str]:
-    if isinstance(value, str) and value:
-        return [value]
-    if isinstance(value, list):
-        return [v for v in value if isinstance(v, str) and v]
-    return []
 
 
 def _extracts_with_agentscope(client: Any) -> bool:

@@ -62,6 +62,7 @@ __all__ = [
     "VALID_UNTIL",
     "WriteTime",
     "event_date_of",
+    "ids_of",
     "is_duplicate",
     "is_superseded",
     "prepare_extraction",
@@ -139,6 +140,16 @@ def is_superseded(hit: MemoryHit) -> bool:
 def is_duplicate(hit: MemoryHit) -> bool:
     """Whether ``hit`` repeats a fact another current memory states (it was merged)."""
     return bool(_metadata(hit).get(DUPLICATE_OF))
+
+
+def ids_of(value: Any) -> list[str]:
+    """The memory ids a metadata field holds (``supersedes``, ``duplicates``...:
+    one id or a list of them)."""
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str) and v]
+    return []
 
 
 def event_date_of(hit: MemoryHit) -> str | None:

@@ -38,9 +38,11 @@ __all__ = [
     "DEFAULT_SAME_FACT_RULE",
     "FactShape",
     "SameFactRule",
+    "as_user",
     "blocker",
     "cosine",
     "fact_shape",
+    "kept_apart",
     "same_fact",
     "user_names",
 ]
@@ -191,6 +193,8 @@ _SYNONYMS = {
 # engineer"): one side may have one the other lacks, but two different ones
 # ("wants a dog", "has a dog") are two facts.
 _LIGHT = frozenset({"like", "prefer", "have", "work", "go", "practice", "do", "get", "speak"})
+_WISH = "prefer"
+"""The family of "wants", "wishes", "prefers"."""
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _CAPITALISED = re.compile(r"[^\W\d_][\w'’]*")
 _NAME_IS = re.compile(r"\b(?:user'?s|my|the user'?s) name is ([^\W\d_]+)", re.IGNORECASE)
@@ -222,6 +226,14 @@ def user_names(user_id: str | None, texts: Iterable[str] = ()) -> frozenset[str]
     for text in texts:
         names.update(match.casefold() for match in _NAME_IS.findall(text))
     return frozenset(names)
+
+
+def as_user(text: str, names: frozenset[str]) -> str:
+    """``text`` with the user's ``names`` written as "User", for embedding."""
+    if not names:
+        return text
+    pattern = r"\b(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.sub(pattern + r")\b", "User", text, flags=re.IGNORECASE)
 
 
 def _lemma(word: str) -> str:
@@ -340,6 +352,27 @@ def blocker(a: FactShape, b: FactShape) -> str | None:
     return None
 
 
+def kept_apart(a: FactShape, b: FactShape) -> str | None:
+    """Why ``a`` and ``b`` must stay two memories whatever else reads them as one
+    (a model, a similarity), or ``None``.
+
+    What :func:`blocker` names, and two more: another verb ("wants a dog",
+    "has a dog"; "wants to live in Hangzhou", "lives in Hangzhou") and a
+    detail on one side only ("likes tea", "likes green tea").
+    """
+    reason = blocker(a, b)
+    if reason is not None:
+        return reason
+    only_a, only_b = a.words - b.words, b.words - a.words
+    if only_a & _LIGHT and only_b & _LIGHT:
+        return "another verb"
+    if (_WISH in a.words) != (_WISH in b.words):
+        return "another verb"  # a wish is not the fact: "wants to live there", "lives there"
+    if bool(only_a - _LIGHT) != bool(only_b - _LIGHT):
+        return "more detail"
+    return None
+
+
 def overlap(a: frozenset[str], b: frozenset[str]) -> float:
     """Jaccard similarity of two sets of content words."""
     if not a and not b:
@@ -362,13 +395,8 @@ def same_fact(
         similarity: The cosine similarity of their embeddings, when at hand.
         rule: The thresholds.
     """
-    if blocker(a, b) is not None:
+    if kept_apart(a, b) is not None:
         return False
-    only_a, only_b = a.words - b.words, b.words - a.words
-    if only_a & _LIGHT and only_b & _LIGHT:
-        return False  # another verb: "wants a dog", "has a dog"
-    if bool(only_a - _LIGHT) != bool(only_b - _LIGHT):
-        return False  # more detail on one side: "likes tea", "likes green tea"
     if overlap(a.words, b.words) >= rule.lexical:
         return True
     return (

@@ -7,7 +7,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MemoryUnavailableError
-from .._mem0.timeline import DUPLICATES, time_label
+from .._mem0.timeline import time_label
+from .._recall.escape import escape_memory
 from .memory import (
     NOT_INSTALLED,
     UNAVAILABLE,
@@ -68,6 +69,7 @@ class ForgetMemoryTool(_MemoryTool):
         backend = self._ctx.backend
         forgotten: list[str] = []
         refused: list[str] = []
+        back: dict[str, str] = {}
 
         async def forget_all() -> None:
             for memory_id in dict.fromkeys(wanted):
@@ -76,12 +78,13 @@ class ForgetMemoryTool(_MemoryTool):
                     # Someone else's memory reads the same as a missing one.
                     refused.append(memory_id)
                     continue
-                # Copies of the fact merged into this memory go with it: the
-                # user asked to forget the fact, not one wording of it.
-                for copy_id in _ids((entry.get("metadata") or {}).get(DUPLICATES)):
-                    await backend.delete(copy_id)
-                await backend.delete(memory_id)
+                done = await backend.forget(memory_id)
                 forgotten.append(memory_id)
+                back.pop(memory_id, None)
+                for other_id in done.current_again:
+                    other = await backend.get(other_id)
+                    if other is not None:
+                        back[other_id] = str(other.get("memory") or "")
 
         try:
             await self._ctx.call(forget_all(), write=True)
@@ -101,15 +104,18 @@ class ForgetMemoryTool(_MemoryTool):
         parts = []
         if forgotten:
             parts.append(f"Forgot {len(forgotten)} memories: {', '.join(forgotten)}.")
+        if back:
+            # A fact said twice (or replaced by the forgotten memory) is remembered
+            # again: the model must know, to tell the user or forget it too.
+            lines = "\n".join(f"- [{i}] {escape_memory(text)}" for i, text in back.items())
+            parts.append(
+                "These memories were hidden behind the forgotten ones and are current "
+                f"again (the same fact said another time, or what it had replaced):\n{lines}\n"
+                "Forget them too if the user wants the fact itself gone."
+            )
         if refused:
             parts.append(f"No memory of this user with id {', '.join(refused)}.")
         return _chunk(" ".join(parts), error=not forgotten)
-
-
-def _ids(value: Any) -> list[str]:
-    if isinstance(value, str) and value:
-        return [value]
-    return [v for v in value if isinstance(v, str) and v] if isinstance(value, list) else []
 
 
 def _belongs(entry: dict[str, Any], user_id: str, agent_id: str | None) -> bool:

@@ -3,44 +3,52 @@
 mem0 2.2 only ever adds (and drops exact repeats), so the same fact said
 twice in other words, or stored by both ``add_memory`` and the automatic
 extraction of the same turn, would be two current memories. After each
-stored batch, :class:`Consolidator` looks up, per new memory, the few most
-similar current memories of the same scope (one search each) and decides
-with :func:`~.._recall.same_fact.same_fact` whether the new memory states a
-fact one of them already states: what blocks a merge first (another person,
-negation, time, numbers), then the content words, and, only for the pairs
-they leave open, the cosine similarity of the two texts' embeddings (the
-client's own embedder, its query cache shared; the user's name read as
-"User"; none for hosted mem0). No model is asked.
-
-The new memory is then marked, not deleted: ``duplicate_of`` names the one
-kept (the older), ``valid_until`` says when they were merged, and the kept
-one lists it under ``duplicates`` (see :mod:`.._mem0.timeline`), so reads
+stored write, every new memory is compared with the few most similar current
+memories of the scope the reads search (the writing agent's memories, or all
+of the user's with ``scope_search_by_agent=False``); one that states a fact
+one of them already states is marked, not deleted: ``duplicate_of`` names
+the one kept (the older), ``valid_until`` says when they were merged, and the
+kept one lists it under ``duplicates`` (see :mod:`.._mem0.timeline`). Reads
 leave it out, ``export`` and ``history`` keep it, and forgetting the kept one
 brings it back.
 
-It runs in the scope's background worker after the write was stored, never
-on a reply; a failure or a late answer only leaves the duplicate current.
+Who decides "the same fact":
+
+* with a time judge (:mod:`.judge`), the judge, in the same background pass
+  and on the same candidate search as its supersede/extend verdicts: the
+  words when they already show it, else the model's readings, vetoed by the
+  words (:func:`~.._recall.same_fact.kept_apart`);
+* without one (``judge=False``, hosted mem0, a client that extracts with
+  another LLM), :class:`Consolidator`, in the scope's write worker: the
+  same-fact rule (:func:`~.._recall.same_fact.same_fact`), the embeddings'
+  cosine similarity for the pairs the words leave open (the client's own
+  embedder; none on hosted mem0, where the words decide alone). No model is
+  asked.
+
+Either way it runs after the write was stored, never on a reply; a failure
+or a late answer only leaves a repeat current.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import re
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .._mem0.breaker import LatencyRecorder
 from .._mem0.dates import iso
-from .._mem0.timeline import DUPLICATE_OF, DUPLICATES, VALID_UNTIL
+from .._mem0.timeline import DUPLICATE_OF, DUPLICATES, VALID_UNTIL, ids_of
 from .._mem0.tracing import span
 from .._recall.same_fact import (
     DEFAULT_SAME_FACT_RULE,
     FactShape,
     SameFactRule,
+    as_user,
     cosine,
     fact_shape,
     same_fact,
@@ -51,7 +59,12 @@ if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
     from .._scope import Scope
 
-__all__ = ["DEFAULT_CONSOLIDATION_CANDIDATES", "Consolidator", "as_user", "new_memories"]
+__all__ = [
+    "DEFAULT_CONSOLIDATION_CANDIDATES",
+    "Consolidator",
+    "duplicate_marks",
+    "new_memories",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -81,22 +94,28 @@ def new_memories(results: Sequence[Any]) -> list[dict[str, Any]]:
     ]
 
 
-def as_user(text: str, names: frozenset[str]) -> str:
-    """``text`` with the user's names written as "User", for embedding."""
-    if not names:
-        return text
-    pattern = r"\b(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.sub(pattern + r")\b", "User", text, flags=re.IGNORECASE)
+def duplicate_marks(
+    repeat_id: str, kept_id: str, kept_duplicates: Sequence[str], said_at: datetime
+) -> list[tuple[str, dict[str, Any]]]:
+    """The metadata changes that merge memory ``repeat_id`` into ``kept_id``, in
+    the order to store them: the kept one's list first, so that a stop halfway
+    leaves two current memories rather than a hidden one nothing brings back."""
+    return [
+        (kept_id, {DUPLICATES: [*kept_duplicates, repeat_id]}),
+        (repeat_id, {DUPLICATE_OF: kept_id, VALID_UNTIL: iso(said_at)}),
+    ]
 
 
 class Consolidator:
-    """Marks new memories that repeat a current memory of their scope.
+    """Marks new memories that repeat a current memory, without a model.
 
     Args:
         backend: The memories' mem0 client.
         candidates: Current memories compared per new memory.
         rule: The thresholds of the same-fact rule.
         timeout: Seconds the lookups, embeddings and marks may take per batch.
+        search_by_agent: Compare with the writing agent's memories only
+            (``scope_search_by_agent``), or with all of the user's.
     """
 
     def __init__(
@@ -106,6 +125,7 @@ class Consolidator:
         candidates: int = DEFAULT_CONSOLIDATION_CANDIDATES,
         rule: SameFactRule = DEFAULT_SAME_FACT_RULE,
         timeout: float | None = _TIMEOUT,
+        search_by_agent: bool = True,
     ) -> None:
         if not isinstance(candidates, int) or candidates < 1:
             raise ValueError(f"candidates must be a positive integer, got {candidates!r}")
@@ -113,8 +133,12 @@ class Consolidator:
         self._candidates = candidates
         self._rule = rule
         self._timeout = timeout
+        self._search_by_agent = search_by_agent
         self._latency = LatencyRecorder()
         self._counts = dict.fromkeys(("batches", "compared", "merged", "embedded", "skipped"), 0)
+        self._busy: dict[Scope, tuple[asyncio.Lock, int]] = {}
+        self.enabled = True
+        """``False`` leaves repeats current (to measure what consolidation costs)."""
 
     def stats(self) -> dict[str, Any]:
         """``consolidation_*`` counters and the write-path latency per batch."""
@@ -129,17 +153,23 @@ class Consolidator:
         current one. Never raises.
 
         Returns:
-            mem0's entries without those marked as duplicates, for the judge.
+            mem0's entries without those marked as duplicates.
         """
         new = new_memories(results)
-        if not new:
+        if not new or not self.enabled:
             return list(results)
         self._counts["batches"] += 1
         started = time.perf_counter()
         merged: set[str] = set()
+        searched = scope.searched(by_agent=self._search_by_agent)
         with span("consolidate", user_id=scope.user_id, agent_id=scope.agent_id) as handle:
             try:
-                await asyncio.wait_for(self._run(scope, new, merged, said_at), self._timeout)
+                # The writers of two agents may store at once; in a user-wide scope
+                # each could otherwise mark its memory a repeat of the other's.
+                async with self._one_at_a_time(searched):
+                    await asyncio.wait_for(
+                        self._run(scope, searched, new, merged, said_at), self._timeout
+                    )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -155,15 +185,36 @@ class Consolidator:
             handle.set(new=len(new), merged=len(merged))
         return [item for item in results if not _is_one_of(item, merged)]
 
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, searched: Scope) -> AsyncIterator[None]:
+        lock, users = self._busy.get(searched, (asyncio.Lock(), 0))
+        self._busy[searched] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._busy[searched]
+            if users > 1:
+                self._busy[searched] = (lock, users - 1)
+            else:
+                del self._busy[searched]
+
     async def _run(
-        self, scope: Scope, new: list[dict[str, Any]], merged: set[str], said_at: datetime
+        self,
+        scope: Scope,
+        searched: Scope,
+        new: list[dict[str, Any]],
+        merged: set[str],
+        said_at: datetime,
     ) -> None:
         names = user_names(scope.user_id)
         batch_ids = {str(item["id"]) for item in new}
         earlier: list[_Memory] = []
         for item in new:
             memory_id, text = str(item["id"]), str(item["memory"])
-            hits = await self._backend.search(text, scope, top_k=self._candidates + len(batch_ids))
+            hits = await self._backend.search(
+                text, searched, top_k=self._candidates + len(batch_ids)
+            )
             found = [hit for hit in hits if hit.id and hit.id not in batch_ids][: self._candidates]
             texts = [text, *(hit.memory for hit in found)]
             names_here = names | user_names(None, texts)
@@ -175,7 +226,7 @@ class Consolidator:
                         str(hit.id),
                         hit.memory,
                         fact_shape(hit.memory, names_here),
-                        _ids((hit.metadata or {}).get(DUPLICATES)),
+                        ids_of((hit.metadata or {}).get(DUPLICATES)),
                     )
                     for hit in found
                 ),
@@ -184,11 +235,9 @@ class Consolidator:
             if kept is None:
                 earlier.append(mine)
                 continue
-            await self._backend.update_metadata(
-                mine.id, {DUPLICATE_OF: kept.id, VALID_UNTIL: iso(said_at)}
-            )
+            for memory_id_, changes in duplicate_marks(mine.id, kept.id, kept.duplicates, said_at):
+                await self._backend.update_metadata(memory_id_, changes)
             kept.duplicates.append(mine.id)
-            await self._backend.update_metadata(kept.id, {DUPLICATES: kept.duplicates})
             merged.add(mine.id)
             self._counts["merged"] += 1
             logger.info(
@@ -213,13 +262,16 @@ class Consolidator:
                 open_pairs.append(other)
         if not open_pairs:
             return None
+        by_words = next(
+            (o for o in open_pairs if same_fact(mine.shape, o.shape, rule=self._rule)), None
+        )
+        if by_words is not None:
+            return by_words  # the words show it: nothing to embed
         vectors = await self._backend.embed(
             [as_user(mine.text, names), *(as_user(o.text, names) for o in open_pairs)]
         )
         if vectors is None:
-            return next(
-                (o for o in open_pairs if same_fact(mine.shape, o.shape, rule=self._rule)), None
-            )
+            return None
         self._counts["embedded"] += len(vectors)
         for other, vector in zip(open_pairs, vectors[1:], strict=True):
             similarity = cosine(vectors[0], vector)
@@ -232,11 +284,3 @@ class Consolidator:
 
 def _is_one_of(item: Any, ids: set[str]) -> bool:
     return isinstance(item, dict) and item.get("id") in ids
-
-
-def _ids(value: Any) -> list[str]:
-    if isinstance(value, str) and value:
-        return [value]
-    if isinstance(value, list):
-        return [v for v in value if isinstance(v, str) and v]
-    return []

@@ -1,14 +1,21 @@
-"""The time judgement: which older memories a stored write updates or extends.
+"""The time judgement: which older memories a stored write updates, extends or repeats.
 
 mem0 2.2's extraction only ever adds, so "User lives in Hangzhou" and, later,
-"User moved to Beijing" would both be recalled as true. After each stored
-write, :class:`TimeJudge` takes each new memory, looks up the few older
-memories of the user most like it (one vector search; the same scope the
-reads search) and relates it to each, one pair at a time
-(:mod:`.judge_pairs`): a change marks the older memory superseded, a detail
-marks the new one as extending it. The verdicts are metadata
-(:mod:`.._mem0.timeline`): nothing is deleted, superseded memories are only
-left out of reads.
+"User moved to Beijing" would both be recalled as true, and a fact said
+twice would be two memories. After each stored write, :class:`TimeJudge`
+takes each new memory, looks up the few older memories of the user most
+like it (one vector search; the same scope the reads search) and relates it
+to each, one pair at a time (:mod:`.judge_pairs`): a change marks the older
+memory superseded, a detail marks the new one as extending it, and a repeat
+marks the new one a duplicate of the older (consolidation, see
+:mod:`.consolidate`). The verdicts are metadata (:mod:`.judge_plan`,
+:mod:`.._mem0.timeline`): nothing is deleted, superseded memories and
+repeats are only left out of reads.
+
+A repeat the words already show (:func:`~.._recall.same_fact.same_fact`)
+costs no model call; the model's "same answer" merges only what the words do
+not keep apart (another person, negation, another time, other numbers, another
+verb, more detail: :func:`~.._recall.same_fact.kept_apart`).
 
 What keeps a small model from hiding true memories: it is only asked
 reading questions about one memory at a time; a change must hold both ways
@@ -18,8 +25,8 @@ changed; and one write supersedes at most ``max_superseded`` memories.
 The judgement never holds up writes: :meth:`TimeJudge.after_store` queues
 the write's memories and returns, and a task per user judges them in order
 in the background. Each model call has ``timeout`` seconds; a call that fails
-or is late ends that write's judgement (counted as skipped) and changes
-nothing more.
+or is late ends the model's part of that write's judgement (counted as
+skipped): the rest of its memories are only compared by their words.
 """
 
 from __future__ import annotations
@@ -34,36 +41,18 @@ from typing import TYPE_CHECKING, Any
 from agentscope.message import SystemMsg, UserMsg
 
 from .._mem0.breaker import LatencyRecorder
-from .._mem0.dates import parse_time
-from .._mem0.timeline import (
-    EVENT_DATE,
-    EXTENDS,
-    SAID_AT,
-    SUPERSEDED_BY,
-    SUPERSEDES,
-    VALID_FROM,
-    VALID_UNTIL,
-    event_date_of,
-    retired_since,
-)
 from .._mem0.tracing import SpanHandle, model_span, span
 from .._mem0.usage import CallTokens, TokenMeter, metered, record_call
-from .consolidate import new_memories
+from .._recall.same_fact import FactShape, fact_shape, kept_apart, same_fact, user_names
+from .consolidate import DEFAULT_CONSOLIDATION_CANDIDATES, new_memories
 from .judge_lanes import Lanes
-from .judge_pairs import (
-    FACT_ANSWER,
-    FACT_QUESTION,
-    Fact,
-    PairJudge,
-    Relation,
-    question_of_metadata,
-)
+from .judge_pairs import Fact, PairJudge, Relation
+from .judge_plan import ChangePlan, fact_of_hit, fact_of_result
 
 if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
 
     from .._mem0.backend import Mem0Backend
-    from .._mem0.hits import MemoryHit
     from .._scope import Scope
 
 __all__ = [
@@ -134,6 +123,8 @@ class TimeJudge:
                 "superseded",
                 "extended",
                 "same",
+                "merged",
+                "vetoed",
                 "capped",
                 "skipped",
                 "dated",
@@ -144,6 +135,8 @@ class TimeJudge:
         """Counts the tokens of the judgement's model calls, when set."""
         self.on_change: Callable[[Scope], None] | None = None
         """Called with the scope after the judgement changed some memory."""
+        self.consolidates = True
+        """``False`` leaves repeats current (to measure what consolidation costs)."""
 
     def stats(self) -> dict[str, Any]:
         """``judge_*`` counters, writes waiting, and the time per judged write."""
@@ -205,72 +198,84 @@ class TimeJudge:
     ) -> None:
         started = time.perf_counter()
         with span("judge", user_id=scope.user_id, agent_id=scope.agent_id, new=len(new)) as handle:
-            facts = [_fact_of_result(item, said_at) for item in new]
-            changes: dict[str, dict[str, Any]] = {}
+            facts = [fact_of_result(item, said_at) for item in new]
+            plan = ChangePlan(self._max_superseded, self._counts)
             for fact in facts:
-                if fact.event_date:
-                    changes.setdefault(fact.id, {})[EVENT_DATE] = fact.event_date
-                    self._counts["dated"] += 1
+                plan.date(fact)
             self._counts["batches"] += 1
-            if ask:
-                try:
-                    await self._relate_all(facts, searched, changes, handle)
-                except Exception as exc:
-                    late = isinstance(exc, TimeoutError)
-                    self._counts["skipped"] += 1
-                    handle.set(skipped=True, timed_out=late)
-                    logger.warning(
-                        "the time judgement for user %s stopped (%s); the rest of this "
-                        "write is not judged",
-                        scope.user_id,
-                        f"no answer within {self._timeout} s" if late else exc,
-                    )
-            else:
+            if not ask:
                 self._counts["skipped"] += 1
                 handle.set(skipped=True)
-            handle.set(changed=len(changes))
-            await self._write(scope, changes)
+            try:
+                await self._relate_all(scope, facts, searched, plan, handle, ask=ask)
+            except Exception as exc:
+                logger.warning(
+                    "the time judgement for user %s stopped (%s); the rest of this "
+                    "write is not judged",
+                    scope.user_id,
+                    exc,
+                )
+            handle.set(changed=len(plan.changes))
+            await plan.write(self._backend, scope, self._timeout)
+            if self.on_change is not None and plan.shows_change:
+                self.on_change(scope)  # what reads show changed, not only the kept questions
         self._latency.record(time.perf_counter() - started)
 
     async def _relate_all(
         self,
+        scope: Scope,
         facts: list[Fact],
         searched: Scope,
-        changes: dict[str, dict[str, Any]],
+        plan: ChangePlan,
         handle: SpanHandle,
+        *,
+        ask: bool,
     ) -> None:
-        """Relate each new memory to its candidates; plan the changes in ``changes``."""
+        """Relate each new memory to its candidates, planning the changes in ``plan``.
+
+        One search per new memory finds the candidates of both questions: does
+        it repeat one of them (its words, then the model), and does it change
+        or extend one. A model call that fails or is late ends the model's
+        part: the rest of the write is only compared by words.
+        """
         pairs = PairJudge(lambda system, user: self._ask(handle, system, user))
         batch = {fact.id for fact in facts}
-        replaced: set[str] = set()
+        names = user_names(scope.user_id)
+        pool = max(self._candidates, DEFAULT_CONSOLIDATION_CANDIDATES)
+        kept_new: list[tuple[Fact, FactShape]] = []
         capped = self._counts["capped"]
         try:
-            for new in facts[:_MAX_NEW_JUDGED]:
-                hits = await self._backend.search(
-                    new.text, searched, top_k=self._candidates + len(batch)
-                )
-                olds = [_fact_of_hit(h) for h in hits if h.id and h.id not in batch | replaced]
-                olds = olds[: self._candidates]
+            for index, new in enumerate(facts):
+                hits = await self._backend.search(new.text, searched, top_k=pool + len(batch))
+                olds = [fact_of_hit(h) for h in hits if h.id and h.id not in batch | plan.replaced]
+                olds = olds[:pool]
                 handle.count(candidates=len(olds))
-                extended = False
-                for old in olds:
+                names_here = names | user_names(None, [new.text, *(o.text for o in olds)])
+                shape = fact_shape(new.text, names_here)
+                shaped = [(old, fact_shape(old.text, names_here)) for old in olds]
+                repeated = self._repeated_by_words(shape, [*kept_new, *shaped])
+                if repeated is not None:
+                    plan.merge(new, repeated)
+                    continue
+                if ask and index < _MAX_NEW_JUDGED:
                     try:
-                        relation = await pairs.relate(new, old)
-                    finally:
-                        _keep_question(old, changes)
-                    self._counts["pairs"] += 1
-                    handle.count(**{f"pairs_{relation.value}": 1})
-                    if relation is Relation.CHANGES:
-                        self._supersede(new, old, replaced, changes)
-                    elif relation is Relation.EXTENDS and not extended:
-                        extended = True
-                        self._counts["extended"] += 1
-                        changes.setdefault(new.id, {})[EXTENDS] = old.id
-                    elif relation is Relation.SAME:
-                        self._counts["same"] += 1
+                        if await self._relate(pairs, new, shape, shaped, plan, handle):
+                            continue  # a repeat: not a candidate for the write's other memories
+                    except Exception as exc:
+                        ask = False
+                        late = isinstance(exc, TimeoutError)
+                        self._counts["skipped"] += 1
+                        handle.set(skipped=True, timed_out=late)
+                        logger.warning(
+                            "the time judgement for user %s stopped (%s); the rest of "
+                            "this write is only compared by its words",
+                            scope.user_id,
+                            f"no answer within {self._timeout} s" if late else exc,
+                        )
+                kept_new.append((new, shape))
         finally:
             for fact in facts:
-                _keep_question(fact, changes)
+                plan.keep_question(fact)
             if self._counts["capped"] > capped:
                 logger.warning(
                     "one write would have superseded more than %d memories; the rest "
@@ -278,27 +283,64 @@ class TimeJudge:
                     self._max_superseded,
                 )
 
-    def _supersede(
-        self, new: Fact, old: Fact, replaced: set[str], changes: dict[str, dict[str, Any]]
-    ) -> None:
-        """Mark the earlier said of ``new`` and ``old`` superseded by the other, within the cap."""
-        # The later said one wins, so a backfilled older fact does not hide a newer one.
-        newer, older = (new, old) if _said_later(new, old) else (old, new)
-        if older.id in replaced:
-            return
-        if len(replaced) >= self._max_superseded:
-            self._counts["capped"] += 1
-            return
-        replaced.add(older.id)
-        self._counts["superseded"] += 1
-        newer_changes = changes.setdefault(newer.id, {})
-        newer_changes[SUPERSEDES] = [*newer_changes.get(SUPERSEDES, newer.supersedes), older.id]
-        changes.setdefault(older.id, {}).update(
-            {
-                SUPERSEDED_BY: newer.id,
-                VALID_UNTIL: retired_since(newer.said, newer.event_date, older.said),
-            }
-        )
+    def _repeated_by_words(
+        self, shape: FactShape, candidates: list[tuple[Fact, FactShape]]
+    ) -> Fact | None:
+        """The first candidate whose words show it states the same fact."""
+        if not self.consolidates:
+            return None
+        return next((old for old, other in candidates if same_fact(shape, other)), None)
+
+    async def _relate(
+        self,
+        pairs: PairJudge,
+        new: Fact,
+        shape: FactShape,
+        shaped: list[tuple[Fact, FactShape]],
+        plan: ChangePlan,
+        handle: SpanHandle,
+    ) -> bool:
+        """Ask the model how ``new`` relates to its candidates; plan what follows.
+
+        Relating stops at a repeat: the memory kept then stands for the new
+        one in the changes found before it.
+
+        Returns:
+            Whether ``new`` was merged into a candidate.
+        """
+        changed: list[Fact] = []
+        extended: Fact | None = None
+        kept: Fact | None = None
+        try:
+            for old, other in shaped[: self._candidates]:
+                try:
+                    relation = await pairs.relate(new, old)
+                finally:
+                    plan.keep_question(old)
+                self._counts["pairs"] += 1
+                handle.count(**{f"pairs_{relation.value}": 1})
+                if relation is Relation.CHANGES:
+                    changed.append(old)
+                elif relation is Relation.EXTENDS and extended is None:
+                    extended = old
+                elif relation is Relation.SAME:
+                    self._counts["same"] += 1
+                    if not self.consolidates:
+                        continue
+                    reason = kept_apart(shape, other)
+                    if reason is None:
+                        kept = old
+                        break
+                    self._counts["vetoed"] += 1
+                    handle.count(vetoed=1)
+                    logger.debug("%r and %r read alike but differ: %s", new.text, old.text, reason)
+        finally:
+            holder = new if kept is None else plan.merge(new, kept)
+            for old in changed:
+                plan.supersede(holder, old)
+            if extended is not None and kept is None:
+                plan.extend(new, extended)
+        return kept is not None
 
     async def _ask(self, handle: SpanHandle, system: str, user: str) -> str:
         """One model call, within ``timeout``, with its span and its tokens counted."""
@@ -326,27 +368,6 @@ class TimeJudge:
     def _count(self, usage: Any, prompt: str, answer: str) -> CallTokens:
         with metered(self.meter, "judge"):
             return record_call(usage, prompt, answer)
-
-    async def _write(self, scope: Scope, changes: dict[str, dict[str, Any]]) -> None:
-        """Store ``changes``: the newer memories' first, so a stop halfway hides nothing."""
-        if not changes:
-            return
-        order = sorted(changes, key=lambda memory_id: SUPERSEDED_BY in changes[memory_id])
-        for memory_id in order:
-            try:
-                await asyncio.wait_for(
-                    self._backend.update_metadata(memory_id, changes[memory_id]), self._timeout
-                )
-            except Exception as exc:
-                logger.warning(
-                    "could not store the time judgement on memory %s of user %s: %s",
-                    memory_id,
-                    scope.user_id,
-                    exc,
-                )
-        seen = {key for change in changes.values() for key in change}
-        if self.on_change is not None and seen - {FACT_QUESTION, FACT_ANSWER}:
-            self.on_change(scope)  # what reads show changed, not only the kept questions
 
 
 def judge_model_of(client: Any) -> ChatModelBase | None:
@@ -400,43 +421,3 @@ def build_time_judge(
     time_judge = TimeJudge(backend, model, timeout=timeout, search_by_agent=search_by_agent)
     time_judge.on_change = on_change
     return time_judge
-
-
-def _said_later(new: Fact, old: Fact) -> bool:
-    """Whether ``new`` is the later said of the two (ties: the new one)."""
-    if old.said is None or new.said is None:
-        return True
-    return new.said >= old.said
-
-
-def _fact_of_result(item: dict[str, Any], said_at: datetime) -> Fact:
-    when = item.get(EVENT_DATE)
-    return Fact(
-        id=str(item["id"]),
-        text=str(item["memory"]),
-        said=said_at,
-        event_date=when if isinstance(when, str) else None,
-    )
-
-
-def _fact_of_hit(hit: MemoryHit) -> Fact:
-    metadata = hit.metadata or {}
-    supersedes = metadata.get(SUPERSEDES)
-    return Fact(
-        id=str(hit.id),
-        text=hit.memory,
-        said=parse_time(metadata.get(VALID_FROM) or metadata.get(SAID_AT) or hit.created_at),
-        event_date=event_date_of(hit),
-        question=question_of_metadata(metadata),
-        supersedes=[s for s in supersedes if isinstance(s, str)]
-        if isinstance(supersedes, list)
-        else [],
-    )
-
-
-def _keep_question(fact: Fact, changes: dict[str, dict[str, Any]]) -> None:
-    """Store a question the model was asked for, so it is not asked again."""
-    if fact.question_asked and fact.question is not None:
-        changes.setdefault(fact.id, {}).update(
-            {FACT_QUESTION: fact.question.question, FACT_ANSWER: fact.question.answer}
-        )

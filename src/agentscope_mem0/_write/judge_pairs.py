@@ -15,8 +15,9 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
 
 A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model
-call only the first time it is a candidate. Duplicate detection asks the
-same: :attr:`Relation.SAME`.
+call only the first time it is a candidate. The same readings find repeats
+(:attr:`Relation.SAME`), which the judge merges unless the words keep the
+two apart (:func:`~.._recall.same_fact.kept_apart`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class Fact:
     """Whether this judgement asked the model for :attr:`question` (to store it)."""
     supersedes: list[str] = field(default_factory=list)
     """Ids of the memories it already superseded."""
+    duplicates: list[str] = field(default_factory=list)
+    """Ids of the repeats already merged into it."""
 
 
 def question_of_metadata(metadata: Mapping[str, Any] | None) -> FactQuestion | None:

@@ -259,18 +259,29 @@ def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, k
         except _Declined:
             _aborted(out)
             return
-        s.run(s.store.delete(memory_id))
+        back_ids = s.run(s.store.delete(memory_id))
         purged = 0 if keep else s.run(s.store.purge_history([memory_id]))
         left = s.run(s.store.get(memory_id))
+        back = [r for r in (s.run(s.store.get(i)) for i in back_ids) if r is not None]
     if left is not None:
         raise CliError(f"memory {memory_id} is still there after deleting it")
-    report = {"removed": 1, "remaining": 0, "ids": [memory_id], "history_entries_removed": purged}
+    report = {
+        "removed": 1,
+        "remaining": 0,
+        "ids": [memory_id],
+        "history_entries_removed": purged,
+        "current_again": [{"id": r.id, "text": r.text} for r in back],
+    }
     if out.as_json:
         out.json(report)
         return
     out.line(f"Forgot memory {memory_id}: {record.text}")
     extra = f"; removed {count(purged, 'history entry', 'history entries')}" if not keep else ""
     out.line(f"Verified: it is gone{extra}.")
+    for other in back:
+        # What it hid is true again as far as the store knows: a repeat of the
+        # fact, or what it had replaced.
+        out.line(f"Current again (hidden by the forgotten memory): {other.id}: {other.text}")
 
 
 def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, keep: bool) -> None:

@@ -99,9 +99,14 @@ class Mem0Calls:
         """Store ``text`` through mem0 (extracted, or verbatim without ``infer``)."""
         return await self.backend.add([{"role": "user", "content": text}], scope, infer=infer)
 
-    async def delete(self, memory_id: str) -> None:
-        """Delete one memory through mem0 (it records a DELETE in the history)."""
-        await self.backend.delete(memory_id)
+    async def delete(self, memory_id: str) -> tuple[str, ...]:
+        """Delete one memory through mem0 (it records a DELETE in the history).
+
+        Returns:
+            The ids of the memories it hid that are current again (those it
+            superseded, the oldest repeat merged into it).
+        """
+        return (await self.backend.forget(memory_id)).current_again
 
 
 class MemoryStore(Mem0Calls):

@@ -299,8 +299,12 @@ class Inspector:
         """One memory by id."""
         return await self.store.get(memory_id)
 
-    async def forget(self, memory_id: str) -> MemoryRecord | None:
+    async def forget(self, memory_id: str) -> tuple[MemoryRecord, list[MemoryRecord]] | None:
         """Forget one memory and its change history; ``None`` if there was none.
+
+        Returns:
+            The memory forgotten, and those it hid that are current again
+            (what it superseded, the oldest repeat merged into it).
 
         Raises:
             RuntimeError: The memory is still there afterwards.
@@ -308,12 +312,13 @@ class Inspector:
         record = await self.store.get(memory_id)
         if record is None:
             return None
-        await self.store.delete(memory_id)
+        back_ids = await self.store.delete(memory_id)
         await self.store.purge_history([memory_id])
         if await self.store.get(memory_id) is not None:
             raise RuntimeError(f"memory {memory_id} is still there after deleting it")
         self.counters["forgotten"] += 1
-        return record
+        back = [other for i in back_ids if (other := await self.store.get(i)) is not None]
+        return record, back
 
     async def forget_user(self, user_id: str) -> int:
         """Forget every memory of ``user_id``, their history and kept messages.

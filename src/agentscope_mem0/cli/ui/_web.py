@@ -245,7 +245,9 @@ class _Pages:
         forgotten = await self.inspector.forget(memory_id)
         if forgotten is None:
             raise _Refused(404, f"no memory with id {memory_id}")
-        return self._done("./", f"Forgot: {forgotten.text}", user=user)
+        record, current_again = forgotten
+        said = "".join(f" Current again: {other.text}" for other in current_again)
+        return self._done("./", f"Forgot: {record.text}{said}", user=user)
 
     async def forget_user(self, request: Request) -> Response:
         form = await self._form(request)

@@ -1,7 +1,7 @@
-"""Does merging near-duplicate memories in the note lose evidence?
+"""Does merging repeated memories in the note lose evidence?
 
-The note merges memories that say the same thing in other words
-(``agentscope_mem0._recall.similar``), keeping the newest. A merge that joined two
+The note merges memories that state the same fact in other words
+(``agentscope_mem0._recall.dedupe``), keeping the newest. A merge that joined two
 memories which differ in meaning would drop one of them; on LoCoMo that shows
 up as an evidence turn missing from the note. This benchmark stores every turn
 of the LoCoMo development half in real mem0 (``infer=False``, as
@@ -10,7 +10,9 @@ counts the evidence turns left in the top 5 and 10 hits:
 
 * ``raw``: the hits as mem0 returned them;
 * ``exact``: repeats with the same normalised text merged (release 0.1);
-* ``near``: near-duplicates merged as well (this release).
+* ``words``: the same fact by its words merged as well (``dedupe_hits``);
+* ``meaning``: and the pairs the words leave open by their embeddings (the
+  read path's ``dedupe_by_meaning``, the store's own embedder, no budget).
 
 It also counts how many hits each rule merged away. Run from the repository
 root (LoCoMo is read in place, never copied)::
@@ -43,7 +45,7 @@ from note_recall import (
 
 from agentscope_mem0._mem0.backend import Mem0Backend
 from agentscope_mem0._mem0.hits import MemoryHit
-from agentscope_mem0._recall.note import dedupe_hits, memory_key
+from agentscope_mem0._recall.dedupe import dedupe_by_meaning, dedupe_hits, memory_key
 from agentscope_mem0._scope import Scope
 from agentscope_mem0.testing import ScriptedChatModel
 
@@ -63,7 +65,17 @@ def exact_dedupe(hits: list[MemoryHit]) -> list[MemoryHit]:
     return out
 
 
-RULES = {"raw": list, "exact": exact_dedupe, "near": dedupe_hits}
+RULES = ("raw", "exact", "words", "meaning")
+
+
+async def deduped(rule: str, hits: list[MemoryHit], backend: Mem0Backend, user: str) -> list[Any]:
+    if rule == "raw":
+        return list(hits)
+    if rule == "exact":
+        return exact_dedupe(hits)
+    if rule == "words":
+        return dedupe_hits(hits, user_id=user)
+    return await dedupe_by_meaning(hits, user_id=user, embed=backend.embed, budget=None)
 
 
 async def run(data: list[dict[str, Any]], embedder: str, folder: Path) -> dict[str, Any]:
@@ -83,14 +95,15 @@ async def run(data: list[dict[str, Any]], embedder: str, folder: Path) -> dict[s
             hits = await backend.search(qa["question"], scope, top_k=max(KS))
             questions += 1
             for k in KS:
-                for rule, dedupe in RULES.items():
-                    kept = dedupe(hits[:k])
+                for rule in RULES:
+                    kept = await deduped(rule, hits[:k], backend, scope.user_id)
                     sums[f"{rule}@{k}"] += recall_at(kept, ids, gold, k)
                     merged[f"{rule}@{k}"] += len(hits[:k]) - len(kept)
                 if len(lost_examples) < 10:
-                    near_ids = {h.id for h in dedupe_hits(hits[:k])}
+                    meant = await deduped("meaning", hits[:k], backend, scope.user_id)
+                    kept_ids = {h.id for h in meant}
                     for hit in exact_dedupe(hits[:k]):
-                        if hit.id not in near_ids and ids.get(hit.id or "") in gold:
+                        if hit.id not in kept_ids and ids.get(hit.id or "") in gold:
                             lost_examples.append({"question": qa["question"], "lost": hit.memory})
         print(f"{sample['sample_id']}: {len(ids)} turns, {questions} questions", file=sys.stderr)
     return {

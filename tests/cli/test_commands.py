@@ -180,6 +180,7 @@ def test_forget_one_keep_history() -> None:
         "remaining": 0,
         "ids": [memory_id],
         "history_entries_removed": 0,
+        "current_again": [],
     }
     events = [e["event"] for e in run_json("history", memory_id)]
     assert events == ["ADD", "DELETE"]

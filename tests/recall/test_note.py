@@ -12,15 +12,14 @@ from agentscope.message import AssistantMsg, HintBlock, Msg, TextBlock, UserMsg
 from agentscope.state import AgentState
 
 from agentscope_mem0 import DEFAULT_MEMORY_SECTION_HEADER, Mem0Middleware, MemoryHit
+from agentscope_mem0._recall.dedupe import dedupe_hits, memory_key
 from agentscope_mem0._recall.note import (
     MEMORIES_CLOSE,
     MEMORIES_OPEN,
     NOTE_MARKER,
-    dedupe_hits,
     escape_memory,
     is_builtin_note,
     is_memory_note,
-    memory_key,
     note_text,
     place_note,
     render_note,

@@ -298,20 +298,25 @@ async def test_a_turn_dedupes_its_memories_once(
 ) -> None:
     """The read dedupes; the note shows what comes out (the profile is deduped
     when it is read, and then cached)."""
-    from agentscope_mem0._recall import note as note_module
+    from agentscope_mem0._recall import dedupe as dedupe_module
     from agentscope_mem0._recall import profile as profile_module
     from agentscope_mem0._recall import recall as recall_module
 
-    dedupe = note_module.dedupe_hits
+    by_words, by_meaning = dedupe_module.dedupe_hits, dedupe_module.dedupe_by_meaning
     calls: list[int] = []
 
-    def counted(hits: Any) -> list[MemoryHit]:
+    def counted(hits: Any, **kwargs: Any) -> list[MemoryHit]:
         hits = list(hits)
         calls.append(len(hits))
-        return dedupe(hits)
+        return by_words(hits, **kwargs)
 
-    for module in (note_module, profile_module, recall_module):
-        monkeypatch.setattr(module, "dedupe_hits", counted)
+    async def counted_meaning(hits: Any, **kwargs: Any) -> list[MemoryHit]:
+        hits = list(hits)
+        calls.append(len(hits))
+        return await by_meaning(hits, **kwargs)
+
+    monkeypatch.setattr(profile_module, "dedupe_hits", counted)
+    monkeypatch.setattr(recall_module, "dedupe_by_meaning", counted_meaning)
     mw = Mem0Middleware(
         user_id="u",
         client=await _memory(store_config),

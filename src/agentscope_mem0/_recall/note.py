@@ -11,7 +11,7 @@ A note is one ``AssistantMsg(name="memory")`` holding one ``HintBlock``::
     - [2023-01-02] User lives in Beijing.
     </memories>
 
-The hits come deduplicated (:func:`dedupe_hits`, which the turn's read runs
+The hits come deduplicated (:mod:`.dedupe`, which the turn's read runs
 once); the note keeps them within a token budget (the least relevant go
 first), lists them newest first, and escapes them (:mod:`.escape`, the one
 rule for every path that shows memory text to a model) so that no memory can
@@ -20,11 +20,8 @@ close the ``<memories>`` block, start a line of its own or forge the header.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import re
-import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -32,7 +29,6 @@ from agentscope.message import AssistantMsg, HintBlock, Msg
 
 from .._mem0.timeline import time_label
 from .escape import escape_memory
-from .similar import MemoryWords, are_near_duplicates, memory_words
 from .tokens import estimate_tokens, prefix_within
 
 if TYPE_CHECKING:
@@ -45,11 +41,9 @@ __all__ = [
     "MEMORIES_CLOSE",
     "MEMORIES_OPEN",
     "NOTE_MARKER",
-    "dedupe_hits",
     "escape_memory",
     "is_builtin_note",
     "is_memory_note",
-    "memory_key",
     "note_text",
     "place_note",
     "render_note",
@@ -81,90 +75,6 @@ NOTE_NAME = "memory"
 _ELLIPSIS = "…"
 _UNDATED = datetime.min.replace(tzinfo=UTC)
 _MIN_TRUNCATED_TOKENS = 8
-
-
-# -- dedupe -------------------------------------------------------------------
-
-_MONTH = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|"
-    r"aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-)
-_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
-_CORE_DATE = (
-    r"(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}"
-    r"(?:[ t]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?"
-    r"|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}"
-    rf"|{_DAY}\s+{_MONTH},?\s+\d{{4}}"
-    rf"|{_MONTH}\s+{_DAY},?\s+\d{{4}}"
-    rf"|{_MONTH}\s+\d{{4}}"
-    r"|\d{4}年\d{1,2}月(?:\d{1,2}[日号])?)"
-)
-_TIME = r"\d{1,2}:\d{2}(?::\d{2})?\s*(?:[ap]\.?m\b\.?)?"
-_WEEKDAY = (
-    r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-    r"|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?"
-)
-_JUNK = r"[\s\[\](){}<>*_|:,.\-–—]*"
-# A leading date, possibly behind a weekday or a time ("1:56 pm on 8 May, 2023").
-_LEADING_DATE = re.compile(
-    rf"^{_JUNK}(?:(?:{_WEEKDAY}|{_TIME})[\s,]*(?:(?:on|at)\s+)?)*"
-    rf"(?:(?:on|at)\s+)?{_CORE_DATE}(?!\w)"
-)
-# A time or weekday alone only counts as part of a date prefix right after a date.
-_TRAILING_TIME = re.compile(rf"^{_JUNK}(?:at\s+)?(?:{_TIME}|{_WEEKDAY})(?!\w)")
-_NOT_WORD = re.compile(r"[\W_]+")
-
-
-def memory_key(text: str) -> str:
-    """What two memories must share to count as the same memory.
-
-    Case, whitespace, punctuation and leading dates or times ("2024-05-08:",
-    "[May 8, 2023]", "1:56 pm on 8 May, 2023 -") do not matter.
-    """
-    key = unicodedata.normalize("NFKC", text).casefold()
-    patterns: tuple[re.Pattern[str], ...] = (_LEADING_DATE,)
-    for _ in range(8):  # a few stacked prefixes: "[Mon] 8 May 2023, 1:56 pm:"
-        for pattern in patterns:
-            stripped = pattern.sub("", key, count=1)
-            if stripped != key:
-                key = stripped
-                patterns = (_LEADING_DATE, _TRAILING_TIME)
-                break
-        else:
-            break
-    return _NOT_WORD.sub(" ", key).strip()
-
-
-def dedupe_hits(hits: Iterable[MemoryHit]) -> list[MemoryHit]:
-    """``hits`` without repeats, in the order of each memory's first appearance.
-
-    Two hits are repeats when they have the same :func:`memory_key` or say the
-    same thing in other words (:func:`~.similar.are_near_duplicates`). The
-    kept memory has the text and id of the newest repeat, the newest date and
-    the best score, so a fact said again recently still reads as recent.
-    """
-    kept: list[tuple[str, MemoryWords, MemoryHit]] = []
-    for hit in hits:
-        key = memory_key(hit.memory)
-        if not key:
-            continue
-        words = memory_words(hit.memory)
-        for index, (kept_key, kept_words, first) in enumerate(kept):
-            if kept_key == key or are_near_duplicates(kept_words, words):
-                kept[index] = (kept_key, kept_words, _merge(first, hit))
-                break
-        else:
-            kept.append((key, words, hit))
-    return [hit for _, _, hit in kept]
-
-
-def _merge(first: MemoryHit, repeat: MemoryHit) -> MemoryHit:
-    """One memory from two repeats: the newer one's text, the best score."""
-    first_when, repeat_when = first.when, repeat.when
-    newer = repeat_when is not None and (first_when is None or repeat_when > first_when)
-    newest = repeat if newer else first
-    scores = [s for s in (first.score, repeat.score) if s is not None]
-    return dataclasses.replace(newest, score=max(scores) if scores else None)
 
 
 # -- rendering ----------------------------------------------------------------

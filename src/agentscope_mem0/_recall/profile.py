@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .._options import DEFAULT_PROFILE_TTL
 from .._scope import Scope
-from .note import dedupe_hits
+from .dedupe import dedupe_hits
 
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
@@ -125,7 +125,8 @@ async def recall_profile(
     everything = await backend.get_all(
         scope, limit=max(scan, limit), include_superseded=include_superseded
     )
-    newest = sorted(dedupe_hits(everything), key=_sort_key, reverse=True)[: max(limit, 1)]
+    unique = dedupe_hits(everything, user_id=scope.user_id)
+    newest = sorted(unique, key=_sort_key, reverse=True)[: max(limit, 1)]
     if cache is not None:
         cache.put(scope, newest, epoch)
     return newest[:limit]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -25,7 +26,8 @@ from .._mem0.bounded import bounded
 from .._mem0.tracing import skipped_search, traced_search
 from .._options import RecallMode
 from .._scope import Scope
-from .note import dedupe_hits, is_memory_note
+from .dedupe import dedupe_by_meaning
+from .note import is_memory_note
 from .profile import ProfileCache, recall_profile
 
 if TYPE_CHECKING:
@@ -138,14 +140,16 @@ async def retrieve(
             marks them); the profile is then read past its cache.
 
     Returns:
-        Profile memories (newest first) then search hits (best first), without
-        repeats (:func:`~.note.dedupe_hits`); empty when nothing was found or
+        Profile memories (newest first) then search hits (best first), each
+        fact once (:func:`~.dedupe.dedupe_by_meaning`, embedding only within
+        what is left of ``timeout``); empty when nothing was found or
         everything failed.
     """
     if breaker is not None and not breaker.allow():
         logger.debug("memory reads skipped for user %s: breaker open", scope.user_id)
         skipped_search(scope, top_k=top_k, breaker=breaker)
         return []
+    started = time.monotonic()
     jobs: list[Awaitable[list[MemoryHit]]] = []
     searched = recall in ("query", "full") and _searchable(query)
     if recall in ("profile", "full"):
@@ -181,7 +185,11 @@ async def retrieve(
     if not jobs:
         return []
     parts = await asyncio.gather(*jobs)
-    if not searched:
-        return parts[0]  # the profile alone, deduplicated when it was read
     # The turn's one dedupe; the note shows what comes out as it is.
-    return dedupe_hits(hit for part in parts for hit in part)
+    left = None if timeout is None else timeout - (time.monotonic() - started)
+    return await dedupe_by_meaning(
+        (hit for part in parts for hit in part),
+        user_id=scope.user_id,
+        embed=backend.embed,
+        budget=left,
+    )

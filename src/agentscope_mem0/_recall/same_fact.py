@@ -32,7 +32,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .similar import CJK_RUN, NEGATION_WORDS, WORD, stem
+from .words import CJK_RUN, NEGATION_WORDS, WORD, stem
 
 __all__ = [
     "DEFAULT_SAME_FACT_RULE",

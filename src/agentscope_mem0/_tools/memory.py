@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,8 +24,8 @@ from agentscope.tool import ToolBase, ToolChunk
 
 from .._mem0.bounded import bounded
 from .._mem0.tracing import traced_search
+from .._recall.dedupe import dedupe_by_meaning
 from .._recall.escape import escape_memory
-from .._recall.note import dedupe_hits
 from .._scope import Scope
 
 if TYPE_CHECKING:
@@ -214,6 +215,7 @@ class SearchMemoryTool(_MemoryTool):
             )
             for q in queries
         )
+        started = time.monotonic()
         try:
             per_query = await asyncio.gather(*searches)
         except TimeoutError:
@@ -225,7 +227,13 @@ class SearchMemoryTool(_MemoryTool):
             )
         # Repeats across keywords, and memories saying the same in other words, appear
         # once (as in the note); escaped here, once, whatever ``line`` a subclass draws.
-        unique = dedupe_hits(hit for hits in per_query for hit in hits)
+        timeout = self._ctx.deadlines.search_timeout
+        unique = await dedupe_by_meaning(
+            (hit for hits in per_query for hit in hits),
+            user_id=scope.user_id,
+            embed=backend.embed,
+            budget=None if timeout is None else timeout - (time.monotonic() - started),
+        )
         lines = [self.line(replace(hit, memory=escape_memory(hit.memory))) for hit in unique]
         if not lines:
             return _chunk("No relevant memories found.")

@@ -11,7 +11,7 @@ Parts (``--parts``):
 
 * ``rule``: each pair judged by ``same_fact`` as the judge-free path runs it:
   with e5 embeddings (the offline default; the user's name read as "User"),
-  without (hosted mem0), and release 0.2's note rule for comparison. The
+  and without (hosted mem0). The
   thresholds are chosen by 5-fold cross-validation (fewest wrong merges on
   the training folds, then most right ones, then the strictest); the
   *held-out* figures are the held-out folds' totals. The default rule's
@@ -50,8 +50,6 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-from agentscope_mem0._recall.similar import are_near_duplicates, memory_words
 
 from agentscope_mem0._recall.same_fact import (
     DEFAULT_SAME_FACT_RULE,
@@ -183,14 +181,6 @@ def _rule_dict(rule: SameFactRule) -> dict[str, float]:
     return {"lexical": rule.lexical, "with_vectors": rule.with_vectors, "cosine": rule.cosine}
 
 
-def note_rule(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Release 0.2's near-duplicate rule of the note, for comparison."""
-    merged = {
-        p["id"]: are_near_duplicates(memory_words(p["a"]), memory_words(p["b"])) for p in pairs
-    }
-    return counts(pairs, merged)
-
-
 def rule_part(pairs: list[dict[str, Any]], fresh: list[dict[str, Any]]) -> dict[str, Any]:
     started = time.perf_counter()
     sims = embed_pairs(pairs + fresh)
@@ -209,12 +199,10 @@ def rule_part(pairs: list[dict[str, Any]], fresh: list[dict[str, Any]]) -> dict[
         "whole_set_default_rule": {
             "e5": counts(pairs, by_rule(pairs, rule, sims)),
             "words_only": counts(pairs, by_rule(pairs, rule, None)),
-            "note_rule_0_2": note_rule(pairs),
         },
         "fresh_default_rule": {
             "e5": counts(fresh, by_rule(fresh, rule, sims)),
             "words_only": counts(fresh, by_rule(fresh, rule, None)),
-            "note_rule_0_2": note_rule(fresh),
         },
     }
 
@@ -433,7 +421,6 @@ def plot(result: dict[str, Any]) -> None:
     rule = result.get("rule", {})
     if rule:
         rows += [
-            ("note rule 0.2 (whole set)", rule["whole_set_default_rule"]["note_rule_0_2"]),
             ("words only, held-out folds", rule["held_out"]["words_only"]),
             ("words + e5, held-out folds", rule["held_out"]["e5"]),
             ("words + e5, fresh pairs", rule["fresh_default_rule"]["e5"]),

@@ -18,6 +18,7 @@ from agentscope_mem0._mem0.model_json import MAX_ANSWER_CHARS, find_json_object
         'Here is the JSON:\n{"memory": []}\nLet me know if you need more.',
         'Sure! ```json\n{"memory": []}\n``` I kept nothing, as {asked}.',
         '<think>the {user} said hi</think>{"memory": []}',
+        '<think>a</think>Here: <think>{"b": 1}</think>{"memory": []}',
         'Keys like {this} aside: {"memory": []}',
     ],
 )
@@ -48,8 +49,9 @@ def test_no_object_or_more_than_one_is_none(answer: str) -> None:
         "{ a } " * (MAX_ANSWER_CHARS // 7),
         '{"memory": "' + "a" * (MAX_ANSWER_CHARS - 20),
         "```" * (MAX_ANSWER_CHARS // 4),
+        "<think>" * (MAX_ANSWER_CHARS // 8),
     ],
-    ids=["braces", "open-objects", "brace-prose", "unterminated", "fences"],
+    ids=["braces", "open-objects", "brace-prose", "unterminated", "fences", "unclosed-thinking"],
 )
 def test_a_hostile_answer_costs_linear_time(hostile: str) -> None:
     # The judge's old fallback regex took 1.8 s on 40k braces and grew with the

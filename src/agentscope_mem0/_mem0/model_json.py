@@ -20,7 +20,6 @@ MAX_ANSWER_CHARS = 200_000
 """Answers longer than this are not searched for JSON at all."""
 
 _FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.S)
-_THINKING = re.compile(r"<think>.*?</think>", re.S)
 _STARTS_TRIED = 4
 """Opening braces tried as the start of the object before giving up."""
 
@@ -38,7 +37,7 @@ def find_json_object(answer: Any) -> dict[str, Any] | None:
     """
     if not isinstance(answer, str) or len(answer) > MAX_ANSWER_CHARS:
         return None
-    text = _THINKING.sub("", answer).strip()
+    text = _without_thinking(answer).strip()
     try:
         whole = _DECODER.decode(text)
     except (ValueError, RecursionError):
@@ -51,6 +50,23 @@ def find_json_object(answer: Any) -> dict[str, Any] | None:
     if len(fences) == 1:
         return _only_object(fences[0])
     return _only_object(text)
+
+
+def _without_thinking(text: str) -> str:
+    """``text`` without its closed ``<think>...</think>`` blocks, in one pass.
+
+    (A lazy regex rescans the rest of the answer from every unclosed ``<think>``:
+    quadratic on an answer that repeats it.)
+    """
+    kept, position = [], 0
+    while (start := text.find("<think>", position)) >= 0:
+        end = text.find("</think>", start)
+        if end < 0:
+            break
+        kept.append(text[position:start])
+        position = end + len("</think>")
+    kept.append(text[position:])
+    return "".join(kept)
 
 
 def _only_object(text: str) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import re
 import shutil
@@ -86,9 +87,10 @@ def chat_model(base_url: str, model: str, api_key: str) -> Any:
     )
 
 
-def load(name: str, split: str) -> list[dict[str, Any]]:
+def load(name: str, split: str, ids: list[str] | None = None) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
-    return [row for row in rows if split == "all" or row["split"] == split]
+    rows = [row for row in rows if split == "all" or row["split"] == split]
+    return [row for row in rows if not ids or row["id"] in ids]
 
 
 # -- extraction ----------------------------------------------------------------------
@@ -157,6 +159,20 @@ async def extraction_case(
 
 
 def extraction_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per prompt over all its writes; ``same_cases``: only the cases both prompts ran."""
+    both = {r["case"] for r in rows if r["style"] == "mem0"} & {
+        r["case"] for r in rows if r["style"] == "compact"
+    }
+    out = _style_summary(rows)
+    if both and len(both) < len({r["case"] for r in rows}):
+        out["same_cases"] = {
+            "cases": sorted(both),
+            **_style_summary([r for r in rows if r["case"] in both]),
+        }
+    return out
+
+
+def _style_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for style in sorted({r["style"] for r in rows}):
         mine = [r for r in rows if r["style"] == style]
@@ -177,6 +193,7 @@ def extraction_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "seconds_p50": round(statistics.median(seconds), 1),
             "seconds_max": round(max(seconds), 1),
             "writes_under_60s": sum(s < 60 for s in seconds),
+            "writes_under_120s": sum(s < 120 for s in seconds),
         }
     return out
 
@@ -265,28 +282,42 @@ def judge_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def server_info(base_url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{base_url}/models", timeout=10) as answer:
+    # A llama.cpp server answers nothing while it generates (a call the
+    # previous run abandoned, another user's): wait for it.
+    with urllib.request.urlopen(f"{base_url}/models", timeout=900) as answer:
         models = [m.get("id") for m in json.loads(answer.read()).get("data", [])]
     return {"base_url": base_url, "models": models}
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from agentscope_mem0._mem0.adapters import AgentScopeLLM
+
+    # The adapter abandons an extraction call after 120 s (the write then
+    # fails and is retried later); lifted here to measure how long one takes.
+    AgentScopeLLM.timeout = args.call_timeout
     model = chat_model(args.base_url, args.model, args.api_key)
     root = Path(tempfile.mkdtemp(prefix="real-model-"))
     report: dict[str, Any] = {
         "command": " ".join(args.argv),
         "server": server_info(args.base_url),
         "model": args.model,
-        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_at_start": os.getloadavg(),
+        },
+        "extraction_call_timeout": args.call_timeout,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     try:
         if "extraction" in args.parts:
             rows = []
-            for case in load("real_model_extraction.jsonl", args.split):
+            for case in load("real_model_extraction.jsonl", args.split, args.cases):
                 # The two prompts take turns, so a slower hour of the shared
                 # server weighs on both alike.
-                for style in ("mem0", "compact"):
+                for style in args.styles:
+                    if style == "mem0" and args.mem0_cases and case["id"] not in args.mem0_cases:
+                        continue
                     row = await extraction_case(case, style, model, root / style)
                     print(
                         json.dumps(
@@ -309,7 +340,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             report["extraction"] = {"rows": rows, "summary": extraction_summary(rows)}
         if "judge" in args.parts:
             rows = []
-            for scenario in load("real_model_judge.jsonl", args.split):
+            for scenario in load("real_model_judge.jsonl", args.split, args.cases):
                 row = await judge_scenario(scenario, model, root / "judge")
                 print(
                     json.dumps(
@@ -325,6 +356,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    report["machine"]["load_average_at_end"] = os.getloadavg()
     return report
 
 
@@ -336,6 +368,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     extraction = report.get("extraction", {}).get("summary", {})
+    # Side by side on the cases both prompts ran.
+    cases = len(extraction.get("same_cases", {}).get("cases", []))
+    extraction = extraction.get("same_cases", extraction)
     if extraction:
         ax = axes[0]
         styles = [s for s in ("mem0", "compact") if s in extraction]
@@ -358,7 +393,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
             ax.bar_label(bars, fmt="%.0f")
         ax.set_xticks(range(len(labels)), labels)
         ax.set_ylim(0, 110)
-        ax.set_title("Extraction, held-out exchanges")
+        ax.set_title(f"Extraction, {cases or 'all'} held-out exchanges")
         ax.legend(loc="upper center", fontsize=8)
     judge = report.get("judge", {}).get("summary", {})
     if judge:
@@ -390,13 +425,32 @@ def main() -> None:
         "--parts", nargs="+", default=["extraction", "judge"], choices=["extraction", "judge"]
     )
     parser.add_argument("--split", default="held-out", choices=["dev", "held-out", "all"])
+    parser.add_argument(
+        "--styles", nargs="+", default=["mem0", "compact"], choices=["mem0", "compact"]
+    )
+    parser.add_argument(
+        "--mem0-cases",
+        nargs="+",
+        help="run mem0's prompt (minutes per write on a CPU) only on these extraction cases",
+    )
+    parser.add_argument(
+        "--cases", nargs="+", help="only these extraction cases / judge scenarios (by id)"
+    )
+    parser.add_argument(
+        "--call-timeout", type=float, default=900.0, help="seconds per extraction call"
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path)
-    parser.add_argument("--replot", type=Path, help="only redraw --plot from this JSON")
+    parser.add_argument(
+        "--replot", type=Path, nargs="+", help="only redraw --plot from these JSONs (merged)"
+    )
     args = parser.parse_args()
     args.argv = ["python", "benchmarks/real_model.py", *sys.argv[1:]]
     if args.replot:
-        plot(json.loads(args.replot.read_text()), args.plot)
+        merged: dict[str, Any] = {}
+        for path in args.replot:
+            merged.update(json.loads(path.read_text()))
+        plot(merged, args.plot)
         return
     report = asyncio.run(run(args))
     for part in ("extraction", "judge"):

@@ -228,11 +228,12 @@ async def judge_scenario(scenario: dict[str, Any], model: Any, folder: Path) -> 
     seconds = time.perf_counter() - started
     after = state.meter.stats()
     stored = {m["id"]: m for m in await state.backend.get_all_raw(scope, limit=50)}
-    hidden = {
-        text
-        for text, memory_id in ids.items()
-        if ((stored.get(memory_id) or {}).get("metadata") or {}).get("superseded_by")
+    metadata = {
+        text: (stored.get(memory_id) or {}).get("metadata") or {} for text, memory_id in ids.items()
     }
+    # Hidden from recall: superseded, or merged into another memory as a repeat.
+    superseded = {text for text, meta in metadata.items() if meta.get("superseded_by")}
+    hidden = superseded | {text for text, meta in metadata.items() if meta.get("duplicate_of")}
     stats = state.judge.stats()
     await mw.aclose()
     return {
@@ -241,7 +242,8 @@ async def judge_scenario(scenario: dict[str, Any], model: Any, folder: Path) -> 
         "kind": scenario["kind"],
         "old": scenario["old"],
         "new": scenario["new"],
-        "old_superseded": scenario["old"] in hidden,
+        "old_superseded": scenario["old"] in superseded,
+        "old_hidden": scenario["old"] in hidden,
         "unrelated_hidden": sorted(hidden - {scenario["old"]}),
         "skipped": stats["judge_skipped"],
         "model_calls": after["model_calls_judge"] - before["model_calls_judge"],
@@ -259,11 +261,11 @@ def judge_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "changes_caught": sum(r["old_superseded"] for r in changes),
         "changes": len(changes),
-        "lookalikes_kept": sum(not r["old_superseded"] for r in lookalikes),
+        "lookalikes_kept": sum(not r["old_hidden"] for r in lookalikes),
         "lookalikes": len(lookalikes),
         "lookalikes_kept_by_kind": {
             k: [
-                sum(not r["old_superseded"] for r in lookalikes if r["kind"] == k),
+                sum(not r["old_hidden"] for r in lookalikes if r["kind"] == k),
                 sum(r["kind"] == k for r in lookalikes),
             ]
             for k in kinds
@@ -346,7 +348,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     json.dumps(
                         {
                             k: row[k]
-                            for k in ("scenario", "old_superseded", "unrelated_hidden", "seconds")
+                            for k in (
+                                "scenario",
+                                "old_superseded",
+                                "old_hidden",
+                                "unrelated_hidden",
+                                "seconds",
+                            )
                         }
                     ),
                     flush=True,

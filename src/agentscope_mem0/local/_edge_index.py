@@ -70,6 +70,14 @@ def index_state(shard: SharedShard) -> dict[str, Any]:
         "plain_segments": kinds["plain"],
         "index": state,
         "payload_indexes": sorted(info.payload_schema),
+        "tenant_key": next(
+            (
+                name
+                for name, index in info.payload_schema.items()
+                if getattr(index.params, "is_tenant", None)
+            ),
+            None,
+        ),
     }
 
 

@@ -8,14 +8,17 @@ mem0's own ``VectorStoreConfig`` keeps its whitelist, so a config naming
 :data:`PROVIDER` without this module is still rejected.
 
 Every point carries a dense vector and a sparse ``"bm25"`` vector of its
-text's keyword terms (:class:`~agentscope_mem0.local.KeywordEncoder`; Qdrant
-applies IDF). With ``fusion="rrf"`` (the default) a search asks the engine
-for the dense and the keyword top hits under the same filter and fuses them
-by reciprocal rank (k=5, chosen on the LoCoMo dev half, see
-docs/benchmarks/embedded-recall.md) in one query; the score mem0 sees is the
-fused score scaled to (0, 1] (1.0: first in both rankings; with k=5 a hit
-found by one ranking only scores 0.5 at its top, 0.1 at its 21st place), so
-mem0's ``threshold`` applies to that rank score, not to a cosine. And
+text's keyword terms (:class:`~agentscope_mem0.local.KeywordEncoder`, the
+engine's BM25; Qdrant applies IDF). With ``fusion="rrf"`` (the default) a
+search asks the engine for the dense and the keyword top hits under the same
+filter and fuses them by weighted reciprocal rank; with ``feedback_docs`` set
+(the default: 3) the keyword query is first widened with the terms of the
+fused query's first hits and fused again (two engine queries). The settings
+and their defaults are in :mod:`agentscope_mem0._recall.fusion` (chosen by
+cross-validation on the LoCoMo dev half, see docs/benchmarks/embedded-recall.md)
+and shared with the Qdrant server provider. The score mem0 sees is the fused
+score divided by the best one possible (first in both rankings), so mem0's
+``threshold`` applies to that rank score, not to a cosine. And
 ``keyword_search`` returns ``None``, so mem0 does not add the keyword score a
 second time.
 ``fusion="none"`` searches by meaning and leaves keyword scoring to mem0.
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import math
 import os
 import uuid
 from collections.abc import Callable
@@ -38,16 +40,21 @@ from typing import Any
 
 from mem0.vector_stores.base import VectorStoreBase
 
-from ._edge import DENSE, SPARSE, SharedShard, shard_exists, shared_shard
-from ._edge_config import (
-    PROVIDER,
-    EdgeStoreConfig,
+from .._recall.fusion import (
+    DEFAULT_DENSE_WEIGHT,
+    DEFAULT_FEEDBACK_DOCS,
+    DEFAULT_FEEDBACK_WEIGHT,
+    DEFAULT_RRF_K,
     Fusion,
-    edge_config_class,
-    edge_vector_store_config,
+    expand_terms,
+    fused_top_score,
+    rrf_weights,
 )
+from ._edge import DENSE, SPARSE, SharedShard, shard_exists, shared_shard
+from ._edge_config import PROVIDER, EdgeStoreConfig, edge_config_class, edge_vector_store_config
 from ._edge_filters import build_filter
-from ._keyword import KeywordEncoder, SparseTerms
+from ._keyword import KeywordEncoder, keyword_text, sparse_vector
+from ._keyword_upgrade import rewrite_keywords
 
 __all__ = [
     "PROVIDER",
@@ -90,34 +97,6 @@ def _hit(point: Any, score: float | None = None) -> EdgeHit:
     return EdgeHit(id=str(point.id), score=score, payload=dict(point.payload or {}))
 
 
-def keyword_text(payload: dict[str, Any]) -> str:
-    """The text of a point whose keyword terms its sparse vector holds."""
-    return str(payload.get("text_lemmatized") or payload.get("data") or "")
-
-
-def sparse_vector(terms: SparseTerms | Any) -> Any:
-    """A validated engine ``SparseVector`` (a mismatched one panics inside the engine).
-
-    Raises:
-        ValueError: Indices and values differ in length, an index is not a
-            32-bit unsigned integer or repeats, or a value is not finite.
-    """
-    from qdrant_edge import SparseVector
-
-    indices = [int(i) for i in terms.indices]
-    values = [float(v) for v in terms.values]
-    if len(indices) != len(values):
-        raise ValueError(
-            f"sparse vector has {len(indices)} indices but {len(values)} values; "
-            "they must pair up one to one"
-        )
-    if any(i < 0 or i > 0xFFFFFFFF for i in indices) or len(set(indices)) != len(indices):
-        raise ValueError("sparse vector indices must be unique integers in [0, 2**32)")
-    if not all(math.isfinite(v) for v in values):
-        raise ValueError("sparse vector values must be finite numbers")
-    return SparseVector(indices=indices, values=values)
-
-
 class EdgeVectorStore(VectorStoreBase):
     """mem0 vector store on this process's shared Qdrant Edge shard.
 
@@ -135,8 +114,10 @@ class EdgeVectorStore(VectorStoreBase):
         collection_name: str = "agentscope_mem0",
         embedding_model_dims: int | None = None,
         fusion: Fusion = "rrf",
-        rrf_k: int = 5,
-        dense_weight: float = 1.0,
+        rrf_k: int = DEFAULT_RRF_K,
+        dense_weight: float = DEFAULT_DENSE_WEIGHT,
+        feedback_docs: int = DEFAULT_FEEDBACK_DOCS,
+        feedback_weight: float = DEFAULT_FEEDBACK_WEIGHT,
     ) -> None:
         if not embedding_model_dims:
             raise ValueError("the Qdrant Edge store needs embedding_model_dims")
@@ -147,23 +128,28 @@ class EdgeVectorStore(VectorStoreBase):
         self.fusion: Fusion = "none" if entities else fusion
         self.rrf_k = rrf_k
         self.dense_weight = dense_weight
+        self.feedback_docs = feedback_docs
+        self.feedback_weight = feedback_weight
         # The slot names install_keyword_encoder() and mem0's Qdrant store use.
         self._bm25_encoder: Any = KeywordEncoder()
         self._has_bm25_slot = True
         self.shard: SharedShard = shared_shard(
             self.root / collection_name, self.embedding_model_dims, user=self
         )
+        # A folder written by release 0.2 (the former encoder) is brought up to date here.
+        rewrite_keywords(self.shard, self._bm25_encoder)
 
     # --- helpers --------------------------------------------------------------
 
     def _get_bm25_encoder(self) -> Any:
         return self._bm25_encoder or None
 
-    def _sparse(self, text: str) -> Any | None:
+    def _sparse(self, text: str, *, query: bool = False) -> Any | None:
         encoder = self._get_bm25_encoder()
         if encoder is None or not text:
             return None
-        terms = next(iter(encoder.embed([text])))
+        # fastembed's shape: query_embed for searches, embed for stored texts.
+        terms = next(iter(encoder.query_embed(text) if query else encoder.embed([text])))
         return sparse_vector(terms) if len(terms.indices) else None
 
     def _dense(self, vector: Any) -> list[float]:
@@ -213,32 +199,67 @@ class EdgeVectorStore(VectorStoreBase):
         self, query: Any, vectors: Any, top_k: int = 5, filters: dict[str, Any] | None = None
     ) -> list[EdgeHit]:
         """The ``top_k`` best points under ``filters``, fused with keyword hits when on."""
-        from qdrant_edge import Fusion, Prefetch, Query, QueryRequest
+        from qdrant_edge import Query, QueryRequest, SparseVector
 
         condition = build_filter(filters)
-        dense = Query.Nearest(self._dense(vectors))
-        sparse = self._sparse(query) if self.fusion != "none" and isinstance(query, str) else None
+        dense = self._dense(vectors)
+        use_keywords = self.fusion != "none" and isinstance(query, str)
+        sparse = self._sparse(query, query=True) if use_keywords else None
         if sparse is None:
-            request = QueryRequest(limit=top_k, query=dense, filter=condition, with_payload=True)
+            request = QueryRequest(
+                limit=top_k, query=Query.Nearest(dense), filter=condition, with_payload=True
+            )
             points = self.shard.call("search", lambda s: s.query(request))
             return [_hit(p, float(p.score)) for p in points]
+        if self.feedback_docs:
+            first = self._fused(dense, sparse, condition, top_k, self.feedback_docs, feedback=True)
+            feedback = [
+                (v.indices, v.values)
+                for v in (p.vector.get(SPARSE) for p in first if isinstance(p.vector, dict))
+                if v is not None
+            ]
+            indices, values = expand_terms(
+                (sparse.indices, sparse.values), feedback, self.feedback_weight
+            )
+            sparse = SparseVector(indices=indices, values=values)
+        points = self._fused(dense, sparse, condition, top_k, top_k)
+        top = fused_top_score(self.fusion, self.rrf_k, self.dense_weight)
+        return [_hit(p, min(float(p.score) / top, 1.0)) for p in points]
+
+    def _fused(
+        self,
+        dense: list[float],
+        sparse: Any,
+        condition: Any,
+        depth: int,
+        limit: int,
+        *,
+        feedback: bool = False,
+    ) -> Any:
+        """One engine query: each ranking's ``depth`` best, fused, the ``limit`` first.
+
+        ``feedback``: the hits come with their keyword vectors instead of payloads.
+        """
+        from qdrant_edge import Fusion, Prefetch, Query, QueryRequest
+
         prefetches = [
-            Prefetch(limit=top_k, query=dense, filter=condition),
-            Prefetch(limit=top_k, query=Query.Nearest(sparse, using=SPARSE), filter=condition),
+            Prefetch(limit=depth, query=Query.Nearest(dense), filter=condition),
+            Prefetch(limit=depth, query=Query.Nearest(sparse, using=SPARSE), filter=condition),
         ]
-        if self.fusion == "dbsf":
-            fusion: Any = Fusion.Dbsf()
-            scale = 1.0 / len(prefetches)
-        else:
-            weights = [self.dense_weight, 1.0]
-            fusion = Fusion.Rrf(k=self.rrf_k, weights=weights)
-            # The engine scores 1/(k + rank) per ranking, rank from 0: the best is sum(w)/k.
-            scale = self.rrf_k / sum(weights)
-        request = QueryRequest(
-            limit=top_k, prefetches=prefetches, query=fusion, filter=condition, with_payload=True
+        fusion: Any = (
+            Fusion.Dbsf()
+            if self.fusion == "dbsf"
+            else Fusion.Rrf(k=self.rrf_k, weights=rrf_weights(self.dense_weight))
         )
-        points = self.shard.call("hybrid search", lambda s: s.query(request))
-        return [_hit(p, min(float(p.score) * scale, 1.0)) for p in points]
+        request = QueryRequest(
+            limit=limit,
+            prefetches=prefetches,
+            query=fusion,
+            filter=condition,
+            with_payload=not feedback,
+            with_vector=[SPARSE] if feedback else None,
+        )
+        return self.shard.call("hybrid search", lambda s: s.query(request))
 
     def keyword_search(
         self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
@@ -254,7 +275,7 @@ class EdgeVectorStore(VectorStoreBase):
         """The ``top_k`` best points by keyword score alone (BM25 with Qdrant's IDF)."""
         from qdrant_edge import Query, QueryRequest
 
-        sparse = self._sparse(query)
+        sparse = self._sparse(query, query=True)
         if sparse is None:
             return []
         request = QueryRequest(

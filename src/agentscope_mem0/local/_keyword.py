@@ -1,28 +1,31 @@
-"""An offline keyword (BM25) encoder for mem0's hybrid search on Qdrant.
+"""The keyword (BM25) side of hybrid search: the engine's own BM25 encoder.
 
-mem0 2.2's Qdrant store keeps a sparse ``"bm25"`` vector beside each dense
-vector and adds a keyword score to the semantic one at search time. Qdrant
-applies the IDF part of BM25 itself (the slot is created with
-``Modifier.IDF``); the encoder supplies the term-frequency part. mem0 loads
-fastembed's ``Qdrant/bm25`` model for that, which downloads on first use, so
-offline it either stalls or silently searches by meaning only.
+Every stored memory carries a sparse ``"bm25"`` vector beside its dense one;
+Qdrant applies the IDF part of BM25 itself (the slot is created with the IDF
+modifier), the encoder supplies the term-frequency part. :class:`KeywordEncoder`
+is qdrant-edge's ``Bm25`` (Snowball stemmer, the language's stop words, token
+ids hashed the way Qdrant server's BM25 hashes them), so a sparse vector means
+the same thing in the embedded store and in a Qdrant server collection.
 
-:class:`KeywordEncoder` does the same job from the standard library and
-numpy: tokenise, lowercase, drop English stop words, lightly stem, hash each
-term to a stable 32-bit index and weight it with BM25's saturated term
-frequency. Chinese and Japanese text is split into overlapping character
-pairs. :func:`install_keyword_encoder` hands it to a mem0 Qdrant store.
+One addition: the engine's word tokenizer keeps a run of Chinese or Japanese
+characters whole (a sentence would be one term), so such runs are first split
+into overlapping character pairs. Text without them is encoded exactly as
+``Bm25(Bm25Config(k=..., b=..., avg_len=..., language=...))`` encodes it.
 
-Indices differ from fastembed's: a collection written with one encoder
-should be searched with the same one.
+Documents get BM25's saturated term frequency; a query gets weight 1 for each
+distinct term, as Qdrant server's BM25 does, so that the score of a memory is
+the sum of IDF x term weight over the query's terms.
+
+:func:`install_keyword_encoder` hands the encoder to mem0's own Qdrant store
+(the ``qdrant-local`` engine), which otherwise loads fastembed and downloads.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
-import zlib
-from collections import Counter
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,87 +33,20 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "ENGLISH_STOP_WORDS",
+    "ENCODER_NAME",
     "KeywordEncoder",
     "SparseTerms",
     "install_keyword_encoder",
+    "keyword_text",
+    "sparse_vector",
 ]
 
 logger = logging.getLogger(__name__)
 
-_STOP_WORD_LIST = """
-    a about above after again against all am an and any are aren't as at be because
-    been before being below between both but by can can't cannot could couldn't did
-    didn't do does doesn't doing don't down during each few for from further had hadn't
-    has hasn't have haven't having he he'd he'll he's her here here's hers herself him
-    himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself
-    just let's me more most mustn't my myself no nor not now of off on once only or
-    other ought our ours ourselves out over own same shan't she she'd she'll she's
-    should shouldn't so some such than that that's the their theirs them themselves
-    then there there's these they they'd they'll they're they've this those through to
-    too under until up very was wasn't we we'd we'll we're we've were weren't what
-    what's when when's where where's which while who who's whom why why's will with
-    won't would wouldn't you you'd you'll you're you've your yours yourself yourselves
-"""
-ENGLISH_STOP_WORDS = frozenset(_STOP_WORD_LIST.split())
-"""Function words that carry no keyword signal."""
+ENCODER_NAME = "qdrant-bm25"
+"""Names the encoder in a store's keyword record (see :mod:`._keyword_upgrade`)."""
 
-# A word (letters, digits, inner apostrophes) or one CJK character; the
-# characters are paired up afterwards.
-_TOKEN = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
-    r"|[^\W_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
-    r"(?:['’][^\W_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)*"
-)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_KEEP_DOUBLE = frozenset("lsz")
-_VOWELS = frozenset("aeiouy")
-
-
-def light_stem(word: str) -> str:
-    """Strip common English inflections so that "hiking", "hikes" and "hiked" meet.
-
-    A deliberately small stemmer: plural ``-s``/``-es``/``-ies``, ``-ing``,
-    ``-ed``, a doubled final consonant, and a final ``-e``. Words of three
-    letters or fewer, and words that are not plain ASCII letters, are kept.
-    """
-    if len(word) <= 3 or not (word.isascii() and word.isalpha()):
-        return word
-    stem = word
-    if stem.endswith("ies"):
-        stem = stem[:-3] + "y"
-    elif stem.endswith("sses"):
-        stem = stem[:-2]
-    elif stem.endswith("s") and not stem.endswith(("ss", "us", "is")):
-        stem = stem[:-1]
-    elif stem.endswith("ing") and len(stem) >= 6 and _VOWELS & set(stem[:-3]):
-        stem = _undouble(stem[:-3])
-    elif (
-        stem.endswith("ed")
-        and not stem.endswith("eed")
-        and len(stem) >= 5
-        and _VOWELS & set(stem[:-2])
-    ):
-        stem = _undouble(stem[:-2])
-    if stem.endswith("e") and len(stem) > 3:
-        stem = stem[:-1]
-    return stem
-
-
-def _undouble(stem: str) -> str:
-    if (
-        len(stem) >= 3
-        and stem[-1] == stem[-2]
-        and stem[-1] not in _VOWELS
-        and stem[-1] not in _KEEP_DOUBLE
-    ):
-        return stem[:-1]
-    return stem
-
-
-def term_index(term: str) -> int:
-    """The stable sparse index of ``term``: CRC-32 of its UTF-8 bytes."""
-    return zlib.crc32(term.encode("utf-8"))
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,103 +60,132 @@ class SparseTerms:
     """Term weights, ``float32``, aligned with ``indices``."""
 
 
+def split_cjk(text: str) -> str:
+    """``text`` with each run of CJK characters written as its overlapping pairs."""
+
+    def pairs(match: re.Match[str]) -> str:
+        run = match.group(0)
+        return " " + " ".join(run[i : i + 2] for i in range(len(run) - 1)) + " "
+
+    return _CJK_RUN.sub(pairs, text)
+
+
 class KeywordEncoder:
-    """Turns text into BM25 term-frequency sparse vectors, offline.
+    """Turns text into BM25 sparse vectors with qdrant-edge's ``Bm25``, offline.
 
-    The IDF factor is left to Qdrant (the ``"bm25"`` slot's ``Modifier.IDF``),
-    so a term's weight here is ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg_len))``.
-
-    mem0 2.2 encodes queries with the same call as stored texts and squashes
-    the raw score with a sigmoid tuned for fastembed's scale, so the defaults
-    follow fastembed's ``Qdrant/bm25`` (``k1=1.2``, ``b=0.75``, ``avg_len=256``).
+    A document term's weight is ``tf * (k + 1) / (tf + k * (1 - b + b * len / avg_len))``;
+    a query term's is 1. The defaults are Qdrant's (``k=1.2``, ``b=0.75``,
+    ``avg_len=256``, English). Thread-safe.
 
     Args:
-        k1: Term-frequency saturation.
-        b: Length normalisation strength.
+        k: Term-frequency saturation.
+        b: Length normalisation strength, in ``[0, 1]``.
         avg_len: The document length (in terms) normalisation is relative to.
-        stem: Apply :func:`light_stem` to English words.
-        stop_words: Words to drop (lowercase).
+        language: The stemmer's and stop words' language (``"english"``, ...).
+
+    Raises:
+        ValueError: A parameter is out of range or the language is unknown.
     """
 
     def __init__(
         self,
         *,
-        k1: float = 1.2,
+        k: float = 1.2,
         b: float = 0.75,
         avg_len: float = 256.0,
-        stem: bool = True,
-        stop_words: Iterable[str] = ENGLISH_STOP_WORDS,
+        language: str = "english",
     ) -> None:
-        if k1 < 0 or not 0 <= b <= 1 or avg_len <= 0:
+        from qdrant_edge import Bm25, Bm25Config
+
+        if k < 0 or not 0 <= b <= 1 or avg_len <= 0:
             raise ValueError(
-                f"need k1 >= 0, 0 <= b <= 1 and avg_len > 0; got k1={k1}, b={b}, avg_len={avg_len}"
+                f"need k >= 0, 0 <= b <= 1 and avg_len > 0; got k={k}, b={b}, avg_len={avg_len}"
             )
-        self.k1 = float(k1)
+        self.k = float(k)
         self.b = float(b)
         self.avg_len = float(avg_len)
-        self.stem = stem
-        self.stop_words = frozenset(w.lower() for w in stop_words)
+        self.language = language
+        self._model = Bm25(Bm25Config(k=self.k, b=self.b, avg_len=self.avg_len, language=language))
+        # One call at a time: the binding's thread-safety is not documented.
+        self._lock = threading.Lock()
 
-    def tokenize(self, text: str) -> list[str]:
-        """The terms of ``text``, in order: lowercased, stop words out, stemmed."""
-        terms: list[str] = []
-        run: list[str] = []
-        for token in _TOKEN.findall(text.lower().replace("’", "'")):
-            if _CJK.fullmatch(token):
-                run.append(token)
-                continue
-            terms.extend(_pairs(run))
-            run = []
-            token = token.strip("'")
-            if not token or token in self.stop_words:
-                continue
-            if "'" in token:
-                # "caroline's" -> "caroline"; "don't" was caught as a stop word.
-                token = token.split("'", 1)[0]
-            terms.append(light_stem(token) if self.stem else token)
-        terms.extend(_pairs(run))
-        return terms
+    def settings(self) -> dict[str, Any]:
+        """What decides the vectors: stored with a store's keyword record."""
+        return {
+            "encoder": ENCODER_NAME,
+            "k": self.k,
+            "b": self.b,
+            "avg_len": self.avg_len,
+            "language": self.language,
+        }
 
-    def encode(self, text: str) -> SparseTerms:
-        """The sparse vector of one text (empty when it has no terms)."""
-        terms = self.tokenize(text)
-        counts: Counter[int] = Counter(term_index(t) for t in terms)
-        if not counts:
-            return SparseTerms(np.zeros(0, np.uint32), np.zeros(0, np.float32))
-        norm = self.k1 * (1.0 - self.b + self.b * len(terms) / self.avg_len)
-        indices = np.fromiter(sorted(counts), dtype=np.uint32, count=len(counts))
-        tf = np.array([counts[int(i)] for i in indices], dtype=np.float64)
-        values = tf * (self.k1 + 1.0) / (tf + norm)
-        return SparseTerms(indices, values.astype(np.float32))
+    def document(self, text: str) -> SparseTerms:
+        """The sparse vector of a stored text (empty when it has no terms)."""
+        with self._lock:
+            return _terms(self._model.embed_document(split_cjk(text)))
+
+    def query(self, text: str) -> SparseTerms:
+        """The sparse vector of a search query: weight 1 per distinct term."""
+        with self._lock:
+            return _terms(self._model.embed_query(split_cjk(text)))
 
     def embed(self, documents: str | Iterable[str], **kwargs: Any) -> Iterator[SparseTerms]:
         """Encode each document, as fastembed's ``SparseTextEmbedding.embed`` does.
 
+        mem0 2.2's own Qdrant store calls this for stored texts and queries alike.
+
         Args:
             documents: One text or many.
             **kwargs: Accepted for fastembed compatibility and ignored.
-
-        Returns:
-            An iterator of :class:`SparseTerms`, one per document, in order.
         """
         if isinstance(documents, str):
             documents = [documents]
-        return (self.encode(str(d)) for d in documents)
+        return (self.document(str(d)) for d in documents)
 
     def query_embed(self, query: str | Iterable[str], **kwargs: Any) -> Iterator[SparseTerms]:
-        """Same as :meth:`embed` (mem0 2.2 encodes queries with ``embed`` too)."""
-        return self.embed(query, **kwargs)
+        """Encode each query (fastembed's ``query_embed``)."""
+        if isinstance(query, str):
+            query = [query]
+        return (self.query(str(q)) for q in query)
 
 
-def _pairs(run: list[str]) -> list[str]:
-    """Overlapping character pairs of a CJK run (a lone character stays single)."""
-    if len(run) <= 1:
-        return list(run)
-    return [run[i] + run[i + 1] for i in range(len(run) - 1)]
+def _terms(vector: Any) -> SparseTerms:
+    indices = np.asarray(vector.indices, dtype=np.uint32)
+    values = np.asarray(vector.values, dtype=np.float32)
+    order = np.argsort(indices, kind="stable")
+    return SparseTerms(indices[order], values[order])
+
+
+def keyword_text(payload: dict[str, Any]) -> str:
+    """The text of a stored point whose terms its keyword vector holds."""
+    return str(payload.get("text_lemmatized") or payload.get("data") or "")
+
+
+def sparse_vector(terms: SparseTerms | Any) -> Any:
+    """A validated qdrant-edge ``SparseVector`` (a mismatched one panics inside the engine).
+
+    Raises:
+        ValueError: Indices and values differ in length, an index is not a
+            32-bit unsigned integer or repeats, or a value is not finite.
+    """
+    from qdrant_edge import SparseVector
+
+    indices = [int(i) for i in terms.indices]
+    values = [float(v) for v in terms.values]
+    if len(indices) != len(values):
+        raise ValueError(
+            f"sparse vector has {len(indices)} indices but {len(values)} values; "
+            "they must pair up one to one"
+        )
+    if any(i < 0 or i > 0xFFFFFFFF for i in indices) or len(set(indices)) != len(indices):
+        raise ValueError("sparse vector indices must be unique integers in [0, 2**32)")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError("sparse vector values must be finite numbers")
+    return SparseVector(indices=indices, values=values)
 
 
 def install_keyword_encoder(target: Any, encoder: KeywordEncoder | None = None) -> bool:
-    """Make mem0's Qdrant store use an offline keyword encoder, enabling hybrid search.
+    """Make mem0's Qdrant store use the offline keyword encoder, enabling hybrid search.
 
     Install it before the first memory is stored: memories stored without it
     have no keyword vector. ``AsyncMemory.reset()`` builds a new store object,

@@ -2,8 +2,9 @@
 
 Release 0.1 kept memories in ``<folder>/qdrant/`` through qdrant-client's
 local mode. On the first open by the Qdrant Edge engine, every point of the
-memory and entity collections there is copied, with its id, payload, dense
-vector and keyword vector, into shards under ``<folder>/edge.migrating/``;
+memory and entity collections there is copied, with its id, payload and dense
+vector, into shards under ``<folder>/edge.migrating/``, its keyword vector
+written anew from its text with the engine's BM25 (see :mod:`._keyword`);
 the copy is counted and checked point by point, and only then renamed to
 ``<folder>/edge/`` in one step. The old ``qdrant/`` folder is left alone (delete
 it once you are satisfied). A failure removes the half-built copy, leaves the
@@ -127,8 +128,8 @@ def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> in
 
     from .._mem0.vectors import qdrant_vector_size
     from ._edge import SPARSE, SharedShard
-    from ._edge_provider import keyword_text, sparse_vector
-    from ._keyword import KeywordEncoder
+    from ._keyword import KeywordEncoder, keyword_text, sparse_vector
+    from ._keyword_upgrade import write_keyword_record
 
     size = qdrant_vector_size(client, name)
     if size is None:
@@ -157,13 +158,11 @@ def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> in
                 dense = [float(v) for v in vectors[DENSE]]
                 payload = dict(record.payload or {})
                 named: dict[str, Any] = {DENSE: dense}
-                old_sparse = vectors.get(SPARSE)
-                if old_sparse is not None:
-                    named[SPARSE] = sparse_vector(_Terms(old_sparse.indices, old_sparse.values))
-                else:
-                    terms = encoder.encode(keyword_text(payload))
-                    if len(terms.indices):
-                        named[SPARSE] = sparse_vector(terms)
+                # The keyword vector is derived from the text: written anew with
+                # the engine's BM25 (0.1's vectors came from the former encoder).
+                terms = encoder.document(keyword_text(payload))
+                if len(terms.indices):
+                    named[SPARSE] = sparse_vector(terms)
                 points.append(Point(id=str(record.id), vector=named, payload=payload))
                 copied[str(record.id)] = (dense, payload)
             if points:
@@ -173,17 +172,10 @@ def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> in
             if offset is None:
                 break
         _verify(shard, copied, name)
+        write_keyword_record(path, encoder)
     finally:
         shard.close()
     return len(copied)
-
-
-class _Terms:
-    """A qdrant-client sparse vector in the shape :func:`sparse_vector` reads."""
-
-    def __init__(self, indices: list[int], values: list[float]) -> None:
-        self.indices = indices
-        self.values = values
 
 
 def _verify(shard: Any, copied: dict[str, tuple[list[float], dict[str, Any]]], name: str) -> None:

@@ -309,7 +309,7 @@ def test_documented_configs_build_a_memory_config(index: int) -> None:
     exec(snippets[index], namespace)
     config = _build(namespace["mem0_config"], dims=384)
     store = config.vector_store.config
-    assert config.vector_store.provider in {"pgvector", "qdrant"}
+    assert config.vector_store.provider in {"pgvector", "agentscope_qdrant"}
     assert store.embedding_model_dims == 384
     assert config.llm.provider == config.embedder.provider == "agentscope"
 

@@ -6,8 +6,9 @@ The hierarchy::
     ├── ConfigurationError (also ValueError)      a usage mistake; the message
     │   ├── DimensionMismatchError                says what to change
     │   ├── StoreLockedError                      another process owns the folder
-    │   └── MigrationError                        a release-0.1 folder was not
-    │                                             moved; it is left as it was
+    │   └── MigrationError                        a folder was not moved to Qdrant
+    │                                             Edge or copied to a server; it
+    │                                             is left as it was
     ├── InvalidStateError                         used in a state that cannot
     │                                             work: a closed middleware, a sync
     │                                             call on the bridge's own loop
@@ -81,7 +82,8 @@ class StoreLockedError(ConfigurationError):
 
 
 class MigrationError(ConfigurationError):
-    """A release-0.1 folder could not be moved onto Qdrant Edge; it was left as it was."""
+    """A folder could not be moved onto Qdrant Edge (from release 0.1) or copied
+    into a Qdrant server (``migrate --to``); the folder was left as it was."""
 
 
 class BridgeError(Mem0MiddlewareError):

@@ -145,10 +145,17 @@ def qdrant_server_config(
     collection: str = DEFAULT_COLLECTION,
     on_disk: bool = True,
     history_db_path: str | None = None,
+    hybrid: bool = True,
 ) -> dict[str, Any]:
     """mem0 ``MemoryConfig`` fields for a Qdrant server or cluster.
 
-    mem0 talks to Qdrant over REST (port 6333 by default).
+    mem0 talks to Qdrant over REST (port 6333 by default). By default the
+    store is this package's provider (``agentscope_qdrant``, see
+    :mod:`agentscope_mem0._server.qdrant_store`): the same keyword vectors and
+    the same fused dense + keyword query as the embedded store, in one Query
+    API call, with ``user_id`` indexed as the tenant key. It needs Qdrant 1.17
+    or later (weighted RRF, collection metadata). A collection written before
+    by mem0's own provider gets its keyword vectors rewritten on first open.
 
     Args:
         url: The server's URL, e.g. ``http://localhost:6333`` or
@@ -160,6 +167,8 @@ def qdrant_server_config(
         on_disk: Keep the vectors on the server's disk rather than in its RAM.
         history_db_path: mem0's history database (SQLite in mem0 2.2);
             ``None``: in the data folder, as for :func:`pgvector_config`.
+        hybrid: ``False`` selects mem0's own Qdrant provider instead (dense
+            search, plus mem0's keyword rescoring when fastembed is installed).
 
     Returns:
         ``vector_store`` (and ``history_db_path`` when given) for ``mem0_config=``.
@@ -188,7 +197,13 @@ def qdrant_server_config(
         # without a key the server is addressed by host and port.
         port = parts.port or (443 if parts.scheme == "https" else 6333)
         store.update(host=parts.hostname, port=port, https=parts.scheme == "https")
-    config: dict[str, Any] = {"vector_store": {"provider": "qdrant", "config": store}}
+    if hybrid:
+        from ._server.qdrant_config import PROVIDER
+
+        provider = PROVIDER
+    else:
+        provider = "qdrant"
+    config: dict[str, Any] = {"vector_store": {"provider": provider, "config": store}}
     if history_db_path is not None:
         config["history_db_path"] = history_db_path
     return config

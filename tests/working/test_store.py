@@ -316,20 +316,26 @@ def test_qdrant_compare_and_set_loses_no_update(tmp_path: Path) -> None:
 
 
 def test_qdrant_server_config_selects_the_qdrant_store(tmp_path: Path) -> None:
-    """The selection for a Qdrant server, without a server: mem0's own config
-    object and a real (unconnected) remote client."""
-    from mem0.configs.base import MemoryConfig
+    """The selection for a Qdrant server, without a server: the server config
+    (the package's provider, or mem0's own) and a real (unconnected) remote client."""
     from qdrant_client import QdrantClient
 
     from agentscope_mem0 import QdrantWorkingStore
     from agentscope_mem0.backends import qdrant_server_config
+    from agentscope_mem0.local import memory_config_from
 
-    config = MemoryConfig(**qdrant_server_config("http://qdrant.invalid:6333", dims=8))
+    config = memory_config_from(qdrant_server_config("http://qdrant.invalid:6333", dims=8))
+    assert config.vector_store.provider == "agentscope_qdrant"  # the package's provider
     remote = QdrantClient(host="qdrant.invalid", port=6333, check_compatibility=False)
     client = SimpleNamespace(config=config, vector_store=SimpleNamespace(client=remote))
     store = store_for_client(client)
     assert isinstance(store, QdrantWorkingStore)
     assert store.collection == "agentscope_mem0_working" and store.client is remote
+    own = memory_config_from(
+        qdrant_server_config("http://qdrant.invalid:6333", dims=8, hybrid=False)
+    )
+    client = SimpleNamespace(config=own, vector_store=SimpleNamespace(client=remote))
+    assert isinstance(store_for_client(client), QdrantWorkingStore)
     local = SimpleNamespace(
         config=config, vector_store=SimpleNamespace(client=QdrantClient(":memory:"))
     )

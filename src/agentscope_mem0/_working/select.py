@@ -48,7 +48,7 @@ def store_for_client(client: Any, *, folder: str | os.PathLike[str] | None = Non
         from .remote import PostgresWorkingStore, pgvector_dsn
 
         return PostgresWorkingStore(pgvector_dsn(settings), table=working_table_name(collection))
-    if provider == "qdrant":
+    if provider in ("qdrant", "agentscope_qdrant"):  # mem0's provider, or this package's
         qdrant = getattr(getattr(client, "vector_store", None), "client", None)
         if _qdrant_is_remote(qdrant):
             from .remote import QdrantWorkingStore

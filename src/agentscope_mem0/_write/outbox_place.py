@@ -38,6 +38,10 @@ __all__ = ["default_outbox_dir", "hosted_outbox_dir", "outbox_dir_for_config"]
 logger = logging.getLogger(__name__)
 
 _MEMORY = ("", ":memory:")
+# The same collection on the same server, whichever provider serves it (this
+# package's Qdrant provider replaced mem0's in 0.3): one outbox, so a write
+# queued before an upgrade is replayed after it.
+_SAME_STORE = {"agentscope_qdrant": "qdrant"}
 _HOSTED_DEFAULT = "https://api.mem0.ai"
 
 # The settings that say where a store's data is (server, database, table or
@@ -88,6 +92,7 @@ def _dsn_parts(dsn: str) -> dict[str, str]:
 def _store_identity(vector_store: Any) -> tuple[str, dict[str, Any], str | None]:
     """The vector store's provider, the settings naming its data and its local path."""
     provider = str(getattr(vector_store, "provider", "") or "store")
+    provider = _SAME_STORE.get(provider, provider)
     config: Any = getattr(vector_store, "config", None)
     if hasattr(config, "model_dump"):
         fields = config.model_dump()

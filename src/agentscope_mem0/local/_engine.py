@@ -116,24 +116,31 @@ def embedded_store_config(
 
 
 def memory_config_from(fields: dict[str, Any]) -> MemoryConfig:
-    """``MemoryConfig(**fields)``, also when the vector store is the Qdrant Edge provider.
+    """``MemoryConfig(**fields)``, also when the vector store is one of this package's providers.
 
     mem0's ``VectorStoreConfig`` rejects providers outside its whitelist, so a
-    vector store naming :data:`~._edge_provider.PROVIDER` is built with this
-    package's own config class and set after the rest is validated.
+    vector store naming the Qdrant Edge provider (:data:`~._edge_config.PROVIDER`)
+    or the Qdrant server one (:data:`agentscope_mem0._server.qdrant_config.PROVIDER`)
+    is built with that provider's own config class and set after the rest is
+    validated.
     """
     from mem0.configs.base import MemoryConfig
 
-    from ._edge_provider import PROVIDER, edge_config_class
+    from .._server.qdrant_config import PROVIDER as QDRANT_PROVIDER
+    from .._server.qdrant_config import qdrant_config_class
+    from ._edge_config import PROVIDER as EDGE_PROVIDER
+    from ._edge_config import edge_config_class
 
     store = fields.get("vector_store")
-    config_class = edge_config_class()
-    if isinstance(store, config_class):
-        edge = store
-    elif isinstance(store, dict) and store.get("provider") == PROVIDER:
-        edge = config_class(**store)
-    else:
+    classes = {EDGE_PROVIDER: edge_config_class, QDRANT_PROVIDER: qdrant_config_class}
+    ours: Any = None
+    for provider, config_class in classes.items():
+        if isinstance(store, config_class()):
+            ours = store
+        elif isinstance(store, dict) and store.get("provider") == provider:
+            ours = config_class()(**store)
+    if ours is None:
         return MemoryConfig(**fields)
     config = MemoryConfig(**{k: v for k, v in fields.items() if k != "vector_store"})
-    config.vector_store = edge
+    config.vector_store = ours
     return config

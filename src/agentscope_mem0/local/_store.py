@@ -293,7 +293,8 @@ def share_local_qdrant(config: MemoryConfig) -> MemoryConfig:
     from mem0.configs.vector_stores.qdrant import QdrantConfig
 
     store = config.vector_store.config
-    if config.vector_store.provider != "qdrant" or not isinstance(store, QdrantConfig):
+    # mem0's Qdrant store, or this package's server provider (a QdrantConfig too).
+    if not isinstance(store, QdrantConfig):
         return config
     # The same test mem0 2.2's Qdrant store uses to pick a server over a path.
     remote = store.api_key or store.url or (store.host and store.port) or store.https is not None

@@ -1,0 +1,248 @@
+"""mem0's vector store on a Qdrant server, with the embedded default's hybrid search.
+
+:class:`HybridQdrant` is mem0 2.2's own Qdrant store (its filters, listing,
+deletes, collection layout: an unnamed dense vector and a ``"bm25"`` sparse
+vector with Qdrant's IDF modifier) with three changes that make a server
+search like the embedded store:
+
+* keyword vectors come from :class:`~agentscope_mem0.local.KeywordEncoder`
+  (the engine's BM25), the same vectors the embedded store holds, so a
+  folder copied to the server (``agentscope-mem0 migrate --to``) is searched
+  the same way; collections written otherwise are rewritten on first open
+  (see :mod:`.keywords`);
+* ``search`` is one Query API call: the dense and the keyword top hits under
+  the same filter, fused by the engine with the same settings and the same
+  score scale as the embedded store (see
+  :mod:`agentscope_mem0._recall.fusion`), and ``keyword_search`` returns
+  ``None`` so that mem0 does not add a keyword score a second time;
+* ``user_id`` is indexed as the tenant key (``is_tenant``), so the server
+  keeps each user's points together.
+
+It speaks qdrant-client's Query API, which qdrant-client's local mode
+(``path=...``) speaks too; the tests run it there.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mem0.vector_stores.qdrant import Qdrant
+
+from .._recall.fusion import (
+    DEFAULT_DENSE_WEIGHT,
+    DEFAULT_FEEDBACK_DOCS,
+    DEFAULT_FEEDBACK_WEIGHT,
+    DEFAULT_RRF_K,
+    Fusion,
+    expand_terms,
+    fused_top_score,
+    rrf_weights,
+)
+from ..local._keyword import KeywordEncoder, keyword_text
+from .keywords import SPARSE, rewrite_collection_keywords
+
+__all__ = ["HybridQdrant"]
+
+logger = logging.getLogger(__name__)
+
+_ENTITY_SUFFIX = "_entities"  # mem0 2.2's entity collection, searched by meaning only
+_SCOPE_FIELDS = ("user_id", "agent_id", "run_id", "actor_id")
+_TENANT_FIELD = "user_id"
+
+
+class HybridQdrant(Qdrant):
+    """mem0's Qdrant store with the embedded store's keyword vectors and fused search.
+
+    Built by mem0's ``VectorStoreFactory`` from
+    :class:`~.qdrant_config.HybridQdrantConfig`'s fields: mem0's Qdrant
+    settings plus the fusion settings (``fusion``, ``rrf_k``, ``dense_weight``,
+    ``feedback_docs``, ``feedback_weight``).
+    """
+
+    def __init__(
+        self,
+        *,
+        collection_name: str,
+        embedding_model_dims: int,
+        client: Any = None,
+        host: str | None = None,
+        port: int | None = None,
+        path: str | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        https: bool | None = None,
+        on_disk: bool = False,
+        fusion: Fusion = "rrf",
+        rrf_k: int = DEFAULT_RRF_K,
+        dense_weight: float = DEFAULT_DENSE_WEIGHT,
+        feedback_docs: int = DEFAULT_FEEDBACK_DOCS,
+        feedback_weight: float = DEFAULT_FEEDBACK_WEIGHT,
+    ) -> None:
+        self.fusion: Fusion = "none" if collection_name.endswith(_ENTITY_SUFFIX) else fusion
+        self.rrf_k = rrf_k
+        self.dense_weight = dense_weight
+        self.feedback_docs = feedback_docs
+        self.feedback_weight = feedback_weight
+        super().__init__(
+            collection_name=collection_name,
+            embedding_model_dims=embedding_model_dims,
+            client=client,
+            host=host,
+            port=port,
+            path=path,
+            url=url,
+            api_key=api_key,
+            https=https,
+            on_disk=on_disk,
+        )
+        # mem0 2.2.1 would lazily load fastembed here; a preset encoder is used as is.
+        self._bm25_encoder: Any = KeywordEncoder()
+        if self._has_bm25_slot:
+            rewrite_collection_keywords(self.client, self.collection_name, self._bm25_encoder)
+
+    # --- collection ----------------------------------------------------------
+
+    def _create_filter_indexes(self) -> None:
+        """Keyword indexes on the scope fields, ``user_id`` as the tenant key (servers only)."""
+        # qdrant-client's local mode has no payload indexes (it warns when asked).
+        if self.is_local or type(getattr(self.client, "_client", None)).__name__ != "QdrantRemote":
+            return
+        from qdrant_client import models
+
+        existing = self.client.get_collection(self.collection_name).payload_schema or {}
+        for name in _SCOPE_FIELDS:
+            if name in existing:
+                continue
+            schema: Any = (
+                models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+                if name == _TENANT_FIELD
+                else models.PayloadSchemaType.KEYWORD
+            )
+            try:
+                self.client.create_payload_index(
+                    collection_name=self.collection_name, field_name=name, field_schema=schema
+                )
+            except Exception as exc:  # local mode and some servers refuse; search still works
+                logger.debug("no payload index on %s in %s: %s", name, self.collection_name, exc)
+
+    # --- search --------------------------------------------------------------
+
+    def _query_terms(self, query: Any) -> Any | None:
+        from qdrant_client import models
+
+        encoder = self._get_bm25_encoder()
+        if encoder is None or not isinstance(query, str) or not self._has_bm25_slot:
+            return None
+        terms = next(iter(encoder.query_embed(query)))
+        if not len(terms.indices):
+            return None
+        return models.SparseVector(indices=terms.indices.tolist(), values=terms.values.tolist())
+
+    def search(
+        self,
+        query: str,
+        vectors: list[float],
+        top_k: int = 5,
+        filters: dict[str, Any] | None = None,
+    ) -> list[Any]:
+        """The ``top_k`` best points under ``filters``, fused with keyword hits when on."""
+        from qdrant_client import models
+
+        sparse = self._query_terms(query) if self.fusion != "none" else None
+        if sparse is None:
+            return super().search(query, vectors, top_k=top_k, filters=filters)
+        condition = self._create_filter(filters) if filters else None
+        dense = [float(v) for v in vectors]
+        if self.feedback_docs:
+            first = self._fused(dense, sparse, condition, top_k, self.feedback_docs, feedback=True)
+            feedback = [
+                (v.indices, v.values)
+                for v in (p.vector.get(SPARSE) for p in first if isinstance(p.vector, dict))
+                if v is not None
+            ]
+            indices, values = expand_terms(
+                (sparse.indices, sparse.values), feedback, self.feedback_weight
+            )
+            sparse = models.SparseVector(indices=indices, values=values)
+        points = self._fused(dense, sparse, condition, top_k, top_k)
+        top = fused_top_score(self.fusion, self.rrf_k, self.dense_weight)
+        return [p.model_copy(update={"score": min(float(p.score) / top, 1.0)}) for p in points]
+
+    def _fused(
+        self,
+        dense: list[float],
+        sparse: Any,
+        condition: Any,
+        depth: int,
+        limit: int,
+        *,
+        feedback: bool = False,
+    ) -> list[Any]:
+        """One Query API call: each ranking's ``depth`` best, fused, the ``limit`` first.
+
+        ``feedback``: the hits come with their keyword vectors instead of payloads.
+        """
+        from qdrant_client import models
+
+        prefetch = [
+            models.Prefetch(query=dense, filter=condition, limit=depth),
+            models.Prefetch(query=sparse, using=SPARSE, filter=condition, limit=depth),
+        ]
+        fusion: Any = (
+            models.FusionQuery(fusion=models.Fusion.DBSF)
+            if self.fusion == "dbsf"
+            else models.RrfQuery(
+                rrf=models.Rrf(k=self.rrf_k, weights=rrf_weights(self.dense_weight))
+            )
+        )
+        return list(
+            self.client.query_points(
+                collection_name=self.collection_name,
+                prefetch=prefetch,
+                query=fusion,
+                query_filter=condition,
+                limit=limit,
+                with_payload=not feedback,
+                with_vectors=[SPARSE] if feedback else False,
+            ).points
+        )
+
+    def keyword_search(
+        self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
+    ) -> list[Any] | None:
+        """Keyword hits for mem0 to add; ``None`` when :meth:`search` already fuses them."""
+        if self.fusion != "none":
+            return None
+        return super().keyword_search(query, top_k=top_k, filters=filters)
+
+    # --- writes ----------------------------------------------------------------
+
+    def update(
+        self,
+        vector_id: Any,
+        vector: list[float] | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> None:
+        """mem0's update; a payload-only update also refreshes the keyword vector.
+
+        (mem0 2.2.1's own Qdrant store leaves it stale.)
+        """
+        from qdrant_client import models
+
+        super().update(vector_id, vector=vector, payload=payload)
+        encoder = self._get_bm25_encoder()
+        if vector is not None or payload is None or encoder is None or not self._has_bm25_slot:
+            return
+        text = keyword_text(payload)
+        if not text:
+            return
+        terms = next(iter(encoder.embed([text])))
+        if not len(terms.indices):
+            self.client.delete_vectors(self.collection_name, vectors=[SPARSE], points=[vector_id])
+            return
+        sparse = models.SparseVector(indices=terms.indices.tolist(), values=terms.values.tolist())
+        self.client.update_vectors(
+            self.collection_name,
+            points=[models.PointVectors(id=vector_id, vector={SPARSE: sparse})],
+        )

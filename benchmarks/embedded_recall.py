@@ -38,20 +38,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
-import types
 from collections import Counter
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -59,338 +53,28 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _locomo import CachedE5Embedding, load_conversations
-from _recall_cv import cross_validate, in_sample, mean_recall
+from _recall_cv import cross_validate, in_sample
 from _recall_report import plot, render
+from _recall_score import TOP_K, choose, recalls, summary
+from _recall_stores import build_stores, keyword_only, rank_all, said_at, store_turns
+from _recall_variants import (
+    RELEASE_02_DEFAULT,
+    configured,
+    configured_server,
+    package_defaults,
+    variant_grid,
+)
 
-from agentscope_mem0 import build_local_memory, build_mem0_config
-from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._scope import Scope
-from agentscope_mem0.local import close_shared_clients, install_keyword_encoder
-from agentscope_mem0.testing import ScriptedChatModel
+from agentscope_mem0.local import close_shared_clients
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo"
 OUT_DIR = ROOT / "docs" / "benchmarks"
-RELEASE_02 = "30d9697"  # the commit of release 0.2
-KS = (5, 10)
-TOP_K = max(KS)
 
 logger = logging.getLogger("embedded_recall")
 
 
 # --- the variants ------------------------------------------------------------
-
-
-def variant_grid(quick: bool) -> dict[str, dict[str, Any]]:
-    """Name -> settings. ``family`` says which question a variant answers."""
-    grid: dict[str, dict[str, Any]] = {}
-    ks = (3, 5, 10) if quick else (2, 3, 5, 10, 20, 60)
-    weights = (0.7, 1.0, 1.5) if quick else (0.5, 0.7, 1.0, 1.5, 2.0)
-    for k in ks:
-        for w in weights:
-            grid[f"rrf-k{k}-w{w}"] = {"family": "fusion", "rrf_k": k, "dense_weight": w}
-    grid["dbsf"] = {"family": "fusion", "fusion": "dbsf"}
-    docs = (2, 3) if quick else (2, 3, 5)
-    gammas = (1.0,) if quick else (0.5, 1.0, 2.0)
-    fb_ks = (5,) if quick else (3, 5, 10)
-    fb_weights = (1.0,) if quick else (0.7, 1.0, 1.5)
-    for m in docs:
-        for g in gammas:
-            for k in fb_ks:
-                for w in fb_weights:
-                    grid[f"feedback-m{m}-g{g}-k{k}-w{w}"] = {
-                        "family": "feedback",
-                        "rrf_k": k,
-                        "dense_weight": w,
-                        "feedback_docs": m,
-                        "feedback_weight": g,
-                    }
-    for lam in (0.5, 0.7, 0.9):
-        grid[f"mmr-{lam}"] = {"family": "mmr", "rrf_k": 5, "mmr": lam}
-    for w in (0.1, 0.3, 1.0):
-        grid[f"recency-{w}"] = {"family": "recency", "rrf_k": 5, "recency": w}
-    for k in (3, 5, 10):
-        grid[f"idf-user-k{k}"] = {"family": "idf-user", "rrf_k": k, "idf_user": True}
-    return grid
-
-
-PROVIDER_FIELDS = ("fusion", "rrf_k", "dense_weight", "feedback_docs", "feedback_weight")
-BASE = {
-    "fusion": "rrf",
-    "rrf_k": 5,
-    "dense_weight": 1.0,
-    "feedback_docs": 0,
-    "feedback_weight": 1.0,
-}
-RELEASE_02_DEFAULT = {"fusion": "rrf", "rrf_k": 5, "dense_weight": 1.0}
-
-
-@contextlib.contextmanager
-def configured(store: Any, settings: dict[str, Any], latest: dict[str, str]) -> Iterator[None]:
-    """The Edge store searching with ``settings``; experiments patch its engine query."""
-    saved = {name: getattr(store, name) for name in PROVIDER_FIELDS}
-    for name in PROVIDER_FIELDS:
-        setattr(store, name, {**BASE, **settings}.get(name, BASE[name]))
-    patches = {k: settings[k] for k in ("mmr", "recency", "idf_user") if k in settings}
-    if patches:
-        store.search = types.MethodType(_experimental_search(patches, latest), store)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(store, name, value)
-        store.__dict__.pop("search", None)
-
-
-def _experimental_search(patches: dict[str, Any], latest: dict[str, str]) -> Any:
-    """A search whose final engine query adds MMR, a recency formula or per-user IDF."""
-    from qdrant_edge import (
-        DecayKind,
-        Expression,
-        Formula,
-        Fusion,
-        IdfParams,
-        Mmr,
-        Prefetch,
-        Query,
-        QueryRequest,
-        SearchParams,
-    )
-
-    from agentscope_mem0._recall.fusion import rrf_weights
-    from agentscope_mem0.local._edge import SPARSE
-
-    def fused(self: Any, dense: Any, sparse: Any, condition: Any, depth: int, limit: int, **_: Any):
-        params = SearchParams(idf=IdfParams(corpus=condition)) if patches.get("idf_user") else None
-        inner = [
-            Prefetch(limit=depth, query=Query.Nearest(dense), filter=condition),
-            Prefetch(
-                limit=depth,
-                query=Query.Nearest(sparse, using=SPARSE),
-                filter=condition,
-                params=params,
-            ),
-        ]
-        rrf = Fusion.Rrf(k=self.rrf_k, weights=rrf_weights(self.dense_weight))
-        if "mmr" in patches:
-            outer = [Prefetch(limit=depth, prefetches=inner, query=rrf, filter=condition)]
-            query: Any = Mmr(dense, patches["mmr"], depth)
-        elif "recency" in patches:
-            outer = [Prefetch(limit=depth, prefetches=inner, query=rrf, filter=condition)]
-            # score x (1 + w * exp-decay of the time since it was said, half-life 30 days)
-            decay = Expression.Decay(
-                DecayKind.Exp,
-                Expression.DatetimeKey("said_at"),
-                target=Expression.Datetime(self._now),
-                midpoint=0.5,
-                scale=30 * 86400.0,
-            )
-            boost = Expression.Sum(
-                [
-                    Expression.Constant(1.0),
-                    Expression.Mult([Expression.Constant(patches["recency"]), decay]),
-                ]
-            )
-            query = Formula(Expression.Mult([Expression.Variable("$score"), boost]))
-        else:
-            outer, query = inner, rrf
-        request = QueryRequest(
-            limit=limit, prefetches=outer, query=query, filter=condition, with_payload=True
-        )
-        return self.shard.call("experiment", lambda s: s.query(request))
-
-    def search(self: Any, query: Any, vectors: Any, top_k: int = 5, filters: Any = None) -> Any:
-        self._now = latest.get((filters or {}).get("user_id"), datetime.now(UTC).isoformat())
-        self._fused = types.MethodType(fused, self)
-        try:
-            return type(self).search(self, query, vectors, top_k, filters)
-        finally:
-            del self._fused
-
-    return search
-
-
-# --- the stores --------------------------------------------------------------
-
-
-def release_02_encoder() -> Any:
-    """Release 0.2's keyword encoder, loaded from this repository's history."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{RELEASE_02}:src/agentscope_mem0/local/_keyword.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    module = types.ModuleType("release_02_keyword")
-    exec(compile(source, "release_02_keyword.py", "exec"), module.__dict__)
-    return module.KeywordEncoder()
-
-
-def said_at(date: str, position: int) -> str:
-    """A turn's time: its session's date (LoCoMo's "1:56 pm on 8 May, 2023") plus its place."""
-    try:
-        start = datetime.strptime(date.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-    except ValueError:
-        start = datetime(2023, 1, 1, tzinfo=UTC)
-    return (start + timedelta(seconds=position)).isoformat()
-
-
-def build_stores(folder: Path, model: Any) -> dict[str, Any]:
-    """The four mem0 clients, empty."""
-    chat = ScriptedChatModel()
-    edge = build_local_memory(chat, embedding_model=model, folder=folder / "edge")
-    old_edge = build_local_memory(chat, embedding_model=model, folder=folder / "edge-0.2")
-    old_edge.vector_store._bm25_encoder = release_02_encoder()
-
-    def server(provider: str, name: str) -> Any:
-        from mem0 import AsyncMemory
-
-        fields = {
-            "vector_store": {
-                "provider": provider,
-                "config": {
-                    "collection_name": "locomo",
-                    "embedding_model_dims": model.dimensions,
-                    "path": str(folder / name),
-                },
-            },
-            "history_db_path": str(folder / f"{name}-history.db"),
-        }
-        config = build_mem0_config(chat_model=chat, embedding_model=model, mem0_config=fields)
-        return AsyncMemory(config=config)
-
-    new_server = server("agentscope_qdrant", "server")
-    old_server = server("qdrant", "server-0.2")
-    install_keyword_encoder(old_server, release_02_encoder())
-    return {"edge": edge, "edge-0.2": old_edge, "server": new_server, "server-0.2": old_server}
-
-
-async def store_turns(
-    memory: Any, conversations: list[dict[str, Any]]
-) -> tuple[dict[str, str], float]:
-    """Every turn, one ``add`` each; returns memory id -> turn id, and the seconds taken."""
-    backend = Mem0Backend(memory)
-    to_turn: dict[str, str] = {}
-    started = time.perf_counter()
-    for conv in conversations:
-        scope = Scope(user_id=conv["id"])
-        for turn in conv["turns"]:
-            message = {"role": "user", "content": turn["text"], "said_at": turn["said_at"]}
-            results = await backend.add(
-                [message], scope, infer=False, metadata={"dia_id": turn["dia_id"]}
-            )
-            for result in results:
-                to_turn[str(result["id"])] = turn["dia_id"]
-    return to_turn, time.perf_counter() - started
-
-
-async def rank_all(
-    memory: Any, to_turn: dict[str, str], conversations: list[dict[str, Any]]
-) -> tuple[dict[str, list[list[str]]], float]:
-    """Conversation -> the turn ids found for each of its questions; and seconds per search."""
-    backend = Mem0Backend(memory)
-    out: dict[str, list[list[str]]] = {}
-    started = time.perf_counter()
-    count = 0
-    for conv in conversations:
-        scope = Scope(user_id=conv["id"])
-        rows = []
-        for q in conv["questions"]:
-            hits = await backend.search(q["question"], scope, top_k=TOP_K)
-            rows.append([to_turn.get(str(h.id), "?") for h in hits])
-            count += 1
-        out[conv["id"]] = rows
-    return out, (time.perf_counter() - started) / max(count, 1)
-
-
-def keyword_only(memory: Any, to_turn: dict[str, str], conversations: list[dict[str, Any]]) -> Any:
-    """The engine's BM25 alone (the store's keyword ranking, not a mem0 path)."""
-    out = {}
-    for conv in conversations:
-        rows = []
-        for q in conv["questions"]:
-            hits = memory.vector_store.keyword_hits(
-                q["question"], top_k=TOP_K, filters={"user_id": conv["id"]}
-            )
-            rows.append([to_turn.get(str(h.id), "?") for h in hits])
-        out[conv["id"]] = rows
-    return out
-
-
-# --- scoring -----------------------------------------------------------------
-
-
-def recalls(
-    rankings: dict[str, list[list[str]]], conversations: list[dict[str, Any]], k: int
-) -> dict[str, list[float]]:
-    """Conversation -> recall@k of each answerable (category 1-4) question."""
-    out: dict[str, list[float]] = {}
-    for conv in conversations:
-        values = []
-        for ranking, q in zip(rankings[conv["id"]], conv["questions"], strict=True):
-            if q["category"] != 5:
-                values.append(len(set(ranking[:k]) & set(q["evidence"])) / len(q["evidence"]))
-        out[conv["id"]] = values
-    return out
-
-
-def summary(rankings: dict[str, list[list[str]]], conversations: list[dict[str, Any]]) -> dict:
-    ids = [c["id"] for c in conversations]
-    row: dict[str, Any] = {}
-    for k in KS:
-        per_conv = recalls(rankings, conversations, k)
-        row[f"recall@{k}"] = round(mean_recall(per_conv, ids), 4)
-        row[f"recall@{k}_by_conversation"] = {c: round(mean_recall(per_conv, [c]), 4) for c in ids}
-    by_cat: dict[str, list[float]] = {}
-    for conv in conversations:
-        for ranking, q in zip(rankings[conv["id"]], conv["questions"], strict=True):
-            if q["category"] != 5:
-                hit = len(set(ranking[:TOP_K]) & set(q["evidence"])) / len(q["evidence"])
-                by_cat.setdefault(str(q["category"]), []).append(hit)
-    row["recall@10_by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(by_cat.items())}
-    return row
-
-
-def choose(
-    grid: dict[str, dict[str, Any]],
-    per_variant: dict[str, dict[str, list[float]]],
-    conversations: list[str],
-    fit: int,
-) -> dict[str, Any]:
-    """Cross-validated choice within each family, and within the families kept."""
-    families = sorted({v["family"] for v in grid.values()} - {"fusion"})
-    fusion = [n for n, v in grid.items() if v["family"] == "fusion"]
-
-    def evaluate(candidates: list[str]) -> dict[str, Any]:
-        folds = cross_validate(per_variant, candidates, conversations, fit)
-        name, score = in_sample(per_variant, candidates, conversations)
-        return {
-            "cv_recall@10": round(sum(f.held_out_recall for f in folds) / len(folds), 4),
-            "in_sample_choice": name,
-            "in_sample_recall@10": round(score, 4),
-            "folds": [
-                {
-                    "fit": list(f.fit),
-                    "held_out": list(f.held_out),
-                    "chosen": f.chosen,
-                    "fit_recall@10": round(f.fit_recall, 4),
-                    "held_out_recall@10": round(f.held_out_recall, 4),
-                }
-                for f in folds
-            ],
-        }
-
-    out: dict[str, Any] = {"fusion": evaluate(fusion)}
-    kept = []
-    for family in families:
-        members = [n for n, v in grid.items() if v["family"] == family]
-        out[f"fusion+{family}"] = evaluate(fusion + members)
-        if out[f"fusion+{family}"]["cv_recall@10"] > out["fusion"]["cv_recall@10"]:
-            kept.append(family)
-    final = fusion + [n for n, v in grid.items() if v["family"] in kept]
-    out["kept_families"] = kept
-    out["final"] = evaluate(final)
-    return out
 
 
 # --- the run -----------------------------------------------------------------
@@ -513,25 +197,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "mem0ai": getattr(mem0, "__version__", "?"),
         },
     }
-
-
-def package_defaults() -> dict[str, Any]:
-    """The search settings the providers ship with (to compare with the chosen ones)."""
-    from agentscope_mem0._recall.fusion import FusionSettings
-
-    return FusionSettings().model_dump()
-
-
-@contextlib.contextmanager
-def configured_server(store: Any, settings: dict[str, Any]) -> Iterator[None]:
-    saved = {name: getattr(store, name) for name in PROVIDER_FIELDS}
-    for name in PROVIDER_FIELDS:
-        setattr(store, name, {**BASE, **settings}.get(name, BASE[name]))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(store, name, value)
 
 
 def main(argv: list[str] | None = None) -> None:

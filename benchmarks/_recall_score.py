@@ -1,0 +1,88 @@
+"""Recall of the LoCoMo benchmark's rankings, and choosing settings by cross-validation.
+
+A ranking is, per conversation, the turn ids found for each question; recall@k
+is the share of a question's evidence turns among its first k, over the
+answerable questions (categories 1-4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _recall_cv import cross_validate, in_sample, mean_recall
+
+KS = (5, 10)
+TOP_K = max(KS)
+
+
+def recalls(
+    rankings: dict[str, list[list[str]]], conversations: list[dict[str, Any]], k: int
+) -> dict[str, list[float]]:
+    """Conversation -> recall@k of each answerable (category 1-4) question."""
+    out: dict[str, list[float]] = {}
+    for conv in conversations:
+        values = []
+        for ranking, q in zip(rankings[conv["id"]], conv["questions"], strict=True):
+            if q["category"] != 5:
+                values.append(len(set(ranking[:k]) & set(q["evidence"])) / len(q["evidence"]))
+        out[conv["id"]] = values
+    return out
+
+
+def summary(rankings: dict[str, list[list[str]]], conversations: list[dict[str, Any]]) -> dict:
+    ids = [c["id"] for c in conversations]
+    row: dict[str, Any] = {}
+    for k in KS:
+        per_conv = recalls(rankings, conversations, k)
+        row[f"recall@{k}"] = round(mean_recall(per_conv, ids), 4)
+        row[f"recall@{k}_by_conversation"] = {c: round(mean_recall(per_conv, [c]), 4) for c in ids}
+    by_cat: dict[str, list[float]] = {}
+    for conv in conversations:
+        for ranking, q in zip(rankings[conv["id"]], conv["questions"], strict=True):
+            if q["category"] != 5:
+                hit = len(set(ranking[:TOP_K]) & set(q["evidence"])) / len(q["evidence"])
+                by_cat.setdefault(str(q["category"]), []).append(hit)
+    row["recall@10_by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(by_cat.items())}
+    return row
+
+
+def choose(
+    grid: dict[str, dict[str, Any]],
+    per_variant: dict[str, dict[str, list[float]]],
+    conversations: list[str],
+    fit: int,
+) -> dict[str, Any]:
+    """Cross-validated choice within each family, and within the families kept."""
+    families = sorted({v["family"] for v in grid.values()} - {"fusion"})
+    fusion = [n for n, v in grid.items() if v["family"] == "fusion"]
+
+    def evaluate(candidates: list[str]) -> dict[str, Any]:
+        folds = cross_validate(per_variant, candidates, conversations, fit)
+        name, score = in_sample(per_variant, candidates, conversations)
+        return {
+            "cv_recall@10": round(sum(f.held_out_recall for f in folds) / len(folds), 4),
+            "in_sample_choice": name,
+            "in_sample_recall@10": round(score, 4),
+            "folds": [
+                {
+                    "fit": list(f.fit),
+                    "held_out": list(f.held_out),
+                    "chosen": f.chosen,
+                    "fit_recall@10": round(f.fit_recall, 4),
+                    "held_out_recall@10": round(f.held_out_recall, 4),
+                }
+                for f in folds
+            ],
+        }
+
+    out: dict[str, Any] = {"fusion": evaluate(fusion)}
+    kept = []
+    for family in families:
+        members = [n for n, v in grid.items() if v["family"] == family]
+        out[f"fusion+{family}"] = evaluate(fusion + members)
+        if out[f"fusion+{family}"]["cv_recall@10"] > out["fusion"]["cv_recall@10"]:
+            kept.append(family)
+    final = fusion + [n for n, v in grid.items() if v["family"] in kept]
+    out["kept_families"] = kept
+    out["final"] = evaluate(final)
+    return out

@@ -222,16 +222,28 @@ async def test_the_entity_collection_is_searched_by_meaning(tmp_path: Path) -> N
     assert entities.fusion == "none"
 
 
-def test_on_a_server_user_id_is_indexed_as_the_tenant_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the provider asks a server for (no server runs here: the two calls are recorded)."""
+PLAIN = "plain"
+
+
+@pytest.mark.parametrize("user_index", [None, PLAIN])
+def test_on_a_server_user_id_is_indexed_as_the_tenant_key(
+    monkeypatch: pytest.MonkeyPatch, user_index: str | None
+) -> None:
+    """What the provider asks a server for (no server runs here: the two calls are
+    recorded); a plain ``user_id`` index, as mem0's own provider makes it, is made again."""
     from qdrant_client import QdrantClient, models
 
     client = QdrantClient(url="http://qdrant.invalid:6333", check_compatibility=False)
     asked: list[tuple[str, Any]] = []
+    schema: dict[str, Any] = {"agent_id": None}
+    if user_index == PLAIN:
+        schema["user_id"] = models.PayloadIndexInfo(
+            data_type=models.PayloadSchemaType.KEYWORD, points=3
+        )
     monkeypatch.setattr(
         client,
         "get_collection",
-        lambda name: models.CollectionInfo.model_construct(payload_schema={"agent_id": None}),
+        lambda name: models.CollectionInfo.model_construct(payload_schema=schema),
     )
     monkeypatch.setattr(
         client,

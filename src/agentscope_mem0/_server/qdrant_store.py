@@ -51,6 +51,11 @@ _SCOPE_FIELDS = ("user_id", "agent_id", "run_id", "actor_id")
 _TENANT_FIELD = "user_id"
 
 
+def _is_tenant(index: Any) -> bool:
+    """Whether a server's payload index (``PayloadIndexInfo``) is a tenant key."""
+    return getattr(getattr(index, "params", None), "is_tenant", None) is True
+
+
 class HybridQdrant(Qdrant):
     """mem0's Qdrant store with the embedded store's keyword vectors and fused search.
 
@@ -112,8 +117,9 @@ class HybridQdrant(Qdrant):
 
         existing = self.client.get_collection(self.collection_name).payload_schema or {}
         for name in _SCOPE_FIELDS:
-            if name in existing:
+            if name in existing and (name != _TENANT_FIELD or _is_tenant(existing[name])):
                 continue
+            # A user_id index without is_tenant (mem0's own provider made it) is made again.
             schema: Any = (
                 models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
                 if name == _TENANT_FIELD

@@ -28,7 +28,8 @@ Run from the repository root::
     python benchmarks/edge_scaling.py                     # both engines, ~15-25 min
     python benchmarks/edge_scaling.py --sizes 1000,10000 --no-hnsw
 
-Results go to ``docs/benchmarks/edge-scaling.{json,png}``.
+Results go to ``docs/benchmarks/edge-scaling.json``; the figure, ``edge-scaling.png``,
+also shows ``edge_tenants.py``'s results when they are in the same folder.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ import numpy as np
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _edge_plot import render
 from scaling import Corpus, LocalQdrantStore, Store
 
 logger = logging.getLogger("benchmarks.edge_scaling")
@@ -319,68 +321,6 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in report["results"] if "search_ms_p50" in r]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    styles = {
-        "edge": ("tab:blue", "o"),
-        "edge-hnsw": ("tab:green", "s"),
-        "qdrant-local": ("tab:red", "^"),
-    }
-    labels = {
-        "edge": "Qdrant Edge (default, exact)",
-        "edge-hnsw": "Qdrant Edge after HNSW",
-        "qdrant-local": "qdrant-client local mode (0.1)",
-    }
-    for engine, (color, marker) in styles.items():
-        mine = sorted((r for r in rows if r["engine"] == engine), key=lambda r: r["size"])
-        if not mine:
-            continue
-        sizes = [r["size"] for r in mine]
-        left.plot(
-            sizes,
-            [r["search_ms_p95"] for r in mine],
-            marker=marker,
-            color=color,
-            label=f"{labels[engine]} p95",
-        )
-        left.plot(
-            sizes,
-            [r["search_ms_p50"] for r in mine],
-            marker=marker,
-            color=color,
-            linestyle="--",
-            alpha=0.6,
-            label=f"{labels[engine]} p50",
-        )
-        right.plot(
-            sizes,
-            [r["searches_per_s_8_in_flight"] for r in mine],
-            marker=marker,
-            color=color,
-            label=labels[engine],
-        )
-    left.axhline(15, color="grey", linestyle=":", label="goal: p95 15 ms")
-    for ax in (left, right):
-        ax.set_xscale("log")
-        ax.set_xlabel("memories in the store")
-        ax.grid(alpha=0.3)
-    left.set_yscale("log")
-    left.set_ylabel("mem0 search latency (ms)")
-    left.set_title("search through mem0, one of 10 users, top 5")
-    right.set_ylabel("searches per second, 8 in flight")
-    right.set_title("throughput")
-    left.legend(fontsize=7)
-    right.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def table(report: dict[str, Any]) -> str:
     """The Markdown table of one report's measured rows."""
     head = (
@@ -427,7 +367,7 @@ def main() -> None:
         args.out_dir.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2) + "\n")
     report = json.loads(json_path.read_text())
-    plot(report, args.out_dir / "edge-scaling.png")
+    render(args.out_dir)
     print(table(report))
 
 

@@ -106,12 +106,16 @@ class CachedE5Embedding(OfflineE5Embedding):
                 self._vectors = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
             logger.info("%d cached vectors in %s", len(self._vectors), self.file)
 
-    def embed_sync(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
+    def embed_sync(
+        self, texts: Sequence[str], *, query: bool = False, background: bool = False
+    ) -> list[list[float]]:
         keys = [_key(query, str(t)) for t in texts]
         with self._lock:
             missing = sorted({i for i, k in enumerate(keys) if k not in self._vectors})
         if missing:
-            made = super().embed_sync([texts[i] for i in missing], query=query)
+            made = super().embed_sync(
+                [texts[i] for i in missing], query=query, background=background
+            )
             with self._lock:
                 for i, vector in zip(missing, made, strict=True):
                     self._vectors[keys[i]] = np.asarray(vector, dtype=np.float32)

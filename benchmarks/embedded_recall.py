@@ -207,6 +207,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     parser.add_argument("--render", type=Path, default=None, help="only rewrite the report")
     args = parser.parse_args(argv)
+    if args.limit_conversations is not None and args.limit_conversations < 2:
+        parser.error("--limit-conversations: cross-validation needs at least 2 conversations")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("mem0", "httpx", "as", "agentscope_mem0"):
         logging.getLogger(noisy).setLevel(logging.ERROR)

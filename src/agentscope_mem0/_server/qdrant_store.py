@@ -39,6 +39,7 @@ from .._recall.fusion import (
     fused_top_score,
     rrf_weights,
 )
+from ..local._edge import SCOPE_FIELDS, TENANT_FIELD
 from ..local._keyword import KeywordEncoder, keyword_text
 from .keywords import SPARSE, rewrite_collection_keywords
 
@@ -47,8 +48,6 @@ __all__ = ["HybridQdrant"]
 logger = logging.getLogger(__name__)
 
 _ENTITY_SUFFIX = "_entities"  # mem0 2.2's entity collection, searched by meaning only
-_SCOPE_FIELDS = ("user_id", "agent_id", "run_id", "actor_id")
-_TENANT_FIELD = "user_id"
 
 
 def _is_tenant(index: Any) -> bool:
@@ -116,13 +115,13 @@ class HybridQdrant(Qdrant):
         from qdrant_client import models
 
         existing = self.client.get_collection(self.collection_name).payload_schema or {}
-        for name in _SCOPE_FIELDS:
-            if name in existing and (name != _TENANT_FIELD or _is_tenant(existing[name])):
+        for name in SCOPE_FIELDS:
+            if name in existing and (name != TENANT_FIELD or _is_tenant(existing[name])):
                 continue
             # A user_id index without is_tenant (mem0's own provider made it) is made again.
             schema: Any = (
                 models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
-                if name == _TENANT_FIELD
+                if name == TENANT_FIELD
                 else models.PayloadSchemaType.KEYWORD
             )
             try:

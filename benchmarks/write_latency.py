@@ -14,7 +14,15 @@ takes ``--extraction-delay`` seconds per call:
   writes left in the outbox are stored by the next process on the folder (a
   real second process, started at the end);
 * ``ours-write-path``: ours with its search answered instantly by a stub, so
-  the turn pays for the write path (and the note) only.
+  the turn pays for the write path (and the note) only;
+* ``ours-no-consolidation``: ours with write-time consolidation switched off
+  (repeats stay current), to put its cost beside ``ours``;
+* ``ours-no-judge`` and ``ours-no-judge-no-consolidation``: the same pair
+  with ``judge=False``, where consolidation is a pass of its own (a search per
+  new memory, embeddings of the pairs the words leave open), as on hosted mem0.
+
+Every third turn also says an earlier turn's fact again in other words, so
+consolidation has repeats to merge; the repeats left current are counted.
 
 Then the query-embedding cache: ours again, each message sent twice (a retry
 or a regenerated answer) and a third of them once more from the agent's
@@ -68,7 +76,22 @@ from agentscope_mem0._write.queue import WriteQueue
 from agentscope_mem0.local import close_shared_clients
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
-CONFIGS = ("none", "builtin-await", "builtin-nowait", "ours", "ours-no-close", "ours-write-path")
+CONFIGS = (
+    "none",
+    "builtin-await",
+    "builtin-nowait",
+    "ours",
+    "ours-no-close",
+    "ours-write-path",
+    "ours-no-consolidation",
+    "ours-no-judge",
+    "ours-no-judge-no-consolidation",
+)
+CLOSED = ("ours", "ours-write-path", "ours-no-consolidation", "ours-no-judge")
+CLOSED += ("ours-no-judge-no-consolidation",)
+"""Configurations whose script closes the middleware (``async with``)."""
+KEPT_SHOWN = ("builtin-await", "builtin-nowait", "ours", "ours-no-close")
+"""Configurations in the plot of writes kept (the others differ from ``ours`` elsewhere)."""
 
 
 @dataclass
@@ -82,7 +105,9 @@ class Result:
     searches: list[float] = field(default_factory=list)
     """Durations of mem0 ``search`` calls made during the turns."""
     stored_at_end: int = 0
-    """Memories of this configuration's users right after each script ended."""
+    """Facts of this configuration's users stored right after each script ended."""
+    repeats_current: int = 0
+    """Memories saying an earlier fact again that are still current (not merged)."""
     stored_after_restart: int | None = None
     """Same, after the next process on the folder replayed the outbox."""
     close_seconds: list[float] = field(default_factory=list)
@@ -130,6 +155,9 @@ LABELS = {
     "ours": "agentscope-mem0",
     "ours-no-close": "agentscope-mem0, script not closed",
     "ours-write-path": "agentscope-mem0, search stubbed",
+    "ours-no-consolidation": "agentscope-mem0, consolidation off",
+    "ours-no-judge": "agentscope-mem0, judge=False",
+    "ours-no-judge-no-consolidation": "agentscope-mem0, judge=False, consolidation off",
 }
 """What each configuration is, in words, for the plots."""
 
@@ -164,7 +192,15 @@ def middleware_for(name: str, user_id: str, memory: Any, folder: Path) -> Any:
             mode="static_control",
             await_write=(name == "builtin-await"),
         )
-    mw = our_middleware(folder / "outbox", user_id=user_id, client=memory, mode="static_control")
+    judge = "no-judge" not in name
+    mw = our_middleware(
+        folder / "outbox", user_id=user_id, client=memory, mode="static_control", judge=judge
+    )
+    if name.endswith("no-consolidation"):
+        state = mw.client_state
+        state.consolidator.enabled = False
+        if state.judge is not None:
+            state.judge.consolidates = False
     if name == "ours-write-path":
 
         async def no_search(*args: Any, **kwargs: Any) -> list[Any]:
@@ -174,17 +210,31 @@ def middleware_for(name: str, user_id: str, memory: Any, folder: Path) -> Any:
     return mw
 
 
-async def count_memories(memory: Any, user_id: str) -> int:
-    """How many of the turns' facts ("User likes fruitNN.") mem0 holds for ``user_id``.
+async def count_memories(memory: Any, user_id: str) -> tuple[int, int]:
+    """How many of the turns' facts ("User likes fruitNN.") mem0 holds for ``user_id``,
+    and how many memories saying one of them again ("User really like fruitNN!") are
+    still current.
 
     Raises:
         AssertionError: A fact is stored more than once.
     """
     raw = await memory.get_all(filters={"user_id": user_id}, top_k=1000)
-    tags = [t for item in raw["results"] for t in re.findall(r"\bfruit\d\d\b", item["memory"])]
+    facts = [item for item in raw["results"] if "really" not in item["memory"]]
+    tags = [t for item in facts for t in re.findall(r"\bfruit\d\d\b", item["memory"])]
     if len(tags) != len(set(tags)):
         raise AssertionError(f"{len(tags) - len(set(tags))} facts of {user_id} are stored twice")
-    return len(set(tags))
+    repeats = [
+        item
+        for item in raw["results"]
+        if "really" in item["memory"] and not (item.get("metadata") or {}).get("duplicate_of")
+    ]
+    return len(set(tags)), len(repeats)
+
+
+def turn_text(i: int) -> str:
+    """Turn ``i``'s message: a new fact, and every third turn an earlier one again."""
+    again = f" I really like fruit{i - 2:02d}!" if i % 3 == 2 else ""
+    return f"I like fruit{i:02d}.{again} Which fruit goes well with it?"
 
 
 def run_script(
@@ -209,11 +259,11 @@ def run_script(
             middlewares=[mw] if mw is not None else [],
         )
         for i in range(args.turns):
-            msg = UserMsg("user", f"I like fruit{i:02d}. Which fruit goes well with it?")
+            msg = UserMsg("user", turn_text(i))
             started = time.perf_counter()
             await agent.reply(msg)
             result.latencies.append(time.perf_counter() - started)
-        if name in ("ours", "ours-write-path"):
+        if name in CLOSED:
             started = time.perf_counter()
             await mw.aclose()
             result.close_seconds.append(time.perf_counter() - started)
@@ -229,7 +279,9 @@ def run_script(
     if name != "none":
         result.writes += args.turns
         result.users.append(user_id)
-        result.stored_at_end += asyncio.run(count_memories(memory, user_id))
+        stored, repeats = asyncio.run(count_memories(memory, user_id))
+        result.stored_at_end += stored
+        result.repeats_current += repeats
 
 
 def replay_in_next_process(
@@ -274,7 +326,7 @@ async def replay(memory: Any, folder: Path, users: list[str]) -> int:
         await queue.flush(timeout=60)
         await asyncio.sleep(1.0)
     await queue.aclose(timeout=300)
-    return sum([await count_memories(memory, user) for user in users])
+    return sum([(await count_memories(memory, user))[0] for user in users])
 
 
 async def time_search(memory: Any, user_id: str, n: int) -> list[float]:
@@ -437,6 +489,15 @@ def report(results: list[Result], search: list[float], args: argparse.Namespace)
             "ours_overhead_over_search_during_run": (ours.median - none) / during,
             "ours_overhead_over_search_alone": (ours.median - none) / quiet,
             "write_path_overhead_median_s": write_path.median - none,
+            # What consolidation adds to a reply: the same middleware with it on and off.
+            "consolidation_median_s": ours.median - by_name["ours-no-consolidation"].median,
+            "consolidation_p95_s": ours.p95 - by_name["ours-no-consolidation"].p95,
+            "consolidation_no_judge_median_s": (
+                by_name["ours-no-judge"].median - by_name["ours-no-judge-no-consolidation"].median
+            ),
+            "consolidation_no_judge_p95_s": (
+                by_name["ours-no-judge"].p95 - by_name["ours-no-judge-no-consolidation"].p95
+            ),
         },
         "results": [
             {
@@ -450,6 +511,8 @@ def report(results: list[Result], search: list[float], args: argparse.Namespace)
                 ),
                 "writes": r.writes,
                 "stored_at_end": r.stored_at_end,
+                "repeats_current": r.repeats_current,
+                "repeats_said": sum(i % 3 == 2 for i in range(args.turns)) * args.rounds,
                 "stored_after_restart": r.stored_after_restart,
                 "close_s": r.close_seconds,
                 "stats": r.stats,
@@ -485,8 +548,9 @@ def markdown(data: dict[str, Any], args: argparse.Namespace, plotted: bool) -> s
         "the p95 column far more than in the medians.",
         "",
         "| configuration | median (s) | p95 (s) | median overhead (ms) | its searches, "
-        "median (ms) | stored when the script ended | after the next start |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "median (ms) | stored when the script ended | after the next start | repeats "
+        "left current |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in data["results"]:
         search = r["search_median_during_run_s"]
@@ -494,9 +558,11 @@ def markdown(data: dict[str, Any], args: argparse.Namespace, plotted: bool) -> s
         stored = f"{r['stored_at_end']} / {r['writes']}" if r["writes"] else "–"
         after = r["stored_after_restart"]
         restarted = f"{after} / {r['writes']}" if after is not None else "–"
+        repeats = f"{r['repeats_current']} / {r['repeats_said']}" if r["writes"] else "–"
         lines.append(
             f"| {r['name']} | {r['median_s']:.3f} | {r['p95_s']:.3f} | "
-            f"{r['overhead_median_s'] * 1000:+.1f} | {searched} | {stored} | {restarted} |"
+            f"{r['overhead_median_s'] * 1000:+.1f} | {searched} | {stored} | {restarted} | "
+            f"{repeats} |"
         )
     close = rows["ours"]["close_s"]
     lines += [
@@ -512,6 +578,16 @@ def markdown(data: dict[str, Any], args: argparse.Namespace, plotted: bool) -> s
         " ms over no memory. Queueing a write records it in the outbox (SQLite, WAL) on the "
         "event loop when the file is free, in tens of microseconds, and returns; mem0's "
         "extraction runs in the background.",
+        "- Consolidation (one current memory per fact) costs a reply nothing measurable: "
+        f"the median turn of `ours` was {s['consolidation_median_s'] * 1000:+.1f} ms "
+        f"(p95 {s['consolidation_p95_s'] * 1000:+.1f} ms) from the same middleware with "
+        "consolidation off, and with `judge=False`, where it is a pass of its own (a "
+        f"search per new memory), {s['consolidation_no_judge_median_s'] * 1000:+.1f} ms "
+        f"(p95 {s['consolidation_no_judge_p95_s'] * 1000:+.1f} ms): it runs after the "
+        "write was stored, in the background. Every third turn said an earlier fact again "
+        "in other words; the last column counts those left current when the script "
+        "ended (the built-in keeps them all; ours merged them into the first, unless the "
+        "script ended before the background pass did).",
         f"- `ours` closed with `aclose()` (what `async with` does): closing waited "
         f"{statistics.median(close):.2f} s (median) for the writes still queued; a busy "
         f"conversation's consecutive exchanges go to mem0 together "
@@ -557,10 +633,9 @@ def plot(data: dict[str, Any], out: Path) -> bool:
     names = [LABELS[r["name"]] for r in shown]
     medians = [r["median_s"] * 1000 for r in shown]
     p95s = [r["p95_s"] * 1000 for r in shown]
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(shown) + 1.3))
     y = list(range(len(shown)))[::-1]
-    ours = {LABELS["ours"], LABELS["ours-no-close"]}
-    colours = ["#4a7bb7" if n in ours else "#9aa3ad" for n in names]
+    colours = ["#4a7bb7" if r["name"].startswith("ours") else "#9aa3ad" for r in shown]
     ax.barh(y, medians, color=colours, height=0.6, label="median")
     ax.scatter(p95s, y, marker="|", s=260, color="#b3261e", zorder=3, label="p95")
     for yi, median, p95 in zip(y, medians, p95s, strict=True):
@@ -575,7 +650,7 @@ def plot(data: dict[str, Any], out: Path) -> bool:
     fig.savefig(out / "write-latency.png", dpi=120)
     plt.close(fig)
 
-    kept = [r for r in data["results"] if r["writes"] and r["name"] != "ours-write-path"]
+    kept = [r for r in data["results"] if r["name"] in KEPT_SHOWN]
     fig, ax = plt.subplots(figsize=(8, 3.6))
     y = list(range(len(kept)))[::-1]
     at_end = [r["stored_at_end"] for r in kept]

@@ -266,6 +266,18 @@ class FakePlatform:
             self.records = [r for r in self.records if not _has(r, scope)]
             return httpx.Response(200, json={"message": "Memories deleted successfully!"})
         match = re.fullmatch(r"/v1/memories/([^/]+)/", path)
+        record = next((r for r in self.records if match and r.id == match.group(1)), None)
+        if method in ("GET", "PUT") and match and record is None:
+            return httpx.Response(404, json={"detail": "Memory not found"})
+        if method == "GET" and record is not None:
+            return httpx.Response(200, json=record.as_json())
+        if method == "PUT" and record is not None:
+            # The platform takes the metadata it is sent as the memory's metadata.
+            if "metadata" in body:
+                record.metadata = dict(body["metadata"] or {})
+            if "text" in body:
+                record.memory = str(body["text"])
+            return httpx.Response(200, json={"message": "Memory updated successfully!"})
         if method == "DELETE" and match:
             before = len(self.records)
             self.records = [r for r in self.records if r.id != match.group(1)]

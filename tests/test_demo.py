@@ -167,3 +167,31 @@ async def test_without_the_judge_both_cities_stay_current_and_the_verdict_says_s
     assert "session 4 did NOT use Beijing, not Hangzhou" in transcript
     assert "0 of 1 memories saying Hangzhou are marked superseded" in transcript
     assert "[mem0 timeline]" not in transcript and "agentscope-mem0 history" not in transcript
+
+
+def test_in_mode_both_add_memory_and_the_automatic_write_keep_one_memory_per_fact(
+    tmp_path: Path,
+) -> None:
+    """The agent's add_memory stores first, and its answer says what it stored; the
+    automatic write of the same turn stores the same facts again, which are marked
+    repeats of the tool's: what the tool reported stays what the store shows."""
+    folder = tmp_path / "demo"
+    out = io.StringIO()
+    asyncio.run(run_demo("both", folder=folder, out=out))
+    transcript = out.getvalue()
+    everything = {str(m["text"]): m for m in _stored(folder, "--all")}
+    by_id = {str(m["id"]): m for m in everything.values()}
+    tool = [line.split("] ", 1)[1] for line in transcript.splitlines() if "(add_memory)] " in line]
+    automatic = [line.split("] ", 1)[1] for line in transcript.splitlines() if "(static)] " in line]
+    assert len(tool) == 3 and len(automatic) == 3
+    recorded = "\n".join(line for line in transcript.splitlines() if "Recorded to memory:" in line)
+    for text in tool:
+        # Reported to the agent as recorded, and never hidden as a repeat of another.
+        assert text.rstrip(".") in recorded, text
+        assert not dict(everything[text]["metadata"]).get("duplicate_of"), text  # type: ignore[call-overload]
+    for text in automatic:
+        kept = dict(everything[text]["metadata"]).get("duplicate_of")  # type: ignore[call-overload]
+        assert kept is not None, text
+        assert str(by_id[str(kept)]["text"]) in tool
+    current = [str(m["text"]) for m in _stored(folder)]
+    assert sorted(current) == sorted(t for t in tool if "Hangzhou" not in t)

@@ -111,7 +111,7 @@ class ClientState:
         self.consolidator = Consolidator(self.backend, search_by_agent=search_by_agent)
         """Marks new memories that repeat a current one when no judge runs
         (with a judge, the judge does, on its own candidate search)."""
-        self._settling: set[asyncio.Future[None]] = set()
+        self.consolidator.on_change = self.profiles.invalidate
         self.query_cache = install_query_cache(client)
         """Search embeddings of recent queries; ``None`` for hosted mem0."""
         self._owns_writer = write_queue is None
@@ -143,23 +143,14 @@ class ClientState:
         self, scope: Scope, results: list[dict[str, Any]], said_at: datetime
     ) -> None:
         """After a batch said at ``said_at`` was stored, in the scope's worker:
-        queue it for the time judge, which consolidates too; without a judge,
-        consolidate here.
-
-        Runs as a task :meth:`flush` waits for (the outbox row is already gone).
+        queue it for the time judge, which consolidates too, or, without a
+        judge, for consolidation; both run in the background (:meth:`flush`
+        waits for them).
         """
-        task = asyncio.ensure_future(self._settle(scope, results, said_at))
-        self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
-        await asyncio.shield(task)
-
-    async def _settle(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
         if self.judge is not None:
             await self.judge.after_store(scope, results, said_at)
-            return
-        remaining = await self.consolidator.consolidate(scope, results, said_at)
-        if len(remaining) < len(results):
-            self.profiles.invalidate(scope)
+        else:
+            self.consolidator.after_store(scope, results, said_at)
 
     @property
     def client(self) -> Any:
@@ -190,15 +181,14 @@ class ClientState:
         }
 
     async def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued write, then its time judgement, is done.
+        """Wait until every queued write, then its time judgement (or, without
+        a judge, its consolidation), is done.
 
         Returns:
-            True when both drained within ``timeout``.
+            True when all drained within ``timeout``.
         """
         flushed = await self.writer.flush(timeout)
-        pending = [task for task in self._settling if not task.done()]
-        if pending:
-            flushed = not (await asyncio.wait(pending, timeout=timeout))[1] and flushed
+        flushed = await self.consolidator.flush(timeout) and flushed
         if self.judge is not None:
             flushed = await self.judge.flush(timeout) and flushed
         return flushed
@@ -214,6 +204,7 @@ class ClientState:
             return True
         self._closed = True
         flushed = await self.flush(timeout)
+        self.consolidator.stop()
         if self.judge is not None:
             self.judge.stop()
         if self._owns_writer:

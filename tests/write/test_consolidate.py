@@ -105,6 +105,7 @@ async def _store(mw: Mem0Middleware, text: str, scope: Scope) -> list[dict[str, 
         [{"role": "user", "content": text}], scope, infer=False, said_at=said
     )
     await mw.client_state._after_store(scope, results, said)
+    assert await mw.flush(timeout=60)
     return results
 
 

@@ -216,13 +216,20 @@ class Mem0Backend:
 
         A ``None`` value clears a field. mem0's own ``update`` would re-embed
         the text and move ``updated_at`` (mem0 2.2), so the OSS client's vector
-        store is updated directly; the hosted platform gets ``update(metadata=)``.
+        store is updated directly; the hosted platform gets ``update(metadata=)``
+        with the memory's whole metadata, the changes applied (whether the
+        platform merges or replaces metadata, the other fields stay).
 
         Returns:
             False when the memory is gone.
         """
         if self.hosted:
-            await self._call("update", memory_id, metadata=changes)
+            entry = await self.get(memory_id)
+            if entry is None:
+                return False
+            current = entry.get("metadata")
+            metadata = {**(current if isinstance(current, dict) else {}), **changes}
+            await self._call("update", memory_id, metadata=metadata)
             return True
         store = getattr(self.client, "vector_store", None)
         if store is None:

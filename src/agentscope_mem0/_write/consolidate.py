@@ -19,23 +19,24 @@ Who decides "the same fact":
   words when they already show it, else the model's readings, vetoed by the
   words (:func:`~.._recall.same_fact.kept_apart`);
 * without one (``judge=False``, hosted mem0, a client that extracts with
-  another LLM), :class:`Consolidator`, in the scope's write worker: the
-  same-fact rule (:func:`~.._recall.same_fact.same_fact`), the embeddings'
-  cosine similarity for the pairs the words leave open (the client's own
-  embedder; none on hosted mem0, where the words decide alone). No model is
-  asked.
+  another LLM), :class:`Consolidator`: the same-fact rule
+  (:func:`~.._recall.same_fact.same_fact`), the embeddings' cosine
+  similarity for the pairs the words leave open (the client's own embedder;
+  none on hosted mem0, where the words decide alone). No model is asked.
 
-Either way it runs after the write was stored, never on a reply; a failure
-or a late answer only leaves a repeat current.
+Either way it runs in the background after the write was stored, in order
+per searched scope, never on a reply and never holding up the next write; a
+failure or a late answer only leaves a repeat current. Hosted mem0 answers a
+write with a pending event: the memories it became are looked up by the
+write's key once the platform has them (:data:`HOSTED_WAITS`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,8 @@ from .._recall.same_fact import (
     same_fact,
     user_names,
 )
+from .delivery import METADATA_KEY
+from .judge_lanes import Lanes
 
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
@@ -61,6 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CONSOLIDATION_CANDIDATES",
+    "HOSTED_WAITS",
     "Consolidator",
     "duplicate_marks",
     "new_memories",
@@ -72,6 +76,11 @@ DEFAULT_CONSOLIDATION_CANDIDATES = 5
 """Current memories compared per new memory."""
 
 _TIMEOUT = 30.0
+_BACKLOG = 64
+"""Writes waiting per searched scope; beyond it new ones are not consolidated."""
+
+HOSTED_WAITS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+"""Seconds between looks for a hosted write's memories (about a minute in all)."""
 
 
 @dataclass
@@ -136,40 +145,75 @@ class Consolidator:
         self._search_by_agent = search_by_agent
         self._latency = LatencyRecorder()
         self._counts = dict.fromkeys(("batches", "compared", "merged", "embedded", "skipped"), 0)
-        self._busy: dict[Scope, tuple[asyncio.Lock, int]] = {}
+        self._lanes = Lanes(backlog=_BACKLOG)
         self.enabled = True
         """``False`` leaves repeats current (to measure what consolidation costs)."""
+        self.on_change: Callable[[Scope], None] | None = None
+        """Called with the scope after some memory was marked a repeat."""
+        self.hosted_waits: Sequence[float] = HOSTED_WAITS
+        """Seconds between looks for a hosted write's memories."""
 
     def stats(self) -> dict[str, Any]:
-        """``consolidation_*`` counters and the write-path latency per batch."""
+        """``consolidation_*`` counters and the background latency per batch."""
         out: dict[str, Any] = {f"consolidation_{k}": v for k, v in self._counts.items()}
+        out["consolidation_waiting"] = self._lanes.waiting
         out.update(self._latency.summary("consolidation_latency"))
         return out
+
+    def after_store(self, scope: Scope, results: Sequence[Any], said_at: datetime) -> None:
+        """Queue a stored write's consolidation and return at once.
+
+        The writes of one searched scope are consolidated in order, one at a
+        time, so two writers can never mark each other's memory a repeat.
+        """
+        if not self.enabled:
+            return
+        searched = scope.searched(by_agent=self._search_by_agent)
+
+        async def run(overflow: bool) -> None:
+            if overflow:
+                self._counts["skipped"] += 1
+                return
+            remaining = await self.consolidate(scope, results, said_at)
+            if len(remaining) < len(results) and self.on_change is not None:
+                self.on_change(scope)
+
+        if not self._lanes.submit(searched, run):
+            logger.warning(
+                "over %d writes of user %s wait for consolidation; repeats may stay current",
+                _BACKLOG,
+                scope.user_id,
+            )
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the writes queued so far are consolidated; True when in time."""
+        return await self._lanes.flush(timeout)
+
+    def stop(self) -> int:
+        """Drop the writes waiting for consolidation; returns how many there were."""
+        return self._lanes.stop()
 
     async def consolidate(
         self, scope: Scope, results: Sequence[Any], said_at: datetime
     ) -> list[dict[str, Any]]:
         """Mark the new memories in ``results``, said at ``said_at``, that repeat a
-        current one. Never raises.
+        current one, now. Never raises.
 
         Returns:
             mem0's entries without those marked as duplicates.
         """
-        new = new_memories(results)
-        if not new or not self.enabled:
+        started = time.perf_counter()
+        new = new_memories(results) or await self._hosted_memories(scope, results)
+        if not new:
             return list(results)
         self._counts["batches"] += 1
-        started = time.perf_counter()
         merged: set[str] = set()
         searched = scope.searched(by_agent=self._search_by_agent)
         with span("consolidate", user_id=scope.user_id, agent_id=scope.agent_id) as handle:
             try:
-                # The writers of two agents may store at once; in a user-wide scope
-                # each could otherwise mark its memory a repeat of the other's.
-                async with self._one_at_a_time(searched):
-                    await asyncio.wait_for(
-                        self._run(scope, searched, new, merged, said_at), self._timeout
-                    )
+                await asyncio.wait_for(
+                    self._run(scope, searched, new, merged, said_at), self._timeout
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -185,19 +229,32 @@ class Consolidator:
             handle.set(new=len(new), merged=len(merged))
         return [item for item in results if not _is_one_of(item, merged)]
 
-    @contextlib.asynccontextmanager
-    async def _one_at_a_time(self, searched: Scope) -> AsyncIterator[None]:
-        lock, users = self._busy.get(searched, (asyncio.Lock(), 0))
-        self._busy[searched] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._busy[searched]
-            if users > 1:
-                self._busy[searched] = (lock, users - 1)
-            else:
-                del self._busy[searched]
+    async def _hosted_memories(self, scope: Scope, results: Sequence[Any]) -> list[dict[str, Any]]:
+        """The memories a hosted write became, found by its key once the platform
+        processed it (mem0's platform answers ``add`` with a pending event)."""
+        keys = {item.get(METADATA_KEY) for item in results if isinstance(item, dict)}
+        keys.discard(None)
+        if not self._backend.hosted or len(keys) != 1:
+            return []
+        key = str(keys.pop())
+        for wait in self.hosted_waits:
+            await asyncio.sleep(wait)
+            try:
+                found = await self._backend.get_all_raw(
+                    scope, limit=100, where={"metadata": {METADATA_KEY: key}}
+                )
+            except Exception as exc:
+                logger.info("could not look up a hosted write of user %s: %s", scope.user_id, exc)
+                return []
+            mine = new_memories([item for item in found if _carries_key(item, key)])
+            if mine:
+                return mine
+        logger.info(
+            "hosted mem0 had not stored a write of user %s after %.0f s; not consolidated",
+            scope.user_id,
+            sum(self.hosted_waits),
+        )
+        return []
 
     async def _run(
         self,
@@ -284,3 +341,8 @@ class Consolidator:
 
 def _is_one_of(item: Any, ids: set[str]) -> bool:
     return isinstance(item, dict) and item.get("id") in ids
+
+
+def _carries_key(item: dict[str, Any], key: str) -> bool:
+    metadata = item.get("metadata")
+    return isinstance(metadata, dict) and metadata.get(METADATA_KEY) == key

@@ -226,7 +226,7 @@ class Delivery:
             if self._on_stored is not None:
                 self._on_stored(scope)
             if self._after_store is not None and results:
-                # In the scope's worker: the next batch waits for the time judgement.
+                # Queues the time judgement (or consolidation) and returns.
                 try:
                     await self._after_store(scope, results, _said_at(rows))
                 except Exception:
@@ -254,7 +254,9 @@ class Delivery:
             stored = await self._backend.add(
                 verbatim, scope, infer=False, metadata=metadata, said_at=said_at
             )
-        return [item for item in stored if isinstance(item, dict)]
+        # The key goes with the results: hosted mem0 answers with a pending event,
+        # and consolidation finds the memories it became by this key.
+        return [{**item, METADATA_KEY: batch_key} for item in stored if isinstance(item, dict)]
 
     def _gave_up(self, error: str) -> str:
         return f"gave up after {self._retry.max_attempts} attempts; last error: {error}"

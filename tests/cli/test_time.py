@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,18 @@ def test_forgetting_the_kept_memory_brings_its_repeat_back(_data_dir: Path) -> N
     assert repeat["metadata"]["duplicate_of"] == kept["id"]
     assert [m["id"] for m in run_json("list", "--user", "alice")] == [kept["id"]]
     assert f"(duplicate of {kept['id']})" in run("list", "--user", "alice", "--all").stdout
+    # history shows the chain both ways; export keeps the repeat with its marks.
+    forward = run_json("history", repeat["id"])
+    assert {"event": "DUPLICATE_OF", "memory_id": kept["id"]}.items() <= forward[-1].items()
+    backward = run_json("history", kept["id"])
+    assert {"event": "DUPLICATES", "memory_id": repeat["id"]}.items() <= backward[-1].items()
+    exported = run("export", "--user", "alice")
+    assert exported.exit_code == 0, exported.output
+    lines = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert {line["id"]: line["metadata"].get("duplicate_of") for line in lines} == {
+        kept["id"]: None,
+        repeat["id"]: kept["id"],
+    }
 
     forgotten = run("forget", kept["id"], "--yes")
     assert forgotten.exit_code == 0, forgotten.output

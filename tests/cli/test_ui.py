@@ -271,6 +271,39 @@ def test_supersession_is_shown_both_ways(store: Any) -> None:
     assert "SUPERSEDED_BY" in timeline and "Alice lives in Hangzhou." in timeline
 
 
+def test_a_repeat_is_shown_with_the_memory_kept(store: Any) -> None:
+    kept = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000011",
+        text="Alice lives in Hangzhou.",
+        user_id="alice",
+        created_at="2026-06-01T09:00:00+00:00",
+        metadata={"duplicates": ["0b6c3a52-1d2e-4f00-9a6b-000000000012"]},
+    )
+    repeat = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000012",
+        text="The user lives in Hangzhou.",
+        user_id="alice",
+        created_at="2026-06-02T09:00:00+00:00",
+        metadata={
+            "duplicate_of": "0b6c3a52-1d2e-4f00-9a6b-000000000011",
+            "valid_until": "2026-06-02T09:00:00+00:00",
+        },
+    )
+    asyncio.run(store.insert([kept, repeat]))
+    client = client_for(store)
+    current = client.get("/?user=alice").text
+    assert "Alice lives in Hangzhou." in current and "The user lives in Hangzhou." not in current
+    page = client.get("/?user=alice&all=1").text
+    link = '<a href="memory?id=0b6c3a52-1d2e-4f00-9a6b-0000000000{0}" title='
+    assert f"duplicate of {link.format(11)}" in page
+    assert f"merged {link.format(12)}" in page
+
+    timeline = client.get("/memory?id=0b6c3a52-1d2e-4f00-9a6b-000000000012").text
+    assert "DUPLICATE_OF" in timeline and "Alice lives in Hangzhou." in timeline
+    timeline = client.get("/memory?id=0b6c3a52-1d2e-4f00-9a6b-000000000011").text
+    assert "DUPLICATES" in timeline and "The user lives in Hangzhou." in timeline
+
+
 def test_outbox_lists_failed_writes_and_retry_requeues_them(store: Any) -> None:
     path = store.settings.outbox_dir / OUTBOX_FILENAME
     path.parent.mkdir(parents=True, exist_ok=True)

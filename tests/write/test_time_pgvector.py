@@ -71,3 +71,50 @@ async def test_a_change_supersedes_on_pgvector(pg_dsn: str, tmp_path: Path) -> N
         assert not _payloads(pg_dsn, table)["User lives in Hangzhou."].get("superseded_by")
         hits = await mw.client_state.backend.get_all(Scope("alice", "helper"), limit=10)
         assert [h.memory for h in hits] == ["User lives in Hangzhou."]
+
+
+@pytest.mark.parametrize("judge", [True, False], ids=["judge", "no-judge"])
+async def test_a_repeat_is_marked_on_pgvector(pg_dsn: str, tmp_path: Path, judge: bool) -> None:
+    """One fact said twice in other words: one current row, the other marked in its
+    payload; the note shows the fact once; forgetting the kept one brings it back."""
+    table = fresh_collection()
+    config = pgvector_config(
+        pg_dsn, dims=DIMS, collection=table, history_db_path=str(tmp_path / "history.db")
+    )
+    prepare_pgvector(config)
+    mw = Mem0Middleware(
+        user_id="alice",
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(DIMS),
+        mem0_config=config,
+        mode="static_control",
+        search_timeout=30,
+        judge=judge,
+    )
+    async with mw:
+        asker = ScriptedChatModel("Ok.")
+        for text, model in (
+            ("I want my charts in dark mode.", ScriptedChatModel("Ok.")),
+            ("I want dark mode for my charts.", ScriptedChatModel("Ok.")),
+            ("How should my charts look?", asker),
+        ):
+            bot = Agent(name="helper", system_prompt="x", model=model, middlewares=[mw])
+            await bot.reply(UserMsg(name="user", content=text))
+            await mw.flush()
+        note = note_text(asker.calls[0])
+        assert note.count("dark mode") == 1, note
+
+        rows = _payloads(pg_dsn, table)
+        charts = {text: row for text, row in rows.items() if "dark mode" in text}
+        assert len(charts) == 2, rows
+        (repeat,) = [row for row in charts.values() if row.get("duplicate_of")]
+        (kept,) = [row for row in charts.values() if not row.get("duplicate_of")]
+        assert repeat["duplicate_of"] == kept["id"] and repeat["valid_until"]
+        assert kept["duplicates"] == [repeat["id"]]
+        assert kept["created_at"] < repeat["created_at"]  # the older one is kept
+
+        done = await mw.client_state.backend.forget(kept["id"])
+        assert done.current_again == (repeat["id"],)
+        assert not _payloads(pg_dsn, table)[repeat["data"]].get("duplicate_of")
+        hits = await mw.client_state.backend.get_all(Scope("alice", "helper"), limit=10)
+        assert repeat["data"] in [h.memory for h in hits]

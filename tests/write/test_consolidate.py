@@ -71,6 +71,33 @@ def test_what_blocks_a_merge_is_named() -> None:
     assert as_user("Alice's cat likes ALICE.", names) == "User's cat likes User."
 
 
+def test_one_word_swapped_in_a_long_memory_is_another_fact() -> None:
+    """However many words two memories share, the words alone never merge a swap."""
+    names = user_names("alice")
+    swaps = [
+        (
+            "User wants the weekly sales dashboard charts in dark mode on the office monitor.",
+            "User wants the weekly sales dashboard charts in light mode on the office monitor.",
+        ),
+        (
+            "User keeps a detailed travel journal about trips through northern Italy by train.",
+            "User keeps a detailed travel journal about trips through southern Italy by train.",
+        ),
+        (
+            "User orders a large oat milk latte with cinnamon at the corner cafe each morning.",
+            "User orders a large almond milk latte with cinnamon at the corner cafe each morning.",
+        ),
+    ]
+    for a, b in swaps:
+        assert not same_fact(fact_shape(a, names), fact_shape(b, names)), (a, b)
+    # A light verb may still differ, and a reordering is no swap.
+    for a, b in (
+        ("User works as a nurse at a hospital in Lyon.", "User is a nurse at a hospital in Lyon."),
+        ("User wants charts in dark mode.", "User wants dark mode for charts."),
+    ):
+        assert same_fact(fact_shape(a, names), fact_shape(b, names)), (a, b)
+
+
 def test_user_names_come_from_the_id_and_the_memories() -> None:
     assert user_names("wei_zhang") == {"wei", "zhang"}
     assert "mia" in user_names("u-1", ["User's name is Mia."])

@@ -13,10 +13,13 @@ hides one of them, so what blocks a merge is checked first and wins:
 * different numbers, digits or words ("two cats" is "2 cats", not "3 cats").
 
 Neither may add a detail the other lacks ("likes tea", "likes green tea") or
-swap one verb for another ("wants a dog", "has a dog"). Past those, with
-two memories are the same fact when their content words, with a few
-families of synonyms folded ("likes"/"enjoys", "works at"/"is employed at",
-"named"/"called"), overlap by :attr:`SameFactRule.lexical` (Jaccard); or,
+swap one verb for another ("wants a dog", "has a dog"). Past those, two
+memories are the same fact when their content words, with a few families of
+synonyms folded ("likes"/"enjoys", "works at"/"is employed at",
+"named"/"called"), overlap by :attr:`SameFactRule.lexical` (Jaccard) and
+neither puts a word of its own in the place of one of the other's (however
+long the sentence, "dark mode" is not "light mode"; only a light verb may
+differ: "works as a nurse", "is a nurse"); or,
 with their embeddings at hand, when their content words other than light
 verbs ("works as", "does", "has") overlap by
 :attr:`SameFactRule.with_vectors` and the embeddings' cosine similarity
@@ -397,7 +400,10 @@ def same_fact(
     """
     if kept_apart(a, b) is not None:
         return False
-    if overlap(a.words, b.words) >= rule.lexical:
+    # The words alone never merge a swap ("dark mode", "light mode"): a shared
+    # majority of words says nothing about the one that differs.
+    swapped = bool(a.words - b.words - _LIGHT) and bool(b.words - a.words - _LIGHT)
+    if not swapped and overlap(a.words, b.words) >= rule.lexical:
         return True
     return (
         similarity is not None

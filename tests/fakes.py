@@ -31,7 +31,7 @@ from agentscope_mem0 import (
     Outbox,
     SqliteWorkingStore,
     WorkingRecord,
-    build_mem0_config,
+    build_memory,
 )
 from agentscope_mem0.testing import HashEmbedding, RuleExtractor, ScriptedChatModel
 
@@ -41,13 +41,12 @@ def real_memory(
     chat_model: ScriptedChatModel | None = None,
     embedding: HashEmbedding | None = None,
 ) -> AsyncMemory:
-    """A real mem0 AsyncMemory on local Qdrant, driven by the offline fakes."""
-    return AsyncMemory(
-        config=build_mem0_config(
-            chat_model=chat_model or ScriptedChatModel(),
-            embedding_model=embedding or HashEmbedding(),
-            mem0_config=store_config,
-        )
+    """A real mem0 AsyncMemory on local Qdrant, driven by the offline fakes, built
+    as ``Mem0Middleware`` builds it (the on-disk Qdrant shared in the process)."""
+    return build_memory(
+        chat_model=chat_model or ScriptedChatModel(),
+        embedding_model=embedding or HashEmbedding(),
+        mem0_config=store_config,
     )
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Mem0MiddlewareError,
         MemoryUnavailableError,
         MigrationError,
+        ModelTypeError,
         OutboxWriteError,
         PermanentBackendError,
         StoreDamagedError,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ._formatter import StringContentFormatter
     from ._mem0.adapters import AgentScopeEmbedding, AgentScopeLLM
     from ._mem0.backend import Mem0Backend
-    from ._mem0.clients import build_local_memory, build_mem0_config
+    from ._mem0.clients import build_local_memory, build_mem0_config, build_memory
     from ._mem0.extraction import ExtractionStyle
     from ._mem0.hits import MemoryHit
     from ._mem0.release import Forgotten
@@ -106,6 +107,7 @@ _LAZY: dict[str, str] = {
     "MemoryUnavailableError": "._exceptions",
     "MigrationError": "._exceptions",
     "Mode": "._modes",
+    "ModelTypeError": "._exceptions",
     "NoteOptions": "._options",
     "Outbox": "._write.outbox",
     "OutboxRow": "._write.outbox",
@@ -132,6 +134,7 @@ _LAZY: dict[str, str] = {
     "WriteResult": "._write.queue",
     "build_local_memory": "._mem0.clients",
     "build_mem0_config": "._mem0.clients",
+    "build_memory": "._mem0.clients",
 }
 
 __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
@@ -165,6 +168,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "MemoryUnavailableError",
     "MigrationError",
     "Mode",
+    "ModelTypeError",
     "NoteOptions",
     "Outbox",
     "OutboxRow",
@@ -192,6 +196,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "__version__",
     "build_local_memory",
     "build_mem0_config",
+    "build_memory",
 ]
 
 

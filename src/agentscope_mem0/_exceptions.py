@@ -4,7 +4,8 @@ The hierarchy::
 
     Mem0MiddlewareError
     ├── ConfigurationError (also ValueError)      a usage mistake; the message
-    │   ├── DimensionMismatchError                says what to change
+    │   ├── ModelTypeError (also TypeError)       says what to change
+    │   ├── DimensionMismatchError
     │   ├── StoreLockedError                      another process owns the folder
     │   └── MigrationError                        a folder was not moved to Qdrant
     │                                             Edge or copied to a server; it
@@ -32,9 +33,10 @@ The hierarchy::
 
 Every one of them can be imported from ``agentscope_mem0``.
 
-``ConfigurationError`` subclasses ``ValueError`` so that code written for
-AgentScope's built-in middleware, which raises ``ValueError`` for the same
-mistakes, keeps working.
+``ConfigurationError`` subclasses ``ValueError`` (and ``ModelTypeError``
+``TypeError`` too) so that code written for AgentScope's built-in middleware,
+which raises ``ValueError`` and ``TypeError`` for the same mistakes, keeps
+working.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ __all__ = [
     "Mem0MiddlewareError",
     "MemoryUnavailableError",
     "MigrationError",
+    "ModelTypeError",
     "OutboxWriteError",
     "PermanentBackendError",
     "StoreDamagedError",
@@ -71,6 +74,10 @@ class Mem0MiddlewareError(Exception):
 
 class ConfigurationError(Mem0MiddlewareError, ValueError):
     """The middleware or a helper was given arguments that cannot work."""
+
+
+class ModelTypeError(ConfigurationError, TypeError):
+    """A model argument is not an AgentScope model of the kind asked for."""
 
 
 class DimensionMismatchError(ConfigurationError):

@@ -378,10 +378,9 @@ def _check_models(
     """Fail now on arguments the lazy build would reject, so that a mistake
     shows at startup: agentscope.app only logs errors raised inside a chat run.
 
-    A given ``mem0_config`` is fully validated; that may already open what it
-    names (a local Qdrant path through the shared client, a history database),
-    which the client built later reuses. The embedded default is not validated
-    here, since building its config opens the store folder.
+    A given ``mem0_config`` is fully validated; building a config opens
+    nothing, so a locked folder or an unreachable server shows when the client
+    is built. The embedded default is not validated here.
     """
     if mem0_config is None and chat_model is None:
         raise ConfigurationError(

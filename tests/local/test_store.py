@@ -29,6 +29,7 @@ from agentscope_mem0 import (
     StoreLockedError,
     build_local_memory,
     build_mem0_config,
+    build_memory,
 )
 from agentscope_mem0.local import (
     EDGE_PROVIDER,
@@ -273,8 +274,6 @@ async def test_closed_client_fails_clearly_and_the_folder_reopens(folder: Path) 
 
 
 async def test_a_user_config_with_a_local_path_gets_the_shared_client(tmp_path: Path) -> None:
-    from mem0 import AsyncMemory
-
     path = tmp_path / "own-qdrant"
     user_config = {
         "vector_store": {
@@ -284,31 +283,27 @@ async def test_a_user_config_with_a_local_path_gets_the_shared_client(tmp_path: 
         "history_db_path": str(tmp_path / "history.db"),
     }
 
-    def memory() -> Any:
-        config = build_mem0_config(
+    def memory(dims: int = DIMS) -> Any:
+        return build_memory(
             chat_model=ScriptedChatModel(),
-            embedding_model=HashEmbedding(DIMS),
+            embedding_model=HashEmbedding(dims),
             mem0_config=user_config,
         )
-        # build_mem0_config routes the local path through the shared client
-        assert share_local_qdrant(config) is config
-        assert "client" not in user_config["vector_store"]["config"]  # the input is left alone
-        return AsyncMemory(config=config)
 
+    # the config only describes the store; building the client opens it, shared
+    described = build_mem0_config(
+        chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(DIMS), mem0_config=user_config
+    )
+    assert described.vector_store.config.client is None and not path.exists()
     first, second = memory(), memory()  # a second plain client here would hit the folder lock
+    assert "client" not in user_config["vector_store"]["config"]  # the input is left alone
     assert first.vector_store.client is second.vector_store.client
     assert isinstance(first.vector_store.client, LockedQdrantClient)
     await first.add([{"role": "user", "content": "hello"}], user_id="u", infer=False)
     assert len(memories_of(await second.get_all(filters={"user_id": "u"}))) == 1
 
     with pytest.raises(DimensionMismatchError, match="'mine'"):
-        share_local_qdrant(
-            build_mem0_config(
-                chat_model=ScriptedChatModel(),
-                embedding_model=HashEmbedding(8),
-                mem0_config=user_config,
-            )
-        )
+        memory(dims=8)
 
 
 def test_server_configs_are_left_alone() -> None:

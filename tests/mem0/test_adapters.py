@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,9 @@ from agentscope_mem0 import (
     AgentScopeLLM,
     ConfigurationError,
     DimensionMismatchError,
+    Mem0Middleware,
+    ModelTypeError,
+    build_local_memory,
     build_mem0_config,
 )
 from agentscope_mem0._mem0.adapters import flatten_response, to_agentscope_messages
@@ -95,11 +100,30 @@ def test_no_usable_messages_is_an_error() -> None:
         llm.generate_response([{"role": "tool", "content": "x"}])
 
 
-def test_adapters_reject_wrong_model_types() -> None:
-    with pytest.raises(ConfigurationError, match="ChatModelBase"):
-        AgentScopeLLM({"model": "gpt-4o"})
-    with pytest.raises(ConfigurationError, match="EmbeddingModelBase"):
-        AgentScopeEmbedding({"model": ScriptedChatModel()})
+def _refused_as_both(build: Callable[[], Any], match: str) -> None:
+    # A TypeError as AgentScope's built-in raises, and this package's usage error.
+    with pytest.raises(TypeError, match=match) as caught:
+        build()
+    assert isinstance(caught.value, ModelTypeError)
+    assert isinstance(caught.value, ConfigurationError)
+
+
+def test_wrong_model_types_are_both_type_and_configuration_errors(tmp_path: Any) -> None:
+    chat, embedding = ScriptedChatModel(), HashEmbedding()
+    _refused_as_both(lambda: AgentScopeLLM({"model": "gpt-4o"}), "ChatModelBase")
+    _refused_as_both(lambda: AgentScopeEmbedding({"model": chat}), "EmbeddingModelBase")
+    _refused_as_both(
+        lambda: build_mem0_config(chat_model=embedding, embedding_model=embedding),
+        "ChatModelBase",
+    )
+    _refused_as_both(
+        lambda: Mem0Middleware(user_id="u", chat_model=chat, embedding_model=chat),
+        "EmbeddingModelBase",
+    )
+    _refused_as_both(lambda: build_local_memory(embedding, folder=tmp_path), "ChatModelBase")
+    # no model at all: a ValueError, as in the built-in
+    with pytest.raises(ValueError, match="ChatModelBase"):
+        AgentScopeLLM({})
 
 
 def test_embedding_single_and_batch() -> None:
@@ -193,3 +217,26 @@ def test_caller_config_is_not_mutated_and_history_stays_in_the_folder(
     assert base.vector_store.config.embedding_model_dims == 1536
     assert base.vector_store.config.client is None
     assert config.history_db_path.startswith(str(_data_dir))
+
+
+def test_a_config_alone_passes_through_unchanged() -> None:
+    base = MemoryConfig(history_db_path="/nowhere/history.db")
+    assert build_mem0_config(mem0_config=base) is base
+    assert base.history_db_path == "/nowhere/history.db"
+    assert base.vector_store.config.client is None
+
+
+def test_building_a_config_opens_nothing(tmp_path: Path, _data_dir: Path) -> None:
+    qdrant = tmp_path / "qdrant"
+    base = MemoryConfig(vector_store={"provider": "qdrant", "config": {"path": str(qdrant)}})
+    chat, embedding = ScriptedChatModel(), HashEmbedding(48)
+    configs = [
+        build_mem0_config(chat_model=chat, embedding_model=embedding),
+        build_mem0_config(chat_model=chat, embedding_model=embedding, mem0_config=base),
+        build_mem0_config(mem0_config=MemoryConfig()),  # mem0's default: /tmp/qdrant
+    ]
+    assert not qdrant.exists() and not _data_dir.exists()
+    assert all(c.vector_store.config.client is None for c in configs[1:])
+    from agentscope_mem0.local import _edge, _store
+
+    assert _store._clients == {} and _edge._shards == {}

@@ -150,14 +150,32 @@ async def test_empty_content_is_an_error(store_config: dict[str, Any]) -> None:
     assert client.named("add") == []
 
 
-async def test_tools_refuse_a_state_the_middleware_never_saw(
-    store_config: dict[str, Any],
+@pytest.mark.parametrize("state", [None, AgentState()], ids=["no state", "a state never seen"])
+async def test_tools_without_an_agent_state_act_for_the_middlewares_own_ids(
+    state: AgentState | None, store_config: dict[str, Any]
 ) -> None:
-    mw = Mem0Middleware(user_id="u", client=real_memory(store_config))
-    tools = await _tools(mw)
-    chunk = await tools["search_memory"](keywords=["x"], _agent_state=AgentState())
-    assert chunk.state == ToolResultState.ERROR
-    assert "middlewares" in _text(chunk)
+    # As AgentScope's built-in does: a custom executor or a direct call brings
+    # no live state, so the tools use the middleware's own user and agent_id.
+    memory = real_memory(store_config)
+    await memory.add("User lives in Hangzhou", user_id="u", agent_id="assistant", infer=False)
+    await memory.add("User owns a cat", user_id="u", agent_id="other", infer=False)
+    client = RecordingClient(memory)
+
+    fixed = await _tools(Mem0Middleware(user_id="u", client=client, agent_id="assistant"))
+    found = await fixed["search_memory"](keywords=["Hangzhou cat"], _agent_state=state)
+    assert found.state == ToolResultState.SUCCESS
+    assert "Hangzhou" in _text(found) and "cat" not in _text(found)
+    added = await fixed["add_memory"](thinking="t", content=["I sing."], _agent_state=state)
+    assert added.state == ToolResultState.SUCCESS, _text(added)
+    assert client.named("add")[-1][1]["agent_id"] == "assistant"
+
+    # agent_id taken from each agent's name: no agent to name, so the user alone
+    by_name = await _tools(Mem0Middleware(user_id="u", client=client))
+    found = await by_name["search_memory"](keywords=["Hangzhou cat"], _agent_state=state)
+    assert "Hangzhou" in _text(found) and "cat" in _text(found)
+    await by_name["add_memory"](thinking="t", content=["I dance."], _agent_state=state)
+    assert "agent_id" not in client.named("add")[-1][1]
+    assert client.named("add")[-1][1]["user_id"] == "u"
 
 
 async def test_tools_follow_the_calling_agent_not_the_last_one(

@@ -21,7 +21,7 @@ from mem0.configs.llms.base import BaseLlmConfig
 from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
-from .._exceptions import ConfigurationError
+from .._exceptions import ModelTypeError
 from .bridge import current_lane, get_bridge
 from .extraction import compact_extraction, repair_extraction_answer
 from .timeline import prepare_extraction, record_extraction
@@ -55,7 +55,7 @@ class AgentScopeLLM(LLMBase):
         super().__init__(config)
         model = self.config.model
         if not isinstance(model, ChatModelBase):
-            raise ConfigurationError(
+            raise ModelTypeError(
                 "AgentScopeLLM needs an agentscope ChatModelBase as config['model'],"
                 f" got {type(model).__name__}"
             )
@@ -188,7 +188,7 @@ class AgentScopeEmbedding(EmbeddingBase):
         super().__init__(config)
         model = self.config.model
         if not isinstance(model, EmbeddingModelBase):
-            raise ConfigurationError(
+            raise ModelTypeError(
                 "AgentScopeEmbedding needs an agentscope EmbeddingModelBase as "
                 f"config['model'], got {type(model).__name__}"
             )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agentscope.embedding import EmbeddingModelBase
 from agentscope.model import ChatModelBase
 
-from .._exceptions import ConfigurationError, DimensionMismatchError
+from .._exceptions import ConfigurationError, DimensionMismatchError, ModelTypeError
 from .._sqlite.salvage import check_history_db
 from .adapters import PROVIDER, agentscope_config_classes
 
@@ -26,48 +26,61 @@ if TYPE_CHECKING:
 __all__ = [
     "build_local_memory",
     "build_mem0_config",
-    "check_dimensions",
+    "build_memory",
     "check_model_types",
     "close_memory",
     "resolve_client",
+    "sized_to",
 ]
 
 logger = logging.getLogger(__name__)
 
 
 def check_model_types(chat_model: Any, embedding_model: Any) -> None:
-    """Raise a clear error when a model given is not an AgentScope model of its kind."""
+    """Raise a clear error when a model given is not an AgentScope model of its kind.
+
+    Raises:
+        ModelTypeError: A ``ConfigurationError`` that is a ``TypeError`` too,
+            as AgentScope's built-in raises for the same mistake.
+    """
     if chat_model is not None and not isinstance(chat_model, ChatModelBase):
-        raise ConfigurationError(
+        raise ModelTypeError(
             f"chat_model must be an agentscope ChatModelBase, got {type(chat_model).__name__}"
         )
     if embedding_model is not None and not isinstance(embedding_model, EmbeddingModelBase):
-        raise ConfigurationError(
+        raise ModelTypeError(
             "embedding_model must be an agentscope EmbeddingModelBase, got "
             f"{type(embedding_model).__name__}"
         )
 
 
-def check_dimensions(config: MemoryConfig, dims: int) -> None:
-    """Make the vector store's size agree with the embedder's.
+def sized_to(config: MemoryConfig, dims: int) -> MemoryConfig:
+    """``config`` with its vector store sized to an embedder of ``dims``.
 
     An unset ``embedding_model_dims`` takes the embedder's size (mem0 2.2
-    would otherwise silently assume 1536); a different explicit value is an
-    error.
+    would otherwise silently assume 1536), on a copy of the store's config;
+    a different explicit value is an error.
+
+    Raises:
+        DimensionMismatchError: The store is configured for another size.
     """
     store = config.vector_store.config
     if store is None or not hasattr(store, "embedding_model_dims"):
-        return
-    explicit = "embedding_model_dims" in getattr(store, "model_fields_set", set())
-    if not explicit:
-        store.embedding_model_dims = dims
-    elif store.embedding_model_dims != dims:
-        raise DimensionMismatchError(
-            f"the embedding model makes {dims}-dimensional vectors but the vector "
-            f"store is configured for {store.embedding_model_dims}; set "
-            f"vector_store.config.embedding_model_dims={dims} or use a matching "
-            "embedding model (an existing collection must be recreated to change size)"
-        )
+        return config
+    if "embedding_model_dims" in getattr(store, "model_fields_set", set()):
+        if store.embedding_model_dims != dims:
+            raise DimensionMismatchError(
+                f"the embedding model makes {dims}-dimensional vectors but the vector "
+                f"store is configured for {store.embedding_model_dims}; set "
+                f"vector_store.config.embedding_model_dims={dims} or use a matching "
+                "embedding model (an existing collection must be recreated to change size)"
+            )
+        return config
+    if store.embedding_model_dims == dims:
+        return config
+    sized = store.model_copy(update={"embedding_model_dims": dims})
+    config.vector_store = config.vector_store.model_copy(update={"config": sized})
+    return config
 
 
 def build_mem0_config(
@@ -78,11 +91,20 @@ def build_mem0_config(
 ) -> MemoryConfig:
     """Build a mem0 ``MemoryConfig`` whose LLM and embedder are AgentScope models.
 
-    Without ``mem0_config`` the vector store is the embedded default: a local
-    Qdrant and a history database in the data folder (see
-    :func:`agentscope_mem0.local.data_dir`), sized to the embedding model.
-    With ``mem0_config`` only the ``llm`` and ``embedder`` slots of a copy are
-    replaced; vector store, history database, reranker and the rest are kept.
+    Building a config opens nothing: no store, no file, no folder.
+
+    * Models only: the embedded default in the data folder (see
+      :func:`agentscope_mem0.local.data_dir`), sized to the embedding model.
+    * ``mem0_config`` with models: a copy with the ``llm`` and ``embedder``
+      slots replaced for the models given; vector store, reranker and the rest
+      are kept, the store's size follows the embedding model when it was not
+      set, and an unset ``history_db_path`` names the data folder's (not
+      mem0's global ``~/.mem0``). The caller's object never changes.
+    * ``mem0_config`` alone: returned as it is (a dict becomes a ``MemoryConfig``).
+
+    Use :func:`build_memory` for the client ``Mem0Middleware`` builds from the
+    same keywords (the on-disk store shared in the process, a working
+    ``reset()``).
 
     Args:
         chat_model: The model mem0 extracts memories with.
@@ -93,22 +115,20 @@ def build_mem0_config(
         The config, ready for ``mem0.AsyncMemory(config=...)``.
 
     Raises:
-        ConfigurationError: A model is missing or has the wrong type.
+        ConfigurationError: A model is missing, or ``mem0_config`` is neither
+            a ``MemoryConfig`` nor a dict.
+        ModelTypeError: A model has the wrong type (also a ``TypeError``).
         DimensionMismatchError: The embedding model's ``dimensions`` differ
             from the vector store's ``embedding_model_dims``.
     """
     from mem0.configs.base import MemoryConfig
 
-    from ..local import (
-        embedded_store_config,
-        history_db_path,
-        memory_config_from,
-        share_local_qdrant,
-    )
-    from ..local._folder import prepare_history_db
+    from ..local import embedded_store_fields, memory_config_from
+    from ..local._folder import FolderLayout
 
     check_model_types(chat_model, embedding_model)
     llm_cls, embedder_cls = agentscope_config_classes()
+    given = chat_model is not None or embedding_model is not None
 
     if mem0_config is None:
         if chat_model is None or embedding_model is None:
@@ -116,7 +136,7 @@ def build_mem0_config(
                 "build_mem0_config needs both chat_model and embedding_model "
                 "when no mem0_config is given"
             )
-        config = memory_config_from(embedded_store_config(dims=embedding_model.dimensions))
+        config = memory_config_from(embedded_store_fields(dims=embedding_model.dimensions))
     elif isinstance(mem0_config, dict):
         base = {
             k: v
@@ -125,12 +145,11 @@ def build_mem0_config(
         }
         config = memory_config_from(base)
     elif isinstance(mem0_config, MemoryConfig):
-        # Two levels of copy: the slots and the store's size are set below and
-        # the caller's object must not change.
-        store = mem0_config.vector_store
-        config = mem0_config.model_copy(
-            update={"vector_store": store.model_copy(update={"config": _copy(store.config)})}
-        )
+        if not given:
+            return mem0_config
+        # A shallow copy: the slots set below are the copy's; what changes
+        # inside the store's config is copied first (sized_to).
+        config = mem0_config.model_copy()
     else:
         raise ConfigurationError(
             f"mem0_config must be a mem0 MemoryConfig or a dict, got {type(mem0_config).__name__}"
@@ -140,18 +159,45 @@ def build_mem0_config(
         config.llm = llm_cls(provider=PROVIDER, config={"model": chat_model})
     if embedding_model is not None:
         config.embedder = embedder_cls(provider=PROVIDER, config={"model": embedding_model})
-        check_dimensions(config, embedding_model.dimensions)
-    if "history_db_path" not in config.model_fields_set:
+        config = sized_to(config, embedding_model.dimensions)
+    if given and "history_db_path" not in config.model_fields_set:
         # mem0 would fall back to its global ~/.mem0; keep history in our folder.
-        config.history_db_path = str(history_db_path())
-        prepare_history_db(config.history_db_path)
-    elif config.history_db_path not in ("", ":memory:"):
-        check_history_db(config.history_db_path)  # damaged: moved aside, not a raw error
-    return share_local_qdrant(config)
+        config.history_db_path = str(FolderLayout.of().history_db)
+    return config
 
 
-def _copy(value: Any) -> Any:
-    return value.model_copy() if hasattr(value, "model_copy") else value
+def build_memory(
+    *,
+    chat_model: ChatModelBase | None = None,
+    embedding_model: EmbeddingModelBase | None = None,
+    mem0_config: MemoryConfig | dict[str, Any],
+) -> AsyncMemory:
+    """The mem0 client ``Mem0Middleware`` builds from these keywords.
+
+    The config of :func:`build_mem0_config`, and then: an on-disk Qdrant path
+    goes through this process's shared, serialised client of that path (see
+    :func:`agentscope_mem0.local.share_local_qdrant`), the history database
+    is put in WAL mode (a damaged one moved aside), and ``reset()`` empties a
+    shared store in place instead of closing it for the other clients.
+
+    Raises:
+        ConfigurationError: As :func:`build_mem0_config`.
+        StoreLockedError: Another process holds the on-disk Qdrant path.
+        DimensionMismatchError: The store holds vectors of another size.
+    """
+    from ..local import history_db_path, share_local_qdrant
+    from ..local._folder import FolderLayout, prepare_history_db
+    from .memory import SharedStoreMemory
+
+    config = build_mem0_config(
+        chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
+    )
+    history = config.history_db_path
+    if history == str(FolderLayout.of().history_db):
+        prepare_history_db(history_db_path())  # the data folder is created here
+    elif history not in ("", ":memory:"):
+        check_history_db(history)  # damaged: moved aside, not a raw error
+    return SharedStoreMemory(config=share_local_qdrant(config))
 
 
 def build_local_memory(
@@ -173,17 +219,16 @@ def build_local_memory(
         built in this process.
 
     Raises:
-        ConfigurationError: A model is missing or has the wrong type.
+        ModelTypeError: A model has the wrong type (also a ``TypeError``).
         StoreLockedError: Another process holds the folder.
         DimensionMismatchError: The folder holds vectors of another size.
     """
-    from mem0 import AsyncMemory
-
     from ..local import embedded_store_config, install_keyword_encoder
     from ..local._folder import set_busy_timeout
+    from .memory import SharedStoreMemory
 
     if not isinstance(chat_model, ChatModelBase):
-        raise ConfigurationError(
+        raise ModelTypeError(
             "build_local_memory needs an agentscope ChatModelBase for extraction, got "
             f"{type(chat_model).__name__}"
         )
@@ -194,7 +239,7 @@ def build_local_memory(
     config = build_mem0_config(
         chat_model=chat_model, embedding_model=embedding_model, mem0_config=store
     )
-    memory = AsyncMemory(config=config)
+    memory = SharedStoreMemory(config=config)
     # mem0's hybrid search needs a keyword encoder before the first write,
     # or the memories stored meanwhile have no keyword vector.
     install_keyword_encoder(memory)
@@ -271,14 +316,9 @@ def resolve_client(
             assert chat_model is not None
             client = build_local_memory(chat_model, embedding_model=embedding_model)
         else:
-            from mem0 import AsyncMemory
-
-            config = build_mem0_config(
-                chat_model=chat_model,
-                embedding_model=embedding_model,
-                mem0_config=mem0_config,
+            client = build_memory(
+                chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
             )
-            client = AsyncMemory(config=config)
 
     if not (_is_async(getattr(client, "search", None)) and _is_async(getattr(client, "add", None))):
         raise TypeError(

@@ -10,7 +10,6 @@ from .._exceptions import MemoryUnavailableError
 from .._mem0.timeline import time_label
 from .._recall.escape import escape_memory
 from .memory import (
-    NOT_INSTALLED,
     UNAVAILABLE,
     SearchMemoryTool,
     _chunk,
@@ -61,8 +60,6 @@ class ForgetMemoryTool(_MemoryTool):
         """Delete each memory that belongs to the calling agent's scope."""
         # The memories search_memory can show are the ones it may forget.
         scope = self._ctx.scope(_agent_state, for_search=True)
-        if scope is None:
-            return _chunk(NOT_INSTALLED, error=True)
         wanted = [i.strip() for i in memory_ids or [] if isinstance(i, str) and i.strip()]
         if not wanted:
             return _chunk("No memory ids were given, so nothing was forgotten.", error=True)

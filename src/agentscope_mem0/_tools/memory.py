@@ -2,6 +2,9 @@
 
 Both take no user or scope argument: the scope comes from the middleware
 and from the calling agent's live state, never from what the model writes.
+Called without that state (a custom executor, a direct call), they act for
+the middleware's own user and fixed ``agent_id`` (the user alone when it has
+none), as AgentScope's built-in tools do.
 Each tool gets a :class:`ToolContext`: the client's backend, breaker and
 write queue, the deadlines and the scope rules. Searches (and
 ``forget_memory``) go through :meth:`ToolContext.call`, the same bounded call
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,9 +51,6 @@ STATE_KEY = "agentscope_mem0"
 """The middleware's entry in ``agent.state.middle_context``: it records the
 agent's mem0 id there at each hook, and the tools read it back."""
 
-NOT_INSTALLED = (
-    "The memory tools only work on an agent that has this Mem0Middleware in its `middlewares`."
-)
 UNAVAILABLE = "Memory is unavailable right now (mem0 failed repeatedly); go on without it."
 
 
@@ -60,6 +60,9 @@ class ToolContext:
 
     user_id: str
     """Whose memories the tools read and write."""
+    agent_id: str | None = None
+    """The middleware's fixed ``agent_id``: the scope of a call that brings no
+    agent state. ``None`` (an id taken from each agent): the user alone."""
     backend: Mem0Backend
     """The door to mem0."""
     writer: WriteQueue
@@ -78,8 +81,10 @@ class ToolContext:
     @classmethod
     def of(cls, state: ClientState, options: Options, user_id: str) -> ToolContext:
         """The context for a middleware's tools: its client's state and its options."""
+        fixed = options.agent_id if isinstance(options.agent_id, str) else None
         return cls(
             user_id=user_id,
+            agent_id=fixed,
             backend=state.backend,
             breaker=state.breaker,
             deadlines=options.deadlines,
@@ -89,17 +94,16 @@ class ToolContext:
             writer=state.writer,
         )
 
-    def scope(self, state: AgentState | None, *, for_search: bool) -> Scope | None:
+    def scope(self, state: AgentState | None, *, for_search: bool) -> Scope:
         """The scope of the agent whose live ``state`` called the tool.
 
-        Returns:
-            ``None`` when that agent has no middleware of this kind (nothing
-            recorded its id).
+        A call without the state, or from an agent this middleware never saw
+        (nothing recorded its id), acts for the middleware's own user and
+        ``agent_id``.
         """
         entry = state.middle_context.get(STATE_KEY) if state is not None else None
-        if not isinstance(entry, dict) or not entry.get("agent_id"):
-            return None
-        scope = Scope(self.user_id, str(entry["agent_id"]))
+        recorded = entry.get("agent_id") if isinstance(entry, dict) else None
+        scope = Scope(self.user_id, str(recorded) if recorded else self.agent_id)
         return scope.searched(by_agent=self.scope_search_by_agent) if for_search else scope
 
     async def call(self, call: Awaitable[_T], *, write: bool = False, check: bool = True) -> _T:
@@ -191,8 +195,6 @@ class SearchMemoryTool(_MemoryTool):
     ) -> ToolChunk:
         """Run one search per keyword and merge the results without duplicates."""
         scope = self._ctx.scope(_agent_state, for_search=True)
-        if scope is None:
-            return _chunk(NOT_INSTALLED, error=True)
         queries = [k.strip() for k in keywords if isinstance(k, str) and k.strip()]
         if not queries:
             return _chunk("No keywords were given, so nothing was searched.", error=True)
@@ -290,23 +292,19 @@ class AddMemoryTool(_MemoryTool):
         fact as written when the extraction finds nothing.
         """
         scope = self._ctx.scope(_agent_state, for_search=False)
-        if scope is None:
-            return _chunk(NOT_INSTALLED, error=True)
         facts = [c.strip() for c in content if isinstance(c, str) and c.strip()]
         if not facts:
             return _chunk("`content` is empty, so nothing was recorded.", error=True)
         result = await self._ctx.writer.submit_facts(
             scope, facts, timeout=self._ctx.deadlines.tool_timeout
         )
-        reason = f" Reason given: {thinking}" if thinking else ""
         if result.state == "stored":
             self._ctx.after_write(scope)
-            summary = "; ".join(m.rstrip(". ") for m in result.memories) or "; ".join(facts)
-            return _chunk(f"Recorded to memory: {summary}.{reason}")
+            return _chunk(_recorded(result.memories or facts, thinking))
         if result.state == "queued":
             return _chunk(
-                f"Queued for memory: {'; '.join(facts)}. It is saved and will be stored "
-                f"shortly; do not add it again.{reason}"
+                f"Queued for memory{_rationale(thinking)}: {'; '.join(facts)}. It is saved "
+                "and will be stored shortly; do not add it again."
             )
         if result.state == "failed":
             return _chunk(
@@ -315,3 +313,14 @@ class AddMemoryTool(_MemoryTool):
                 error=True,
             )
         return _chunk("Could not record to memory: nothing was stored.", error=True)
+
+
+def _rationale(thinking: str) -> str:
+    # The agent's reason stays in the transcript, worded as AgentScope's built-in does.
+    return f" (rationale: {thinking})" if thinking else ""
+
+
+def _recorded(memories: Iterable[str], thinking: str) -> str:
+    """``add_memory``'s answer once stored; it starts as the built-in's does."""
+    summary = "; ".join(m.rstrip(". ") for m in memories if m)
+    return f"Successfully recorded to memory{_rationale(thinking)}: {summary}."

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         ENGINE_ENV,
         edge_dir,
         embedded_store_config,
+        embedded_store_fields,
         memory_config_from,
         store_engine,
     )
@@ -48,6 +49,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "edge_dir": ("._engine", "edge_dir"),
     "edge_vector_store_config": ("._edge_provider", "edge_vector_store_config"),
     "embedded_store_config": ("._engine", "embedded_store_config"),
+    "embedded_store_fields": ("._engine", "embedded_store_fields"),
     "history_db_path": ("._folder", "history_db_path"),
     "install_keyword_encoder": ("._keyword", "install_keyword_encoder"),
     "memory_config_from": ("._engine", "memory_config_from"),
@@ -73,6 +75,7 @@ __all__ = [
     "edge_dir",
     "edge_vector_store_config",
     "embedded_store_config",
+    "embedded_store_fields",
     "history_db_path",
     "install_keyword_encoder",
     "memory_config_from",

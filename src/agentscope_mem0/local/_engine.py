@@ -25,6 +25,7 @@ __all__ = [
     "Engine",
     "edge_dir",
     "embedded_store_config",
+    "embedded_store_fields",
     "memory_config_from",
     "store_engine",
 ]
@@ -61,13 +62,57 @@ def edge_dir(folder: str | os.PathLike[str] | None = None) -> Path:
     return FolderLayout(data_dir(folder)).edge
 
 
+def embedded_store_fields(
+    *,
+    dims: int,
+    folder: str | os.PathLike[str] | None = None,
+    engine: str | None = None,
+) -> dict[str, Any]:
+    """The ``MemoryConfig`` fields naming the embedded store in one data folder.
+
+    Describes the store and opens nothing (not even the folder):
+    :func:`embedded_store_config` opens it.
+
+    Args:
+        dims: The embedding model's vector size.
+        folder: The data folder (see :func:`~agentscope_mem0.local.data_dir`).
+        engine: ``"edge"`` or ``"qdrant-local"``; see :func:`store_engine`.
+
+    Returns:
+        ``vector_store`` and ``history_db_path`` entries.
+    """
+    layout = FolderLayout.of(folder)
+    if store_engine(engine) == "qdrant-local":
+        store: dict[str, Any] = {
+            "provider": "qdrant",
+            "config": {
+                "collection_name": COLLECTION,
+                "embedding_model_dims": dims,
+                "path": os.fspath(layout.qdrant),
+                "on_disk": True,
+            },
+        }
+    else:
+        from ._edge_config import PROVIDER
+
+        store = {
+            "provider": PROVIDER,
+            "config": {
+                "collection_name": COLLECTION,
+                "embedding_model_dims": dims,
+                "path": os.fspath(layout.edge),
+            },
+        }
+    return {"vector_store": store, "history_db_path": os.fspath(layout.history_db)}
+
+
 def embedded_store_config(
     *,
     dims: int,
     folder: str | os.PathLike[str] | None = None,
     engine: str | None = None,
 ) -> dict[str, Any]:
-    """The ``MemoryConfig`` fields for the embedded store in one data folder.
+    """The ``MemoryConfig`` fields for the embedded store in one data folder, opened.
 
     Opens (or reuses) the folder's store now, so that another process's lock
     or a vector-size mismatch surfaces here, migrates a release-0.1 folder
@@ -92,7 +137,6 @@ def embedded_store_config(
 
         return qdrant_local_store_config(dims=dims, folder=folder)
     from ._edge import shared_shard
-    from ._edge_provider import PROVIDER
     from ._migrate import migrate_if_needed
 
     root = data_dir(folder)
@@ -102,17 +146,7 @@ def embedded_store_config(
         shared_shard(edge / name, dims)
     history = history_db_path(root)
     prepare_history_db(history)
-    return {
-        "vector_store": {
-            "provider": PROVIDER,
-            "config": {
-                "collection_name": COLLECTION,
-                "embedding_model_dims": dims,
-                "path": os.fspath(edge),
-            },
-        },
-        "history_db_path": str(history),
-    }
+    return embedded_store_fields(dims=dims, folder=root)
 
 
 def memory_config_from(fields: dict[str, Any]) -> MemoryConfig:

@@ -20,7 +20,7 @@ from agentscope.message import UserMsg
 from mem0 import AsyncMemory
 
 from _pgfixture import fresh_collection
-from agentscope_mem0 import Mem0Backend, Mem0Middleware, RetryPolicy, WriteQueue, build_mem0_config
+from agentscope_mem0 import Mem0Backend, Mem0Middleware, RetryPolicy, WriteQueue, build_memory
 from agentscope_mem0._mem0.clients import close_memory
 from agentscope_mem0._write.outbox_place import default_outbox_dir
 from agentscope_mem0.backends import pgvector_config
@@ -44,12 +44,11 @@ def pg_dsn() -> Iterator[str]:
 
 
 def _memory(fields: dict[str, Any], answer: str) -> AsyncMemory:
-    config = build_mem0_config(
+    return build_memory(
         chat_model=ScriptedChatModel(answer, extractor=None),
         embedding_model=HashEmbedding(),
         mem0_config=fields,
     )
-    return AsyncMemory(config=config)
 
 
 async def _one_turn(fields: dict[str, Any], answer: str, text: str) -> dict[str, int]:

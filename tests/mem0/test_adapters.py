@@ -22,6 +22,7 @@ from agentscope_mem0 import (
     ModelTypeError,
     build_local_memory,
     build_mem0_config,
+    build_memory,
 )
 from agentscope_mem0._mem0.adapters import flatten_response, to_agentscope_messages
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
@@ -210,13 +211,18 @@ def test_caller_config_is_not_mutated_and_history_stays_in_the_folder(
     base = MemoryConfig(
         vector_store={"provider": "qdrant", "config": {"path": str(tmp_path / "q")}}
     )
-    config = build_mem0_config(
-        chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(48), mem0_config=base
-    )
+    models = {"chat_model": ScriptedChatModel(), "embedding_model": HashEmbedding(48)}
+    config = build_mem0_config(**models, mem0_config=base)
     assert config.vector_store.config.embedding_model_dims == 48
+    assert config.history_db_path == base.history_db_path  # mem0's own default, kept
     assert base.vector_store.config.embedding_model_dims == 1536
-    assert base.vector_store.config.client is None
-    assert config.history_db_path.startswith(str(_data_dir))
+    # the client the middleware builds keeps mem0's history in the data folder
+    memory = build_memory(**models, mem0_config=base)
+    assert memory.config.history_db_path == str(_data_dir / "history.db")
+    assert (_data_dir / "history.db").is_file()
+    assert base.vector_store.config.client is None and base.history_db_path != str(
+        _data_dir / "history.db"
+    )
 
 
 def test_a_config_alone_passes_through_unchanged() -> None:

@@ -96,15 +96,14 @@ def build_mem0_config(
     * Models only: the embedded default in the data folder (see
       :func:`agentscope_mem0.local.data_dir`), sized to the embedding model.
     * ``mem0_config`` with models: a copy with the ``llm`` and ``embedder``
-      slots replaced for the models given; vector store, reranker and the rest
-      are kept, the store's size follows the embedding model when it was not
-      set, and an unset ``history_db_path`` names the data folder's (not
-      mem0's global ``~/.mem0``). The caller's object never changes.
+      slots replaced for the models given; vector store, history database,
+      reranker and the rest are kept, and the store's size follows the
+      embedding model when it was not set. The caller's object never changes.
     * ``mem0_config`` alone: returned as it is (a dict becomes a ``MemoryConfig``).
 
     Use :func:`build_memory` for the client ``Mem0Middleware`` builds from the
-    same keywords (the on-disk store shared in the process, a working
-    ``reset()``).
+    same keywords (the on-disk store shared in the process, history in the
+    data folder unless the config names one, a working ``reset()``).
 
     Args:
         chat_model: The model mem0 extracts memories with.
@@ -124,7 +123,6 @@ def build_mem0_config(
     from mem0.configs.base import MemoryConfig
 
     from ..local import embedded_store_fields, memory_config_from
-    from ..local._folder import FolderLayout
 
     check_model_types(chat_model, embedding_model)
     llm_cls, embedder_cls = agentscope_config_classes()
@@ -160,9 +158,6 @@ def build_mem0_config(
     if embedding_model is not None:
         config.embedder = embedder_cls(provider=PROVIDER, config={"model": embedding_model})
         config = sized_to(config, embedding_model.dimensions)
-    if given and "history_db_path" not in config.model_fields_set:
-        # mem0 would fall back to its global ~/.mem0; keep history in our folder.
-        config.history_db_path = str(FolderLayout.of().history_db)
     return config
 
 
@@ -176,9 +171,11 @@ def build_memory(
 
     The config of :func:`build_mem0_config`, and then: an on-disk Qdrant path
     goes through this process's shared, serialised client of that path (see
-    :func:`agentscope_mem0.local.share_local_qdrant`), the history database
-    is put in WAL mode (a damaged one moved aside), and ``reset()`` empties a
-    shared store in place instead of closing it for the other clients.
+    :func:`agentscope_mem0.local.share_local_qdrant`), mem0's history goes to
+    the data folder unless the config names a ``history_db_path`` (mem0's
+    global ``~/.mem0`` otherwise), in WAL mode (a damaged file is moved
+    aside), and ``reset()`` empties a shared store in place instead of closing
+    it for the other clients.
 
     Raises:
         ConfigurationError: As :func:`build_mem0_config`.
@@ -186,17 +183,17 @@ def build_memory(
         DimensionMismatchError: The store holds vectors of another size.
     """
     from ..local import history_db_path, share_local_qdrant
-    from ..local._folder import FolderLayout, prepare_history_db
+    from ..local._folder import prepare_history_db
     from .memory import SharedStoreMemory
 
     config = build_mem0_config(
         chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
     )
-    history = config.history_db_path
-    if history == str(FolderLayout.of().history_db):
-        prepare_history_db(history_db_path())  # the data folder is created here
-    elif history not in ("", ":memory:"):
-        check_history_db(history)  # damaged: moved aside, not a raw error
+    if "history_db_path" not in config.model_fields_set:
+        config = config.model_copy(update={"history_db_path": str(history_db_path())})
+        prepare_history_db(config.history_db_path)
+    elif config.history_db_path not in ("", ":memory:"):
+        check_history_db(config.history_db_path)  # damaged: moved aside, not a raw error
     return SharedStoreMemory(config=share_local_qdrant(config))
 
 

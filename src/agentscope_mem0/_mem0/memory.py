@@ -65,14 +65,14 @@ def shares_store(memory: Any) -> bool:
 
 def _empty(store: Any) -> None:
     """Delete every point of ``store``, leaving its collection and client open."""
-    client = getattr(store, "client", None)
-    if client is None:
+    qdrant = getattr(store, "client", None)
+    if qdrant is None:
         # The Qdrant Edge store: its reset deletes the points and keeps the shard.
         store.reset()
         return
     from qdrant_client import models
 
-    client.delete(
+    qdrant.delete(
         collection_name=store.collection_name,
         points_selector=models.FilterSelector(filter=models.Filter(must=[])),
     )

@@ -86,9 +86,7 @@ def open_store(settings: Settings, *, chat: ChatChoice | None = None) -> MemoryS
 def _open_server(
     settings: Settings, embedding: EmbeddingModelBase, chat_model: Any, chat: ChatChoice | None
 ) -> MemoryStore:
-    from mem0 import AsyncMemory
-
-    from .._mem0.clients import build_mem0_config, close_memory
+    from .._mem0.clients import build_memory, close_memory
     from ..backends import prepare_pgvector
 
     history = str(settings.history_db) if settings.history_db else None
@@ -99,9 +97,9 @@ def _open_server(
     if settings.backend == "pgvector":
         with mapped_errors("preparing the pgvector tables"):
             prepare_pgvector(fields)
-    config = build_mem0_config(chat_model=chat_model, embedding_model=embedding, mem0_config=fields)
     with mapped_errors(f"connecting to the {settings.backend} backend"):
-        memory = AsyncMemory(config=config)
+        # The client the middleware builds: history (and so the outbox) in the same place.
+        memory = build_memory(chat_model=chat_model, embedding_model=embedding, mem0_config=fields)
     store = MemoryStore(
         memory,
         settings=settings,

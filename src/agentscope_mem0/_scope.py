@@ -142,11 +142,22 @@ class Scope:
 
     user_id: str
     agent_id: str | None = None
+    with_user_level: bool = False
+    """A read of an agent's memories also finds the user's memories filed under
+    no agent: those AgentScope's built-in middleware writes by default
+    (``agent_id=None``), or any other writer without an agent id."""
 
     def searched(self, *, by_agent: bool) -> Scope:
-        """The scope a search of this agent reads: this one, or, unless
-        ``by_agent`` (``scope_search_by_agent``), the user's memories of every agent."""
-        return self if by_agent or self.agent_id is None else Scope(self.user_id)
+        """The scope a search of this agent reads: its own memories and the
+        user's memories of no agent, or, unless ``by_agent``
+        (``scope_search_by_agent``), the user's memories of every agent."""
+        if self.agent_id is None:
+            return self
+        return (
+            Scope(self.user_id, self.agent_id, with_user_level=True)
+            if by_agent
+            else Scope(self.user_id)
+        )
 
     def filters(self, *, hosted: bool = False) -> dict[str, str]:
         """mem0's read filters for this scope (see :func:`mem0_ids`)."""

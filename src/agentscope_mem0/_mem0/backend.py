@@ -33,6 +33,7 @@ from .timeline import (
     write_time,
 )
 from .usage import TokenMeter, metered
+from .user_level import merge_user_level, one_read_filters
 
 __all__ = ["Forgotten", "Mem0Backend", "MemoryHit", "normalise_hits"]
 
@@ -75,9 +76,26 @@ class Mem0Backend:
         # on this package's lanes, off the agent loop's executor (see _bridge).
         self._on_lanes = _is_oss_memory(client)
 
-    def read_filters(self, scope: Scope) -> dict[str, str]:
-        """The filters that read ``scope``'s memories from this client."""
-        return mem0_ids(scope, hosted=self.hosted, reading=True)
+    def read_filters(self, scope: Scope) -> dict[str, Any]:
+        """The filters that read ``scope``'s memories from this client in one call.
+
+        With ``scope.with_user_level`` on a store that needs two reads (see
+        :mod:`.user_level`), the agent's memories only: the readers below add
+        the user's.
+        """
+        ids = mem0_ids(scope, hosted=self.hosted, reading=True)
+        if scope.with_user_level and "agent_id" in ids:
+            return one_read_filters(self.client, ids["user_id"], ids["agent_id"]) or ids
+        return ids
+
+    def _reads_twice(self, scope: Scope) -> bool:
+        """Whether the user's memories of no agent need a read of their own."""
+        return (
+            scope.with_user_level
+            and scope.agent_id is not None
+            and self._on_lanes  # mem0's own AsyncMemory; other clients get one read
+            and one_read_filters(self.client, scope.user_id, scope.agent_id) is None
+        )
 
     # -- reads ----------------------------------------------------------------
 
@@ -109,10 +127,17 @@ class Mem0Backend:
         threshold: float | None = None,
     ) -> list[Any]:
         """Like :meth:`search`, but mem0's result entries as they came."""
-        kwargs: dict[str, Any] = {"filters": self.read_filters(scope), "top_k": top_k}
+        kwargs: dict[str, Any] = {"top_k": top_k}
         if threshold is not None:
             kwargs["threshold"] = threshold
-        return results_of(await self._call("search", query, **kwargs))
+        found = results_of(
+            await self._call("search", query, filters=self.read_filters(scope), **kwargs)
+        )
+        if self._reads_twice(scope):
+            users = {"user_id": scope.user_id}
+            wide = results_of(await self._call("search", query, filters=users, **kwargs))
+            found = merge_user_level(found, wide, top_k, by_score=True)
+        return found
 
     async def get_all(
         self, scope: Scope, *, limit: int, include_superseded: bool = False
@@ -124,7 +149,12 @@ class Mem0Backend:
         filters = self.read_filters(scope)
 
         async def fetch(n: int) -> list[MemoryHit]:
-            return normalise_hits(await self._call("get_all", filters=filters, top_k=n))
+            found = results_of(await self._call("get_all", filters=filters, top_k=n))
+            if self._reads_twice(scope):
+                users = {"user_id": scope.user_id}
+                wide = results_of(await self._call("get_all", filters=users, top_k=n))
+                found = merge_user_level(found, wide, n, by_score=False)
+            return normalise_hits(found)
 
         return await read_current(fetch, limit, include_superseded=include_superseded)
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from agentscope.tool import ToolChunk
 
     from .._mem0.hits import MemoryHit
+    from .._scope import Scope
 
 
 __all__ = ["ForgetMemoryTool", "SearchMemoryWithIdsTool"]
@@ -71,7 +72,7 @@ class ForgetMemoryTool(_MemoryTool):
         async def forget_all() -> None:
             for memory_id in dict.fromkeys(wanted):
                 entry = await backend.get(memory_id)
-                if entry is None or not _belongs(entry, scope.user_id, scope.agent_id):
+                if entry is None or not _belongs(entry, scope):
                     # Someone else's memory reads the same as a missing one.
                     refused.append(memory_id)
                     continue
@@ -115,11 +116,12 @@ class ForgetMemoryTool(_MemoryTool):
         return _chunk(" ".join(parts), error=not forgotten)
 
 
-def _belongs(entry: dict[str, Any], user_id: str, agent_id: str | None) -> bool:
-    """Whether mem0's entry is the memory of ``user_id`` (and ``agent_id``, when set)."""
-    if entry.get("user_id") != user_id:
+def _belongs(entry: dict[str, Any], scope: Scope) -> bool:
+    """Whether mem0's entry is a memory ``scope``'s search can show."""
+    if entry.get("user_id") != scope.user_id:
         return False
-    return agent_id is None or entry.get("agent_id") == agent_id
+    agent = entry.get("agent_id")
+    return scope.agent_id in (None, agent) or (scope.with_user_level and not agent)
 
 
 class SearchMemoryWithIdsTool(SearchMemoryTool):

@@ -6,10 +6,21 @@ which may use operators (``eq``, ``ne``, ``gt``, ``gte``, ``lt``, ``lte``,
 ``in``, ``nin``, ``contains``, ``icontains``), a list for "any of", ``"*"``
 for "any value", and the logical keys ``AND`` / ``OR`` / ``NOT`` (also
 spelled ``$and`` / ``$or`` / ``$not``, mem0 renames some and keeps both).
-The meaning follows mem0's own Qdrant store, so a memory found there is found
-here. ``contains`` is a substring match; ``icontains`` matches the text as
-given, lower-cased, upper-cased, capitalised or title-cased (the engine has no
-case-folding match; mem0's own Qdrant store matches case-sensitively only).
+
+A filter means here what it means on mem0's own Qdrant store (checked side
+by side in ``tests/local/test_edge_filters.py``), so a memory found there is
+found here:
+
+* ``contains`` and ``icontains`` are Qdrant's text match: every word of the
+  text is a whole word of the value, case-insensitively ("dark mode" finds
+  "Dark Mode charts", "dar" finds nothing);
+* a boolean matches booleans only (qdrant-edge-py 0.9 turns a Python
+  ``bool`` into an integer, so it is passed as a numpy bool, which it keeps);
+* a field that is absent satisfies no condition on it (``ne`` and ``nin``
+  included), only a ``NOT`` of one;
+* what mem0's Qdrant store refuses is refused here too, with a ``ValueError``
+  saying why: a float, ``None`` or a dict to match exactly, booleans in a
+  list, a list that mixes strings and integers, a text match on a non-string.
 """
 
 from __future__ import annotations
@@ -63,21 +74,14 @@ def build_filter(filters: dict[str, Any] | None) -> Any:
 
 
 def _condition(key: str, value: Any) -> Any:
-    from qdrant_edge import (
-        FieldCondition,
-        Filter,
-        MatchAny,
-        MatchExcept,
-        MatchSubstring,
-        MatchValue,
-    )
+    from qdrant_edge import FieldCondition, MatchAny, MatchExcept, MatchText, MatchValue
 
     if not isinstance(value, dict):
         if isinstance(value, str) and value == "*":
             return None
         if isinstance(value, list):
-            return FieldCondition(key=key, match=MatchAny(any=value))
-        return FieldCondition(key=key, match=MatchValue(value=value))
+            return FieldCondition(key=key, match=MatchAny(any=_values(key, value)))
+        return FieldCondition(key=key, match=MatchValue(_value(key, value)))
     ops = set(value)
     unknown = ops - _OPERATORS
     if unknown or not ops:
@@ -93,21 +97,46 @@ def _condition(key: str, value: Any) -> Any:
                 f"for field {key!r}; combine them with AND"
             )
         return _range(key, {op: value[op] for op in _RANGE_OPS if op in value})
+    # One operator per field, in mem0's Qdrant store's order of preference.
     if "eq" in value:
-        return FieldCondition(key=key, match=MatchValue(value=value["eq"]))
+        return FieldCondition(key=key, match=MatchValue(_value(key, value["eq"])))
     if "ne" in value:
-        return FieldCondition(key=key, match=MatchExcept([value["ne"]]))
+        return FieldCondition(key=key, match=MatchExcept(_values(key, [value["ne"]])))
     if "in" in value:
-        return FieldCondition(key=key, match=MatchAny(any=list(value["in"])))
+        return FieldCondition(key=key, match=MatchAny(any=_values(key, value["in"])))
     if "nin" in value:
-        return FieldCondition(key=key, match=MatchExcept(list(value["nin"])))
-    if "contains" in value:
-        return FieldCondition(key=key, match=MatchSubstring(substring=str(value["contains"])))
-    text = str(value["icontains"])
-    # No case-folding match in the engine: try the spellings a payload is likely to use.
-    spellings = dict.fromkeys([text, text.lower(), text.upper(), text.capitalize(), text.title()])
-    return Filter(
-        should=[FieldCondition(key=key, match=MatchSubstring(substring=s)) for s in spellings]
+        return FieldCondition(key=key, match=MatchExcept(_values(key, value["nin"])))
+    text = value["contains"] if "contains" in value else value["icontains"]
+    if not isinstance(text, str):
+        raise ValueError(f"contains/icontains on {key!r} needs a string, got {text!r}")
+    return FieldCondition(key=key, match=MatchText(text))
+
+
+def _value(key: str, value: Any) -> Any:
+    """An exact-match operand: a string, an integer or a boolean (kept a boolean)."""
+    import numpy
+
+    if isinstance(value, bool):
+        # qdrant-edge-py 0.9 reads a Python bool as an integer; a numpy bool stays one.
+        return numpy.bool_(value)
+    if isinstance(value, str | int):
+        return value
+    raise ValueError(
+        f"filter on {key!r}: an exact match takes a string, an integer or a boolean, "
+        f"got {value!r} (use a range for numbers with a fraction)"
+    )
+
+
+def _values(key: str, values: Any) -> list[Any]:
+    """A list operand (``in``, ``nin``, ``ne``): all strings or all integers."""
+    if isinstance(values, list) and values:
+        if all(isinstance(v, str) for v in values):
+            return values
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return values
+    raise ValueError(
+        f"filter on {key!r}: in, nin and ne take strings or integers (a non-empty list "
+        f"of one kind for in/nin), got {values!r}; match a boolean with eq, or OR several"
     )
 
 

@@ -26,6 +26,7 @@ from .errors import http_status, mapped_errors
 from .extraction import ExtractionStyle, check_extraction, use_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
 from .release import Forgotten, release
+from .threshold import mem0_threshold
 from .timeline import (
     annotate_results,
     read_current,
@@ -126,17 +127,22 @@ class Mem0Backend:
         top_k: int,
         threshold: float | None = None,
     ) -> list[Any]:
-        """Like :meth:`search`, but mem0's result entries as they came."""
+        """Like :meth:`search`, but mem0's result entries as they came.
+
+        ``threshold`` is the least cosine similarity of a hit on every store
+        (see :mod:`.threshold`); ``None`` leaves mem0's default.
+        """
         kwargs: dict[str, Any] = {"top_k": top_k}
-        if threshold is not None:
-            kwargs["threshold"] = threshold
-        found = results_of(
-            await self._call("search", query, filters=self.read_filters(scope), **kwargs)
-        )
-        if self._reads_twice(scope):
-            users = {"user_id": scope.user_id}
-            wide = results_of(await self._call("search", query, filters=users, **kwargs))
-            found = merge_user_level(found, wide, top_k, by_score=True)
+        with mem0_threshold(self.client, threshold) as gate:
+            if gate is not None:
+                kwargs["threshold"] = gate
+            found = results_of(
+                await self._call("search", query, filters=self.read_filters(scope), **kwargs)
+            )
+            if self._reads_twice(scope):
+                users = {"user_id": scope.user_id}
+                wide = results_of(await self._call("search", query, filters=users, **kwargs))
+                found = merge_user_level(found, wide, top_k, by_score=True)
         return found
 
     async def get_all(

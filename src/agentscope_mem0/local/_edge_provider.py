@@ -17,10 +17,11 @@ fused query's first hits and fused again (two engine queries). The settings
 and their defaults are in :mod:`agentscope_mem0._recall.fusion` (chosen by
 cross-validation on the LoCoMo dev half, see docs/benchmarks/embedded-recall.md)
 and shared with the Qdrant server provider. The score mem0 sees is the fused
-score divided by the best one possible (first in both rankings), so mem0's
-``threshold`` applies to that rank score, not to a cosine. And
-``keyword_search`` returns ``None``, so mem0 does not add the keyword score a
-second time.
+score divided by the best one possible (first in both rankings). A rank is no
+similarity, so the search threshold is applied here instead, to each hit's
+cosine similarity with the query, whatever the fusion (see
+:mod:`agentscope_mem0._mem0.threshold`). And ``keyword_search`` returns
+``None``, so mem0 does not add the keyword score a second time.
 ``fusion="none"`` searches by meaning and leaves keyword scoring to mem0.
 mem0's entity collection (``<name>_entities``) is always searched by meaning
 only: mem0 2.2 merges entities whose score reaches 0.95, a cosine threshold.
@@ -40,6 +41,7 @@ from typing import Any
 
 from mem0.vector_stores.base import VectorStoreBase
 
+from .._mem0.threshold import cosine_floor
 from .._recall.fusion import (
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_FEEDBACK_DOCS,
@@ -107,6 +109,9 @@ class EdgeVectorStore(VectorStoreBase):
         DimensionMismatchError: The shard holds vectors of another size.
     """
 
+    applies_cosine_floor = True
+    """Searches drop hits below the caller's cosine floor (mem0 is given 0.0)."""
+
     def __init__(
         self,
         *,
@@ -124,8 +129,9 @@ class EdgeVectorStore(VectorStoreBase):
         self.root = Path(path)
         self.collection_name = collection_name
         self.embedding_model_dims = int(embedding_model_dims)
-        entities = collection_name.endswith(_ENTITY_SUFFIX)
-        self.fusion: Fusion = "none" if entities else fusion
+        self.entities = collection_name.endswith(_ENTITY_SUFFIX)
+        """mem0's entity collection: searched by meaning only."""
+        self.fusion: Fusion = "none" if self.entities else fusion
         self.rrf_k = rrf_k
         self.dense_weight = dense_weight
         self.feedback_docs = feedback_docs
@@ -210,7 +216,7 @@ class EdgeVectorStore(VectorStoreBase):
                 limit=top_k, query=Query.Nearest(dense), filter=condition, with_payload=True
             )
             points = self.shard.call("search", lambda s: s.query(request))
-            return [_hit(p, float(p.score)) for p in points]
+            return [_hit(p, float(p.score)) for p in self._above_floor(points, dense)]
         if self.feedback_docs:
             first = self._fused(dense, sparse, condition, top_k, self.feedback_docs, feedback=True)
             feedback = [
@@ -224,7 +230,7 @@ class EdgeVectorStore(VectorStoreBase):
             sparse = SparseVector(indices=indices, values=values)
         points = self._fused(dense, sparse, condition, top_k, top_k)
         top = fused_top_score(self.fusion, self.rrf_k, self.dense_weight)
-        return [_hit(p, min(float(p.score) / top, 1.0)) for p in points]
+        return [_hit(p, min(float(p.score) / top, 1.0)) for p in self._above_floor(points, dense)]
 
     def _fused(
         self,
@@ -260,6 +266,29 @@ class EdgeVectorStore(VectorStoreBase):
             with_vector=[SPARSE] if feedback else None,
         )
         return self.shard.call("hybrid search", lambda s: s.query(request))
+
+    def _above_floor(
+        self, points: builtins.list[Any], dense: builtins.list[float]
+    ) -> builtins.list[Any]:
+        """``points`` whose cosine similarity with the query reaches the caller's floor.
+
+        The engine scores the found points by meaning alone, so the rule does
+        not depend on how they were ranked. mem0's entity collection is left
+        alone: mem0 applies its own cosine limits there.
+        """
+        floor = cosine_floor()
+        if floor is None or self.entities or not points:
+            return points
+        from qdrant_edge import Filter, HasIdCondition, Query, QueryRequest
+
+        request = QueryRequest(
+            limit=len(points),
+            query=Query.Nearest(dense),
+            filter=Filter(must=[HasIdCondition({p.id for p in points})]),
+            score_threshold=floor,
+        )
+        similar = {p.id for p in self.shard.call("search", lambda s: s.query(request))}
+        return [p for p in points if p.id in similar]
 
     def keyword_search(
         self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None

@@ -165,27 +165,32 @@ def build_memory(
     *,
     chat_model: ChatModelBase | None = None,
     embedding_model: EmbeddingModelBase | None = None,
-    mem0_config: MemoryConfig | dict[str, Any],
+    mem0_config: MemoryConfig | dict[str, Any] | None = None,
 ) -> AsyncMemory:
     """The mem0 client ``Mem0Middleware`` builds from these keywords.
 
-    The config of :func:`build_mem0_config`, and then: an on-disk Qdrant path
-    goes through this process's shared, serialised client of that path (see
+    Without ``mem0_config``: :func:`build_local_memory`. With it, the config
+    of :func:`build_mem0_config`, and then: an on-disk Qdrant path goes
+    through this process's shared, serialised client of that path (see
     :func:`agentscope_mem0.local.share_local_qdrant`), mem0's history goes to
-    the data folder unless the config names a ``history_db_path`` (mem0's
-    global ``~/.mem0`` otherwise), in WAL mode (a damaged file is moved
-    aside), and ``reset()`` empties a shared store in place instead of closing
-    it for the other clients.
+    the data folder (not mem0's global ``~/.mem0``) unless the config names a
+    ``history_db_path``, in WAL mode (a damaged file is moved aside), and
+    ``reset()`` empties a shared store in place instead of closing it for the
+    other clients.
 
     Raises:
         ConfigurationError: As :func:`build_mem0_config`.
-        StoreLockedError: Another process holds the on-disk Qdrant path.
+        StoreLockedError: Another process holds the on-disk store.
         DimensionMismatchError: The store holds vectors of another size.
     """
     from ..local import history_db_path, share_local_qdrant
     from ..local._folder import prepare_history_db
     from .memory import SharedStoreMemory
 
+    if mem0_config is None:
+        if chat_model is None:
+            raise ConfigurationError("build_memory needs a chat_model or a mem0_config")
+        return build_local_memory(chat_model, embedding_model=embedding_model)
     config = build_mem0_config(
         chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
     )
@@ -309,13 +314,9 @@ def resolve_client(
                 f"`{missing}` is missing: without `mem0_config`, pass both "
                 "`chat_model` and `embedding_model`"
             )
-        if mem0_config is None:
-            assert chat_model is not None
-            client = build_local_memory(chat_model, embedding_model=embedding_model)
-        else:
-            client = build_memory(
-                chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
-            )
+        client = build_memory(
+            chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
+        )
 
     if not (_is_async(getattr(client, "search", None)) and _is_async(getattr(client, "add", None))):
         raise TypeError(

@@ -66,6 +66,8 @@ FORMS: list[dict[str, Any]] = [
     {"n": {"nin": [1, 5]}},
     {"pet": {"nin": ["dog"]}},
     {"active": {"in": [True]}},
+    {"city": {"in": []}},
+    {"city": {"nin": []}},
     {"city": {"in": "Hangzhou"}},
     {"n": {"in": [3, "5"]}},
     {"tags": "a"},

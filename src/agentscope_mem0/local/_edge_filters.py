@@ -129,14 +129,14 @@ def _value(key: str, value: Any) -> Any:
 
 def _values(key: str, values: Any) -> list[Any]:
     """A list operand (``in``, ``nin``, ``ne``): all strings or all integers."""
-    if isinstance(values, list) and values:
+    if isinstance(values, list):
         if all(isinstance(v, str) for v in values):
             return values
         if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             return values
     raise ValueError(
-        f"filter on {key!r}: in, nin and ne take strings or integers (a non-empty list "
-        f"of one kind for in/nin), got {values!r}; match a boolean with eq, or OR several"
+        f"filter on {key!r}: in, nin and ne take strings or integers (a list of one "
+        f"kind for in/nin), got {values!r}; match a boolean with eq, or OR several"
     )
 
 

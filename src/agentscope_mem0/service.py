@@ -18,8 +18,6 @@ Usage::
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import inspect
 import logging
@@ -29,8 +27,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ._client_state import ClientState
-from ._exceptions import ConfigurationError, InvalidStateError
-from ._mem0.clients import close_memory, resolve_client
+from ._exceptions import ConfigurationError
+from ._mem0.clients import resolve_client
+from ._mem0.shared_client import SharedClient, check_backend_arguments
 from ._middleware import Mem0Middleware
 from ._modes import Mode, check_mode
 from ._options import FLAT_KEYWORDS, options_from_keywords
@@ -104,12 +103,7 @@ class Mem0MiddlewareFactory:
         self._options = middleware_options
         self._lock = threading.Lock()
         self._refused_ids: set[str] = set()
-        self._client: Any | None = None
-        self._owned = False
-        self._build_args: dict[str, Any] = {}
-        self._building: concurrent.futures.Future[Any] | None = None
         self._outbox_dir = outbox_dir
-        self._folder = folder
         # One state for every middleware made here: the breaker and the profile
         # cache outlive a turn, writes of a scope stay in order across turns.
         self._state: ClientState | None = None
@@ -117,19 +111,22 @@ class Mem0MiddlewareFactory:
 
         if client is not None:
             # Checks the client is async; warns about the arguments it overrides.
-            self._client = resolve_client(
+            client = resolve_client(
                 client=client,
                 chat_model=chat_model,
                 embedding_model=embedding_model,
                 mem0_config=mem0_config,
             )
-            return
-        _check_models(chat_model, embedding_model, mem0_config, folder)
-        self._build_args = {
-            "chat_model": chat_model,
-            "embedding_model": embedding_model,
-            "mem0_config": mem0_config,
-        }
+        else:
+            # Fails at startup: agentscope.app only logs errors raised in a chat run.
+            check_backend_arguments(chat_model, embedding_model, mem0_config, folder)
+        self._shared = SharedClient(
+            client=client,
+            chat_model=chat_model,
+            embedding_model=embedding_model,
+            mem0_config=mem0_config,
+            folder=folder,
+        )
 
     # -- the factory ----------------------------------------------------
 
@@ -198,11 +195,11 @@ class Mem0MiddlewareFactory:
         with self._lock:
             if self._state is None:
                 outbox = self._outbox_dir
-                if outbox is None and self._build_args.get("mem0_config", False) is None:
+                if outbox is None and self._shared.embedded:
                     # The embedded default keeps its outbox in its data folder.
                     from .local import data_dir
 
-                    outbox = data_dir(self._folder)
+                    outbox = data_dir(self._shared.folder)
                 self._state = ClientState(
                     client,
                     deadlines=self._settings.deadlines,
@@ -224,7 +221,7 @@ class Mem0MiddlewareFactory:
     @property
     def client(self) -> Any | None:
         """The shared mem0 client, or ``None`` until it is built."""
-        return self._client
+        return self._shared.ready
 
     async def get_client(self) -> Any:
         """The shared mem0 client, built on the first call.
@@ -236,48 +233,7 @@ class Mem0MiddlewareFactory:
         Raises:
             InvalidStateError: The factory was closed.
         """
-        if self._closed:
-            raise InvalidStateError("this mem0 middleware factory was closed")
-        client = self._client
-        if client is not None:
-            return client
-        with self._lock:
-            if self._client is not None:
-                return self._client
-            future = self._building
-            start = future is None
-            if future is None:
-                future = self._building = concurrent.futures.Future()
-                # A caller giving up must not cancel the build for the others.
-                future.set_running_or_notify_cancel()
-        if start:
-            asyncio.get_running_loop().run_in_executor(None, self._build, future)
-        return await asyncio.wrap_future(future)
-
-    def _build(self, future: concurrent.futures.Future[Any]) -> None:
-        try:
-            if self._build_args["mem0_config"] is None:
-                # The embedded default; the offline embedder unless one was given.
-                from ._mem0.clients import build_local_memory
-
-                client = build_local_memory(
-                    self._build_args["chat_model"],
-                    embedding_model=self._build_args["embedding_model"],
-                    folder=self._folder,
-                )
-            else:
-                client = resolve_client(client=None, **self._build_args)
-        except BaseException as exc:
-            with self._lock:
-                self._building = None
-            logger.error("building the shared mem0 client failed: %s", exc)
-            future.set_exception(exc)
-            return
-        with self._lock:
-            self._client, self._owned = client, True
-            self._building = None
-        logger.info("shared mem0 client ready (%s)", type(client).__name__)
-        future.set_result(client)
+        return await self._shared.get()
 
     # -- lifecycle ------------------------------------------------------
 
@@ -305,10 +261,7 @@ class Mem0MiddlewareFactory:
         drained = True if self._state is None else await self._state.aclose(timeout)
         if not drained:
             logger.warning("closing with mem0 writes still pending after %s s", timeout)
-        with self._lock:
-            client, owned = self._client, self._owned
-        if client is not None and owned:
-            await asyncio.to_thread(close_memory, client)
+        await self._shared.close()
         return drained
 
     @contextlib.asynccontextmanager
@@ -365,42 +318,8 @@ class Mem0MiddlewareFactory:
         """
         from .cli.ui._mount import mount_inspector
 
-        embedded = self._build_args.get("mem0_config", False) is None
-        return mount_inspector(self, app, path, token=token, folder=self._folder, embedded=embedded)
-
-
-def _check_models(
-    chat_model: ChatModelBase | None,
-    embedding_model: EmbeddingModelBase | None,
-    mem0_config: Any | None,
-    folder: str | os.PathLike[str] | None = None,
-) -> None:
-    """Fail now on arguments the lazy build would reject, so that a mistake
-    shows at startup: agentscope.app only logs errors raised inside a chat run.
-
-    A given ``mem0_config`` is fully validated; building a config opens
-    nothing, so a locked folder or an unreachable server shows when the client
-    is built. The embedded default is not validated here.
-    """
-    if mem0_config is None and chat_model is None:
-        raise ConfigurationError(
-            "mem0_middleware_factory needs a mem0 backend: `client` (an "
-            "AsyncMemory or AsyncMemoryClient), or `chat_model` (the embedded "
-            "default, optionally with `embedding_model` and `folder`), or "
-            "`chat_model` and `embedding_model` with `mem0_config`, or a "
-            "complete `mem0_config`"
-        )
-    if folder is not None and mem0_config is not None:
-        raise ConfigurationError(
-            "`folder` is the embedded default's data folder; with `mem0_config` the "
-            "store is the one the config names (drop one of the two)"
-        )
-    from ._mem0.clients import build_mem0_config, check_model_types
-
-    check_model_types(chat_model, embedding_model)
-    if mem0_config is not None:
-        build_mem0_config(
-            chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
+        return mount_inspector(
+            self, app, path, token=token, folder=self._shared.folder, embedded=self._shared.embedded
         )
 
 

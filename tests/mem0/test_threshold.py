@@ -1,6 +1,7 @@
 """``threshold`` has one meaning on every backend: the least cosine similarity
-between the query's embedding and a memory's, whether the embedded store
-fuses keyword hits into the ranking or the query has no keyword at all."""
+between the query's embedding and a memory's, whether the store
+fuses keyword hits into the ranking (the embedded store, the package's
+provider for a Qdrant server) or the query has no keyword at all."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def pg_dsn() -> Iterator[str]:
         yield dsn
 
 
-@pytest.fixture(params=["embedded", "qdrant", "pgvector"])
+@pytest.fixture(params=["embedded", "qdrant", "qdrant-server-provider", "pgvector"])
 def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "embedded":
         return build_local_memory(ScriptedChatModel(), embedding_model=EMBEDDING, folder=tmp_path)
@@ -59,6 +60,18 @@ def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         store: dict[str, Any] = {
             "provider": "qdrant",
             "config": {"collection_name": "t", "path": str(tmp_path / "q"), "on_disk": True},
+        }
+    elif request.param == "qdrant-server-provider":
+        # The package's hybrid provider for a Qdrant server, on qdrant-client's local mode.
+        from agentscope_mem0._server.qdrant_config import PROVIDER
+
+        store = {
+            "provider": PROVIDER,
+            "config": {
+                "collection_name": "t",
+                "embedding_model_dims": EMBEDDING.dimensions,
+                "path": str(tmp_path / "q"),
+            },
         }
     else:
         from _pgfixture import fresh_collection

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from mem0 import AsyncMemory
 
-from agentscope_mem0 import build_local_memory, build_mem0_config
+from agentscope_mem0 import build_local_memory, build_memory
 from agentscope_mem0._mem0.backend import Mem0Backend
 from agentscope_mem0._scope import Scope
 from agentscope_mem0._server.keywords import METADATA_KEY, collection_keyword_record
@@ -48,12 +48,11 @@ def server_fields(tmp_path: Path, **options: Any) -> dict[str, Any]:
 
 
 def server_memory(tmp_path: Path, **options: Any) -> AsyncMemory:
-    config = build_mem0_config(
+    return build_memory(
         chat_model=ScriptedChatModel(),
         embedding_model=HashEmbedding(DIMS),
         mem0_config=server_fields(tmp_path, **options),
     )
-    return AsyncMemory(config=config)
 
 
 async def remember(memory: Any, facts: list[str], user: str = "alice") -> None:
@@ -191,12 +190,8 @@ async def test_a_collection_written_by_mem0s_provider_is_rewritten(tmp_path: Pat
     # mem0's own provider without fastembed: dense vectors only, no record.
     fields = server_fields(tmp_path)
     fields["vector_store"]["provider"] = "qdrant"
-    old = AsyncMemory(
-        config=build_mem0_config(
-            chat_model=ScriptedChatModel(),
-            embedding_model=HashEmbedding(DIMS),
-            mem0_config=fields,
-        )
+    old = build_memory(
+        chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(DIMS), mem0_config=fields
     )
     old.vector_store._bm25_encoder = False  # fastembed is not installed
     await remember(old, [TARGET, *LOOKALIKES])

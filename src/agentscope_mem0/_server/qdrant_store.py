@@ -15,6 +15,9 @@ search like the embedded store:
   score scale as the embedded store (see
   :mod:`agentscope_mem0._recall.fusion`), and ``keyword_search`` returns
   ``None`` so that mem0 does not add a keyword score a second time;
+* the search threshold is a cosine, as on mem0's own stores: a fused score
+  is a rank, so the store drops a hit whose cosine with the query is below
+  it (see :mod:`agentscope_mem0._mem0.threshold`);
 * ``user_id`` is indexed as the tenant key (``is_tenant``), so the server
   keeps each user's points together.
 
@@ -29,6 +32,7 @@ from typing import Any
 
 from mem0.vector_stores.qdrant import Qdrant
 
+from .._mem0.threshold import cosine_floor
 from .._recall.fusion import (
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_FEEDBACK_DOCS,
@@ -64,6 +68,9 @@ class HybridQdrant(Qdrant):
     ``feedback_docs``, ``feedback_weight``).
     """
 
+    applies_cosine_floor = True
+    """mem0 hands the search threshold to :meth:`search` (see ``_mem0.threshold``)."""
+
     def __init__(
         self,
         *,
@@ -83,7 +90,8 @@ class HybridQdrant(Qdrant):
         feedback_docs: int = DEFAULT_FEEDBACK_DOCS,
         feedback_weight: float = DEFAULT_FEEDBACK_WEIGHT,
     ) -> None:
-        self.fusion: Fusion = "none" if collection_name.endswith(_ENTITY_SUFFIX) else fusion
+        self._entities = collection_name.endswith(_ENTITY_SUFFIX)
+        self.fusion: Fusion = "none" if self._entities else fusion
         self.rrf_k = rrf_k
         self.dense_weight = dense_weight
         self.feedback_docs = feedback_docs
@@ -155,8 +163,11 @@ class HybridQdrant(Qdrant):
         from qdrant_client import models
 
         sparse = self._query_terms(query) if self.fusion != "none" else None
+        # mem0 applies its own cosine limits to its entity collection.
+        floor = None if self._entities else cosine_floor()
         if sparse is None:
-            return super().search(query, vectors, top_k=top_k, filters=filters)
+            points = super().search(query, vectors, top_k=top_k, filters=filters)
+            return [p for p in points if floor is None or float(p.score) >= floor]
         condition = self._create_filter(filters) if filters else None
         dense = [float(v) for v in vectors]
         if self.feedback_docs:
@@ -171,8 +182,25 @@ class HybridQdrant(Qdrant):
             )
             sparse = models.SparseVector(indices=indices, values=values)
         points = self._fused(dense, sparse, condition, top_k, top_k)
+        if floor is not None and points:
+            points = self._similar(points, dense, floor)
         top = fused_top_score(self.fusion, self.rrf_k, self.dense_weight)
         return [p.model_copy(update={"score": min(float(p.score) / top, 1.0)}) for p in points]
+
+    def _similar(self, points: list[Any], dense: list[float], floor: float) -> list[Any]:
+        """``points`` whose cosine similarity with the query reaches ``floor``."""
+        from qdrant_client import models
+
+        similar = self.client.query_points(
+            collection_name=self.collection_name,
+            query=dense,
+            query_filter=models.Filter(must=[models.HasIdCondition(has_id=[p.id for p in points])]),
+            score_threshold=floor,
+            limit=len(points),
+            with_payload=False,
+        ).points
+        kept = {p.id for p in similar}
+        return [p for p in points if p.id in kept]
 
     def _fused(
         self,

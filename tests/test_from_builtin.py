@@ -104,6 +104,19 @@ def _qdrant(tmp_path: Path) -> Store:
     )
 
 
+def _qdrant_server(tmp_path: Path) -> Store:
+    """The package's provider for a Qdrant server, on qdrant-client's local mode."""
+    from agentscope_mem0._server.qdrant_config import PROVIDER
+
+    config = {"collection_name": "m", "path": str(tmp_path / "q"), "on_disk": True}
+    return _built(
+        {
+            "vector_store": {"provider": PROVIDER, "config": config},
+            "history_db_path": str(tmp_path / "history.db"),
+        }
+    )
+
+
 def _pgvector(dsn: str, tmp_path: Path) -> Store:
     from _pgfixture import fresh_collection
     from agentscope_mem0.backends import pgvector_config
@@ -124,12 +137,14 @@ def _hosted(platform: FakePlatform) -> Store:
     return Store(client, _on_client(client), lambda: sum(len(platform.named(p)) for p in reads))
 
 
-@pytest.fixture(params=["embedded", "qdrant", "pgvector", "hosted"])
+@pytest.fixture(params=["embedded", "qdrant", "qdrant-server", "pgvector", "hosted"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     if request.param == "embedded":
         return _embedded(tmp_path)
     if request.param == "qdrant":
         return _qdrant(tmp_path)
+    if request.param == "qdrant-server":
+        return _qdrant_server(tmp_path)
     if request.param == "pgvector":
         return _pgvector(request.getfixturevalue("pg_dsn"), tmp_path)
     return _hosted(request.getfixturevalue("platform"))
@@ -189,7 +204,9 @@ async def test_what_the_builtin_stored_stays_found_after_the_switch(store: Store
 
 
 # The hosted platform files a user's messages under the user alone, whoever wrote them.
-@pytest.mark.parametrize("store", ["embedded", "qdrant", "pgvector"], indirect=True)
+@pytest.mark.parametrize(
+    "store", ["embedded", "qdrant", "qdrant-server", "pgvector"], indirect=True
+)
 async def test_this_packages_own_memories_stay_with_their_agent(store: Store) -> None:
     builtin = BuiltIn(user_id="alice", client=store.client, mode="static_control")
     await one_session(builtin, "I live in Hangzhou.")

@@ -28,13 +28,14 @@ def one_read_filters(client: Any, user_id: str, agent_id: str) -> dict[str, Any]
         ``None`` when ``client`` is not a mem0 ``AsyncMemory`` on a store whose
         filter translation can say "agent_id absent" (then read twice).
     """
+    from .._server.qdrant_config import PROVIDER as SERVER_PROVIDER
     from ..local import EDGE_PROVIDER
 
     store = getattr(getattr(client, "config", None), "vector_store", None)
     provider = getattr(store, "provider", None)
-    if provider in ("qdrant", EDGE_PROVIDER):
+    if provider in ("qdrant", SERVER_PROVIDER, EDGE_PROVIDER):
         # mem0's Qdrant store turns "ne" into MatchExcept, which a point without
-        # the field never satisfies (Qdrant Edge alike): NOT (agent_id != X)
+        # the field never satisfies (the server provider and Qdrant Edge alike): NOT (agent_id != X)
         # holds for agent_id X and for no agent_id at all.
         return {"user_id": user_id, "$not": [{"agent_id": {"ne": agent_id}}]}
     if provider == "pgvector":

@@ -184,7 +184,9 @@ def test_in_mode_both_add_memory_and_the_automatic_write_keep_one_memory_per_fac
     tool = [line.split("] ", 1)[1] for line in transcript.splitlines() if "(add_memory)] " in line]
     automatic = [line.split("] ", 1)[1] for line in transcript.splitlines() if "(static)] " in line]
     assert len(tool) == 3 and len(automatic) == 3
-    recorded = "\n".join(line for line in transcript.splitlines() if "Recorded to memory:" in line)
+    # The tool's answer, worded as the built-in's ("Successfully recorded to memory ...").
+    lines = transcript.splitlines()
+    recorded = "\n".join(line for line in lines if "recorded to memory" in line.lower())
     for text in tool:
         # Reported to the agent as recorded, and never hidden as a repeat of another.
         assert text.rstrip(".") in recorded, text

@@ -31,7 +31,7 @@ Parts (``--parts``):
 Run from the repository root::
 
     python benchmarks/consolidation.py --parts rule store judge --judge-model scripted
-    python benchmarks/consolidation.py --parts judge \\
+    python benchmarks/consolidation.py --parts judge --sets fresh --skip-vetoed \\
         --judge-model http://127.0.0.1:8765/v1 --cache /tmp/consolidation-qwen.jsonl
 """
 
@@ -487,6 +487,13 @@ def main() -> None:
         action="store_true",
         help="judge part: do not run pairs the words keep apart (a slow real model)",
     )
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        default=["set", "fresh"],
+        choices=["set", "fresh"],
+        help="pair sets to run (a slow real model: the fresh set alone)",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     pairs, fresh = load_pairs(PAIRS), load_pairs(FRESH)
@@ -494,7 +501,7 @@ def main() -> None:
     # Parts not run this time keep their last results.
     result: dict[str, Any] = {k: v for k, v in earlier.items() if k in _PARTS}
     result.update({"pairs": len(pairs), "fresh_pairs": len(fresh)})
-    sets = {"set": pairs, "fresh": fresh}
+    sets = {name: found for name, found in (("set", pairs), ("fresh", fresh)) if name in args.sets}
     if "rule" in args.parts:
         result["rule"] = rule_part(pairs, fresh)
     if "store" in args.parts:

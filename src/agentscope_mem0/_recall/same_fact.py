@@ -55,13 +55,13 @@ __all__ = [
 class SameFactRule:
     """The thresholds of :func:`same_fact`."""
 
-    lexical: float = 0.75
+    lexical: float = 0.6
     """Jaccard overlap of content words that alone makes two memories the same fact
     (kept with embeddings too, so that an embedder whose similarities run lower
     than e5's still merges what the words show)."""
     with_vectors: float = 1.0
     """Overlap of the content words other than light verbs needed with embeddings."""
-    cosine: float = 0.97
+    cosine: float = 0.98
     """Cosine similarity of the two embeddings needed with them."""
 
 

@@ -6,22 +6,30 @@ shared mem0 client, the real embedded store, the offline e5 embedder). Every
 turn is a fresh AgentScope ``Agent`` assembled with the factory's middleware,
 as ``agentscope.app`` does. The agent's model and mem0's extraction model are
 ``ScriptedChatModel``s that answer after ``--reply-delay`` and
-``--extraction-delay`` seconds (a provider's latency); extraction keeps the
-user's first-person statements.
+``--extraction-delay`` seconds (a provider's latency); the agent's answers are
+as long as real agents' are: a seeded mix of 50 to ``--max-reply`` characters
+(2,000 by default), which mem0 then embeds with each exchange it stores.
+Extraction keeps the user's first-person statements.
 
 Even turns state a new fact with a marker unique to the user and turn ("I
 have a pet named Pet7x4."); odd turns ask about them, and extraction keeps
-nothing from a question. The same workload runs first without memory, for
-the baseline reply latency.
+nothing from a question. The same workload runs without memory (the
+baseline), with memory on this checkout's code, and, with ``--before-src``,
+with memory on another checkout's code: each in a fresh interpreter, one
+after the other, so the numbers sit side by side in one report.
 
-Measured: reply latency with and without memory (the overhead is the
-difference, p50 and p95), searches and search timeouts (goal 0), writes
-stored exactly once (each fact's marker found once in mem0 after the drain;
-goal: all), and the time from the last reply until every write is stored.
+Measured: reply latency (the overhead is the difference from the baseline,
+p50 and p95), turns without memory (the search timed out, failed or was
+skipped by the breaker), event-loop lag (a coroutine that sleeps 10 ms at a
+time and records how late it wakes, p99 and max: every coroutine of the app
+waits that long), writes stored exactly once (each fact's marker found once
+in mem0 after the drain), and the time from the last reply until every write
+is stored.
 
 Usage::
 
-    python benchmarks/load.py --users 50 --turns 10 --out docs/benchmarks
+    python benchmarks/load.py --users 50 --turns 10 --out docs/benchmarks \\
+        --before-src /path/to/old/checkout/src
 
 Writes ``load.json`` and (with matplotlib) ``load.png`` to ``--out``.
 """
@@ -34,28 +42,35 @@ import json
 import logging
 import os
 import platform
+import random
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from agentscope.agent import Agent
-from agentscope.message import UserMsg
-
-from agentscope_mem0.local import close_shared_clients
-from agentscope_mem0.service import mem0_middleware_factory
-from agentscope_mem0.testing import ScriptedChatModel
-
 _MARKER = re.compile(r"Pet\d+x\d+")
+_ANSWER = (
+    "Here is what I found, step by step: the figures for the region, the shipping "
+    "delays and what they cost, the suppliers and their terms, the staffing plan for "
+    "the months ahead, and what I would do next. "
+)
+_LAG_TICK = 0.010
 
 
 def _message(user: int, turn: int) -> str:
     if turn % 2 == 0:
         return f"I have a pet named Pet{user}x{turn}. Please remember that."
     return "What are the names of my pets?"
+
+
+def _reply(user: int, turn: int, longest: int) -> str:
+    """The agent's answer: a seeded length between 50 and ``longest`` characters."""
+    size = random.Random(user * 1000 + turn).randint(50, longest)
+    return (_ANSWER * (size // len(_ANSWER) + 1))[:size]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -70,19 +85,33 @@ def _summary(values: list[float]) -> dict[str, float]:
     return {
         "p50": _percentile(values, 0.50),
         "p95": _percentile(values, 0.95),
+        "p99": _percentile(values, 0.99),
         "max": max(values) if values else float("nan"),
         "mean": statistics.fmean(values) if values else float("nan"),
     }
 
 
+async def _watch_lag(samples: list[float], stop: asyncio.Event) -> None:
+    """How late the loop wakes a coroutine that sleeps ``_LAG_TICK`` at a time."""
+    while not stop.is_set():
+        started = time.perf_counter()
+        await asyncio.sleep(_LAG_TICK)
+        samples.append(max(0.0, time.perf_counter() - started - _LAG_TICK))
+
+
 async def _user(
-    user: int, turns: int, reply_delay: float, factory: Any | None
+    user: int, args: argparse.Namespace, factory: Any | None
 ) -> tuple[list[float], int]:
     """One user's turns; returns each reply's latency and how many notes named a pet."""
+    from agentscope.agent import Agent
+    from agentscope.message import UserMsg
+
+    from agentscope_mem0.testing import ScriptedChatModel
+
     latencies: list[float] = []
     recalled = 0
-    for turn in range(turns):
-        model = ScriptedChatModel("Noted.", delay=reply_delay)
+    for turn in range(args.turns):
+        model = ScriptedChatModel(_reply(user, turn, args.max_reply), delay=args.reply_delay)
         started = time.perf_counter()
         middlewares = await factory(f"user{user}", "assistant", "s") if factory else []
         agent = Agent(
@@ -96,7 +125,12 @@ async def _user(
 
 
 async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
+    """One workload in this interpreter: without memory when ``folder`` is None."""
+    from agentscope_mem0.service import mem0_middleware_factory
+    from agentscope_mem0.testing import ScriptedChatModel
+
     factory = None
+    startup = None
     if folder is not None:
         factory = mem0_middleware_factory(
             chat_model=ScriptedChatModel(delay=args.extraction_delay),
@@ -107,10 +141,11 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
         started = time.perf_counter()
         await factory.get_client()  # what install() does at the app's startup
         startup = time.perf_counter() - started
+    lags: list[float] = []
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(_watch_lag(lags, stop))
     began = time.perf_counter()
-    results = await asyncio.gather(
-        *(_user(u, args.turns, args.reply_delay, factory) for u in range(args.users))
-    )
+    results = await asyncio.gather(*(_user(u, args, factory) for u in range(args.users)))
     replies_done = time.perf_counter()
     latencies = [x for lat, _ in results for x in lat]
     out: dict[str, Any] = {
@@ -119,9 +154,14 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
         "replies_wall_time": replies_done - began,
     }
     if factory is None:
+        stop.set()
+        await watcher
+        out["loop_lag"] = _summary(lags)
         return out
     drained = await factory.flush(timeout=args.drain_timeout)
     drain_time = time.perf_counter() - replies_done
+    stop.set()
+    await watcher
     client: Any = factory.client
     expected = {
         f"user{u}": {f"Pet{u}x{t}" for t in range(0, args.turns, 2)} for u in range(args.users)
@@ -138,16 +178,21 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     stats = factory.stats()
     store = type(getattr(client, "vector_store", None))
     await factory.aclose(timeout=30)
-    question_turns = args.users * (args.turns // 2)
+    turns = args.users * args.turns
+    without = sum(stats.get(k, 0) for k in ("search_timeouts", "search_failures"))
+    without += stats.get("searches_skipped", 0)
     out.update(
+        loop_lag=_summary(lags),
         startup_seconds=startup,
         drained=drained,
         drain_seconds=drain_time,
+        turns=turns,
+        turns_without_memory=without,
         writes_expected=sum(len(m) for m in expected.values()),
         writes_stored_once=once,
         writes_missing=missing,
         writes_duplicated=duplicated,
-        question_turns=question_turns,
+        question_turns=args.users * (args.turns // 2),
         question_turns_recalling_a_fact=sum(r for _, r in results),
         store=f"{store.__module__}.{store.__qualname__}",
         stats={k: v for k, v in stats.items() if isinstance(v, int | float | str)},
@@ -155,8 +200,43 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     return out
 
 
+def _worker(args: argparse.Namespace) -> None:
+    """``--worker``: run one workload and print it as JSON on the last line."""
+    logging.basicConfig(level=logging.ERROR)
+    if args.worker == "baseline":
+        report = asyncio.run(_run(args, None))
+    else:
+        from agentscope_mem0.local import close_shared_clients
+
+        with tempfile.TemporaryDirectory(prefix="agentscope-mem0-load-") as tmp:
+            report = asyncio.run(_run(args, Path(tmp)))
+            close_shared_clients(tmp)  # the embedded store stays open until then
+    import agentscope_mem0
+
+    report["code"] = str(Path(agentscope_mem0.__file__).resolve().parent.parent)
+    print(json.dumps(report))
+
+
+def _child(kind: str, args: argparse.Namespace, src: Path | None) -> dict[str, Any]:
+    """Run one workload in a fresh interpreter (``src``: that checkout's package)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
+    command = [sys.executable, __file__, "--worker", kind]
+    for name in ("users", "turns", "reply_delay", "extraction_delay", "search_timeout"):
+        command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    command += ["--max-reply", str(args.max_reply), "--drain-timeout", str(args.drain_timeout)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the {kind} run failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def _plot(report: dict[str, Any], path: Path) -> None:
-    """Reply-latency CDFs with and without memory."""
+    """Reply-latency CDFs and the loop lag of each run."""
     try:
         import matplotlib
 
@@ -165,23 +245,42 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     except ImportError:
         logging.warning("matplotlib is not installed (the bench extra); no plot")
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, run in (("no memory", report["baseline"]), ("memory", report["memory"])):
+    runs = [("no memory", report["baseline"]), ("memory, now", report["memory"])]
+    if report.get("before"):
+        runs.append(("memory, before", report["before"]))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), width_ratios=[3, 2])
+    for name, run in runs:
         values = sorted(run["reply_latencies"])
         fractions = [(i + 1) / len(values) for i in range(len(values))]
-        ax.plot(values, fractions, label=f"{name} (p50 {run['reply_latency']['p50']:.2f} s)")
-    memory = report["memory"]
-    ax.set_xlabel("reply latency (s)")
-    ax.set_ylabel("fraction of turns")
+        label = f"{name} (p50 {run['reply_latency']['p50']:.2f} s)"
+        if "turns_without_memory" in run:
+            label += f", {run['turns_without_memory']}/{run['turns']} turns without memory"
+        left.plot(values, fractions, label=label)
+    left.set_xlabel("reply latency (s)")
+    left.set_ylabel("fraction of turns")
+    left.legend(fontsize=8, loc="lower right")
+    left.grid(alpha=0.3)
+    names = [name for name, _ in runs]
+    p99 = [run["loop_lag"]["p99"] * 1000 for _, run in runs]
+    worst = [run["loop_lag"]["max"] * 1000 for _, run in runs]
+    xs = range(len(runs))
+    right.bar([x - 0.2 for x in xs], p99, width=0.4, label="p99")
+    right.bar([x + 0.2 for x in xs], worst, width=0.4, label="max")
+    for x, value in zip(xs, p99, strict=True):
+        right.annotate(f"{value:.0f}", (x - 0.2, value), ha="center", va="bottom", fontsize=8)
+    for x, value in zip(xs, worst, strict=True):
+        right.annotate(f"{value:.0f}", (x + 0.2, value), ha="center", va="bottom", fontsize=8)
+    right.axhline(20, color="grey", linestyle="--", linewidth=1)
+    right.set_xticks(list(xs), names, fontsize=8)
+    right.set_ylabel("event-loop lag (ms)")
+    right.set_yscale("log")
+    right.legend(fontsize=8)
     config: dict[str, Any] = report["config"]
-    ax.set_title(
-        f"{config['users']} users x {config['turns']} turns, {report['machine']['cpus']} cores: "
-        f"{memory['stats'].get('search_timeouts', '?')} search timeouts, "
-        f"{memory['writes_stored_once']}/{memory['writes_expected']} writes stored once",
-        fontsize=9,
+    fig.suptitle(
+        f"{config['users']} users x {config['turns']} turns, replies of 50-{config['max_reply']} "
+        f"characters, {report['machine']['cpus']} cores",
+        fontsize=10,
     )
-    ax.legend()
-    ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -193,21 +292,36 @@ def main() -> None:
     parser.add_argument("--reply-delay", type=float, default=0.5)
     parser.add_argument("--extraction-delay", type=float, default=1.0)
     parser.add_argument("--search-timeout", type=float, default=2.0)
+    parser.add_argument("--max-reply", type=int, default=2000)
     parser.add_argument("--drain-timeout", type=float, default=900.0)
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
+    parser.add_argument(
+        "--before-src", type=Path, help="the src folder of another checkout, run side by side"
+    )
+    parser.add_argument("--worker", choices=("baseline", "memory"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        _worker(args)
+        return
     logging.basicConfig(level=logging.WARNING)
 
     load_before = os.getloadavg()
-    baseline = asyncio.run(_run(args, None))
-    with tempfile.TemporaryDirectory(prefix="agentscope-mem0-load-") as tmp:
-        memory = asyncio.run(_run(args, Path(tmp)))
-        close_shared_clients(tmp)  # the embedded store stays open until then
+    here = Path(__file__).resolve().parent.parent / "src"
+    baseline = _child("baseline", args, here)
+    memory = _child("memory", args, here)
+    before = _child("memory", args, args.before_src) if args.before_src else None
     report: dict[str, Any] = {
         "command": "python benchmarks/load.py " + " ".join(sys.argv[1:]),
         "config": {
             k: getattr(args, k)
-            for k in ("users", "turns", "reply_delay", "extraction_delay", "search_timeout")
+            for k in (
+                "users",
+                "turns",
+                "reply_delay",
+                "extraction_delay",
+                "search_timeout",
+                "max_reply",
+            )
         },
         "machine": {
             "cpus": os.cpu_count(),
@@ -221,17 +335,32 @@ def main() -> None:
         "baseline": baseline,
         "memory": memory,
     }
+    if before is not None:
+        report["overhead_before"] = {
+            q: before["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
+        }
+        report["before"] = before
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "load.json").write_text(json.dumps(report, indent=1) + "\n")
     _plot(report, args.out / "load.png")
-    stats = memory["stats"]
+    for name, run, overhead in (
+        ("now", memory, report["overhead"]),
+        ("before", before, report.get("overhead_before")),
+    ):
+        if run is None or overhead is None:
+            continue
+        print(
+            f"{name}: overhead p50 {overhead['p50'] * 1000:+.0f} ms, "
+            f"p95 {overhead['p95'] * 1000:+.0f} ms; "
+            f"turns without memory {run['turns_without_memory']}/{run['turns']}; "
+            f"loop lag p99 {run['loop_lag']['p99'] * 1000:.0f} ms, "
+            f"max {run['loop_lag']['max'] * 1000:.0f} ms; "
+            f"writes stored once {run['writes_stored_once']}/{run['writes_expected']}; "
+            f"drain {run['drain_seconds']:.1f} s"
+        )
     print(
-        f"overhead p50 {report['overhead']['p50'] * 1000:.0f} ms, "
-        f"p95 {report['overhead']['p95'] * 1000:.0f} ms; "
-        f"search timeouts {stats.get('search_timeouts')} of {stats.get('searches')}; "
-        f"writes stored once {memory['writes_stored_once']}/{memory['writes_expected']} "
-        f"(missing {memory['writes_missing']}, duplicated {memory['writes_duplicated']}); "
-        f"drain {memory['drain_seconds']:.1f} s; store {memory['store']}"
+        f"no memory: loop lag p99 {baseline['loop_lag']['p99'] * 1000:.0f} ms, "
+        f"max {baseline['loop_lag']['max'] * 1000:.0f} ms"
     )
 
 

@@ -8,6 +8,12 @@ which records, for that call only (a context variable, which mem0's worker
 threads inherit through ``asyncio.to_thread``), the extraction answers the
 client's LLM returned and the embedding calls that raised. Whatever LLM or
 embedder provider the client uses, the check is the same.
+
+mem0 swallows a third failure the same way: a memory its vector store
+refused to insert (it retries a refused batch one memory at a time, logs
+the ones refused again and returns the rest). The store's ``insert`` is
+watched too; a refusal for want of disk space (:class:`DiskFullError`) is
+raised as such, so the writer waits for space instead of using up retries.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._exceptions import ExtractionFailedError
+from .._exceptions import DiskFullError, ExtractionFailedError, TransientBackendError
 
 __all__ = ["AddWatch", "watch_add"]
 
@@ -40,6 +46,8 @@ class AddWatch:
 
     mem0 retries a failed batch one text at a time, so a later success of the
     same text clears it."""
+    insert_errors: dict[str, BaseException] = field(default_factory=dict)
+    """Ids of memories the vector store refused and never took since, with the error."""
 
     def failure(self) -> str | None:
         """Why this ``add`` did not store what it should have, or ``None``."""
@@ -55,10 +63,29 @@ class AddWatch:
         return None
 
     def raise_if_failed(self) -> None:
-        """Raise :class:`ExtractionFailedError` when :meth:`failure` found something."""
+        """Raise when mem0 skipped something it should have stored.
+
+        Raises:
+            DiskFullError: The store refused a memory for want of disk space.
+            TransientBackendError: The store refused a memory otherwise.
+            ExtractionFailedError: :meth:`failure` found something.
+        """
+        self.raise_if_out_of_space()
+        if self.insert_errors:
+            error = next(iter(self.insert_errors.values()))
+            raise TransientBackendError(
+                f"the vector store refused {len(self.insert_errors)} memories inside "
+                f"mem0's add ({type(error).__name__}: {error}); mem0 skipped them"
+            ) from error
         problem = self.failure()
         if problem is not None:
             raise ExtractionFailedError(problem)
+
+    def raise_if_out_of_space(self) -> None:
+        """Raise :class:`DiskFullError` when the store refused a memory for want of space."""
+        for error in self.insert_errors.values():
+            if isinstance(error, DiskFullError):
+                raise DiskFullError(str(error)) from error
 
 
 def _unparseable(answer: Any) -> str | None:
@@ -103,7 +130,11 @@ def _install(client: Any) -> None:
     """Wrap the client's LLM and embedder once so that watched calls are seen."""
     llm = getattr(client, "llm", None)
     embedder = getattr(client, "embedding_model", None)
+    store = getattr(client, "vector_store", None)
     with _INSTALL_LOCK:
+        if store is not None and not getattr(store, _MARK, False):
+            store.insert = _watch_inserts(store.insert)
+            setattr(store, _MARK, True)
         if llm is not None and not getattr(llm, _MARK, False):
             llm.generate_response = _watch_answers(llm.generate_response)
             setattr(llm, _MARK, True)
@@ -138,6 +169,24 @@ def _watch_embeds(embed: Callable[..., Any]) -> Callable[..., Any]:
         return vector
 
     return watched_embed
+
+
+def _watch_inserts(insert: Callable[..., Any]) -> Callable[..., Any]:
+    def watched_insert(*args: Any, **kw: Any) -> Any:
+        watch = _CURRENT.get()
+        ids = [str(i) for i in kw.get("ids") or ["?"]]  # mem0 passes them by name
+        try:
+            result = insert(*args, **kw)
+        except Exception as exc:
+            if watch is not None:
+                watch.insert_errors.update(dict.fromkeys(ids, exc))
+            raise
+        if watch is not None:
+            for memory_id in ids:
+                watch.insert_errors.pop(memory_id, None)
+        return result
+
+    return watched_insert
 
 
 @contextlib.contextmanager

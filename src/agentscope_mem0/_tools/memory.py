@@ -301,6 +301,12 @@ class AddMemoryTool(_MemoryTool):
         if result.state == "stored":
             self._ctx.after_write(scope)
             return _chunk(_recorded(result.memories or facts, thinking))
+        if result.state == "queued" and not result.recorded:
+            return _chunk(
+                f"Queued for memory{_rationale(thinking)}: {'; '.join(facts)}, but it could "
+                "not be saved to disk (is the disk full?), so it is kept in memory only until "
+                "it is stored: if the service stops first, it is lost. Do not add it again."
+            )
         if result.state == "queued":
             return _chunk(
                 f"Queued for memory{_rationale(thinking)}: {'; '.join(facts)}. It is saved "

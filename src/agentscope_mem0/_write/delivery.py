@@ -12,12 +12,15 @@ one mem0 call, and decides what a failure means:
 Every call carries a key in mem0's metadata (:data:`METADATA_KEY`) committed
 to the outbox before the call; a batch that may have reached mem0 without
 confirmation first has whatever mem0 holds under its key deleted, so it ends
-up stored once.
+up stored once. A write the store refuses for want of disk space waits
+(:data:`SPACE_RETRY_DELAY`) without using up its attempts; a stored batch's
+rows are retired once the store has synced them (:mod:`.store_sync`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import random
@@ -27,11 +30,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._exceptions import BackendError, ConfigurationError, PermanentBackendError
+from .._exceptions import (
+    BackendError,
+    ConfigurationError,
+    DiskFullError,
+    PermanentBackendError,
+)
 from .._mem0.add_check import watch_add
+from .._mem0.durable import store_sync
 from .._mem0.tracing import note_write
 from .._scope import Scope
 from .outbox_rows import FACTS
+from .store_sync import StoreSync
 
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
@@ -41,6 +51,9 @@ __all__ = ["METADATA_KEY", "AfterStore", "Delivery", "RetryPolicy"]
 
 logger = logging.getLogger(__name__)
 
+
+SPACE_RETRY_DELAY = 5.0
+"""Seconds between tries of a write the store refused for want of disk space."""
 
 METADATA_KEY = "agentscope_mem0_write"
 """The mem0 metadata field holding a write's idempotency key."""
@@ -100,6 +113,9 @@ class Delivery:
         after_store: Awaited with the scope, mem0's result entries and the
             batch's said time after each stored batch, in the scope's worker
             (the time judgement).
+        durable: Whether the outbox survives the process: then a stored
+            batch's rows leave it only once the store has synced them
+            (:mod:`.store_sync`; at once for a store whose answers are durable).
     """
 
     def __init__(
@@ -114,8 +130,12 @@ class Delivery:
         settle: Settle,
         on_stored: Callable[[Scope], None] | None = None,
         after_store: AfterStore | None = None,
+        durable: bool = False,
     ) -> None:
         self._backend = backend
+        sync = store_sync(backend.client) if durable else None
+        # The embedded store syncs its writes only when told: rows are retired after that.
+        self._store_sync = StoreSync(sync) if sync is not None else None
         self._owner = owner
         self._retry = retry
         self._write_timeout = write_timeout
@@ -127,6 +147,10 @@ class Delivery:
         self.in_flight: set[tuple[int, int]] = set()
         """``(id(outbox), row id)`` of rows whose mem0 call is running."""
         self._undo_unsupported_logged = False
+        self._waiting_for_space = False
+        self.unsynced: set[tuple[int, int]] = set()
+        """``(id(outbox), row id)`` of rows mem0 stored that wait for the store's sync."""
+        self._retiring: set[asyncio.Task[None]] = set()
 
     async def send(
         self, outbox: Outbox, scope: Scope, rows: list[OutboxRow], semaphore: asyncio.Semaphore
@@ -147,7 +171,11 @@ class Delivery:
         last_error = "interrupted before mem0 confirmed"
         while True:
             if sent_before:
-                removed = await self._undo(scope, batch_key)
+                try:
+                    removed = await self._undo(scope, batch_key)
+                except DiskFullError as exc:
+                    await self._wait_for_space(scope, exc)
+                    continue
                 if removed is None:
                     # mem0 cannot be asked now; sending again could store twice.
                     attempt += 1
@@ -189,6 +217,10 @@ class Delivery:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if _disk_full(exc):
+                    attempt -= 1  # nothing is wrong with the write: it waits for space
+                    await self._wait_for_space(scope, exc)
+                    continue
                 # The backend named mem0's failure (_mem0.errors); anything else
                 # here, a write_timeout included, may pass.
                 if isinstance(exc, PermanentBackendError | ConfigurationError):
@@ -218,7 +250,10 @@ class Delivery:
                 continue
             finally:
                 self.in_flight.difference_update(flights)
-            await self._io(outbox.complete, ids)
+            await self._retire(outbox, ids)
+            if self._waiting_for_space:
+                self._waiting_for_space = False
+                logger.warning("the memory store has disk space again; writes go on")
             self._counts["stored"] += len(rows)
             self._counts["batches"] += 1
             note_write(stored=len(rows))
@@ -245,15 +280,23 @@ class Delivery:
             joined = "\n".join(str(m["content"]) for m in messages)
             messages = [{**messages[0], "content": joined}]
         with watch_add(self._backend.client) as watch:
-            stored = await self._backend.add(messages, scope, metadata=metadata, said_at=said_at)
-        watch.raise_if_failed()
-        if facts and not stored:
-            # Extraction judged nothing worth keeping, but the agent asked
-            # explicitly: keep each fact as written, one memory each.
-            verbatim = [message for row in rows for message in row.messages]
-            stored = await self._backend.add(
-                verbatim, scope, infer=False, metadata=metadata, said_at=said_at
-            )
+            try:
+                stored = await self._backend.add(
+                    messages, scope, metadata=metadata, said_at=said_at
+                )
+                watch.raise_if_failed()
+                if facts and not stored:
+                    # Extraction judged nothing worth keeping, but the agent asked
+                    # explicitly: keep each fact as written, one memory each.
+                    verbatim = [message for row in rows for message in row.messages]
+                    stored = await self._backend.add(
+                        verbatim, scope, infer=False, metadata=metadata, said_at=said_at
+                    )
+                    watch.raise_if_failed()
+            except Exception as exc:
+                if not isinstance(exc, DiskFullError):
+                    watch.raise_if_out_of_space()  # what mem0 reported as another error
+                raise
         # The key goes with the results: hosted mem0 answers with a pending event,
         # and consolidation finds the memories it became by this key.
         return [{**item, METADATA_KEY: batch_key} for item in stored if isinstance(item, dict)]
@@ -287,7 +330,7 @@ class Delivery:
             return await self._backend.delete_batch(
                 scope, METADATA_KEY, key, timeout=self._write_timeout
             )
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, DiskFullError):
             raise
         except PermanentBackendError as exc:
             self._log_undo_unsupported(str(exc))
@@ -295,6 +338,79 @@ class Delivery:
         except Exception as exc:
             logger.warning("could not ask mem0 about unconfirmed write %s: %s", key, exc)
             return None
+
+    async def _retire(self, outbox: Outbox, ids: list[int]) -> None:
+        """Remove stored rows from the outbox, once the store has synced them.
+
+        Without a store to sync (a server store, hosted mem0) at once. Else in
+        the background: the scope's next batch goes on, these rows are not
+        sent again (:attr:`unsynced`), and a power loss before the sync
+        leaves them for the next process to store again.
+        """
+        store_sync = self._store_sync
+        if store_sync is None:
+            await self._io(outbox.complete, ids)
+            return
+        pairs = {(id(outbox), i) for i in ids}
+        self.unsynced.update(pairs)
+
+        async def retire() -> None:
+            try:
+                await store_sync.wait()
+                await self._io(outbox.complete, ids)
+            finally:
+                self.unsynced.difference_update(pairs)
+
+        task = asyncio.get_running_loop().create_task(retire())
+        self._retiring.add(task)
+        task.add_done_callback(self._retired)
+
+    def _retired(self, task: asyncio.Task[None]) -> None:
+        self._retiring.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("stored rows stay in the outbox: %s", task.exception())
+
+    async def synced(self, timeout: float | None) -> bool:
+        """Wait until every stored row is synced and removed from the outbox.
+
+        Returns:
+            False when some are still waiting after ``timeout`` seconds.
+        """
+        if not self._retiring:
+            return True
+        _, left = await asyncio.wait(set(self._retiring), timeout=timeout)
+        return not left
+
+    def hurrying(self) -> contextlib.AbstractContextManager[None]:
+        """While inside, syncs do not wait for more writes: someone waits for the queue."""
+        if self._store_sync is None:
+            return contextlib.nullcontext()
+        return self._store_sync.hurrying()
+
+    async def stop_retiring(self) -> None:
+        """At close: rows not synced yet stay in the outbox for the next writer."""
+        for task in list(self._retiring):
+            task.cancel()
+        if self._store_sync is not None:
+            await self._store_sync.aclose()
+
+    async def _wait_for_space(self, scope: Scope, exc: BaseException) -> None:
+        """Wait before sending a write the store refused for want of disk space.
+
+        Not an attempt: the write is fine, and it waits as long as the disk
+        is full, then goes on by itself.
+        """
+        self._counts["deferred"] += 1
+        if not self._waiting_for_space:
+            self._waiting_for_space = True
+            logger.error(
+                "memory writes wait for disk space (user %s): %s; they stay queued and "
+                "are sent again every %.0f s",
+                scope.user_id,
+                exc,
+                SPACE_RETRY_DELAY,
+            )
+        await asyncio.sleep(SPACE_RETRY_DELAY)
 
     def _log_undo_unsupported(self, reason: str) -> None:
         if not self._undo_unsupported_logged:
@@ -309,6 +425,16 @@ class Delivery:
 def _said_at(rows: list[OutboxRow]) -> datetime:
     """A batch's said time: its newest exchange's (one mem0 call has one date)."""
     return max(row.said_at for row in rows)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether the store refused for want of disk space (mem0 may wrap the error)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, DiskFullError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _reason(exc: BaseException) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -128,34 +128,49 @@ class Outbox:
         return rowid
 
     def next_batch(
-        self, *, owner: str, user_id: str, agent_id: str | None, limit: int
+        self,
+        *,
+        owner: str,
+        user_id: str,
+        agent_id: str | None,
+        limit: int,
+        skip: Collection[int] = (),
     ) -> list[OutboxRow]:
         """The oldest pending rows of one scope that ``owner`` holds, to send together.
 
         Rows an earlier attempt sent under one ``batch_key`` come back as that
         same group; otherwise up to ``limit`` consecutive rows never sent,
         said on the same day (UTC) as the first: mem0 gives one call one
-        observation date.
+        observation date. Rows in ``skip`` (stored, waiting for the store's
+        sync) are not sent again.
         """
         rows = [
-            row_of(v)
-            for v in self._read(
-                f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
-                " AND user_id = ? AND agent_id IS ? ORDER BY id LIMIT ?",
-                (owner, PENDING, user_id, agent_id, max(limit, 1)),
+            row
+            for row in map(
+                row_of,
+                self._read(
+                    f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
+                    " AND user_id = ? AND agent_id IS ? ORDER BY id LIMIT ?",
+                    (owner, PENDING, user_id, agent_id, max(limit, 1) + len(skip)),
+                ),
             )
-        ]
+            if row.id not in skip
+        ][: max(limit, 1)]
         if not rows:
             return []
         first = rows[0]
         if first.batch_key is not None:
             return [
-                row_of(v)
-                for v in self._read(
-                    f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
-                    " AND batch_key = ? ORDER BY id",
-                    (owner, PENDING, first.batch_key),
+                row
+                for row in map(
+                    row_of,
+                    self._read(
+                        f"SELECT {COLUMNS} FROM writes WHERE claimed_by = ? AND status = ?"
+                        " AND batch_key = ? ORDER BY id",
+                        (owner, PENDING, first.batch_key),
+                    ),
                 )
+                if row.id not in skip
             ]
         batch: list[OutboxRow] = [first]
         for row in rows[1:]:

@@ -26,7 +26,6 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +41,7 @@ from .outbox_rows import EXCHANGE, FACTS
 from .owners import LIVE_OWNERS, new_owner_id
 from .recording import Recorder
 from .workers import Runtime, Workers
+from .write_result import WriteResult
 
 if TYPE_CHECKING:
     import os
@@ -57,18 +57,7 @@ MEMORY_ONLY = ":memory:"
 
 _OPEN_QUEUES: weakref.WeakSet[WriteQueue] = weakref.WeakSet()
 # What stats() reports as writes_<name> (and write_batches).
-_COUNTERS = "queued replayed stored redone retried failed requeued lost unrecorded batches".split()  # noqa: SIM905
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """Where a write stands after :meth:`WriteQueue.submit_facts`."""
-
-    state: str
-    """``"stored"``, ``"queued"`` (recorded, stored in the background),
-    ``"failed"`` (kept as failed, retryable) or ``"lost"`` (not recorded)."""
-    memories: list[str] = field(default_factory=list)
-    """What mem0 stored, when ``state == "stored"``."""
+_COUNTERS = "queued replayed stored redone retried deferred failed requeued lost unrecorded"
 
 
 class WriteQueue:
@@ -119,7 +108,7 @@ class WriteQueue:
         if folder is not None and str(folder) != MEMORY_ONLY:
             path = Path(folder).expanduser() / OUTBOX_FILENAME
         self._owner = new_owner_id()
-        self._counts = dict.fromkeys(_COUNTERS, 0)
+        self._counts = dict.fromkeys([*_COUNTERS.split(), "batches"], 0)
         self._recorder = Recorder(path, owner=self._owner, counts=self._counts)
         self._outbox = self._recorder.outbox
         self._io = self._recorder.io
@@ -140,6 +129,7 @@ class WriteQueue:
             settle=self._settle,
             on_stored=on_stored,
             after_store=after_store,
+            durable=self._outbox.durable,
         )
         self._workers = Workers(
             recorder=self._recorder,
@@ -236,7 +226,7 @@ class WriteQueue:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(done), timeout)
             if not done.done():
-                return WriteResult("queued")
+                return WriteResult("queued", recorded=key not in self._recorder.unrecorded)
         results = self._results.pop(key, None)
         if results is None:
             return WriteResult("failed")
@@ -267,10 +257,14 @@ class WriteQueue:
         except Exception as exc:
             logger.warning("could not look for writes left in the outbox: %s", exc)
         waiting = list(rt.waiters.values())
-        if waiting:
+        with self._delivery.hurrying():
+            if waiting:
+                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                _, not_done = await asyncio.wait(waiting, timeout=left)
+                if not_done:
+                    return False
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            _, not_done = await asyncio.wait(waiting, timeout=left)
-            if not_done:
+            if not await self._delivery.synced(left):  # stored, and on disk
                 return False
         return not self._take_lost()
 
@@ -319,6 +313,7 @@ class WriteQueue:
             await self._io(self._outbox.release, owner=self._owner, keep=in_flight)
         except Exception:
             logger.exception("could not release the outbox cleanly")
+        await self._delivery.stop_retiring()
         await self._recorder.aclose()
         self._submitted_at.clear()
         if not (in_flight and self._outbox.durable):
@@ -332,8 +327,12 @@ class WriteQueue:
         """Counters of this queue since construction, plus write latency.
 
         ``writes_retried`` counts retries (calls repeated after a transient
-        failure); ``writes_unrecorded`` writes the outbox could not record
-        (kept in memory until stored); ``outbox_errors`` failed outbox
+        failure); ``writes_deferred`` sends put off because the store's disk
+        was nearly full (they wait, without using up retries);
+        ``writes_unrecorded`` writes the outbox could not record, and
+        ``writes_in_memory_only`` those of them not stored yet (a crash now
+        loses them); ``writes_unsynced`` stored ones whose outbox rows wait
+        for the embedded store's sync; ``outbox_errors`` failed outbox
         operations; ``write_latency_*`` is submit-to-stored, in seconds.
         """
         out: dict[str, Any] = {
@@ -341,6 +340,8 @@ class WriteQueue:
         }
         out["write_batches"] = self._counts["batches"]
         out["writes_pending"] = self.pending
+        out["writes_in_memory_only"] = len(self._recorder.unrecorded)
+        out["writes_unsynced"] = len(self._delivery.unsynced)
         out["outbox_errors"] = self._recorder.errors
         out.update(self._latency.summary("write_latency"))
         return out
@@ -423,6 +424,7 @@ class WriteQueue:
                 self._latency.record(now - started)
         while len(self._results) > 1000:  # answers nobody collected
             self._results.pop(next(iter(self._results)))
+        self._recorder.unrecorded.difference_update(keys)
 
     # -- exit ---------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,8 @@ class Recorder:
         self._failing: str | None = None
         self.errors = 0
         """Outbox operations that failed."""
+        self.unrecorded: set[str] = set()
+        """Keys of writes kept in memory only (the file refused them)."""
 
     def boxes(self) -> tuple[Outbox, ...]:
         """Memory first (it always progresses), then the file."""
@@ -103,6 +106,7 @@ class Recorder:
                 logger.exception("could not keep a memory write in memory either")
             else:
                 self._counts["unrecorded"] += 1
+                self.unrecorded.add(str(row["key"]))
                 return True
         logger.error(
             "could not record a memory write for user %s (%s); it is not stored",
@@ -111,8 +115,16 @@ class Recorder:
         )
         return False
 
-    async def next_rows(self, scope: Scope, limit: int) -> tuple[Outbox, list[OutboxRow]] | None:
-        """The next batch of ``scope`` and the outbox holding it, or ``None``."""
+    async def next_rows(
+        self, scope: Scope, limit: int, *, skip: Collection[tuple[int, int]] = ()
+    ) -> tuple[Outbox, list[OutboxRow]] | None:
+        """The next batch of ``scope`` and the outbox holding it, or ``None``.
+
+        Args:
+            scope: Whose rows.
+            limit: Rows at most.
+            skip: ``(id(outbox), row id)`` of rows not to send again.
+        """
         for box in self.boxes():
             try:
                 rows = await self.io(
@@ -121,6 +133,7 @@ class Recorder:
                     user_id=scope.user_id,
                     agent_id=scope.agent_id,
                     limit=limit,
+                    skip={row for where, row in skip if where == id(box)},
                 )
             except LocalFileError as exc:
                 self.errors += 1

@@ -192,7 +192,9 @@ class Workers:
         await asyncio.wait({rt.started})
         while True:
             rt.wake.discard(scope)
-            found = await self._recorder.next_rows(scope, self._max_batch)
+            found = await self._recorder.next_rows(
+                scope, self._max_batch, skip=self._delivery.unsynced
+            )
             if found is None:
                 if scope in rt.wake:
                     continue

@@ -316,6 +316,10 @@ class EdgeVectorStore(VectorStoreBase):
         points = self.shard.call("keyword search", lambda s: s.query(request))
         return [_hit(p, float(p.score)) for p in points]
 
+    def sync(self) -> None:
+        """Put every write so far on disk (a flush), for :mod:`agentscope_mem0._mem0.durable`."""
+        self.shard.sync()
+
     def delete(self, vector_id: Any) -> None:
         """Delete one point (a missing id is not an error)."""
         from qdrant_edge import UpdateOperation

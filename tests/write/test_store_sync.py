@@ -1,0 +1,124 @@
+"""Syncs of the embedded store that retire outbox rows: batched, retried, hurried."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agentscope_mem0 import Mem0Backend, RetryPolicy, Scope, WriteQueue, build_local_memory
+from agentscope_mem0._write import delivery as delivery_module
+from agentscope_mem0._write import store_sync as store_sync_module
+from agentscope_mem0._write.store_sync import StoreSync
+from agentscope_mem0.local import close_shared_clients
+from agentscope_mem0.local._folder import COLLECTION
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+
+async def test_writes_waiting_together_share_one_sync() -> None:
+    calls: list[int] = []
+    sync = StoreSync(lambda: calls.append(threading.get_ident()), window=0.2)
+    await asyncio.gather(*(sync.wait() for _ in range(10)))
+    assert len(calls) == 1 and sync.syncs == 1
+    await sync.wait()  # a later write waits for a sync of its own
+    assert len(calls) == 2
+    assert threading.get_ident() not in calls  # never on the event loop's thread
+
+
+async def test_a_failed_sync_is_tried_again_and_its_writes_wait() -> None:
+    attempts: list[float] = []
+
+    def flaky() -> None:
+        attempts.append(time.monotonic())
+        if len(attempts) < 3:
+            raise OSError("No space left on device")
+
+    sync = StoreSync(flaky, window=0.05, retry_delay=0.05)
+    await asyncio.wait_for(sync.wait(), 10)
+    assert len(attempts) == 3 and sync.failures == 2 and sync.syncs == 1
+
+
+async def test_someone_waiting_for_the_queue_does_not_wait_for_the_window() -> None:
+    sync = StoreSync(lambda: None, window=60)
+    with sync.hurrying():
+        await asyncio.wait_for(sync.wait(), 10)
+    waiting = asyncio.ensure_future(sync.wait())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    with sync.hurrying():  # a flush() starts while a write waits
+        await asyncio.wait_for(waiting, 10)
+    await sync.aclose()
+
+
+async def test_an_idle_process_syncs_its_last_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_sync_module, "SYNC_WINDOW", 0.3)
+    memory = build_local_memory(
+        ScriptedChatModel(), embedding_model=HashEmbedding(64), folder=tmp_path
+    )
+    queue = WriteQueue(Mem0Backend(memory), outbox_dir=tmp_path)
+    for i in range(3):
+        await queue.submit(Scope("alice"), [{"role": "user", "content": f"I like fruit{i:02d}."}])
+    mark = tmp_path / "edge" / f".{COLLECTION}.mark.json"
+    deadline = time.monotonic() + 60
+    # Nobody flushes or closes: the queue syncs by itself, then retires the rows.
+    while time.monotonic() < deadline:
+        if queue.outbox.counts()["pending"] == 0 and json.loads(mark.read_text())["points"] >= 3:
+            break
+        await asyncio.sleep(0.1)
+    assert queue.outbox.counts() == {"pending": 0, "failed": 0}
+    assert json.loads(mark.read_text())["points"] >= 3  # synced: on disk
+    await queue.aclose()
+    close_shared_clients(tmp_path)
+
+
+def test_a_sync_a_finished_loop_left_does_not_hold_up_the_next_loop() -> None:
+    """``asyncio.run`` ends inside a sync's window; the next loop's writes still retire."""
+    sync = StoreSync(lambda: None, window=60)
+
+    async def first() -> None:
+        waiting = asyncio.ensure_future(sync.wait())
+        await asyncio.sleep(0.05)  # returns with the sync waiting out its window
+        assert not waiting.done()
+
+    async def second() -> None:
+        with sync.hurrying():
+            await asyncio.wait_for(sync.wait(), 10)
+
+    asyncio.run(first())
+    asyncio.run(second())
+    assert sync.syncs == 1
+
+
+async def test_a_store_out_of_disk_space_defers_writes_without_failing_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine refuses every write while its disk is nearly full: they wait
+    (more often than the retries allow) and are stored once space is back."""
+    monkeypatch.setattr(delivery_module, "SPACE_RETRY_DELAY", 0.05)
+    memory = build_local_memory(
+        ScriptedChatModel(), embedding_model=HashEmbedding(64), folder=tmp_path
+    )
+    queue = WriteQueue(Mem0Backend(memory), outbox_dir=tmp_path, retry=RetryPolicy(max_attempts=2))
+    free_mb = shutil.disk_usage(tmp_path).free / 1024 / 1024
+    monkeypatch.setenv("AGENTSCOPE_MEM0_MIN_FREE_MB", str(free_mb * 2))  # "nearly full"
+    for i in range(3):
+        await queue.submit(Scope("alice"), [{"role": "user", "content": f"I like fruit{i:02d}."}])
+    deadline = time.monotonic() + 30
+    while queue.stats()["writes_deferred"] < 6 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert queue.stats()["writes_deferred"] >= 6  # three times the attempts allowed
+    assert queue.stats()["writes_failed"] == 0 and queue.stats()["writes_stored"] == 0
+    monkeypatch.delenv("AGENTSCOPE_MEM0_MIN_FREE_MB")  # space is back
+    assert await queue.flush(60)
+    stats = queue.stats()
+    assert stats["writes_stored"] == 3 and stats["writes_failed"] == 0
+    assert queue.outbox.counts() == {"pending": 0, "failed": 0}
+    await queue.aclose()
+    close_shared_clients(tmp_path)

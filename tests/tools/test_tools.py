@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -244,6 +246,32 @@ async def test_tools_never_hang_on_a_slow_mem0(store_config: dict[str, Any]) -> 
     assert added.state == ToolResultState.SUCCESS and "Queued for memory" in _text(added)
     assert mw.stats()["writes_pending"] == 1
     assert mw._state.writer.outbox.counts() == {"pending": 1, "failed": 0}
+    await mw.aclose(timeout=0)
+
+
+async def test_add_memory_says_when_a_write_is_held_in_memory_only(
+    store_config: dict[str, Any], tmp_path: Path
+) -> None:
+    """The outbox file cannot record (a full disk): the model is told the fact
+    is not saved to disk yet, and the stats count it."""
+
+    class Hung(RecordingClient):
+        async def add(self, *a: Any, **k: Any) -> Any:
+            await asyncio.sleep(30)
+
+    mw = Mem0Middleware(
+        user_id="u", client=Hung(real_memory(store_config)), tool_timeout=0.2, outbox_dir=tmp_path
+    )
+    agent = await _bound_agent(mw)
+    tools = await _tools(mw)
+    outbox = mw._state.writer.outbox
+    ((pages,),) = outbox.db.read("PRAGMA page_count")
+    outbox.db.read(f"PRAGMA max_page_count = {pages}")  # SQLITE_FULL from now on
+    content = [f"I keep note {i:02d} with some words to fill pages. " * 400 for i in range(3)]
+    added = await tools["add_memory"](thinking="", content=content, _agent_state=agent.state)
+    assert added.state == ToolResultState.SUCCESS
+    assert "kept in memory only" in _text(added) and "could not be saved to disk" in _text(added)
+    assert mw.stats()["writes_in_memory_only"] == 1
     await mw.aclose(timeout=0)
 
 

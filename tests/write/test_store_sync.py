@@ -115,6 +115,9 @@ async def test_a_store_out_of_disk_space_defers_writes_without_failing_them(
         await asyncio.sleep(0.05)
     assert queue.stats()["writes_deferred"] >= 6  # three times the attempts allowed
     assert queue.stats()["writes_failed"] == 0 and queue.stats()["writes_stored"] == 0
+    # Nor does the outbox, where a restart would read them as attempts made.
+    ((attempts,),) = queue.outbox.db.read("SELECT max(attempts) FROM writes")
+    assert attempts <= 1  # the one in flight now, if any
     monkeypatch.delenv("AGENTSCOPE_MEM0_MIN_FREE_MB")  # space is back
     assert await queue.flush(60)
     stats = queue.stats()

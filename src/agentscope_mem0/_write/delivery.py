@@ -218,7 +218,11 @@ class Delivery:
                 raise
             except Exception as exc:
                 if _disk_full(exc):
-                    attempt -= 1  # nothing is wrong with the write: it waits for space
+                    # Nothing is wrong with the write: it waits for space, and
+                    # the attempt is not counted (in the outbox too, for a restart).
+                    attempt -= 1
+                    with contextlib.suppress(Exception):  # its disk may be full too
+                        await self._io(outbox.uncount_attempt, ids)
                     await self._wait_for_space(scope, exc)
                     continue
                 # The backend named mem0's failure (_mem0.errors); anything else

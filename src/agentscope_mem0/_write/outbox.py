@@ -214,6 +214,15 @@ class Outbox:
             marks = ",".join("?" * len(ids))
             self._write(lambda c: c.execute(f"DELETE FROM writes WHERE id IN ({marks})", ids))
 
+    def uncount_attempt(self, ids: Sequence[int]) -> None:
+        """Take back one attempt of ``ids``: the store refused for want of space."""
+        marks = ",".join("?" * len(ids))
+        self._write(
+            lambda c: c.execute(
+                f"UPDATE writes SET attempts = max(attempts - 1, 0) WHERE id IN ({marks})", ids
+            )
+        )
+
     def fail(self, ids: Sequence[int], reason: str) -> None:
         """Keep rows as failed, with ``reason``, unclaimed and not retried."""
         if ids:

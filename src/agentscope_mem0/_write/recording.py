@@ -65,6 +65,7 @@ class Recorder:
         """Outbox operations that failed."""
         self.unrecorded: set[str] = set()
         """Keys of writes kept in memory only (the file refused them)."""
+        self._dropped = 0  # of them, lost at close or exit and logged as such
 
     def boxes(self) -> tuple[Outbox, ...]:
         """Memory first (it always progresses), then the file."""
@@ -162,6 +163,7 @@ class Recorder:
             self.outbox.adopt_rows(rows)
         except Exception as exc:
             self._counts["lost"] += len(rows)
+            self._dropped += len(rows)
             logger.error(
                 "%d memory writes kept in memory (the outbox %s could not record them: %s) "
                 "are lost",
@@ -182,7 +184,13 @@ class Recorder:
             box.close()
 
     def report_left(self, count: int, when: str) -> None:
-        """Log ``count`` writes left unstored (``when``: "at close", "at exit")."""
+        """Log ``count`` writes left unstored (``when``: "at close", "at exit").
+
+        Those :meth:`save_spilled` reported lost are not counted again.
+        """
+        count, self._dropped = count - self._dropped, 0
+        if count <= 0:
+            return
         if self.outbox.durable:
             logger.warning(
                 "%d memory writes not stored %s; they stay in the outbox %s and the next "

@@ -50,7 +50,7 @@ from .._exceptions import (
 )
 from ._edge_lock import ShardLock
 from ._edge_mark import HighWaterMark, check_before_open
-from ._edge_space import check_free_space
+from ._edge_space import check_free_space, never_drop
 from ._folder import DATA_DIR_ENV
 
 __all__ = [
@@ -335,6 +335,7 @@ class SharedShard:
                 check_free_space(self.path, "flush")
             except DiskFullError:
                 logger.warning("closing %s without a flush: its disk is nearly full", self.path)
+                never_drop(self._shard)  # dropping it would write, and SIGBUS
                 self._folder_lock.release()
                 return  # the engine's own lock ends with the process
             try:

@@ -12,10 +12,16 @@ The reserve, :data:`DEFAULT_RESERVE` unless ``$AGENTSCOPE_MEM0_MIN_FREE_MB``
 says otherwise, covers what one write can claim at once: measured, an ``add``
 took at most 0.4 MB, but the engine also starts a new write-ahead-log
 segment (32 MB) and rewrites segments when it flushes or optimizes.
+
+An engine closed on a nearly full disk is not released either: dropping it
+writes into those files too (measured: SIGBUS while the interpreter's exit
+garbage-collected a shard left on a full tmpfs), so :func:`never_drop` keeps
+it alive until the process ends; its write-ahead log holds every write.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import shutil
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from .._exceptions import ConfigurationError, DiskFullError
 
-__all__ = ["DEFAULT_RESERVE", "RESERVE_ENV", "check_free_space", "reserve"]
+__all__ = ["DEFAULT_RESERVE", "RESERVE_ENV", "check_free_space", "never_drop", "reserve"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,3 +83,9 @@ def check_free_space(folder: Path, what: str) -> None:
             f"(${RESERVE_ENV}), because writing on a full disk crashes its engine. The "
             "write stays queued and is sent again once space is freed"
         )
+
+
+def never_drop(engine: object) -> None:
+    """Keep ``engine`` alive until the process ends, even through the
+    interpreter's final garbage collection (a reference nothing releases)."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))

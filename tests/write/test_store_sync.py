@@ -125,3 +125,28 @@ async def test_a_store_out_of_disk_space_defers_writes_without_failing_them(
     assert queue.outbox.counts() == {"pending": 0, "failed": 0}
     await queue.aclose()
     close_shared_clients(tmp_path)
+
+
+async def test_rows_waiting_for_a_sync_are_not_taken_for_unsent_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease keeper looks for held rows several times while stored rows
+    wait for their sync; it must not queue them again (their writes are
+    settled), or flush() waits for writes that never come."""
+    monkeypatch.setattr(store_sync_module, "SYNC_WINDOW", 1.5)
+    memory = build_local_memory(
+        ScriptedChatModel(), embedding_model=HashEmbedding(64), folder=tmp_path
+    )
+    queue = WriteQueue(Mem0Backend(memory), outbox_dir=tmp_path, lease=0.3)  # kept every 0.1 s
+    for i in range(3):
+        await queue.submit(Scope("alice"), [{"role": "user", "content": f"I like fruit{i:02d}."}])
+    deadline = time.monotonic() + 30
+    while queue.stats()["writes_stored"] < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert queue.stats()["writes_unsynced"] == 3
+    await asyncio.sleep(0.5)  # the keeper runs while they wait
+    assert queue.stats()["writes_pending"] == 0
+    assert await queue.flush(30)
+    assert queue.outbox.counts() == {"pending": 0, "failed": 0}
+    await queue.aclose()
+    close_shared_clients(tmp_path)

@@ -144,9 +144,15 @@ class Recorder:
                 return box, rows
         return None
 
-    async def held(self) -> list[OutboxRow]:
-        """Every pending row this queue holds, in memory and in the file."""
-        return [row for box in self.boxes() for row in await self.io(box.held, self._owner)]
+    async def held(self, *, skip: Collection[tuple[int, int]] = ()) -> list[OutboxRow]:
+        """Every pending row this queue holds, in memory and in the file,
+        but those in ``skip`` (``(id(outbox), row id)``: stored, waiting for a sync)."""
+        return [
+            row
+            for box in self.boxes()
+            for row in await self.io(box.held, self._owner)
+            if (id(box), row.id) not in skip
+        ]
 
     def save_spilled(self) -> int:
         """Move the writes kept in memory into the file; returns how many.

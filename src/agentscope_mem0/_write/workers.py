@@ -129,7 +129,8 @@ class Workers:
         while rt.waiters:
             await asyncio.sleep(self._lease / 3)
             try:
-                self.adopt(rt, await self._recorder.held())
+                # Not the rows stored and waiting for a sync: their writes are settled.
+                self.adopt(rt, await self._recorder.held(skip=self._delivery.unsynced))
                 if outbox.durable:
                     await self._io(outbox.renew, owner=self._owner, lease=self._lease)
                     self.adopt(rt, await self.claim_orphans())

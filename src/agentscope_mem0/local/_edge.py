@@ -23,9 +23,8 @@ Every call into the engine goes through :meth:`SharedShard.call`, which
   ``pyo3_runtime.PanicException``, a ``BaseException`` that would otherwise
   sail past ``except Exception`` and kill the write queue's task.
 
-Measured on qdrant-edge-py 0.9.0: ``EdgeShard.optimize()`` (building HNSW)
-holds the GIL for its whole run (38 s for 50k x 384 here), so it must never
-run in a serving process's thread; see :mod:`._edge_index`.
+Building the HNSW index never happens here (it would hold the GIL for
+seconds): see :mod:`._edge_index`.
 """
 
 from __future__ import annotations

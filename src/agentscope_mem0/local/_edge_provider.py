@@ -9,22 +9,16 @@ mem0's own ``VectorStoreConfig`` keeps its whitelist, so a config naming
 
 Every point carries a dense vector and a sparse ``"bm25"`` vector of its
 text's keyword terms (:class:`~agentscope_mem0.local.KeywordEncoder`, the
-engine's BM25; Qdrant applies IDF). With ``fusion="rrf"`` (the default) a
-search asks the engine for the dense and the keyword top hits under the same
-filter and fuses them by weighted reciprocal rank; with ``feedback_docs`` set
-(the default: 3) the keyword query is first widened with the terms of the
-fused query's first hits and fused again (two engine queries). The settings
-and their defaults are in :mod:`agentscope_mem0._recall.fusion` (chosen by
-cross-validation on the LoCoMo dev half, see docs/benchmarks/embedded-recall.md)
-and shared with the Qdrant server provider. The score mem0 sees is the fused
-score divided by the best one possible (first in both rankings). A rank is no
-similarity, so the search threshold is applied here instead, to each hit's
-cosine similarity with the query, whatever the fusion (see
-:mod:`agentscope_mem0._mem0.threshold`). And ``keyword_search`` returns
-``None``, so mem0 does not add the keyword score a second time.
-``fusion="none"`` searches by meaning and leaves keyword scoring to mem0.
-mem0's entity collection (``<name>_entities``) is always searched by meaning
-only: mem0 2.2 merges entities whose score reaches 0.95, a cosine threshold.
+engine's BM25). With ``fusion="rrf"`` (the default) a search fuses the dense
+and the keyword top hits under one filter, widening the keyword query with
+the first hits' terms first when ``feedback_docs`` is set: the settings, as
+shared with the Qdrant server provider, are in
+:mod:`agentscope_mem0._recall.fusion`. mem0 sees the fused score divided by
+the best one possible. A rank is no similarity, so the search threshold is
+applied here to each hit's cosine with the query (see
+:mod:`agentscope_mem0._mem0.threshold`), and ``keyword_search`` returns
+``None`` so that mem0 does not add a keyword score again. ``fusion="none"``
+and mem0's entity collection (``<name>_entities``) search by meaning only.
 The provider's config and its registration with mem0 are in :mod:`._edge_config`.
 """
 

@@ -1,10 +1,8 @@
 """One Qdrant Edge shard per collection folder per process, shared and serialised.
 
-Qdrant Edge (``qdrant-edge-py``) is Qdrant's storage engine in-process:
-segments, a write-ahead log, payload indexes, sparse vectors with an IDF
-modifier and the Query API. A shard holds an exclusive lock on its WAL, so a
-second ``EdgeShard.load`` of the same folder fails, in this process or in
-another. This module keeps a process-wide registry that hands every caller
+Qdrant Edge (``qdrant-edge-py``) is Qdrant's storage engine in-process. A
+shard holds an exclusive lock on its WAL, so a second ``EdgeShard.load`` of
+the same folder fails, in this process or in another. This module keeps a process-wide registry that hands every caller
 the same :class:`SharedShard` for a folder and turns another process's lock
 into :class:`StoreLockedError`.
 

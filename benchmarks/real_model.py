@@ -98,10 +98,23 @@ def load(name: str, split: str, ids: list[str] | None = None) -> list[dict[str, 
 _ENTITY = re.compile(r"\b(?:[A-Z][a-zA-Z'’-]+|\d[\d.,]*)")
 
 
+_CALENDAR = " ".join(
+    [*(datetime(2024, m, 1).strftime("%B") for m in range(1, 13))]
+    + [*(datetime(2024, 1, d).strftime("%A") for d in range(1, 8))]
+    + [str(SAID.year + d) for d in (-1, 0, 1)]
+).lower()
+"""Month and day names and the years around the said date: a date resolved
+against the Observation Date ("next month" -> "April 2024") is not invented."""
+
+
 def invented(memory: str, exchange: str) -> bool:
     """Whether ``memory`` names a capitalised word or a number the exchange never says."""
-    said = exchange.lower()
-    names = [w for w in _ENTITY.findall(memory) if w.lower() not in ("user", "user's", "the")]
+    said = f"{exchange} {_CALENDAR}".lower()
+    names = [
+        w
+        for w in _ENTITY.findall(memory)
+        if w.lower() not in ("user", "user's", "assistant", "assistant's", "the")
+    ]
     return any(name.lower().rstrip("'’s.,") not in said for name in names)
 
 
@@ -362,6 +375,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 rows.append(row)
             report["judge"] = {"rows": rows, "summary": judge_summary(rows)}
     finally:
+        from agentscope_mem0.local import close_shared_clients
+
+        close_shared_clients()  # the folder's embedded store, before its files go
         shutil.rmtree(root, ignore_errors=True)
     report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     report["machine"]["load_average_at_end"] = os.getloadavg()

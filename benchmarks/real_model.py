@@ -119,9 +119,10 @@ def invented(memory: str, exchange: str) -> bool:
 
 
 async def extraction_case(
-    case: dict[str, Any], style: str, model: Any, folder: Path
+    case: dict[str, Any], style: str, model: Any, folder: Path, timeout: float
 ) -> dict[str, Any]:
-    """One write of one exchange with ``style``; what was stored and what it cost."""
+    """One write of one exchange with ``style`` (``timeout`` seconds at most);
+    what was stored and what it cost."""
     from agentscope_mem0 import Mem0Middleware, RetryPolicy, Scope, WriteQueue
 
     mw = Mem0Middleware.local(
@@ -134,7 +135,12 @@ async def extraction_case(
     )
     state = mw.client_state
     # One attempt per write: a retry would measure the same prompt twice.
-    queue = WriteQueue(state.backend, outbox_dir=":memory:", retry=RetryPolicy(max_attempts=1))
+    queue = WriteQueue(
+        state.backend,
+        outbox_dir=":memory:",
+        retry=RetryPolicy(max_attempts=1),
+        write_timeout=timeout,
+    )
     scope = Scope(f"u-{case['id']}", "helper")
     messages = [
         {"role": "user", "content": case["user"]},
@@ -307,8 +313,9 @@ def server_info(base_url: str) -> dict[str, Any]:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from agentscope_mem0._mem0.adapters import AgentScopeLLM
 
-    # The adapter abandons an extraction call after 120 s (the write then
-    # fails and is retried later); lifted here to measure how long one takes.
+    # The adapter abandons an extraction call after 120 s and the write queue a
+    # write after 300 s (the write then fails and is retried later); both are
+    # lifted here to measure how long one takes.
     AgentScopeLLM.timeout = args.call_timeout
     model = chat_model(args.base_url, args.model, args.api_key)
     root = Path(tempfile.mkdtemp(prefix="real-model-"))
@@ -333,7 +340,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for style in args.styles:
                     if style == "mem0" and args.mem0_cases and case["id"] not in args.mem0_cases:
                         continue
-                    row = await extraction_case(case, style, model, root / style)
+                    row = await extraction_case(case, style, model, root / style, args.call_timeout)
                     print(
                         json.dumps(
                             {
@@ -461,7 +468,10 @@ def main() -> None:
         "--cases", nargs="+", help="only these extraction cases / judge scenarios (by id)"
     )
     parser.add_argument(
-        "--call-timeout", type=float, default=900.0, help="seconds per extraction call"
+        "--call-timeout",
+        type=float,
+        default=900.0,
+        help="seconds an extraction call and its write may take",
     )
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path)

@@ -314,12 +314,14 @@ async def test_a_call_that_stored_then_timed_out_is_not_stored_twice(
 
 async def test_a_hung_backend_is_retried_after_the_timeout(memory: AsyncMemory) -> None:
     client = FaultyClient(memory, hang_before=1)
-    queue = queue_for(client, write_timeout=0.2)
+    queue = queue_for(client, write_timeout=1.0)
     started = time.perf_counter()
     await queue.submit(SCOPE, said("I like fruit08."))
-    assert time.perf_counter() - started < 0.1
-    assert await queue.flush(10)
-    assert len(client.adds) == 2
+    # The reply's submit never waits for the hung call (it would take write_timeout).
+    assert time.perf_counter() - started < 1.0
+    assert await queue.flush(30)
+    # The hung call, then at least one retry (a loaded machine may time out another).
+    assert len(client.adds) >= 2
     assert await facts(memory) == Counter({"fruit08": 1})
     await queue.aclose()
 

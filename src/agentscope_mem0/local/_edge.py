@@ -2,9 +2,9 @@
 
 Qdrant Edge (``qdrant-edge-py``) is Qdrant's storage engine in-process. A
 shard holds an exclusive lock on its WAL, so a second ``EdgeShard.load`` of
-the same folder fails, in this process or in another. This module keeps a process-wide registry that hands every caller
-the same :class:`SharedShard` for a folder and turns another process's lock
-into :class:`StoreLockedError`.
+the same folder fails, in this process or in another. This module keeps a
+process-wide registry that hands every caller the same :class:`SharedShard`
+for a folder and turns another process's lock into :class:`StoreLockedError`.
 
 Before the engine touches a folder, the process takes the package's own lock
 on it (:mod:`._edge_lock`: another process's refused ``EdgeShard.load`` used

@@ -18,6 +18,7 @@ from agentscope_mem0._recall.same_fact import (
     as_user,
     blocker,
     fact_shape,
+    kept_apart,
     same_fact,
     user_names,
 )
@@ -96,6 +97,23 @@ def test_one_word_swapped_in_a_long_memory_is_another_fact() -> None:
         ("User wants charts in dark mode.", "User wants dark mode for charts."),
     ):
         assert same_fact(fact_shape(a, names), fact_shape(b, names)), (a, b)
+
+
+def test_a_word_of_its_own_written_as_a_verb_vetoes_any_reading_as_the_same() -> None:
+    """What a model may read as one fact, the words keep apart when each side has a
+    word of its own and one of them is written as a verb (pairs a small model merged)."""
+    names = user_names("alice")
+    for a, b in (
+        ("User is learning to play the cello.", "User teaches the cello."),
+        ("User likes reading science fiction.", "User likes writing science fiction."),
+    ):
+        assert kept_apart(fact_shape(a, names), fact_shape(b, names)) == "another verb"
+    # Another word for the same thing is left to the model.
+    for a, b in (
+        ("User lives in Hangzhou.", "User's home is in Hangzhou."),
+        ("User prefers responses in Arabic.", "The user prefers answers in Arabic."),
+    ):
+        assert kept_apart(fact_shape(a, names), fact_shape(b, names)) is None
 
 
 def test_user_names_come_from_the_id_and_the_memories() -> None:

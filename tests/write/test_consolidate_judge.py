@@ -135,6 +135,7 @@ async def test_a_repeat_the_words_show_costs_no_model_call(tmp_path: Path) -> No
         "User has lived in Hangzhou for 3 years.",  # a number
         "User lives in Hangzhou with two cats.",  # more detail
         "User wants to live in Hangzhou.",  # another verb
+        "User is moving to Hangzhou.",  # another verb, a word of its own on each side
     ],
 )
 async def test_the_words_veto_what_the_model_reads_as_the_same(tmp_path: Path, other: str) -> None:

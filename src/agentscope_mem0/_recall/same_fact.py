@@ -221,6 +221,8 @@ class FactShape:
     """Verb-like words in their base form, for comparing tenses."""
     past_lemmas: frozenset[str]
     """Base forms of the words written in a past tense."""
+    verbs: frozenset[str] = frozenset()
+    """Content words written as a verb ("learning", "to play"), as in :attr:`words`."""
 
 
 def user_names(user_id: str | None, texts: Iterable[str] = ()) -> frozenset[str]:
@@ -266,13 +268,14 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
     times: set[str] = set()
     lemmas: set[str] = set()
     past_lemmas: set[str] = set()
+    verbs: set[str] = set()
     sequence: list[str] = []
     negated = False
     for run in CJK_RUN.findall(folded):
         negated = negated or any(char in NEGATION_WORDS for char in run)
         words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
     tokens = WORD.findall(CJK_RUN.sub(" ", folded))
-    for word in tokens:
+    for index, word in enumerate(tokens):
         base = word.removesuffix("'s")
         if base in names:
             continue
@@ -301,6 +304,8 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
         word_key = _SYNONYMS.get(base, _SYNONYMS.get(lemma, _SYNONYMS.get(stem(base), lemma)))
         words.add(word_key)
         sequence.append(word_key)
+        if (len(base) > 5 and base.endswith("ing")) or (index and tokens[index - 1] == "to"):
+            verbs.add(word_key)
     people.update(_named_people(plain, names, set(tokens)))
     return FactShape(
         words=frozenset(words),
@@ -311,6 +316,7 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
         order=tuple(sequence) if _COMPARING & set(tokens) else None,
         lemmas=frozenset(lemmas),
         past_lemmas=frozenset(past_lemmas),
+        verbs=frozenset(verbs),
     )
 
 
@@ -360,8 +366,10 @@ def kept_apart(a: FactShape, b: FactShape) -> str | None:
     (a model, a similarity), or ``None``.
 
     What :func:`blocker` names, and two more: another verb ("wants a dog",
-    "has a dog"; "wants to live in Hangzhou", "lives in Hangzhou") and a
-    detail on one side only ("likes tea", "likes green tea").
+    "has a dog"; "wants to live in Hangzhou", "lives in Hangzhou"; a word of
+    its own on each side, one written as a verb: "likes reading science
+    fiction", "likes writing science fiction") and a detail on one side only
+    ("likes tea", "likes green tea").
     """
     reason = blocker(a, b)
     if reason is not None:
@@ -371,8 +379,11 @@ def kept_apart(a: FactShape, b: FactShape) -> str | None:
         return "another verb"
     if (_WISH in a.words) != (_WISH in b.words):
         return "another verb"  # a wish is not the fact: "wants to live there", "lives there"
-    if bool(only_a - _LIGHT) != bool(only_b - _LIGHT):
+    own_a, own_b = only_a - _LIGHT, only_b - _LIGHT
+    if bool(own_a) != bool(own_b):
         return "more detail"
+    if own_a and (own_a & a.verbs or own_b & b.verbs):
+        return "another verb"  # "is learning to play the cello", "teaches the cello"
     return None
 
 

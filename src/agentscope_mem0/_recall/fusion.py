@@ -11,8 +11,8 @@ possible (first in every ranking), so it lies in (0, 1].
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -25,6 +25,7 @@ __all__ = [
     "FusionSettings",
     "expand_terms",
     "fused_top_score",
+    "hit_terms",
     "rrf_weights",
 ]
 
@@ -77,6 +78,13 @@ def fused_top_score(fusion: Fusion, rrf_k: int, dense_weight: float) -> float:
     if fusion == "dbsf":
         return 2.0
     return sum(1.0 / (1.0 / w + rrf_k - 1.0) for w in rrf_weights(dense_weight))
+
+
+def hit_terms(points: Iterable[Any], name: str) -> list[tuple[Sequence[int], Sequence[float]]]:
+    """The sparse vectors called ``name`` of points fetched with their vectors
+    (Qdrant Edge's and qdrant-client's points alike), as (indices, values)."""
+    vectors = (p.vector.get(name) for p in points if isinstance(p.vector, dict))
+    return [(v.indices, v.values) for v in vectors if v is not None]
 
 
 def expand_terms(

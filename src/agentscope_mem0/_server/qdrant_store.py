@@ -41,6 +41,7 @@ from .._recall.fusion import (
     Fusion,
     expand_terms,
     fused_top_score,
+    hit_terms,
     rrf_weights,
 )
 from ..local._edge import SCOPE_FIELDS, TENANT_FIELD
@@ -172,13 +173,8 @@ class HybridQdrant(Qdrant):
         dense = [float(v) for v in vectors]
         if self.feedback_docs:
             first = self._fused(dense, sparse, condition, top_k, self.feedback_docs, feedback=True)
-            feedback = [
-                (v.indices, v.values)
-                for v in (p.vector.get(SPARSE) for p in first if isinstance(p.vector, dict))
-                if v is not None
-            ]
             indices, values = expand_terms(
-                (sparse.indices, sparse.values), feedback, self.feedback_weight
+                (sparse.indices, sparse.values), hit_terms(first, SPARSE), self.feedback_weight
             )
             sparse = models.SparseVector(indices=indices, values=values)
         points = self._fused(dense, sparse, condition, top_k, top_k)

@@ -44,6 +44,7 @@ from .._recall.fusion import (
     Fusion,
     expand_terms,
     fused_top_score,
+    hit_terms,
     rrf_weights,
 )
 from ._edge import DENSE, SPARSE, SharedShard, shard_exists, shared_shard
@@ -213,13 +214,8 @@ class EdgeVectorStore(VectorStoreBase):
             return [_hit(p, float(p.score)) for p in self._above_floor(points, dense)]
         if self.feedback_docs:
             first = self._fused(dense, sparse, condition, top_k, self.feedback_docs, feedback=True)
-            feedback = [
-                (v.indices, v.values)
-                for v in (p.vector.get(SPARSE) for p in first if isinstance(p.vector, dict))
-                if v is not None
-            ]
             indices, values = expand_terms(
-                (sparse.indices, sparse.values), feedback, self.feedback_weight
+                (sparse.indices, sparse.values), hit_terms(first, SPARSE), self.feedback_weight
             )
             sparse = SparseVector(indices=indices, values=values)
         points = self._fused(dense, sparse, condition, top_k, top_k)

@@ -16,14 +16,19 @@ from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from command_line import run, run_json
 
 
-async def _two_sessions(folder: Path) -> None:
-    mw = Mem0Middleware.local(
+def _alices_middleware(folder: Path) -> Mem0Middleware:
+    """alice's memory in ``folder``, written by the middleware alone (no tools)."""
+    return Mem0Middleware.local(
         user_id="alice",
         chat_model=ScriptedChatModel(),
         embedding_model=HashEmbedding(),
         folder=folder,
         mode="static_control",
     )
+
+
+async def _two_sessions(folder: Path) -> None:
+    mw = _alices_middleware(folder)
     async with mw:
         for text, when in (
             ("I live in Hangzhou.", "2024-01-05T10:00:00+00:00"),
@@ -70,13 +75,7 @@ def test_list_search_and_history_follow_the_timeline(_data_dir: Path) -> None:
 
 
 async def _a_fact_said_twice(folder: Path) -> None:
-    mw = Mem0Middleware.local(
-        user_id="alice",
-        chat_model=ScriptedChatModel(),
-        embedding_model=HashEmbedding(),
-        folder=folder,
-        mode="static_control",
-    )
+    mw = _alices_middleware(folder)
     async with mw:
         for text in ("I live in Hangzhou.", "I live in Hangzhou!"):
             bot = Agent(

@@ -33,7 +33,10 @@ def _payloads(dsn: str, table: str) -> dict[str, dict[str, Any]]:
     return {row[1]["data"]: {"id": str(row[0]), **row[1]} for row in rows}
 
 
-async def test_a_change_supersedes_on_pgvector(pg_dsn: str, tmp_path: Path) -> None:
+def _middleware_on_pgvector(
+    pg_dsn: str, tmp_path: Path, **options: Any
+) -> tuple[str, Mem0Middleware]:
+    """A fresh pgvector table and a middleware for alice on it: (table, middleware)."""
     table = fresh_collection()
     config = pgvector_config(
         pg_dsn, dims=DIMS, collection=table, history_db_path=str(tmp_path / "history.db")
@@ -46,7 +49,13 @@ async def test_a_change_supersedes_on_pgvector(pg_dsn: str, tmp_path: Path) -> N
         mem0_config=config,
         mode="static_control",
         search_timeout=30,
+        **options,
     )
+    return table, mw
+
+
+async def test_a_change_supersedes_on_pgvector(pg_dsn: str, tmp_path: Path) -> None:
+    table, mw = _middleware_on_pgvector(pg_dsn, tmp_path)
     async with mw:
         asker = ScriptedChatModel("Ok.")
         for text, when, model in (
@@ -77,20 +86,7 @@ async def test_a_change_supersedes_on_pgvector(pg_dsn: str, tmp_path: Path) -> N
 async def test_a_repeat_is_marked_on_pgvector(pg_dsn: str, tmp_path: Path, judge: bool) -> None:
     """One fact said twice in other words: one current row, the other marked in its
     payload; the note shows the fact once; forgetting the kept one brings it back."""
-    table = fresh_collection()
-    config = pgvector_config(
-        pg_dsn, dims=DIMS, collection=table, history_db_path=str(tmp_path / "history.db")
-    )
-    prepare_pgvector(config)
-    mw = Mem0Middleware(
-        user_id="alice",
-        chat_model=ScriptedChatModel(),
-        embedding_model=HashEmbedding(DIMS),
-        mem0_config=config,
-        mode="static_control",
-        search_timeout=30,
-        judge=judge,
-    )
+    table, mw = _middleware_on_pgvector(pg_dsn, tmp_path, judge=judge)
     async with mw:
         asker = ScriptedChatModel("Ok.")
         for text, model in (

@@ -522,3 +522,20 @@ FILLER = [f"The user keeps reminder {i} for errand {i * 13}" for i in range(50)]
 
 
 QUERY = "Where does the user keep the Brompton?"
+
+
+def shard_records(path: Path, dims: int) -> list[Any]:
+    """Every point of the closed Qdrant Edge shard folder ``path``, with payload and vectors."""
+    from qdrant_edge import ScrollRequest
+
+    from agentscope_mem0.local._edge import SharedShard
+
+    shard = SharedShard(path, dims)
+    try:
+        records, _ = shard.call(
+            "scroll",
+            lambda s: s.scroll(ScrollRequest(limit=1000, with_payload=True, with_vector=True)),
+        )
+    finally:
+        shard.close()
+    return list(records)

@@ -29,6 +29,7 @@ from agentscope_mem0.local._keyword_upgrade import (
     rewrite_keywords,
 )
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+from fakes import shard_records
 
 DATA = Path(__file__).parent / "data"
 DIMS = 64  # what make_v02_folder.py stored with
@@ -43,18 +44,8 @@ def unpack_v02(folder: Path) -> list[dict[str, Any]]:
 
 def points(path: Path) -> dict[str, Any]:
     """Every point of a closed shard folder: id -> (payload, dense, sparse as a dict)."""
-    from qdrant_edge import ScrollRequest
-
-    shard = SharedShard(path, DIMS)
-    try:
-        records, _ = shard.call(
-            "scroll",
-            lambda s: s.scroll(ScrollRequest(limit=1000, with_payload=True, with_vector=True)),
-        )
-    finally:
-        shard.close()
     out = {}
-    for r in records:
+    for r in shard_records(path, DIMS):
         sparse = r.vector.get(SPARSE)
         terms = dict(zip(sparse.indices, sparse.values, strict=True)) if sparse else {}
         out[str(r.id)] = (dict(r.payload), list(r.vector[DENSE]), terms)

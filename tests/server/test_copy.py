@@ -23,10 +23,11 @@ from agentscope_mem0._server import copy as copy_module
 from agentscope_mem0._server.copy import copy_folder, progress_file
 from agentscope_mem0._server.qdrant_config import PROVIDER
 from agentscope_mem0.local import close_shared_clients
-from agentscope_mem0.local._edge import DENSE, SPARSE, SharedShard
+from agentscope_mem0.local._edge import DENSE, SPARSE
 from agentscope_mem0.local._folder import COLLECTION
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from command_line import run
+from fakes import shard_records
 
 DIMS = 64
 WORDS = "tea hiking chess violins kayaks ramen tango Kyoto sourdough beekeeping"
@@ -48,17 +49,7 @@ def seed(folder: Path) -> None:
 
 
 def folder_points(folder: Path) -> dict[str, Any]:
-    from qdrant_edge import ScrollRequest
-
-    shard = SharedShard(folder / "edge" / COLLECTION, DIMS)
-    try:
-        records, _ = shard.call(
-            "scroll",
-            lambda s: s.scroll(ScrollRequest(limit=1000, with_payload=True, with_vector=True)),
-        )
-    finally:
-        shard.close()
-    return {str(r.id): r for r in records}
+    return {str(r.id): r for r in shard_records(folder / "edge" / COLLECTION, DIMS)}
 
 
 class Recording:

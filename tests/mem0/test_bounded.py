@@ -56,32 +56,25 @@ async def test_a_hung_call_is_cancelled_after_the_grace_and_keeps_the_breaker_op
     assert breaker.stats()["late_answers"] == 0
 
 
+async def _hang(cancelled: asyncio.Event) -> None:
+    """A call that never answers; sets ``cancelled`` when it is cancelled."""
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
 async def test_without_a_breaker_a_late_call_is_cancelled_at_the_deadline() -> None:
     cancelled = asyncio.Event()
-
-    async def hang() -> None:
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
     with pytest.raises(TimeoutError):
-        await bounded(hang(), timeout=0.05, breaker=None)
+        await bounded(_hang(cancelled), timeout=0.05, breaker=None)
     await asyncio.wait_for(cancelled.wait(), 5)
 
 
 async def test_cancelling_the_caller_cancels_the_call() -> None:
     cancelled = asyncio.Event()
-
-    async def hang() -> None:
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    caller = asyncio.create_task(bounded(hang(), timeout=10, breaker=CircuitBreaker()))
+    caller = asyncio.create_task(bounded(_hang(cancelled), timeout=10, breaker=CircuitBreaker()))
     await asyncio.sleep(0.05)
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):

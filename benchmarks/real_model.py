@@ -455,7 +455,7 @@ def main() -> None:
     parser.add_argument(
         "--parts", nargs="+", default=["extraction", "judge"], choices=["extraction", "judge"]
     )
-    parser.add_argument("--split", default="held-out", choices=["dev", "held-out", "all"])
+    parser.add_argument("--split", default="held-out", choices=["dev", "held-out", "fresh", "all"])
     parser.add_argument(
         "--styles", nargs="+", default=["mem0", "compact"], choices=["mem0", "compact"]
     )

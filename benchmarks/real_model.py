@@ -87,9 +87,9 @@ def chat_model(base_url: str, model: str, api_key: str) -> Any:
     )
 
 
-def load(name: str, split: str, ids: list[str] | None = None) -> list[dict[str, Any]]:
+def load(name: str, splits: list[str], ids: list[str] | None = None) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
-    rows = [row for row in rows if split == "all" or row["split"] == split]
+    rows = [row for row in rows if "all" in splits or row["split"] in splits]
     return [row for row in rows if not ids or row["id"] in ids]
 
 
@@ -455,7 +455,9 @@ def main() -> None:
     parser.add_argument(
         "--parts", nargs="+", default=["extraction", "judge"], choices=["extraction", "judge"]
     )
-    parser.add_argument("--split", default="held-out", choices=["dev", "held-out", "fresh", "all"])
+    parser.add_argument(
+        "--split", nargs="+", default=["held-out"], choices=["dev", "held-out", "fresh", "all"]
+    )
     parser.add_argument(
         "--styles", nargs="+", default=["mem0", "compact"], choices=["mem0", "compact"]
     )

@@ -25,6 +25,10 @@ from agentscope_mem0._write.judge_lanes import Lanes
         ("User's sister moved to Paris", "user's sister"),
         ("User’s husband works as a pilot", "user's husband"),
         ("Maria adopted a cat", "maria"),
+        ("User's new manager is Sarah", "user's manager"),
+        ("User's best friend works at a bank", "user's friend"),
+        ("User's younger brother is a nurse", "user's brother"),
+        ("User's new car is a Tesla", "user"),
         ("用户住在杭州", None),
     ],
 )

@@ -3,6 +3,7 @@ embedded store, only the chat model scripted."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -14,7 +15,12 @@ from agentscope_mem0 import ConfigurationError, Mem0Middleware, MemoryHit, Scope
 from agentscope_mem0._mem0.timeline import time_label
 from agentscope_mem0._write.judge import TimeJudge, build_time_judge
 from agentscope_mem0._write.judge_pairs import Fact, PairJudge, Relation
-from agentscope_mem0._write.judge_prompt import is_not_said, parse_question, parse_reading
+from agentscope_mem0._write.judge_prompt import (
+    is_not_said,
+    parse_question,
+    parse_reading,
+    timeless,
+)
 from agentscope_mem0.testing import HashEmbedding, RuleJudge, ScriptedChatModel
 from fakes import note_text
 
@@ -244,6 +250,81 @@ async def test_the_rule_judge_knows_common_changes() -> None:
     assert await _relation("User's sister moved to Paris", "User lives in Hangzhou") != changes
     assert await _relation("User lived in Paris as a child", "User lives in Rome") != changes
     assert await _relation("User now also owns a bike", "User owns a red car") != changes
+
+
+def _literal_reader(
+    questions: dict[str, tuple[str, str]], readings: dict[tuple[str, str], str]
+) -> Any:
+    """A model that answers as a literal small model does: each memory's own
+    question and answer, and a reading only for the exact question it knows."""
+
+    async def ask(system: str, user: str) -> str:
+        memory, _, question = user.removeprefix("Memory: ").partition("\nQuestion: ")
+        if not question:
+            asked, answer = questions[memory]
+            return json.dumps({"question": asked, "answer": answer})
+        return readings.get((memory, question), "not said")
+
+    return ask
+
+
+async def test_an_event_that_answers_the_older_memorys_question_changes_it() -> None:
+    old, moved = "User lives in a flat in Madrid", "User relocated to Valencia"
+    questions = {
+        old: ("Where does the user live?", "Madrid"),
+        moved: ("Where did the user relocate?", "Valencia"),
+        "User also rents a flat in Valencia": ("What does the user rent?", "a flat"),
+        "User is allergic to peanuts": ("What is the user allergic to?", "peanuts"),
+    }
+    readings = {
+        (moved, "Where does the user live?"): "Valencia",
+        ("User also rents a flat in Valencia", "Where does the user live?"): "Valencia",
+    }
+    ask = _literal_reader(questions, readings)
+    # The older state does not answer "Where did the user relocate?", the move answers
+    # "Where does the user live?" with another city.
+    assert await PairJudge(ask).relate(Fact("n", moved), Fact("o", old)) == Relation.CHANGES
+    # One more item is never a change, whichever way round it was read.
+    also = Fact("n", "User also rents a flat in Valencia")
+    assert await PairJudge(ask).relate(also, Fact("o", old)) == Relation.UNRELATED
+    # Neither memory answers the other's question: unrelated.
+    peanuts = Fact("o", "User is allergic to peanuts")
+    assert await PairJudge(ask).relate(Fact("n", moved), peanuts) == Relation.UNRELATED
+
+
+async def test_the_question_is_read_without_its_words_of_time() -> None:
+    old, new = "User's favourite food is sushi", "User's favourite food is now ramen"
+    questions = {
+        new: ("What is the user's favourite food now?", "ramen"),
+        old: ("What is the user's favourite food?", "sushi"),
+    }
+    readings = {
+        (old, "What is the user's favourite food?"): "sushi",
+        (new, "What is the user's favourite food?"): "ramen",
+    }
+    ask = _literal_reader(questions, readings)
+    assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.CHANGES
+    assert timeless("Does the user still go to the gym on Mondays right now?") == (
+        "Does the user go to the gym on Mondays?"
+    )
+    assert timeless("What is the user's current job?") == "What is the user's job?"
+    assert timeless("Where in New York does the user live?") == (
+        "Where in New York does the user live?"
+    )
+
+
+async def test_a_qualified_relation_is_still_another_persons_fact() -> None:
+    questions = {
+        "User's new manager is Sarah": ("Who is the user's manager?", "Sarah"),
+        "User's manager is called Tom": ("Who is the user's manager?", "Tom"),
+    }
+    readings = {
+        ("User's manager is called Tom", "Who is the user's manager?"): "Tom",
+        ("User's new manager is Sarah", "Who is the user's manager?"): "Sarah",
+    }
+    ask = _literal_reader(questions, readings)
+    new, old = Fact("n", "User's new manager is Sarah"), Fact("o", "User's manager is called Tom")
+    assert await PairJudge(ask).relate(new, old) == Relation.CHANGES
 
 
 async def test_said_at_is_checked(tmp_path: Any) -> None:

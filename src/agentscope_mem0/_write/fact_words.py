@@ -31,7 +31,16 @@ _RELATIONS = frozenset(
 )
 """Nouns that, after "User's", name another person rather than a thing of the user."""
 
-_POSSESSIVE = re.compile(r"^\s*(?:the\s+)?([A-Za-z]+)(?:'s|’s)\s+([A-Za-z]+)", re.I)
+_QUALIFIERS = (
+    "new|former|old|current|best|close|late|ex|step|elder|eldest|older|oldest|younger|youngest|"
+    "little|big|twin|only|favou?rite"
+)
+"""Words between "User's" and the relation that do not change whose fact it is
+("User's new manager" is still the user's manager)."""
+
+_POSSESSIVE = re.compile(
+    rf"^\s*(?:the\s+)?([A-Za-z]+)(?:'s|’s)\s+(?:(?:{_QUALIFIERS})[\s-]+)*([A-Za-z]+)", re.I
+)
 _FIRST_WORD = re.compile(r"^\s*(?:the\s+)?([A-Za-z]+)\b", re.I)
 
 

@@ -12,6 +12,9 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    item (:mod:`.fact_words`).
 4. A change is confirmed the other way round: the older memory's question
    read from the new memory must get another answer than the older one's.
+   When the older memory does not answer the new one's question at all,
+   that other way round alone decides (an event such as "moved to
+   Valencia" answers the older state's "Where does the user live?").
 
 A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model
@@ -139,7 +142,7 @@ class PairJudge:
             return Relation.UNRELATED
         reading = await self.read(old, asked.question)
         if reading is None:
-            return Relation.UNRELATED
+            return await self._changed_the_other_way(new, old)
         agreement = compare_answers(reading, asked.answer)
         if agreement is Agreement.SAME:
             return Relation.SAME
@@ -153,6 +156,18 @@ class PairJudge:
     def _vetoed(new: Fact) -> bool:
         """A new memory about the past or about one more item changes nothing."""
         return tells_of_past(new.text) or is_additive(new.text)
+
+    async def _changed_the_other_way(self, new: Fact, old: Fact) -> Relation:
+        """When the older memory does not answer the new one's question.
+
+        A new memory often tells of an event ("moved to Valencia") whose
+        question the older state ("lives in Madrid") does not answer, while
+        it does answer the older memory's question ("Where does the user
+        live?") with another answer: that is a change too.
+        """
+        if self._vetoed(new):
+            return Relation.UNRELATED
+        return Relation.CHANGES if await self._confirmed(new, old) else Relation.UNRELATED
 
     async def _confirmed(self, new: Fact, old: Fact) -> bool:
         """The other way round: the older memory's question gets another answer from the new one."""

@@ -32,6 +32,7 @@ __all__ = [
     "parse_reading",
     "question_request",
     "read_request",
+    "timeless",
 ]
 
 JUDGE_MARK = "Memory Timeline Judge"
@@ -48,6 +49,7 @@ Memory: User switched to a standing desk -> {{"question": "What kind of desk doe
 use?", "answer": "a standing desk"}}
 Memory: User's daughter started school in Leeds -> {{"question": "Where does the user's \
 daughter go to school?", "answer": "Leeds"}}
+Memory: User sold their piano -> {{"question": "Does the user own a piano?", "answer": "no"}}
 
 Answer with JSON only: {{"question": "...", "answer": "..."}}"""
 
@@ -73,8 +75,28 @@ def question_request(memory: str) -> str:
 
 
 def read_request(memory: str, question: str) -> str:
-    """The user message asking ``question`` of ``memory`` alone."""
-    return f"Memory: {escape_memory(memory)}\nQuestion: {escape_memory(question)}"
+    """The user message asking ``question`` of ``memory`` alone, without the
+    question's words of time (:func:`timeless`)."""
+    return f"Memory: {escape_memory(memory)}\nQuestion: {escape_memory(timeless(question))}"
+
+
+_NOW_WORDS = re.compile(
+    r"\s*\b(?:right now|now|currently|these days|nowadays|at the moment|at present|"
+    r"any ?more|still)\b|(?<=\s)(?:current|new|present)\s+(?=\w)",
+)
+
+
+def timeless(question: str) -> str:
+    """``question`` without its words of time ("now", "currently", "the user's new ...").
+
+    The question comes from the newer memory and is read from an older one,
+    which never says "now": "What is the user's favourite food now?" read
+    from "User's favourite food is sushi" is "not said" to a small model,
+    while the same question without "now" is "sushi".
+    """
+    cleaned = _NOW_WORDS.sub(" ", question)
+    cleaned = re.sub(r"\s+([?.,!])", r"\1", " ".join(cleaned.split()))
+    return cleaned or question
 
 
 def parse_question(answer: str) -> FactQuestion | None:

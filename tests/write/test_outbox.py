@@ -293,3 +293,47 @@ def test_a_client_whose_store_cannot_be_told_keeps_writes_in_memory() -> None:
     from agentscope_mem0._write.outbox_place import default_outbox_dir
 
     assert default_outbox_dir(object()) is None
+
+
+async def test_writes_recorded_at_once_share_one_transaction(tmp_path: Path) -> None:
+    """Many replies ending together: one insert (one sync to disk) for all of them."""
+    import asyncio
+
+    from agentscope_mem0 import Scope
+    from agentscope_mem0._write.recording import Recorder
+
+    recorder = Recorder(tmp_path / OUTBOX_FILENAME, owner="me", counts={})
+    inserts: list[int] = []
+    insert_many = recorder.outbox.insert_many
+
+    def counted(rows: list[dict[str, Any]]) -> list[int]:
+        inserts.append(len(rows))
+        return insert_many(rows)
+
+    recorder.outbox.insert_many = counted  # type: ignore[method-assign]
+    rows = [
+        {
+            "key": f"k{i}",
+            "user_id": f"u{i}",
+            "agent_id": None,
+            "messages": [{"role": "user", "content": f"fact {i}"}],
+            "owner": "me",
+            "lease": 60.0,
+        }
+        for i in range(20)
+    ]
+    try:
+        done = await asyncio.gather(*(recorder.record(Scope(r["user_id"]), r) for r in rows))
+        assert all(done)
+        assert inserts == [20]
+        stored = recorder.outbox.db.read("SELECT user_id FROM writes ORDER BY id")
+        assert [user for (user,) in stored] == [f"u{i}" for i in range(20)]
+        # One that arrives while an insert runs goes into the next one.
+        more = [dict(r, key=f"again{r['key']}") for r in rows[:3]]
+        first = asyncio.ensure_future(recorder.record(Scope("u0"), more[0]))
+        await asyncio.sleep(0)
+        rest = [recorder.record(Scope(r["user_id"]), r) for r in more[1:]]
+        assert all(await asyncio.gather(first, *rest))
+        assert inserts[1:] == [1, 2]
+    finally:
+        await recorder.aclose()

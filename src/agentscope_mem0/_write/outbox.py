@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -121,11 +121,31 @@ class Outbox:
 
         ``said_at`` (aware) is when it was said, default now.
         """
-        when = said_at if said_at is not None else datetime.now(UTC)
-        row = new_row(key, user_id, agent_id, messages, owner, lease, kind, when)
-        rowid = int(self._write(lambda c: c.execute(INSERT, row).lastrowid))
-        self.db.mark(rowid)
-        return rowid
+        row: dict[str, Any] = {"key": key, "user_id": user_id, "agent_id": agent_id}
+        row.update(messages=messages, owner=owner, lease=lease, kind=kind, said_at=said_at)
+        return self.insert_many([row])[0]
+
+    def insert_many(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Record several new exchanges in one transaction (one sync to disk);
+        each mapping holds :meth:`insert`'s arguments. Returns their row ids."""
+        now = datetime.now(UTC)
+        values = [
+            new_row(
+                row["key"],
+                row["user_id"],
+                row["agent_id"],
+                row["messages"],
+                row["owner"],
+                row["lease"],
+                row.get("kind", EXCHANGE),
+                row.get("said_at") or now,
+            )
+            for row in rows
+        ]
+        ids = self._write(lambda c: [c.execute(INSERT, v).lastrowid or 0 for v in values])
+        if ids:
+            self.db.mark(max(ids))
+        return list(ids)
 
     def next_batch(
         self,

@@ -13,10 +13,12 @@ into the file if it works again by then.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import weakref
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,14 @@ from .outbox_db import OUTBOX_THREAD
 __all__ = ["Recorder"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Batch:
+    """Rows of one event loop waiting to be inserted, and the task inserting them."""
+
+    rows: list[tuple[dict[str, Any], asyncio.Future[None]]] = field(default_factory=list)
+    inserting: asyncio.Task[None] | None = None
 
 
 class Recorder:
@@ -66,21 +76,56 @@ class Recorder:
         self.unrecorded: set[str] = set()
         """Keys of writes kept in memory only (the file refused them)."""
         self._dropped = 0  # of them, lost at close or exit and logged as such
+        # Rows waiting to be inserted together, per event loop recording them.
+        self._batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batch] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def boxes(self) -> tuple[Outbox, ...]:
         """Memory first (it always progresses), then the file."""
         return (self.outbox,) if self.spill is self.outbox else (self.spill, self.outbox)
 
     async def record(self, scope: Scope, row: dict[str, Any]) -> bool:
-        """Record ``row``; False only when neither the file nor memory took it."""
+        """Record ``row``; False only when neither the file nor memory took it.
+
+        The rows recorded while an insert runs go into the file together, in
+        the next one: one transaction and one sync to disk for the writes of
+        many users' replies ending at once.
+        """
         try:
-            await self.io(self.outbox.insert, **row)
+            await self._insert_together(row)
         except Exception as exc:
             return await self._record_elsewhere(scope, row, exc)
         if self._failing is not None:
             logger.warning("the outbox %s records writes again", self.outbox.path)
             self._failing = None
         return True
+
+    async def _insert_together(self, row: dict[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        batch = self._batches.setdefault(loop, _Batch())
+        batch.rows.append((row, waiter))
+        if batch.inserting is None or batch.inserting.done():
+            batch.inserting = loop.create_task(self._insert_waiting(batch))
+        await waiter
+
+    async def _insert_waiting(self, batch: _Batch) -> None:
+        """Insert ``batch``'s rows until none is left, each round in one transaction."""
+        while batch.rows:
+            taken, batch.rows = batch.rows, []
+            error: Exception | None = None
+            try:
+                await self.io(self.outbox.insert_many, [row for row, _ in taken])
+            except Exception as exc:  # each caller handles it for its own row
+                error = exc
+            for _, waiter in taken:
+                if waiter.done():  # its caller was cancelled; the row is recorded
+                    continue
+                if error is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(error)
 
     async def _record_elsewhere(self, scope: Scope, row: dict[str, Any], exc: Exception) -> bool:
         self.errors += 1

@@ -292,6 +292,40 @@ async def test_an_event_that_answers_the_older_memorys_question_changes_it() -> 
     assert await PairJudge(ask).relate(Fact("n", moved), peanuts) == Relation.UNRELATED
 
 
+async def test_what_a_small_model_retells_or_cannot_read_is_no_change() -> None:
+    quit_, smokes = "User quit smoking in March", "User smokes ten cigarettes a day"
+    runs, peanuts = "User runs marathons", "User is allergic to peanuts"
+    bus, bike = "User takes the bus to work", "User cycles to work now"
+    questions = {
+        quit_: ("What month did the user quit smoking?", "March"),
+        smokes: ("How many cigarettes does the user smoke?", "ten"),
+        runs: ("What does the user do?", "runs marathons"),
+        peanuts: ("What is the user's status?", "allergic"),
+        bike: ("How does the user get to work?", "cycling"),
+        bus: ("Where does the user take the bus?", "work"),
+        "User graduated": ("What is the user's status?", "graduated"),
+    }
+    readings = {
+        # A retelling of the new memory, and a denial, read for the older one's question.
+        (quit_, "What does the user do?"): "The user quit smoking in March.",
+        (quit_, "How many cigarettes does the user smoke?"): "none",
+        # A short answer, and the new memory cannot read the older one's question.
+        (bus, "How does the user get to work?"): "bus",
+        (peanuts, "What is the user's status?"): "allergic",
+    }
+    ask = _literal_reader(questions, readings)
+
+    async def relation(new: str, old: str) -> Relation:
+        return await PairJudge(ask).relate(Fact("n", new), Fact("o", old))
+
+    assert await relation(quit_, runs) == Relation.UNRELATED
+    assert await relation(quit_, smokes) == Relation.UNRELATED  # "none" alone is no proof
+    # Both name "work", the older reads "bus" for "How does the user get to work?".
+    assert await relation(bike, bus) == Relation.CHANGES
+    # "status" names nothing of either memory: the safety fact stays.
+    assert await relation("User graduated", peanuts) == Relation.UNRELATED
+
+
 async def test_the_question_is_read_without_its_words_of_time() -> None:
     old, new = "User's favourite food is sushi", "User's favourite food is now ramen"
     questions = {

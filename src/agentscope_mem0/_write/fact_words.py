@@ -16,8 +16,11 @@ from enum import StrEnum
 __all__ = [
     "Agreement",
     "compare_answers",
+    "denies",
     "holder",
     "is_additive",
+    "is_short_answer",
+    "named_in_both",
     "same_holder",
     "tells_of_past",
 ]
@@ -114,7 +117,8 @@ _FILLER = frozenset(
 _DENIAL = re.compile(r"\b(no|not|never|none|nothing|nobody|anymore|neither|nor)\b|n't\b", re.I)
 
 
-def _denies(answer: str) -> bool:
+def denies(answer: str) -> bool:
+    """Whether a short answer denies ("no", "none", "not any more")."""
     return bool(_DENIAL.search(answer))
 
 
@@ -130,7 +134,7 @@ def _words(answer: str) -> set[str]:
 def compare_answers(first: str, second: str) -> Agreement:
     """How ``second`` compares with ``first``, word by word (case, plurals and
     filler words aside); one denying what the other does not is another answer."""
-    if _denies(first) != _denies(second):
+    if denies(first) != denies(second):
         return Agreement.DIFFERENT  # "vegetarian" / "no longer vegetarian"
     a, b = _words(first), _words(second)
     if not a or not b or b <= a:
@@ -138,3 +142,40 @@ def compare_answers(first: str, second: str) -> Agreement:
     if a <= b:
         return Agreement.MORE
     return Agreement.DIFFERENT
+
+
+_SENTENCE = re.compile(r"^\s*(?:the user|user|they|he|she|it)\b", re.I)
+_SHORT_ANSWER_WORDS = 4
+
+
+def is_short_answer(reading: str) -> bool:
+    """Whether a reading is a short answer ("Valencia", "80 kg") rather than a
+    sentence retelling the memory ("The user quit smoking in March.")."""
+    words = _WORD.findall(reading)
+    return 0 < len(words) <= _SHORT_ANSWER_WORDS and not _SENTENCE.match(reading)
+
+
+_NOT_A_TOPIC = _FILLER | frozenset(
+    """what which who whom whose where when why how many much do does did doing done
+    have has had having get gets got go goes went use uses used now current currently
+    new kind type sort mode way thing things something status situation state name
+    called like about there""".split()  # noqa: SIM905
+)
+_SUFFIX = re.compile(r"(?<=\w{3})(?:ing|ies|ied|es|ed|s)$")
+
+
+def _topics(text: str) -> set[str]:
+    """The words of ``text`` that name something, cut to a stem of four letters."""
+    out = set()
+    for word in _WORD.findall(text.casefold()):
+        if word in _NOT_A_TOPIC or len(word) < 3:
+            continue
+        out.add(_SUFFIX.sub("", word)[:4])
+    return out
+
+
+def named_in_both(question: str, first: str, second: str) -> bool:
+    """Whether ``question`` asks about a thing both memories name ("work" in
+    "What does the user ride to work?", "User takes the bus to work" and
+    "User cycles to work now")."""
+    return bool(_topics(question) & _topics(first) & _topics(second))

@@ -12,9 +12,14 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    item (:mod:`.fact_words`).
 4. A change is confirmed the other way round: the older memory's question
    read from the new memory must get another answer than the older one's.
-   When the older memory does not answer the new one's question at all,
-   that other way round alone decides (an event such as "moved to
-   Valencia" answers the older state's "Where does the user live?").
+   When the new memory does not answer it, the words confirm instead: the
+   first reading was a short answer and the question names a thing both
+   memories name ("work" in "How does the user get to work?", "User takes
+   the bus to work", "User cycles to work now").
+5. When the older memory does not answer the new one's question at all, the
+   other way round alone decides, with a short answer that is no denial (an
+   event such as "moved to Valencia" answers the older state's "Where does
+   the user live?" with "Valencia").
 
 A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model
@@ -32,7 +37,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from .fact_words import Agreement, compare_answers, is_additive, same_holder, tells_of_past
+from .fact_words import (
+    Agreement,
+    compare_answers,
+    denies,
+    is_additive,
+    is_short_answer,
+    named_in_both,
+    same_holder,
+    tells_of_past,
+)
 from .judge_prompt import (
     QUESTION_PROMPT,
     READ_PROMPT,
@@ -150,7 +164,15 @@ class PairJudge:
             return Relation.EXTENDS
         if self._vetoed(new):
             return Relation.UNRELATED
-        return Relation.CHANGES if await self._confirmed(new, old) else Relation.UNRELATED
+        confirmed = await self._confirmed(new, old)
+        if confirmed is None:
+            # The new memory does not answer the older one's question (a small model
+            # reads "not said" from "User now lives alone" for "How many roommates?"):
+            # the words confirm instead, when the first reading was a short answer
+            # about a thing both memories name.
+            named = named_in_both(asked.question, new.text, old.text)
+            confirmed = named and is_short_answer(reading)
+        return Relation.CHANGES if confirmed else Relation.UNRELATED
 
     @staticmethod
     def _vetoed(new: Fact) -> bool:
@@ -167,12 +189,25 @@ class PairJudge:
         """
         if self._vetoed(new):
             return Relation.UNRELATED
-        return Relation.CHANGES if await self._confirmed(new, old) else Relation.UNRELATED
+        asked = await self.question_of(old)
+        if asked is None:
+            return Relation.UNRELATED
+        reading = await self.read(new, asked.question)
+        # Only a short answer that names a new value: a sentence retelling the new
+        # memory ("The user quit smoking in March." for "What does the user do?")
+        # or a denial answers another question than the older memory's.
+        if reading is None or not is_short_answer(reading) or denies(reading):
+            return Relation.UNRELATED
+        changed = compare_answers(asked.answer, reading) is Agreement.DIFFERENT
+        return Relation.CHANGES if changed else Relation.UNRELATED
 
-    async def _confirmed(self, new: Fact, old: Fact) -> bool:
-        """The other way round: the older memory's question gets another answer from the new one."""
+    async def _confirmed(self, new: Fact, old: Fact) -> bool | None:
+        """The other way round: does the older memory's question get another answer
+        from the new one? ``None`` when the new memory does not answer it."""
         asked = await self.question_of(old)
         if asked is None:
             return False
         reading = await self.read(new, asked.question)
-        return reading is not None and compare_answers(asked.answer, reading) is Agreement.DIFFERENT
+        if reading is None:
+            return None
+        return compare_answers(asked.answer, reading) is Agreement.DIFFERENT

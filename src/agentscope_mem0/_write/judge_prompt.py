@@ -40,7 +40,8 @@ JUDGE_MARK = "Memory Timeline Judge"
 
 QUESTION_PROMPT = f"""You are the {JUDGE_MARK}. You read one memory about a person. \
 Write the question this memory answers about that person, asked about how things are \
-now, and the memory's answer to it in a few words.
+now (what the memory leaves true, not the event or when it happened), and the memory's \
+answer to it in a few words.
 
 Examples:
 Memory: Tom's favourite band is Queen -> {{"question": "What is Tom's favourite band?", \

@@ -71,6 +71,7 @@ class TokenMeter:
         self._lock = threading.Lock()
         self._totals: dict[str, dict[str, int]] = {k: dict.fromkeys(_FIELDS, 0) for k in KINDS}
         self._db: sqlite3.Connection | None = None
+        self._failing = False
         if path is not None:
             try:
                 self._db = _open(path)
@@ -100,7 +101,18 @@ class TokenMeter:
                 try:
                     _store(self._db, kind, change)
                 except sqlite3.Error as exc:
-                    logger.warning("could not keep token totals in %s: %s", self.path, exc)
+                    if not self._failing:  # once per episode, not once per write
+                        logger.warning(
+                            "could not keep token totals in %s (%s); they are counted in "
+                            "memory, and the file misses them until it works again",
+                            self.path,
+                            exc,
+                        )
+                    self._failing = True
+                else:
+                    if self._failing:
+                        logger.info("token totals are kept in %s again", self.path)
+                    self._failing = False
 
     def stats(self) -> dict[str, Any]:
         """``tokens_*`` totals and the mean per write (extraction and judgement together).

@@ -138,3 +138,44 @@ async def test_a_question_asked_once_is_kept_with_the_memory(tmp_path: Any) -> N
         # Each memory's question was asked once, though Beijing was judged twice.
         assert sorted(asked) == sorted(set(asked))
         assert stored["User moved to Beijing."]["metadata"]["superseded_by"]
+
+
+class _LaneRecordingEmbedding(HashEmbedding):
+    """Embeds in mem0's thread as the offline e5 does, noting which calls a reply waits for."""
+
+    accepts_background = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.searches: list[tuple[str, bool]] = []
+
+    def embed_blocking(
+        self, texts: list[str], memory_action: str | None, *, background: bool = False
+    ) -> list[list[float]]:
+        if memory_action == "search":
+            self.searches += [(text, background) for text in texts]
+        return [self.vector(text) for text in texts]
+
+
+async def test_the_judgements_searches_wait_for_the_replies(tmp_path: Any) -> None:
+    """The judge's and consolidation's searches are embedded as background work,
+    the reply's query is not (the offline embedder serves the replies first)."""
+    embedder = _LaneRecordingEmbedding()
+    mw = Mem0Middleware.local(
+        user_id="alice",
+        chat_model=ScriptedChatModel(),
+        embedding_model=embedder,
+        folder=tmp_path / "data",
+        mode="static_control",
+    )
+    async with mw:
+        await _tell(mw, "I live in Hangzhou.")
+        assert await mw.flush(timeout=30)
+        embedder.searches.clear()
+        await _tell(mw, "I moved to Beijing.")
+        assert await mw.flush(timeout=30)
+        assert (await _current(mw))["User lives in Hangzhou."]["metadata"]["superseded_by"]
+    replies = [b for text, b in embedder.searches if text == "I moved to Beijing."]
+    judged = [b for text, b in embedder.searches if text.startswith("User moved to Beijing")]
+    assert replies and not any(replies)  # the reply's own query
+    assert judged and all(judged)  # the judgement's search for the new memory

@@ -22,7 +22,7 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from .._exceptions import ModelTypeError
-from .bridge import current_lane, get_bridge
+from .bridge import get_bridge, serves_no_reply
 from .extraction import compact_extraction, repair_extraction_answer
 from .timeline import prepare_extraction, record_extraction
 from .tracing import extract_span
@@ -215,7 +215,7 @@ class AgentScopeEmbedding(EmbeddingBase):
             # worker thread: no event loop, no second thread to wait for.
             extra: dict[str, Any] = {}
             if getattr(self.model, "accepts_background", False):
-                extra["background"] = current_lane() == "write"
+                extra["background"] = serves_no_reply()
             vectors = [list(map(float, v)) for v in blocking(texts, memory_action, **extra)]
         else:
             kwargs: dict[str, Any] = {}

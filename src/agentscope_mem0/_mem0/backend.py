@@ -21,7 +21,7 @@ from .._exceptions import (
     TransientBackendError,
 )
 from .._scope import Scope, is_hosted, mem0_ids
-from .bridge import caller_loop_scope, get_lanes
+from .bridge import caller_loop_scope, get_lanes, serves_no_reply
 from .errors import http_status, mapped_errors
 from .extraction import ExtractionStyle, check_extraction, use_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
@@ -376,7 +376,7 @@ class Mem0Backend:
             raise PermanentBackendError(f"{type(self.client).__name__} has no {name}()")
         with caller_loop_scope(), mapped_errors(name):
             if self._on_lanes:
-                lane = "read" if name in _READS else "write"
+                lane = "read" if name in _READS and not serves_no_reply() else "write"
                 return await get_lanes().run(method(*args, **kwargs), lane=lane)
             return await method(*args, **kwargs)
 

@@ -52,6 +52,8 @@ __all__ = [
     "current_lane",
     "get_bridge",
     "get_lanes",
+    "no_reply_waits",
+    "serves_no_reply",
 ]
 
 logger = logging.getLogger(__name__)
@@ -78,6 +80,33 @@ def current_lane() -> str | None:
     ``None`` outside any lane (a CLI command, a user's own mem0 call).
     """
     return _lane.get()
+
+
+_no_reply_waits: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "agentscope_mem0_no_reply_waits", default=False
+)
+
+
+@contextlib.contextmanager
+def no_reply_waits() -> Iterator[None]:
+    """Mark the reads and embeddings made below as work no reply waits for.
+
+    The time judgement and consolidation search and embed after a write is
+    stored. Marked, their mem0 reads run on the write lane and their texts
+    are embedded as background work, after every reply's waiting query
+    (:func:`serves_no_reply`).
+    """
+    token = _no_reply_waits.set(True)
+    try:
+        yield
+    finally:
+        _no_reply_waits.reset(token)
+
+
+def serves_no_reply() -> bool:
+    """Whether the calling code serves mem0's writes or other work no reply
+    waits for (:func:`no_reply_waits`)."""
+    return _no_reply_waits.get() or _lane.get() == "write"
 
 
 @contextlib.contextmanager

@@ -204,6 +204,27 @@ def test_the_entity_collection_is_searched_by_meaning(tmp_path: Path) -> None:
     assert hit.score == pytest.approx(1.0, abs=1e-5)
 
 
+def test_a_store_with_nothing_new_is_not_flushed_again(tmp_path: Path) -> None:
+    """A flush holds the GIL for tens of milliseconds: only after writes."""
+    store = EdgeVectorStore(path=str(tmp_path), embedding_model_dims=4)
+    flushes: list[str] = []
+    call = store.shard.call
+
+    def counted(what: str, method: Any, *args: Any, **kwargs: Any) -> Any:
+        flushes.extend([what] if what == "flush" else [])
+        return call(what, method, *args, **kwargs)
+
+    store.shard.call = counted  # type: ignore[method-assign]
+    store.shard.sync()  # the indexes made at open are flushed once
+    store.shard.sync()
+    assert len(flushes) == 1
+    store.insert([[1.0, 0.0, 0.0, 0.0]], [{"data": "Tom", "user_id": "u"}], [7])
+    store.shard.sync()
+    store.shard.sync()
+    assert len(flushes) == 2
+    assert store.shard.mark.points == 1  # the high-water mark followed the flush
+
+
 # -- the engine's failures ----------------------------------------------------------
 
 

@@ -162,6 +162,7 @@ class SharedShard:
         self._closed = False
         self._abandoned = False
         self._flushed_at = time.monotonic()
+        self._unsynced = False  # written since the last flush
         self.users: weakref.WeakSet[object] = weakref.WeakSet()
         """The live stores on this shard that :func:`release_user` has not released."""
         self._folder_lock = ShardLock(path)
@@ -272,6 +273,7 @@ class SharedShard:
             check_free_space(self.path, what)
             self.mark.lower(removing() if callable(removing) else removing)
             self.call(what, lambda s: s.update(operation))
+            self._unsynced = True
             if time.monotonic() - self._flushed_at >= FLUSH_EVERY:
                 try:
                     self.sync()
@@ -279,12 +281,17 @@ class SharedShard:
                     logger.warning("not flushing %s: its disk is nearly full", self.path)
 
     def sync(self) -> None:
-        """Flush the segments to disk and record the high-water mark."""
+        """Flush the segments to disk and record the high-water mark; nothing
+        when nothing was written since the last flush (a flush holds the GIL
+        for tens of milliseconds, stalling every coroutine of the process)."""
         with self._lock:
+            if not self._unsynced:
+                return
             check_free_space(self.path, "flush")
             self._flushed_at = time.monotonic()
             self.call("flush", lambda s: s.flush())
             self.mark.synced(self._points())
+            self._unsynced = False
 
     def _points(self) -> int:
         return int(self.call("info", lambda s: s.info().points_count))
@@ -302,6 +309,7 @@ class SharedShard:
             if field == TENANT_FIELD:
                 params = getattr(schema.get(field), "params", None)
                 if getattr(params, "is_tenant", None) is not True:
+                    self._unsynced = True
                     index: Any = KeywordIndexParams(is_tenant=True)
                     self.call(
                         "create_field_index",
@@ -310,6 +318,7 @@ class SharedShard:
                         ),
                     )
             elif field not in schema:
+                self._unsynced = True
                 self.call(
                     "create_field_index",
                     lambda s, f=field: s.update(

@@ -189,25 +189,29 @@ class PairJudge:
         """
         if self._vetoed(new):
             return Relation.UNRELATED
-        asked = await self.question_of(old)
-        if asked is None:
-            return Relation.UNRELATED
-        reading = await self.read(new, asked.question)
+        answer, reading = await self._other_way(new, old)
         # Only a short answer that names a new value: a sentence retelling the new
         # memory ("The user quit smoking in March." for "What does the user do?")
         # or a denial answers another question than the older memory's.
-        if reading is None or not is_short_answer(reading) or denies(reading):
+        if answer is None or reading is None or not is_short_answer(reading) or denies(reading):
             return Relation.UNRELATED
-        changed = compare_answers(asked.answer, reading) is Agreement.DIFFERENT
+        changed = compare_answers(answer, reading) is Agreement.DIFFERENT
         return Relation.CHANGES if changed else Relation.UNRELATED
 
     async def _confirmed(self, new: Fact, old: Fact) -> bool | None:
         """The other way round: does the older memory's question get another answer
         from the new one? ``None`` when the new memory does not answer it."""
-        asked = await self.question_of(old)
-        if asked is None:
+        answer, reading = await self._other_way(new, old)
+        if answer is None:
             return False
-        reading = await self.read(new, asked.question)
         if reading is None:
             return None
-        return compare_answers(asked.answer, reading) is Agreement.DIFFERENT
+        return compare_answers(answer, reading) is Agreement.DIFFERENT
+
+    async def _other_way(self, new: Fact, old: Fact) -> tuple[str | None, str | None]:
+        """The older memory's own answer and the new memory's reading of its
+        question; ``(None, None)`` when the older memory has no question."""
+        asked = await self.question_of(old)
+        if asked is None:
+            return None, None
+        return asked.answer, await self.read(new, asked.question)

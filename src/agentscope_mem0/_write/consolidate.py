@@ -42,7 +42,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .._mem0.breaker import LatencyRecorder
-from .._mem0.bridge import no_reply_waits
 from .._mem0.dates import iso
 from .._mem0.timeline import DUPLICATE_OF, DUPLICATES, VALID_UNTIL, ids_of
 from .._mem0.tracing import span
@@ -210,10 +209,7 @@ class Consolidator:
         self._counts["batches"] += 1
         merged: set[str] = set()
         searched = scope.searched(by_agent=self._search_by_agent)
-        with (
-            span("consolidate", user_id=scope.user_id, agent_id=scope.agent_id) as handle,
-            no_reply_waits(),  # its searches and embeddings wait for every reply's
-        ):
+        with span("consolidate", user_id=scope.user_id, agent_id=scope.agent_id) as handle:
             try:
                 await asyncio.wait_for(
                     self._run(scope, searched, new, merged, said_at), self._timeout

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 from agentscope.message import SystemMsg, UserMsg
 
 from .._mem0.breaker import LatencyRecorder
-from .._mem0.bridge import no_reply_waits
 from .._mem0.tracing import SpanHandle, model_span, span
 from .._mem0.usage import CallTokens, TokenMeter, metered, record_call
 from .._recall.same_fact import FactShape, fact_shape, kept_apart, same_fact, user_names
@@ -198,10 +197,7 @@ class TimeJudge:
         ask: bool,
     ) -> None:
         started = time.perf_counter()
-        with (
-            span("judge", user_id=scope.user_id, agent_id=scope.agent_id, new=len(new)) as handle,
-            no_reply_waits(),  # its searches wait for every reply's
-        ):
+        with span("judge", user_id=scope.user_id, agent_id=scope.agent_id, new=len(new)) as handle:
             facts = [fact_of_result(item, said_at) for item in new]
             plan = ChangePlan(self._max_superseded, self._counts)
             for fact in facts:

@@ -5,6 +5,10 @@ stored (a later change must see the earlier one), but a write must never
 wait for it: :meth:`Lanes.submit` queues a job and returns, and one task per
 key runs that key's jobs one after another. A key whose backlog is full gets
 its jobs marked as overflow (the job decides what it still does).
+
+No reply waits for these jobs, so they run under
+:func:`~.._mem0.bridge.no_reply_waits`: their mem0 reads take the write lane
+and their embeddings wait for every reply's query.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
+
+from .._mem0.bridge import no_reply_waits
 
 __all__ = ["Job", "Lanes"]
 
@@ -60,14 +66,18 @@ class Lanes:
         return within
 
     async def _drain(self, key: Hashable, lane: _Lane) -> None:
+        with no_reply_waits():
+            await self._run_waiting(lane)
+        if self._lanes.get(key) is lane and not lane.waiting:
+            del self._lanes[key]
+
+    async def _run_waiting(self, lane: _Lane) -> None:
         while lane.waiting and not self.stopped:
             job, overflow = lane.waiting.popleft()
             try:
                 await job(overflow)
             except Exception:
                 logger.exception("a background job failed")
-        if self._lanes.get(key) is lane and not lane.waiting:
-            del self._lanes[key]
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until the jobs queued so far ran; True when that happened in time."""

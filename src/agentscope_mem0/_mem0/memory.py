@@ -1,5 +1,6 @@
 """The mem0 client this package builds: mem0's ``AsyncMemory``, with a
-``reset()`` that keeps working when the store is shared.
+``reset()`` that keeps working when the store is shared and a ``search()``
+that tells the store how many hits it keeps (:mod:`.results_kept`).
 
 mem0 2.2's ``AsyncMemory.reset()`` deletes the collection, closes the vector
 store's client, drops the history tables and builds a new store from the
@@ -19,6 +20,8 @@ from typing import Any
 
 from mem0 import AsyncMemory
 
+from .results_kept import results_kept
+
 __all__ = ["SharedStoreMemory", "shares_store"]
 
 logger = logging.getLogger(__name__)
@@ -27,8 +30,15 @@ logger = logging.getLogger(__name__)
 class SharedStoreMemory(AsyncMemory):
     """mem0's ``AsyncMemory`` on a store it may share with other clients.
 
-    Everything but :meth:`reset` is mem0's own.
+    Everything but :meth:`reset` and :meth:`search` is mem0's own.
     """
+
+    async def search(
+        self, query: str, *, top_k: int = 20, show_expired: bool = False, **kwargs: Any
+    ) -> Any:
+        """mem0's search; the vector store is told how many hits mem0 keeps."""
+        with results_kept(top_k, show_expired=show_expired):
+            return await super().search(query, top_k=top_k, show_expired=show_expired, **kwargs)
 
     async def reset(self) -> None:
         """Delete every memory, entity link and history entry; the client keeps working.

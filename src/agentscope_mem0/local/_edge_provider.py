@@ -11,7 +11,8 @@ Every point carries a dense vector and a sparse ``"bm25"`` vector of its
 text's keyword terms (:class:`~agentscope_mem0.local.KeywordEncoder`, the
 engine's BM25). With ``fusion="rrf"`` (the default) a search fuses the dense
 and the keyword top hits under one filter, widening the keyword query with
-the first hits' terms first when ``feedback_docs`` is set: the settings, as
+the first hits' terms first when ``feedback_docs`` is set (payloads are read
+only for the hits mem0 can keep, :mod:`._edge_hits`): the settings, as
 shared with the Qdrant server provider, are in
 :mod:`agentscope_mem0._recall.fusion`. mem0 sees the fused score divided by
 the best one possible. A rank is no similarity, so the search threshold is
@@ -29,12 +30,12 @@ import logging
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mem0.vector_stores.base import VectorStoreBase
 
+from .._mem0.results_kept import kept_of_search
 from .._mem0.threshold import cosine_floor
 from .._recall.fusion import (
     DEFAULT_DENSE_WEIGHT,
@@ -50,6 +51,7 @@ from .._recall.fusion import (
 from ._edge import DENSE, SPARSE, SharedShard, shard_exists, shared_shard
 from ._edge_config import PROVIDER, EdgeStoreConfig, edge_config_class, edge_vector_store_config
 from ._edge_filters import build_filter
+from ._edge_hits import EdgeHit, hit_of, hits_with_payloads
 from ._keyword import KeywordEncoder, keyword_text, sparse_vector
 from ._keyword_upgrade import rewrite_keywords
 
@@ -68,15 +70,6 @@ _ENTITY_SUFFIX = "_entities"  # mem0 2.2's _entity_collection_name for every sto
 _LIST_DEFAULT = 100
 
 
-@dataclass(slots=True)
-class EdgeHit:
-    """One point as mem0 reads it: ``id``, ``score`` and ``payload``."""
-
-    id: str
-    score: float | None
-    payload: dict[str, Any] = field(default_factory=dict)
-
-
 def _point_id(value: Any) -> int | str:
     """An id the engine accepts: an unsigned integer, or a UUID string (mem0 uses uuid4)."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -88,10 +81,6 @@ def _point_id(value: Any) -> int | str:
         raise ValueError(
             f"point id {text!r} is neither an unsigned integer nor a UUID (all Qdrant accepts)"
         ) from None
-
-
-def _hit(point: Any, score: float | None = None) -> EdgeHit:
-    return EdgeHit(id=str(point.id), score=score, payload=dict(point.payload or {}))
 
 
 class EdgeVectorStore(VectorStoreBase):
@@ -199,28 +188,38 @@ class EdgeVectorStore(VectorStoreBase):
     def search(
         self, query: Any, vectors: Any, top_k: int = 5, filters: dict[str, Any] | None = None
     ) -> list[EdgeHit]:
-        """The ``top_k`` best points under ``filters``, fused with keyword hits when on."""
+        """The ``top_k`` best points under ``filters``, fused with keyword hits when on.
+
+        When the caller keeps only the first hits (:mod:`.._mem0.results_kept`),
+        payloads are read for those alone and the others are left out.
+        """
         from qdrant_edge import Query, QueryRequest, SparseVector
 
+        kept = None if self.entities else kept_of_search()
         condition = build_filter(filters)
         dense = self._dense(vectors)
         use_keywords = self.fusion != "none" and isinstance(query, str)
         sparse = self._sparse(query, query=True) if use_keywords else None
         if sparse is None:
             request = QueryRequest(
-                limit=top_k, query=Query.Nearest(dense), filter=condition, with_payload=True
+                limit=top_k,
+                query=Query.Nearest(dense),
+                filter=condition,
+                with_payload=kept is None,
             )
             points = self.shard.call("search", lambda s: s.query(request))
-            return [_hit(p, float(p.score)) for p in self._above_floor(points, dense)]
+            scored = [(p, float(p.score)) for p in self._above_floor(points, dense)]
+            return hits_with_payloads(self.shard, scored, kept)
         if self.feedback_docs:
             first = self._fused(dense, sparse, condition, top_k, self.feedback_docs, feedback=True)
             indices, values = expand_terms(
                 (sparse.indices, sparse.values), hit_terms(first, SPARSE), self.feedback_weight
             )
             sparse = SparseVector(indices=indices, values=values)
-        points = self._fused(dense, sparse, condition, top_k, top_k)
+        points = self._fused(dense, sparse, condition, top_k, top_k, payload=kept is None)
         top = fused_top_score(self.fusion, self.rrf_k, self.dense_weight)
-        return [_hit(p, min(float(p.score) / top, 1.0)) for p in self._above_floor(points, dense)]
+        scored = [(p, min(float(p.score) / top, 1.0)) for p in self._above_floor(points, dense)]
+        return hits_with_payloads(self.shard, scored, kept)
 
     def _fused(
         self,
@@ -231,10 +230,12 @@ class EdgeVectorStore(VectorStoreBase):
         limit: int,
         *,
         feedback: bool = False,
+        payload: bool = True,
     ) -> Any:
         """One engine query: each ranking's ``depth`` best, fused, the ``limit`` first.
 
-        ``feedback``: the hits come with their keyword vectors instead of payloads.
+        ``feedback``: the hits come with their keyword vectors instead of payloads;
+        ``payload``: whether they come with their payloads.
         """
         from qdrant_edge import Fusion, Prefetch, Query, QueryRequest
 
@@ -252,7 +253,7 @@ class EdgeVectorStore(VectorStoreBase):
             prefetches=prefetches,
             query=fusion,
             filter=condition,
-            with_payload=not feedback,
+            with_payload=payload and not feedback,
             with_vector=[SPARSE] if feedback else None,
         )
         return self.shard.call("hybrid search", lambda s: s.query(request))
@@ -304,7 +305,7 @@ class EdgeVectorStore(VectorStoreBase):
             with_payload=True,
         )
         points = self.shard.call("keyword search", lambda s: s.query(request))
-        return [_hit(p, float(p.score)) for p in points]
+        return [hit_of(p, float(p.score)) for p in points]
 
     def sync(self) -> None:
         """Put every write so far on disk (a flush), for :mod:`agentscope_mem0._mem0.durable`."""
@@ -366,7 +367,7 @@ class EdgeVectorStore(VectorStoreBase):
             "retrieve",
             lambda s: s.retrieve([_point_id(vector_id)], with_payload=True, with_vector=False),
         )
-        return _hit(records[0]) if records else None
+        return hit_of(records[0]) if records else None
 
     def existing_ids(self, ids: builtins.list[str]) -> set[str]:
         """Which of ``ids`` the collection holds."""
@@ -402,7 +403,7 @@ class EdgeVectorStore(VectorStoreBase):
             limit=int(top_k or _LIST_DEFAULT), filter=build_filter(filters), with_payload=True
         )
         records, _next = self.shard.call("scroll", lambda s: s.scroll(request))
-        return [[_hit(r) for r in records]]
+        return [[hit_of(r) for r in records]]
 
     def count(self, filters: dict[str, Any] | None = None) -> int:
         """How many points match ``filters`` (all of them without)."""

@@ -20,6 +20,7 @@ from ._exceptions import ConfigurationError, InvalidStateError
 from ._mem0.backend import Mem0Backend
 from ._mem0.breaker import CircuitBreaker
 from ._mem0.clients import close_memory, resolve_client
+from ._mem0.keywords_only import allow_keywords_only, keyword_only_queries
 from ._mem0.query_cache import install_query_cache
 from ._mem0.usage import TokenMeter
 from ._options import DEFAULT_PROFILE_TTL, Deadlines
@@ -114,6 +115,7 @@ class ClientState:
         self.consolidator.on_change = self.profiles.invalidate
         self.query_cache = install_query_cache(client)
         """Search embeddings of recent queries; ``None`` for hosted mem0."""
+        allow_keywords_only(client)
         self._owns_writer = write_queue is None
         self.writer: WriteQueue = (
             write_queue
@@ -169,6 +171,7 @@ class ClientState:
         """
         judge = self.judge.stats() if self.judge else {}
         cache = self.query_cache.stats() if self.query_cache else {}
+        cache["searches_by_keywords_alone"] = keyword_only_queries(self.client)
         merged = self.consolidator.stats()
         tokens = self.meter.stats()
         return {

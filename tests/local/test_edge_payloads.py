@@ -120,31 +120,32 @@ class _Shard:
 
     def __init__(self, payloads: dict[str, dict[str, Any]]) -> None:
         self.payloads = payloads
-        self.reads: list[list[str]] = []
+        self.reads: list[list[int]] = []
 
     def call(self, what: str, method: Any) -> Any:
         return method(self)
 
-    def retrieve(self, ids: list[str], **_: Any) -> list[Any]:
+    def retrieve(self, ids: list[int], **_: Any) -> list[Any]:
         self.reads.append(list(ids))
-        return [SimpleNamespace(id=i, payload=self.payloads[i]) for i in ids if i in self.payloads]
+        known = [i for i in ids if str(i) in self.payloads]
+        return [SimpleNamespace(id=i, payload=self.payloads[str(i)]) for i in known]
 
 
 def test_reading_goes_on_past_deleted_and_expired_hits() -> None:
     shard = _Shard(
         {
-            "a": {"data": "a"},
-            "c": {"data": "c", "expiration_date": "2000-01-01"},
-            "d": {"data": "d"},
-            "e": {"data": "e"},
-            "f": {"data": "f"},
+            "1": {"data": "a"},
+            "3": {"data": "c", "expiration_date": "2000-01-01"},
+            "4": {"data": "d"},
+            "5": {"data": "e"},
+            "6": {"data": "f"},
         }
     )
-    scored = [(SimpleNamespace(id=i, payload=None), 1.0 - n / 10) for n, i in enumerate("abcdef")]
+    scored = [(SimpleNamespace(id=n, payload=None), 1.0 - n / 10) for n in range(1, 7)]
     hits = hits_with_payloads(shard, scored, 3)  # type: ignore[arg-type]
-    assert [h.id for h in hits] == ["a", "c", "d", "e"]  # b is gone, c has expired
-    assert shard.reads == [["a", "b", "c"], ["d", "e"]]
-    assert [h.score for h in hits] == [1.0, 0.8, 0.7, 0.6]
+    assert [h.id for h in hits] == ["1", "3", "4", "5"]  # 2 is gone, 3 has expired
+    assert shard.reads == [[1, 2, 3], [4, 5]]
+    assert [h.score for h in hits] == [0.9, 0.7, 0.6, 0.5]
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ own provider whitelist; :mod:`.clients` puts the adapters into a config.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
@@ -22,8 +23,9 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from .._exceptions import ModelTypeError
-from .bridge import get_bridge, serves_no_reply
+from .bridge import current_lane, get_bridge, serves_no_reply
 from .extraction import compact_extraction, repair_extraction_answer
+from .keywords_only import KEYWORDS_ONLY, QueryWouldWait
 from .timeline import prepare_extraction, record_extraction
 from .tracing import extract_span
 from .usage import record_call
@@ -37,6 +39,8 @@ __all__ = [
     "AgentScopeLLM",
     "agentscope_config_classes",
 ]
+
+logger = logging.getLogger(__name__)
 
 PROVIDER = "agentscope"
 """The provider name the adapters are registered under in mem0's factories."""
@@ -175,10 +179,21 @@ class AgentScopeEmbedding(EmbeddingBase):
     ``add`` embeds the whole exchange as a query (``"search"``) to find the
     memories it may repeat, and a model that queues its work (the offline e5)
     must not put that passage-sized text ahead of a reply's search.
+
+    With :attr:`keywords_when_busy` set (by the package, when the client's
+    store can search by keywords alone), a model that has a ``query_budget``
+    may refuse a reply's query; the search then gets
+    :data:`~agentscope_mem0._mem0.keywords_only.KEYWORDS_ONLY` as its vector.
     """
 
     timeout: float | None = 60.0
     """Seconds one embedding call may take before it is abandoned."""
+
+    keywords_when_busy = False
+    """A reply's query the model refuses is searched by keywords alone."""
+
+    keyword_only_queries = 0
+    """Queries the model refused, searched by keywords alone."""
 
     def __init__(self, config: BaseEmbedderConfig | dict[str, Any] | None = None) -> None:
         # mem0 2.2 hands EmbeddingBase a BaseEmbedderConfig, but users may pass
@@ -216,7 +231,14 @@ class AgentScopeEmbedding(EmbeddingBase):
             extra: dict[str, Any] = {}
             if getattr(self.model, "accepts_background", False):
                 extra["background"] = serves_no_reply()
-            vectors = [list(map(float, v)) for v in blocking(texts, memory_action, **extra)]
+            if self._may_refuse(memory_action, extra):
+                extra["may_refuse"] = True
+            try:
+                vectors = [list(map(float, v)) for v in blocking(texts, memory_action, **extra)]
+            except QueryWouldWait as exc:
+                logger.debug("searching by keywords alone: %s", exc)
+                self.keyword_only_queries += len(texts)
+                return [KEYWORDS_ONLY for _ in texts]
         else:
             kwargs: dict[str, Any] = {}
             if getattr(self.model, "accepts_memory_action", False):
@@ -231,6 +253,15 @@ class AgentScopeEmbedding(EmbeddingBase):
                 f"vectors for {len(texts)} texts"
             )
         return vectors
+
+    def _may_refuse(self, memory_action: str | None, extra: dict[str, Any]) -> bool:
+        return (
+            self.keywords_when_busy
+            and memory_action == "search"
+            and current_lane() == "read"  # a reply's search, not a write's or a command's
+            and not extra.get("background", False)
+            and getattr(self.model, "query_budget", None) is not None
+        )
 
 
 _registered = threading.Lock()

@@ -286,7 +286,7 @@ class Mem0Backend:
 
         Returns:
             One vector per text, or ``None`` when this client has no embedder
-            here (hosted mem0).
+            here (hosted mem0) or the embedder refused a text.
         """
         model = getattr(self.client, "embedding_model", None)
         if self.hosted or model is None or not texts:
@@ -296,7 +296,9 @@ class Mem0Backend:
             return [[float(x) for x in model.embed(text, "search")] for text in texts]
 
         with caller_loop_scope(), mapped_errors("embedding"):
-            return await asyncio.to_thread(run)
+            vectors = await asyncio.to_thread(run)
+        # A text the embedder refused (busy, keywords_only) has no vector: none for the lot.
+        return vectors if all(vectors) else None
 
     async def delete(self, memory_id: str) -> bool:
         """Delete one memory; ``False`` when it was gone already (see :meth:`forget`)."""

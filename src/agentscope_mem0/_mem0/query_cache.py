@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .bridge import current_lane
+from .keywords_only import is_keywords_only
 
 __all__ = [
     "DEFAULT_QUERY_CACHE_SIZE",
@@ -137,7 +138,8 @@ class CachingEmbedder:
             return cached
         started = time.perf_counter()
         vector = self.inner.embed(text, memory_action)
-        self.cache.put(text, vector, time.perf_counter() - started)
+        if not is_keywords_only(vector):  # a refused query is embedded next time
+            self.cache.put(text, vector, time.perf_counter() - started)
         return vector
 
     def embed_batch(self, texts: list[str], memory_action: str = "add") -> Any:
@@ -153,8 +155,8 @@ class CachingEmbedder:
                 return fresh  # let mem0 handle the mismatch as it would without us
             each = (time.perf_counter() - started) / len(missing)
             for i, vector in zip(missing, fresh, strict=True):
-                found[i] = list(vector)
-                if isinstance(texts[i], str):
+                found[i] = vector if is_keywords_only(vector) else list(vector)
+                if isinstance(texts[i], str) and not is_keywords_only(vector):
                     self.cache.put(texts[i], vector, each)
         return found
 

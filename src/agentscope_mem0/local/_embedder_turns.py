@@ -23,6 +23,14 @@ shared two-core machine, under load: 0.02-0.06 s for a short query beside a
 and never shares a call with a long text: the engine concatenates the texts
 of a call, so a query sharing it would pay for the page.
 
+A reply's query may come with a budget: the most seconds it may wait and
+take. The turns keep the engine's recent pace for queries (seconds per token,
+an average over the last calls) and refuse a query at once
+(:class:`~agentscope_mem0._mem0.keywords_only.QueryWouldWait`) when the short
+queries ahead of it and its own tokens would take longer at that pace; the
+reply then searches by keywords alone instead of waiting. The first query,
+before any pace is known, is never refused.
+
 Side by side, the two calls still share the cores. Background calls run on a
 thread of their own with a lower CPU priority (a niceness of
 :data:`BACKGROUND_NICENESS` more than the process; the engine's own threads,
@@ -39,9 +47,12 @@ import itertools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from .._mem0.keywords_only import QueryWouldWait
 
 __all__ = ["BACKGROUND_NICENESS", "SHORT_QUERY_TOKENS", "EngineTurns", "Rank"]
 
@@ -56,6 +67,9 @@ _QUERY_BATCH_TOKENS = 4096
 
 BACKGROUND_NICENESS = 10
 """How much lower the CPU priority of background engine calls is (Unix nice)."""
+
+# Weight of the latest query call in the engine's pace (seconds per token).
+_PACE_WEIGHT = 0.25
 
 
 class Rank(enum.IntEnum):
@@ -91,6 +105,10 @@ class EngineTurns:
         self._held: set[str] = set()  # the turns a call holds: "query", "work"
         self._waiting: list[_Job] = []
         self._background: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pace: float | None = None  # seconds per token of recent query calls
+        self._running_query_tokens = 0
+        self.refused = 0
+        """Queries refused because they would have waited past their budget."""
         os.register_at_fork(after_in_child=self._forget_background)
 
     @property
@@ -106,7 +124,13 @@ class EngineTurns:
             return sum(job.rank is not Rank.BACKGROUND for job in self._waiting)
 
     def run(
-        self, texts: Sequence[str], tokens: int, rank: Rank, encode: Encode
+        self,
+        texts: Sequence[str],
+        tokens: int,
+        rank: Rank,
+        encode: Encode,
+        *,
+        budget: float | None = None,
     ) -> list[list[float]]:
         """Embed ``texts`` when it is their turn; returns one vector per text.
 
@@ -116,10 +140,17 @@ class EngineTurns:
             rank: What they are for; a :attr:`Rank.QUERY` call may be joined
                 by other waiting short queries (each gets its own rows back).
             encode: The engine call for these texts.
+            budget: For a :attr:`Rank.QUERY` call, the seconds it may wait and
+                take at the engine's recent pace.
+
+        Raises:
+            QueryWouldWait: The query would take longer than ``budget``.
         """
         job = _Job(list(texts), tokens, rank)
         turn = _turn_of(job)
         with self._cond:
+            if budget is not None and rank is Rank.QUERY:
+                self._admit(tokens, budget)
             self._waiting.append(job)
             while not job.done and (turn in self._held or self._next(turn) is not job):
                 self._cond.wait()
@@ -127,6 +158,10 @@ class EngineTurns:
                 return _result(job)
             batch = self._take(job)
             self._held.add(turn)
+            call_tokens = sum(item.tokens for item in batch)
+            if turn == "query":
+                self._running_query_tokens = call_tokens
+        started = time.perf_counter()
         try:
             texts_of_call = [text for item in batch for text in item.texts]
             if job.rank is Rank.BACKGROUND:
@@ -142,11 +177,35 @@ class EngineTurns:
                 item.error = exc
         finally:
             with self._cond:
+                if turn == "query":
+                    self._running_query_tokens = 0
+                    if job.error is None:
+                        self._keep_pace(call_tokens, time.perf_counter() - started)
                 for item in batch:
                     item.done = True
                 self._held.discard(turn)
                 self._cond.notify_all()
         return _result(job)
+
+    def _admit(self, tokens: int, budget: float) -> None:
+        """Raise :class:`QueryWouldWait` if a query of ``tokens`` would take past ``budget``."""
+        if self._pace is None:
+            return
+        ahead = self._running_query_tokens + sum(
+            job.tokens for job in self._waiting if job.rank is Rank.QUERY
+        )
+        expected = (ahead + tokens) * self._pace
+        if expected > budget:
+            self.refused += 1
+            raise QueryWouldWait(
+                f"a query of {tokens} tokens would take ~{expected:.2f} s behind "
+                f"{ahead} tokens of queries (budget {budget:.2f} s)"
+            )
+
+    def _keep_pace(self, tokens: int, seconds: float) -> None:
+        pace = seconds / max(tokens, 1)
+        old = self._pace
+        self._pace = pace if old is None else old + _PACE_WEIGHT * (pace - old)
 
     def _background_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._cond:

@@ -19,6 +19,7 @@ from agentscope.message import UserMsg
 
 from agentscope_mem0 import ConfigurationError, Mem0Middleware
 from agentscope_mem0._mem0.adapters import AgentScopeEmbedding
+from agentscope_mem0._mem0.bridge import no_reply_waits
 from agentscope_mem0._mem0.keywords_only import QueryWouldWait, allow_keywords_only
 from agentscope_mem0.local import OfflineE5Embedding
 from agentscope_mem0.local._embedder_turns import EngineTurns, Rank
@@ -129,3 +130,23 @@ def test_the_turns_refuse_a_query_that_would_wait_past_its_budget() -> None:
 def test_a_bad_query_budget_is_refused(budget: Any) -> None:
     with pytest.raises(ConfigurationError, match="query_budget"):
         OfflineE5Embedding(query_budget=budget)
+
+
+async def test_a_busy_embedder_leaves_the_notes_repeats_to_the_words(tmp_path: Path) -> None:
+    embedder = BusyEmbedding()
+    mw = Mem0Middleware.local(
+        user_id="alice",
+        chat_model=ScriptedChatModel(),
+        embedding_model=embedder,
+        folder=tmp_path / "data",
+        judge=False,
+    )
+    async with mw:
+        backend = mw.client_state.backend
+        assert await backend.embed(["User likes tea.", "User enjoys tea."]) is None
+        assert embedder.calls[-1] == ("search", False, True)
+        # A background caller (consolidation) is never refused.
+        with no_reply_waits():
+            vectors = await backend.embed(["User likes tea."])
+        assert vectors is not None and len(vectors[0]) == 64
+        assert embedder.calls[-1] == ("search", True, False)

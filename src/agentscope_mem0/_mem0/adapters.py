@@ -23,9 +23,9 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from .._exceptions import ModelTypeError
-from .bridge import current_lane, get_bridge, serves_no_reply
+from .bridge import get_bridge, serves_no_reply
 from .extraction import compact_extraction, repair_extraction_answer
-from .keywords_only import KEYWORDS_ONLY, QueryWouldWait
+from .keywords_only import KEYWORDS_ONLY, QueryWouldWait, a_reply_waits
 from .timeline import prepare_extraction, record_extraction
 from .tracing import extract_span
 from .usage import record_call
@@ -258,7 +258,7 @@ class AgentScopeEmbedding(EmbeddingBase):
         return (
             self.keywords_when_busy
             and memory_action == "search"
-            and current_lane() == "read"  # a reply's search, not a write's or a command's
+            and a_reply_waits()  # not a write's, nor a command's
             and not extra.get("background", False)
             and getattr(self.model, "query_budget", None) is not None
         )

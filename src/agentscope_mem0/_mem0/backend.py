@@ -25,6 +25,7 @@ from .bridge import caller_loop_scope, get_lanes, serves_no_reply
 from .errors import http_status, mapped_errors
 from .extraction import ExtractionStyle, check_extraction, use_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
+from .keywords_only import reply_waits
 from .release import Forgotten, release
 from .threshold import mem0_threshold
 from .timeline import (
@@ -281,6 +282,9 @@ class Mem0Backend:
     async def embed(self, texts: list[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the client's own embedder, as it embeds search queries.
 
+        A reply waits for them (a background caller says otherwise with
+        ``no_reply_waits``): a busy offline embedder may refuse them.
+
         Search embeddings go through the query cache (:mod:`.query_cache`), so
         a memory text embedded once is at hand for the next comparison.
 
@@ -295,7 +299,7 @@ class Mem0Backend:
         def run() -> list[list[float]]:
             return [[float(x) for x in model.embed(text, "search")] for text in texts]
 
-        with caller_loop_scope(), mapped_errors("embedding"):
+        with caller_loop_scope(), reply_waits(), mapped_errors("embedding"):
             vectors = await asyncio.to_thread(run)
         # A text the embedder refused (busy, keywords_only) has no vector: none for the lot.
         return vectors if all(vectors) else None

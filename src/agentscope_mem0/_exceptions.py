@@ -18,8 +18,10 @@ The hierarchy::
     ├── BackendError                              mem0 failed; wraps the original
     │   ├── TransientBackendError                 worth retrying
     │   │   ├── ExtractionFailedError             mem0's add swallowed a failure
-    │   │   └── DiskFullError                     the embedded store's disk is
-    │   │                                         nearly full; nothing written
+    │   │   ├── DiskFullError                     the embedded store's disk is
+    │   │   │                                     nearly full; nothing written
+    │   │   └── EmbedderBusyError                 the offline embedder refused a
+    │   │                                         reply's query (past its budget)
     │   ├── PermanentBackendError                 retrying will not help
     │   ├── MemoryUnavailableError                the circuit breaker is open
     │   └── EdgeEngineError                       Qdrant Edge failed or panicked
@@ -52,6 +54,7 @@ __all__ = [
     "DimensionMismatchError",
     "DiskFullError",
     "EdgeEngineError",
+    "EmbedderBusyError",
     "ExtractionFailedError",
     "InvalidStateError",
     "LocalFileError",
@@ -135,6 +138,15 @@ class DiskFullError(TransientBackendError):
 
     Writing on a full disk crashes Qdrant Edge's process (SIGBUS), so the
     store refuses first; the write stays queued and is sent again.
+    """
+
+
+class EmbedderBusyError(TransientBackendError):
+    """An in-process embedder refused a reply's query: it would wait past its budget.
+
+    Raised by an embedding model's ``embed_blocking(..., may_refuse=True)``
+    (the offline e5 does); the package's mem0 adapter turns it into a search
+    by keywords alone on a store that can do one, so it never reaches a reply.
     """
 
 

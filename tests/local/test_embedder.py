@@ -356,9 +356,9 @@ def test_the_mem0_adapter_embeds_in_the_calling_thread_without_the_bridge(
     threads: set[int] = set()
     real = model.embed_sync
 
-    def spy(texts: Any, *, query: bool = False) -> list[list[float]]:
+    def spy(texts: Any, *, query: bool = False, **extra: Any) -> list[list[float]]:
         threads.add(threading.get_ident())
-        return real(texts, query=query)
+        return real(texts, query=query, **extra)
 
     monkeypatch.setattr(model, "embed_sync", spy)
     text = "User prefers matplotlib"

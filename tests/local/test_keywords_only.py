@@ -17,10 +17,10 @@ import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
 
-from agentscope_mem0 import ConfigurationError, Mem0Middleware
+from agentscope_mem0 import ConfigurationError, EmbedderBusyError, Mem0Middleware
 from agentscope_mem0._mem0.adapters import AgentScopeEmbedding
 from agentscope_mem0._mem0.bridge import no_reply_waits
-from agentscope_mem0._mem0.keywords_only import QueryWouldWait, allow_keywords_only
+from agentscope_mem0._mem0.keywords_only import allow_keywords_only
 from agentscope_mem0.local import OfflineE5Embedding
 from agentscope_mem0.local._embedder_turns import EngineTurns, Rank
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
@@ -47,7 +47,7 @@ class BusyEmbedding(HashEmbedding):
     ) -> list[list[float]]:
         self.calls.append((memory_action, background, may_refuse))
         if may_refuse:
-            raise QueryWouldWait("busy")
+            raise EmbedderBusyError("busy")
         return [self.vector(t) for t in texts]
 
 
@@ -114,7 +114,7 @@ def test_the_turns_refuse_a_query_that_would_wait_past_its_budget() -> None:
     try:
         assert started.wait(10)
         # 100 tokens ahead and 10 of its own: >= 0.55 s at that pace.
-        with pytest.raises(QueryWouldWait):
+        with pytest.raises(EmbedderBusyError):
             turns.run(["q"], 10, Rank.QUERY, _call_of(0.0), budget=0.2)
         assert turns.refused == 1
         # Without a budget, or as background work, it waits its turn.

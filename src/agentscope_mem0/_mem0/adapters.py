@@ -22,10 +22,10 @@ from mem0.configs.llms.base import BaseLlmConfig
 from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
-from .._exceptions import ModelTypeError
+from .._exceptions import EmbedderBusyError, ModelTypeError
 from .bridge import get_bridge, serves_no_reply
 from .extraction import compact_extraction, repair_extraction_answer
-from .keywords_only import KEYWORDS_ONLY, QueryWouldWait, a_reply_waits
+from .keywords_only import KEYWORDS_ONLY, a_reply_waits
 from .timeline import prepare_extraction, record_extraction
 from .tracing import extract_span
 from .usage import record_call
@@ -235,7 +235,7 @@ class AgentScopeEmbedding(EmbeddingBase):
                 extra["may_refuse"] = True
             try:
                 vectors = [list(map(float, v)) for v in blocking(texts, memory_action, **extra)]
-            except QueryWouldWait as exc:
+            except EmbedderBusyError as exc:
                 logger.debug("searching by keywords alone: %s", exc)
                 self.keyword_only_queries += len(texts)
                 return [KEYWORDS_ONLY for _ in texts]

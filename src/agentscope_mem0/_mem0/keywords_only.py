@@ -5,8 +5,9 @@ queue they wait in (about 24 ms of both cores per short query with e5: 50
 queries asked at once need 1.2 s before the last is embedded). A store that
 ranks by keywords itself (the embedded store) can answer without the query's
 vector. So the embedder may refuse a reply's query that it estimates would
-wait longer than its budget (:class:`QueryWouldWait`); mem0's embedder adapter
-then hands mem0 :data:`KEYWORDS_ONLY` instead of a vector, mem0 hands that to
+wait longer than its budget (:class:`~agentscope_mem0.EmbedderBusyError`);
+mem0's embedder adapter then hands mem0 :data:`KEYWORDS_ONLY` instead of a
+vector, mem0 hands that to
 the store, and the store searches by keywords alone (on LoCoMo the keyword
 ranking alone has recall@10 0.635 against 0.676 fused; see
 ``docs/benchmarks/embedded-recall.md``). Nothing else changes: the
@@ -30,7 +31,6 @@ from .bridge import current_lane
 __all__ = [
     "KEYWORDS_ONLY",
     "KeywordsOnly",
-    "QueryWouldWait",
     "a_reply_waits",
     "allow_keywords_only",
     "is_keywords_only",
@@ -41,10 +41,6 @@ __all__ = [
 _reply_waits: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "agentscope_mem0_reply_waits", default=False
 )
-
-
-class QueryWouldWait(Exception):
-    """The embedder will not embed this query within its budget."""
 
 
 class KeywordsOnly(list[float]):

@@ -48,7 +48,7 @@ def retrieve(
 ) -> list[Any]:
     """The engine records of those of ``ids`` the shard holds, with what was asked for."""
     wanted = [point_id(i) for i in ids]
-    vectors: Any = [vector] if vector else False
+    vectors: Any = [vector] if vector is not None else False
     return shard.call(
         "retrieve", lambda s: s.retrieve(wanted, with_payload=payload, with_vector=vectors)
     )

@@ -191,7 +191,8 @@ class EdgeVectorStore(VectorStoreBase):
         if is_keywords_only(vectors):  # a reply's query left unembedded: keywords alone
             points = [] if self.entities else self._keyword_points(query, condition, top_k, kept)
             top = fused_top_score(self.fusion, self.rrf_k, self.dense_weight)
-            scored = [(p, 1.0 / (self.rrf_k + rank) / top) for rank, p in enumerate(points, 1)]
+            # As the fusion scores a hit that the keywords alone found, at its keyword rank.
+            scored = [(p, 1.0 / (self.rrf_k + rank) / top) for rank, p in enumerate(points)]
             return hits_with_payloads(self.shard, scored, kept)
         dense = self._dense(vectors)
         use_keywords = self.fusion != "none" and isinstance(query, str)

@@ -302,7 +302,7 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
             One 384-float, L2-normalised vector per text, in order.
 
         Raises:
-            QueryWouldWait: ``may_refuse`` and the query would take too long.
+            EmbedderBusyError: ``may_refuse`` and the query would take too long.
         """
         cleaned = [_clean(t) for t in texts]
         if not cleaned:

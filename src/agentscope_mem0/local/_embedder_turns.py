@@ -26,7 +26,7 @@ of a call, so a query sharing it would pay for the page.
 A reply's query may come with a budget: the most seconds it may wait and
 take. The turns keep the engine's recent pace for queries (seconds per token,
 an average over the last calls) and refuse a query at once
-(:class:`~agentscope_mem0._mem0.keywords_only.QueryWouldWait`) when the short
+(:class:`~agentscope_mem0.EmbedderBusyError`) when the short
 queries ahead of it and its own tokens would take longer at that pace; the
 reply then searches by keywords alone instead of waiting. The first query,
 before any pace is known, is never refused.
@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._mem0.keywords_only import QueryWouldWait
+from .._exceptions import EmbedderBusyError
 
 __all__ = ["BACKGROUND_NICENESS", "SHORT_QUERY_TOKENS", "EngineTurns", "Rank"]
 
@@ -144,7 +144,7 @@ class EngineTurns:
                 take at the engine's recent pace.
 
         Raises:
-            QueryWouldWait: The query would take longer than ``budget``.
+            EmbedderBusyError: The query would take longer than ``budget``.
         """
         job = _Job(list(texts), tokens, rank)
         turn = _turn_of(job)
@@ -188,7 +188,7 @@ class EngineTurns:
         return _result(job)
 
     def _admit(self, tokens: int, budget: float) -> None:
-        """Raise :class:`QueryWouldWait` if a query of ``tokens`` would take past ``budget``."""
+        """Raise :class:`EmbedderBusyError` if a query of ``tokens`` would take past ``budget``."""
         if self._pace is None:
             return
         ahead = self._running_query_tokens + sum(
@@ -197,7 +197,7 @@ class EngineTurns:
         expected = (ahead + tokens) * self._pace
         if expected > budget:
             self.refused += 1
-            raise QueryWouldWait(
+            raise EmbedderBusyError(
                 f"a query of {tokens} tokens would take ~{expected:.2f} s behind "
                 f"{ahead} tokens of queries (budget {budget:.2f} s)"
             )

@@ -51,16 +51,20 @@ class BusyEmbedding(HashEmbedding):
         return [self.vector(t) for t in texts]
 
 
-async def test_a_refused_query_is_answered_by_keywords(tmp_path: Path) -> None:
-    embedder = BusyEmbedding()
-    mw = Mem0Middleware.local(
+def busy_middleware(folder: Path, embedder: BusyEmbedding) -> Mem0Middleware:
+    return Mem0Middleware.local(
         user_id="alice",
         chat_model=ScriptedChatModel(),
         embedding_model=embedder,
-        folder=tmp_path / "data",
+        folder=folder,
         mode="static_control",
         judge=False,
     )
+
+
+async def test_a_refused_query_is_answered_by_keywords(tmp_path: Path) -> None:
+    embedder = BusyEmbedding()
+    mw = busy_middleware(tmp_path / "data", embedder)
     async with mw:
         for text in ("User's cat is called Tomasz.", "User works as a nurse in Lyon."):
             await mw.client.add(
@@ -134,13 +138,7 @@ def test_a_bad_query_budget_is_refused(budget: Any) -> None:
 
 async def test_a_busy_embedder_leaves_the_notes_repeats_to_the_words(tmp_path: Path) -> None:
     embedder = BusyEmbedding()
-    mw = Mem0Middleware.local(
-        user_id="alice",
-        chat_model=ScriptedChatModel(),
-        embedding_model=embedder,
-        folder=tmp_path / "data",
-        judge=False,
-    )
+    mw = busy_middleware(tmp_path / "data", embedder)
     async with mw:
         backend = mw.client_state.backend
         assert await backend.embed(["User likes tea.", "User enjoys tea."]) is None

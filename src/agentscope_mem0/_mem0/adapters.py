@@ -23,9 +23,9 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from .._exceptions import EmbedderBusyError, ModelTypeError
-from .bridge import get_bridge, serves_no_reply
+from .bridge import a_reply_waits, get_bridge, serves_no_reply
 from .extraction import compact_extraction, repair_extraction_answer
-from .keywords_only import KEYWORDS_ONLY, a_reply_waits
+from .keywords_only import KEYWORDS_ONLY
 from .timeline import prepare_extraction, record_extraction
 from .tracing import extract_span
 from .usage import record_call

@@ -21,11 +21,10 @@ from .._exceptions import (
     TransientBackendError,
 )
 from .._scope import Scope, is_hosted, mem0_ids
-from .bridge import caller_loop_scope, get_lanes, serves_no_reply
+from .bridge import caller_loop_scope, get_lanes, reply_waits, serves_no_reply
 from .errors import http_status, mapped_errors
 from .extraction import ExtractionStyle, check_extraction, use_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
-from .keywords_only import reply_waits
 from .release import Forgotten, release
 from .threshold import mem0_threshold
 from .timeline import (

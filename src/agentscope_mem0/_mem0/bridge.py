@@ -48,11 +48,13 @@ from .._exceptions import BridgeError, BridgeTimeoutError, InvalidStateError
 __all__ = [
     "Bridge",
     "Mem0Lanes",
+    "a_reply_waits",
     "caller_loop_scope",
     "current_lane",
     "get_bridge",
     "get_lanes",
     "no_reply_waits",
+    "reply_waits",
     "serves_no_reply",
 ]
 
@@ -82,13 +84,21 @@ def current_lane() -> str | None:
     return _lane.get()
 
 
-_no_reply_waits: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "agentscope_mem0_no_reply_waits", default=False
-)
+_who_waits: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentscope_mem0_who_waits", default=None
+)  # "nobody" (no_reply_waits) or "reply" (reply_waits); None: the lane tells
 
 
 @contextlib.contextmanager
-def no_reply_waits() -> Iterator[None]:
+def _marked(who: str) -> Iterator[None]:
+    token = _who_waits.set(who)
+    try:
+        yield
+    finally:
+        _who_waits.reset(token)
+
+
+def no_reply_waits() -> contextlib.AbstractContextManager[None]:
     """Mark the reads and embeddings made below as work no reply waits for.
 
     The time judgement and consolidation search and embed after a write is
@@ -96,17 +106,26 @@ def no_reply_waits() -> Iterator[None]:
     are embedded as background work, after every reply's waiting query
     (:func:`serves_no_reply`).
     """
-    token = _no_reply_waits.set(True)
-    try:
-        yield
-    finally:
-        _no_reply_waits.reset(token)
+    return _marked("nobody")
+
+
+def reply_waits() -> contextlib.AbstractContextManager[None]:
+    """Mark the embeddings made below as what a reply waits for (:func:`a_reply_waits`),
+    unless an enclosing :func:`no_reply_waits` said no reply does."""
+    return contextlib.nullcontext() if _who_waits.get() == "nobody" else _marked("reply")
 
 
 def serves_no_reply() -> bool:
     """Whether the calling code serves mem0's writes or other work no reply
     waits for (:func:`no_reply_waits`)."""
-    return _no_reply_waits.get() or _lane.get() == "write"
+    return _who_waits.get() == "nobody" or _lane.get() == "write"
+
+
+def a_reply_waits() -> bool:
+    """Whether a reply waits for the calling code: its search on mem0's read
+    lane, or what :func:`reply_waits` marks."""
+    who = _who_waits.get()
+    return who == "reply" or (who is None and _lane.get() == "read")
 
 
 @contextlib.contextmanager

@@ -7,40 +7,29 @@ ranks by keywords itself (the embedded store) can answer without the query's
 vector. So the embedder may refuse a reply's query that it estimates would
 wait longer than its budget (:class:`~agentscope_mem0.EmbedderBusyError`);
 mem0's embedder adapter then hands mem0 :data:`KEYWORDS_ONLY` instead of a
-vector, mem0 hands that to
-the store, and the store searches by keywords alone (on LoCoMo the keyword
-ranking alone has recall@10 0.635 against 0.676 fused; see
-``docs/benchmarks/embedded-recall.md``). Nothing else changes: the
-memories are still the user's, filtered the same way.
+vector, mem0 hands that to the store, and the store searches by keywords
+alone (on LoCoMo the keyword ranking alone has recall@10 0.635 against 0.676
+fused; see ``docs/benchmarks/embedded-recall.md``). Nothing else changes:
+the memories are still the user's, filtered the same way.
 
-Only what a reply waits for may be refused: its query (on mem0's read lane)
-and the memory texts its note is deduplicated by (:func:`reply_waits`; the
-words then decide alone). A write's embeddings and a background judgement's
-searches always wait their turn.
+Only what a reply waits for may be refused (see
+:func:`~agentscope_mem0._mem0.bridge.a_reply_waits`): its query, on mem0's
+read lane, and the memory texts its note is deduplicated by (the words then
+decide alone). A write's embeddings and a background judgement's searches
+always wait their turn.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator
 from typing import Any
-
-from .bridge import current_lane
 
 __all__ = [
     "KEYWORDS_ONLY",
     "KeywordsOnly",
-    "a_reply_waits",
     "allow_keywords_only",
     "is_keywords_only",
     "keyword_only_queries",
-    "reply_waits",
 ]
-
-_reply_waits: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "agentscope_mem0_reply_waits", default=False
-)
 
 
 class KeywordsOnly(list[float]):
@@ -59,21 +48,6 @@ KEYWORDS_ONLY = KeywordsOnly()
 def is_keywords_only(vector: Any) -> bool:
     """Whether ``vector`` is the stand-in rather than a query's embedding."""
     return isinstance(vector, KeywordsOnly)
-
-
-@contextlib.contextmanager
-def reply_waits() -> Iterator[None]:
-    """Within the block (and the worker threads it starts), a reply waits for the embeddings."""
-    token = _reply_waits.set(True)
-    try:
-        yield
-    finally:
-        _reply_waits.reset(token)
-
-
-def a_reply_waits() -> bool:
-    """Whether a reply waits for the current embedding: its search, or :func:`reply_waits`."""
-    return _reply_waits.get() or current_lane() == "read"
 
 
 def _adapter(client: Any) -> Any:

@@ -118,16 +118,14 @@ def test_the_turns_refuse_a_query_that_would_wait_past_its_budget() -> None:
     try:
         assert started.wait(10)
         # 100 tokens ahead and 10 of its own: >= 0.55 s at that pace.
-        with pytest.raises(EmbedderBusyError):
+        with pytest.raises(EmbedderBusyError, match=r"budget 0\.20 s"):
             turns.run(["q"], 10, Rank.QUERY, _call_of(0.0), budget=0.2)
-        assert turns.refused == 1
         # Without a budget, or as background work, it waits its turn.
         assert turns.run(["q"], 10, Rank.QUERY, _call_of(0.0)) == [[0.0]]
         assert turns.run(["w"], 10, Rank.BACKGROUND, _call_of(0.0), budget=0.2) == [[0.0]]
     finally:
         busy.join()
     assert turns.run(["q"], 10, Rank.QUERY, _call_of(0.0), budget=60.0) == [[0.0]]
-    assert turns.refused == 1
 
 
 @pytest.mark.parametrize("budget", [0, -1.0, True, "1"])

@@ -107,8 +107,6 @@ class EngineTurns:
         self._background: concurrent.futures.ThreadPoolExecutor | None = None
         self._pace: float | None = None  # seconds per token of recent query calls
         self._running_query_tokens = 0
-        self.refused = 0
-        """Queries refused because they would have waited past their budget."""
         os.register_at_fork(after_in_child=self._forget_background)
 
     @property
@@ -196,7 +194,6 @@ class EngineTurns:
         )
         expected = (ahead + tokens) * self._pace
         if expected > budget:
-            self.refused += 1
             raise EmbedderBusyError(
                 f"a query of {tokens} tokens would take ~{expected:.2f} s behind "
                 f"{ahead} tokens of queries (budget {budget:.2f} s)"

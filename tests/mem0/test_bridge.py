@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,8 @@ from agentscope_mem0._mem0.bridge import (
     _caller_loop,
     caller_loop_scope,
     get_bridge,
+    no_reply_waits,
+    serves_no_reply,
 )
 from agentscope_mem0.testing import ScriptedChatModel
 
@@ -170,3 +173,22 @@ async def test_a_lane_returns_results_and_raises_errors() -> None:
     with pytest.raises(ValueError, match="lane"):
         await lanes.run(answer(), lane="other")
     lanes.close()
+
+
+class _Pause:
+    def __await__(self) -> Any:
+        yield
+
+
+def test_a_marked_coroutine_closed_in_another_context_ends_quietly() -> None:
+    # The garbage collector closes a coroutine that never finished wherever it
+    # runs; leaving its mark must not raise there.
+    async def marked() -> None:
+        with no_reply_waits():
+            assert serves_no_reply()
+            await _Pause()
+
+    coro = marked()
+    contextvars.copy_context().run(coro.send, None)
+    contextvars.copy_context().run(coro.close)
+    assert not serves_no_reply()

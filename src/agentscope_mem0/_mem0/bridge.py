@@ -95,7 +95,10 @@ def _marked(who: str) -> Iterator[None]:
     try:
         yield
     finally:
-        _who_waits.reset(token)
+        # A coroutine never finished is closed by the garbage collector in
+        # another context, where its token cannot be reset (nor needs to be).
+        with contextlib.suppress(ValueError):
+            _who_waits.reset(token)
 
 
 def no_reply_waits() -> contextlib.AbstractContextManager[None]:

@@ -22,7 +22,8 @@ Edge in a temporary folder, the offline e5 embedder), AgentScope's
 The cases are split into ``dev`` (looked at while writing the prompts),
 ``held-out`` (reported) and, for the judgement, ``fresh`` and ``fresh-2``
 (each written and committed before a change that earlier misses suggested
-was tried, to report it on cases it was not shaped by). The model is shared: run one benchmark at a time.
+was tried, to report it on cases it was not shaped by). The model is shared:
+run one benchmark at a time.
 
     python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\
         --plot docs/benchmarks/real-model.png
@@ -471,7 +472,10 @@ def main() -> None:
         "--parts", nargs="+", default=["extraction", "judge"], choices=["extraction", "judge"]
     )
     parser.add_argument(
-        "--split", nargs="+", default=["held-out"], choices=["dev", "held-out", "fresh", "fresh-2", "all"]
+        "--split",
+        nargs="+",
+        default=["held-out"],
+        choices=["dev", "held-out", "fresh", "fresh-2", "all"],
     )
     parser.add_argument(
         "--styles", nargs="+", default=["mem0", "compact"], choices=["mem0", "compact"]

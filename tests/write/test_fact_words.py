@@ -9,10 +9,12 @@ import pytest
 from agentscope_mem0._write.fact_words import (
     Agreement,
     compare_answers,
+    ended_topics,
     holder,
     is_additive,
     same_holder,
     tells_of_past,
+    year_told,
 )
 from agentscope_mem0._write.judge_lanes import Lanes
 
@@ -92,3 +94,27 @@ async def test_lanes_run_in_order_per_key_and_mark_overflow() -> None:
     assert ran == [(0, False), (1, False), (2, False), (3, True)]
     assert ("b", 0, False) in seen
     assert lanes.stop() == 0 and not lanes.submit("a", job("a", 9))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("memory", "ended"),
+    [
+        ("User quit smoking in March", {"smok"}),
+        ("User sold their car and takes the train to the office", {"car"}),
+        ("User broke up with Mark", {"mark"}),
+        ("User is no longer vegetarian", {"vege"}),
+        ("User retired from Deloitte last year", {"delo"}),
+        ("User cancelled the gym membership, sadly", {"gym", "memb"}),
+        ("User moved to Lisbon for work", set()),
+        ("User's favourite band is now Radiohead", set()),
+    ],
+)
+def test_what_a_memory_says_has_ended(memory: str, ended: set[str]) -> None:
+    assert ended_topics(memory) == ended
+
+
+def test_the_year_an_event_is_told_in() -> None:
+    assert year_told("User interned at IBM in 2015") == 2015
+    assert year_told("User lived in Rome from 1998 to 2003") == 2003
+    assert year_told("User has worked at IBM since 2015") is None
+    assert year_told("User moved to Lisbon last month") is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -319,11 +320,72 @@ async def test_what_a_small_model_retells_or_cannot_read_is_no_change() -> None:
         return await PairJudge(ask).relate(Fact("n", new), Fact("o", old))
 
     assert await relation(quit_, runs) == Relation.UNRELATED
-    assert await relation(quit_, smokes) == Relation.UNRELATED  # "none" alone is no proof
+    # "none" alone is no proof; the words decide this pair (next test).
+    assert await PairJudge(ask).relate(Fact("n", quit_), Fact("o", smokes)) != Relation.SAME
+    took_up = "User took up running"
+    questions[took_up] = ("What did the user take up?", "running")
+    readings[(took_up, "How many cigarettes does the user smoke?")] = "none"
+    assert await relation(took_up, smokes) == Relation.UNRELATED
     # Both name "work", the older reads "bus" for "How does the user get to work?".
     assert await relation(bike, bus) == Relation.CHANGES
     # "status" names nothing of either memory: the safety fact stays.
     assert await relation("User graduated", peanuts) == Relation.UNRELATED
+
+
+async def test_a_memory_that_ends_what_an_older_one_names_changes_it_by_its_words() -> None:
+    # What a 1.5B model does with these pairs: each memory's question is about the
+    # event ("What month did the user quit smoking?"), and every reading is "not said".
+    pairs = [
+        ("User quit smoking in March", "User smokes about ten cigarettes a day"),
+        ("User cancelled the trip to Japan", "User is planning a trip to Japan in June"),
+        ("User broke up with Mark", "User is dating Mark"),
+        ("User graduated and no longer studies", "User is studying biology at university"),
+        ("User stopped learning German", "User is learning German"),
+    ]
+    unrelated = [
+        ("User quit smoking in March", "User runs marathons"),
+        ("User sold their car and takes the train to the office", "User's office is downtown"),
+        ("User broke up with Mark", "User is allergic to peanuts"),
+        # Another person's, the past, one more item, or ended in the older one too.
+        ("User's brother quit smoking", "User smokes a pipe"),
+        ("User quit smoking as a teenager", "User smokes a pipe"),
+        ("User also stopped learning Italian", "User is learning Italian at night"),
+        ("User stopped smoking cigars", "User quit smoking in 2019"),
+    ]
+    texts = {text for pair in pairs + unrelated for text in pair}
+    questions = {text: ("What happened to the user?", text.removeprefix("User ")) for text in texts}
+    ask = _literal_reader(questions, {})
+    for new, old in pairs:
+        assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.CHANGES, new
+    for new, old in unrelated:
+        relation = await PairJudge(ask).relate(Fact("n", new), Fact("o", old))
+        assert relation == Relation.UNRELATED, (new, old)
+
+
+async def test_an_event_before_the_older_memory_was_said_changes_nothing() -> None:
+    new, old = "User interned at IBM in 2015", "User works at Google"
+    questions = {
+        new: ("What company did the user intern at?", "IBM"),
+        old: ("What company does the user work for?", "Google"),
+    }
+    readings = {
+        (old, "What company did the user intern at?"): "Google",
+        (new, "What company does the user work for?"): "IBM",
+    }
+    ask = _literal_reader(questions, readings)
+
+    async def relation(old_said: str, *, event_date: str | None = None) -> Relation:
+        said = datetime.fromisoformat(old_said)
+        fresh = Fact("n", new, said=datetime(2024, 3, 10, tzinfo=UTC), event_date=event_date)
+        return await PairJudge(ask).relate(fresh, Fact("o", old, said=said))
+
+    # Google was told in 2024: the 2015 internship came before and ends nothing.
+    assert await relation("2024-01-10T10:00:00+00:00") == Relation.UNRELATED
+    # Told in 2012, before the internship: the readings decide, a change.
+    assert await relation("2012-01-10T10:00:00+00:00") == Relation.CHANGES
+    # The event date, when the extraction gave one, counts at its own precision.
+    assert await relation("2024-01-10T10:00:00+00:00", event_date="2024-01") == Relation.CHANGES
+    assert await relation("2024-02-10T10:00:00+00:00", event_date="2024-01") == Relation.UNRELATED
 
 
 async def test_the_question_is_read_without_its_words_of_time() -> None:

@@ -1,9 +1,12 @@
 """What the words of a memory say, without a model: whose fact it is, whether it
-tells of the past or of one more item, and how two short answers compare.
+tells of the past or of one more item, what it says has ended, and how two
+short answers compare.
 
-The time judgement uses these as vetoes around the model's readings: a new
-memory about another person, about the past ("used to", "in college") or
-adding an item ("also", "another") never makes an older memory untrue. They
+The time judgement uses these around the model's readings: a new memory about
+another person, about the past ("used to", "in college", a year before the
+older memory was said) or adding an item ("also", "another") never makes an
+older memory untrue; one that ends a thing the older memory names ("quit
+smoking", "broke up with Mark") does, where a small model reads "not said". They
 read English memories (mem0's extraction writes "User ...", "User's
 sister ..."); other languages pass them and rely on the readings alone.
 """
@@ -17,12 +20,15 @@ __all__ = [
     "Agreement",
     "compare_answers",
     "denies",
+    "ended_topics",
     "holder",
     "is_additive",
     "is_short_answer",
     "named_in_both",
     "same_holder",
     "tells_of_past",
+    "topics",
+    "year_told",
 ]
 
 _RELATIONS = frozenset(
@@ -159,12 +165,12 @@ _NOT_A_TOPIC = _FILLER | frozenset(
     """what which who whom whose where when why how many much do does did doing done
     have has had having get gets got go goes went use uses used now current currently
     new kind type sort mode way thing things something status situation state name
-    called like about there""".split()  # noqa: SIM905
+    called like about there up out off with them him me one""".split()  # noqa: SIM905
 )
 _SUFFIX = re.compile(r"(?<=\w{3})(?:ing|ies|ied|es|ed|s)$")
 
 
-def _topics(text: str) -> set[str]:
+def topics(text: str) -> set[str]:
     """The words of ``text`` that name something, cut to a stem of four letters."""
     out = set()
     for word in _WORD.findall(text.casefold()):
@@ -178,4 +184,43 @@ def named_in_both(question: str, first: str, second: str) -> bool:
     """Whether ``question`` asks about a thing both memories name ("work" in
     "What does the user ride to work?", "User takes the bus to work" and
     "User cycles to work now")."""
-    return bool(_topics(question) & _topics(first) & _topics(second))
+    return bool(topics(question) & topics(first) & topics(second))
+
+
+_ENDING = re.compile(
+    r"\b(?:quit|quits|stopped|stops|gave up|gives up|given up|cancell?ed|cancels|"
+    r"broke up with|split up with|broken up with|divorced|left|leaves|sold|sells|"
+    r"retired from|dropped out of|dropped|got rid of|"
+    r"moved out of|no longer|not \w+ any ?more)\s+(.*)",
+    re.I,
+)
+"""Words that end something, and what follows them (where the ended thing is named)."""
+_ENDED_STOP = re.compile(
+    r"\s*(?:\band\b|\bbut\b|\bbecause\b|\bafter\b|\bbefore\b|\bin\b|\blast\b|"
+    r"\bthis\b|\bthat\b|\bwhen\b|\bsince\b|\binstead\b|[,.;:!?(])",
+    re.I,
+)
+_ENDED_WORDS = 3
+
+
+def ended_topics(memory: str) -> set[str]:
+    """The stems of what ``memory`` tells has ended: the words after "quit", "sold",
+    "broke up with", "no longer"... up to the next clause ("User quit smoking in
+    March": ``{"smok"}``; "User sold their car and takes the train": ``{"car"}``).
+    Empty when no such word opens a named thing."""
+    out: set[str] = set()
+    for match in _ENDING.finditer(memory):
+        ended = _ENDED_STOP.split(match.group(1), maxsplit=1)[0]
+        out |= topics(" ".join(ended.split()[:_ENDED_WORDS]))
+    return out
+
+
+_YEAR = re.compile(r"(?<!\bsince )\b(1[89]\d\d|2\d\d\d)\b", re.I)
+
+
+def year_told(memory: str) -> int | None:
+    """The latest year ``memory`` names for its event ("interned at IBM in 2015":
+    2015); a year after "since" tells how long a state has lasted, not when an
+    event happened, and is not counted."""
+    years = [int(year) for year in _YEAR.findall(memory)]
+    return max(years) if years else None

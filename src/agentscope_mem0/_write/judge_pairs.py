@@ -20,6 +20,14 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    other way round alone decides, with a short answer that is no denial (an
    event such as "moved to Valencia" answers the older state's "Where does
    the user live?" with "Valencia").
+6. When the readings find no change, the words still find one where the new
+   memory ends a thing the older one names ("User quit smoking" and "User
+   smokes ten a day"; :func:`~.fact_words.ended_topics`): a 1.5B model reads
+   "not said" for "How many cigarettes does the user smoke?" from "quit
+   smoking", and for "Is the user still smoking?" too.
+
+The vetoes of step 3 hold for every change: a new memory that tells of the
+past, adds an item, or names a year before the older memory was said.
 
 A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model
@@ -41,11 +49,14 @@ from .fact_words import (
     Agreement,
     compare_answers,
     denies,
+    ended_topics,
     is_additive,
     is_short_answer,
     named_in_both,
     same_holder,
     tells_of_past,
+    topics,
+    year_told,
 )
 from .judge_prompt import (
     QUESTION_PROMPT,
@@ -151,6 +162,13 @@ class PairJudge:
         """How ``new`` relates to ``old`` (see the module's steps)."""
         if not same_holder(new.text, old.text):
             return Relation.UNRELATED
+        relation = await self._read_relation(new, old)
+        if relation is Relation.UNRELATED and _ends(new, old) and not self._vetoed(new, old):
+            return Relation.CHANGES
+        return relation
+
+    async def _read_relation(self, new: Fact, old: Fact) -> Relation:
+        """Steps 2-5: how the model's readings relate ``new`` to ``old``."""
         asked = await self.question_of(new)
         if asked is None:
             return Relation.UNRELATED
@@ -162,7 +180,7 @@ class PairJudge:
             return Relation.SAME
         if agreement is Agreement.MORE:
             return Relation.EXTENDS
-        if self._vetoed(new):
+        if self._vetoed(new, old):
             return Relation.UNRELATED
         confirmed = await self._confirmed(new, old)
         if confirmed is None:
@@ -175,9 +193,10 @@ class PairJudge:
         return Relation.CHANGES if confirmed else Relation.UNRELATED
 
     @staticmethod
-    def _vetoed(new: Fact) -> bool:
-        """A new memory about the past or about one more item changes nothing."""
-        return tells_of_past(new.text) or is_additive(new.text)
+    def _vetoed(new: Fact, old: Fact) -> bool:
+        """A new memory about the past, about one more item, or about a time before
+        the older memory was said changes nothing."""
+        return tells_of_past(new.text) or is_additive(new.text) or _before_told(new, old)
 
     async def _changed_the_other_way(self, new: Fact, old: Fact) -> Relation:
         """When the older memory does not answer the new one's question.
@@ -187,7 +206,7 @@ class PairJudge:
         it does answer the older memory's question ("Where does the user
         live?") with another answer: that is a change too.
         """
-        if self._vetoed(new):
+        if self._vetoed(new, old):
             return Relation.UNRELATED
         answer, reading = await self._other_way(new, old)
         # Only a short answer that names a new value: a sentence retelling the new
@@ -215,3 +234,25 @@ class PairJudge:
         if asked is None:
             return None, None
         return asked.answer, await self.read(new, asked.question)
+
+
+def _ends(new: Fact, old: Fact) -> bool:
+    """Whether ``new`` ends a thing ``old`` names, and ``old`` does not end it too."""
+    ended = ended_topics(new.text)
+    return bool(ended & topics(old.text)) and not ended & ended_topics(old.text)
+
+
+def _before_told(new: Fact, old: Fact) -> bool:
+    """Whether ``new``'s event happened before ``old`` was said, ``new`` being said
+    later: the older memory was told true after that event ("User interned at
+    IBM in 2015", said in 2024, ends nothing "User works at Google", said in 2023).
+
+    The event's time is its event date, or the latest year its words name.
+    """
+    if old.said is None or (new.said is not None and new.said < old.said):
+        return False
+    told = old.said.date().isoformat()
+    if new.event_date:
+        return new.event_date < told[: len(new.event_date)]
+    year = year_told(new.text)
+    return year is not None and year < old.said.year

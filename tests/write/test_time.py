@@ -362,7 +362,7 @@ async def test_a_memory_that_ends_what_an_older_one_names_changes_it_by_its_word
         assert relation == Relation.UNRELATED, (new, old)
 
 
-async def test_an_event_before_the_older_memory_was_said_changes_nothing() -> None:
+async def test_a_year_long_before_the_new_memory_was_said_tells_of_the_past() -> None:
     new, old = "User interned at IBM in 2015", "User works at Google"
     questions = {
         new: ("What company did the user intern at?", "IBM"),
@@ -374,18 +374,25 @@ async def test_an_event_before_the_older_memory_was_said_changes_nothing() -> No
     }
     ask = _literal_reader(questions, readings)
 
-    async def relation(old_said: str, *, event_date: str | None = None) -> Relation:
-        said = datetime.fromisoformat(old_said)
-        fresh = Fact("n", new, said=datetime(2024, 3, 10, tzinfo=UTC), event_date=event_date)
-        return await PairJudge(ask).relate(fresh, Fact("o", old, said=said))
+    async def relation(said_year: int) -> Relation:
+        fresh = Fact("n", new, said=datetime(said_year, 3, 10, tzinfo=UTC))
+        older = Fact("o", old, said=datetime(said_year, 1, 10, tzinfo=UTC))
+        return await PairJudge(ask).relate(fresh, older)
 
-    # Google was told in 2024: the 2015 internship came before and ends nothing.
-    assert await relation("2024-01-10T10:00:00+00:00") == Relation.UNRELATED
-    # Told in 2012, before the internship: the readings decide, a change.
-    assert await relation("2012-01-10T10:00:00+00:00") == Relation.CHANGES
-    # The event date, when the extraction gave one, counts at its own precision.
-    assert await relation("2024-01-10T10:00:00+00:00", event_date="2024-01") == Relation.CHANGES
-    assert await relation("2024-02-10T10:00:00+00:00", event_date="2024-01") == Relation.UNRELATED
+    # Said in 2024, the 2015 internship is history, as "years ago" is.
+    assert await relation(2024) == Relation.UNRELATED
+    # Said in 2016, it is recent: the readings decide, a change.
+    assert await relation(2016) == Relation.CHANGES
+    # An event dated before the older memory was said still changes it: "moved last
+    # month", told right after "lives in Hangzhou", is the user's correction.
+    moved, lives = "User moved to Beijing last month", "User lives in Hangzhou"
+    questions[moved] = ("Where does the user live?", "Beijing")
+    questions[lives] = ("Where does the user live?", "Hangzhou")
+    readings[(lives, "Where does the user live?")] = "Hangzhou"
+    readings[(moved, "Where does the user live?")] = "Beijing"
+    said = datetime(2024, 3, 10, tzinfo=UTC)
+    after = Fact("n", moved, said=said, event_date="2024-02")
+    assert await PairJudge(ask).relate(after, Fact("o", lives, said=said)) == Relation.CHANGES
 
 
 async def test_the_question_is_read_without_its_words_of_time() -> None:

@@ -3,10 +3,10 @@ tells of the past or of one more item, what it says has ended, and how two
 short answers compare.
 
 The time judgement uses these around the model's readings: a new memory about
-another person, about the past ("used to", "in college", a year before the
-older memory was said) or adding an item ("also", "another") never makes an
-older memory untrue; one that ends a thing the older memory names ("quit
-smoking", "broke up with Mark") does, where a small model reads "not said". They
+another person, about the past ("used to", "in college", a year long gone)
+or adding an item ("also", "another") never makes an older memory untrue;
+one that ends a thing the older memory names ("quit smoking", "broke up with
+Mark") does, where a small model reads "not said". They
 read English memories (mem0's extraction writes "User ...", "User's
 sister ..."); other languages pass them and rely on the readings alone.
 """

@@ -27,7 +27,8 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    smoking", and for "Is the user still smoking?" too.
 
 The vetoes of step 3 hold for every change: a new memory that tells of the
-past, adds an item, or names a year before the older memory was said.
+past (in words, or by naming a year two or more years before it was said) or
+adds an item.
 
 A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model
@@ -41,7 +42,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -85,6 +86,9 @@ FACT_QUESTION = "fact_question"
 """Metadata field keeping the question a memory answers."""
 FACT_ANSWER = "fact_answer"
 """Metadata field keeping the memory's answer to it."""
+
+_YEARS_AGO = 2
+"""A year named this many years or more before a memory was said tells of the past."""
 
 Ask = Callable[[str, str], Awaitable[str]]
 """``ask(system_prompt, user_message) -> answer``: one model call."""
@@ -163,7 +167,7 @@ class PairJudge:
         if not same_holder(new.text, old.text):
             return Relation.UNRELATED
         relation = await self._read_relation(new, old)
-        if relation is Relation.UNRELATED and _ends(new, old) and not self._vetoed(new, old):
+        if relation is Relation.UNRELATED and _ends(new, old) and not self._vetoed(new):
             return Relation.CHANGES
         return relation
 
@@ -180,7 +184,7 @@ class PairJudge:
             return Relation.SAME
         if agreement is Agreement.MORE:
             return Relation.EXTENDS
-        if self._vetoed(new, old):
+        if self._vetoed(new):
             return Relation.UNRELATED
         confirmed = await self._confirmed(new, old)
         if confirmed is None:
@@ -193,10 +197,10 @@ class PairJudge:
         return Relation.CHANGES if confirmed else Relation.UNRELATED
 
     @staticmethod
-    def _vetoed(new: Fact, old: Fact) -> bool:
-        """A new memory about the past, about one more item, or about a time before
-        the older memory was said changes nothing."""
-        return tells_of_past(new.text) or is_additive(new.text) or _before_told(new, old)
+    def _vetoed(new: Fact) -> bool:
+        """A new memory about the past (in words or by a year long gone) or about
+        one more item changes nothing."""
+        return tells_of_past(new.text) or is_additive(new.text) or _years_ago(new)
 
     async def _changed_the_other_way(self, new: Fact, old: Fact) -> Relation:
         """When the older memory does not answer the new one's question.
@@ -206,7 +210,7 @@ class PairJudge:
         it does answer the older memory's question ("Where does the user
         live?") with another answer: that is a change too.
         """
-        if self._vetoed(new, old):
+        if self._vetoed(new):
             return Relation.UNRELATED
         answer, reading = await self._other_way(new, old)
         # Only a short answer that names a new value: a sentence retelling the new
@@ -242,17 +246,12 @@ def _ends(new: Fact, old: Fact) -> bool:
     return bool(ended & topics(old.text)) and not ended & ended_topics(old.text)
 
 
-def _before_told(new: Fact, old: Fact) -> bool:
-    """Whether ``new``'s event happened before ``old`` was said, ``new`` being said
-    later: the older memory was told true after that event ("User interned at
-    IBM in 2015", said in 2024, ends nothing "User works at Google", said in 2023).
-
-    The event's time is its event date, or the latest year its words name.
-    """
-    if old.said is None or (new.said is not None and new.said < old.said):
-        return False
-    told = old.said.date().isoformat()
-    if new.event_date:
-        return new.event_date < told[: len(new.event_date)]
+def _years_ago(new: Fact) -> bool:
+    """Whether ``new`` names a year at least :data:`_YEARS_AGO` before it was said:
+    "User interned at IBM in 2015", said in 2024, tells of the past as "years ago"
+    does. A relative date ("last month") or a recent year is no such sign: "User
+    moved to Beijing last month" still ends "User lives in Hangzhou", told the
+    same day."""
     year = year_told(new.text)
-    return year is not None and year < old.said.year
+    said = new.said or datetime.now(UTC)
+    return year is not None and year <= said.year - _YEARS_AGO

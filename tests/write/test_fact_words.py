@@ -117,4 +117,9 @@ def test_the_year_an_event_is_told_in() -> None:
     assert year_told("User interned at IBM in 2015") == 2015
     assert year_told("User lived in Rome from 1998 to 2003") == 2003
     assert year_told("User has worked at IBM since 2015") is None
+    assert year_told("User went to Japan in March 2019") == 2019
+    # Amounts are no years.
+    assert year_told("User's rent went up to 2000 euros a month") is None
+    assert year_told("User pays 1950 dollars in rent") is None
+    assert year_told("User walks 2000 steps a day") is None
     assert year_told("User moved to Lisbon last month") is None

@@ -215,12 +215,24 @@ def ended_topics(memory: str) -> set[str]:
     return out
 
 
-_YEAR = re.compile(r"(?<!\bsince )\b(1[89]\d\d|2\d\d\d)\b", re.I)
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
+_YEAR = re.compile(
+    rf"(?:\b(?:in|during|from|around|until|till|of|{_MONTHS})\s+|(?<=\d\d\d\d to ))"
+    r"(1[89]\d\d|20\d\d)\b"
+    r"(?!\s*(?:euros?|dollars?|pounds?|yuan|yen|francs?|usd|eur|gbp|kg|km|miles?|m\b|"
+    r"meters?|metres?|feet|ft|calories?|steps?|words?|people|users?|units?|items?))",
+    re.I,
+)
 
 
 def year_told(memory: str) -> int | None:
-    """The latest year ``memory`` names for its event ("interned at IBM in 2015":
-    2015); a year after "since" tells how long a state has lasted, not when an
-    event happened, and is not counted."""
+    """The latest year ``memory`` names for its event ("interned at IBM in 2015",
+    "from 1998 to 2003", "in March 2015"): a four-digit number after "in",
+    "during", "from", a month... and not before a unit ("2000 euros"). A year
+    after "since" tells how long a state has lasted, not when an event
+    happened, and is not counted."""
     years = [int(year) for year in _YEAR.findall(memory)]
     return max(years) if years else None

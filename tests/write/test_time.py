@@ -320,8 +320,9 @@ async def test_what_a_small_model_retells_or_cannot_read_is_no_change() -> None:
         return await PairJudge(ask).relate(Fact("n", new), Fact("o", old))
 
     assert await relation(quit_, runs) == Relation.UNRELATED
-    # "none" alone is no proof; the words decide this pair (next test).
-    assert await PairJudge(ask).relate(Fact("n", quit_), Fact("o", smokes)) != Relation.SAME
+    # "none" alone is no proof; the words decide this pair: "quit smoking" ends what
+    # "smokes ten cigarettes a day" names.
+    assert await relation(quit_, smokes) == Relation.CHANGES
     took_up = "User took up running"
     questions[took_up] = ("What did the user take up?", "running")
     readings[(took_up, "How many cigarettes does the user smoke?")] = "none"

@@ -221,3 +221,48 @@ async def test_long_replies_leave_every_user_their_memory(tmp_path: Path) -> Non
     assert stats["breaker_opened"] == 0
     # The writes are in the outbox; the test does not wait for all of them.
     await factory.aclose(timeout=1)
+
+
+async def test_a_turn_with_memory_resumes_its_reply_a_few_times_only(tmp_path: Path) -> None:
+    """Under load every resumption of a reply is a wait behind every other
+    reply's work on the loop. A turn with memory on the embedded default
+    (the search, the note, recording the exchange) resumes it a handful of
+    times: the search answers in one hand-over from its reader thread, the
+    outbox's insert in one (issue 24: 16 turns of the loop per reply before)."""
+    from agentscope.agent import Agent
+    from agentscope.message import UserMsg
+
+    from agentscope_mem0.service import mem0_middleware_factory
+
+    factory = mem0_middleware_factory(
+        chat_model=ScriptedChatModel(delay=600.0),  # no write is delivered meanwhile
+        folder=tmp_path,
+        mode="static_control",
+    )
+    await factory.get_client()
+    loop = asyncio.get_running_loop()
+    turns = 0
+    run_once = loop._run_once  # type: ignore[attr-defined]
+
+    def counted() -> None:
+        nonlocal turns
+        turns += 1
+        run_once()
+
+    async def turn(number: int) -> None:
+        middlewares = await factory("user", "assistant", "s")
+        agent = Agent(
+            name="assistant", system_prompt="", model=ScriptedChatModel(), middlewares=middlewares
+        )
+        await agent.reply(UserMsg(name="user", content=f"I have a pet named Pet{number}."))
+
+    await turn(0)  # the embedder and the store warm
+    loop._run_once = counted  # type: ignore[attr-defined]
+    try:
+        for number in range(1, 11):
+            await turn(number)
+    finally:
+        del loop._run_once  # type: ignore[attr-defined]
+    assert factory.stats()["searches"] == 11
+    assert turns / 10 <= 8, turns
+    await factory.aclose(timeout=1)

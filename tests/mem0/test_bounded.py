@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
+import time
 
 import pytest
 
+from agentscope_mem0 import MemoryUnavailableError
 from agentscope_mem0._mem0.bounded import bounded
 from agentscope_mem0._mem0.breaker import BreakerState, CircuitBreaker
 
@@ -80,3 +84,70 @@ async def test_cancelling_the_caller_cancels_the_call() -> None:
     with pytest.raises(asyncio.CancelledError):
         await caller
     await asyncio.wait_for(cancelled.wait(), 5)
+
+
+# -- a call already running on another thread (Mem0Lanes.start) ---------------------
+
+
+def _on_a_thread(seconds: float, answer: object) -> concurrent.futures.Future[object]:
+    future: concurrent.futures.Future[object] = concurrent.futures.Future()
+
+    def run() -> None:
+        time.sleep(seconds)
+        if isinstance(answer, Exception):
+            future.set_exception(answer)
+        elif not future.cancelled():
+            future.set_result(answer)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
+
+
+async def test_a_call_running_on_another_thread_answers_errs_and_times_out() -> None:
+    breaker = CircuitBreaker(threshold=1, cooldown=60)
+    assert await bounded(_on_a_thread(0.01, ["hit"]), timeout=5, breaker=breaker) == ["hit"]
+    with pytest.raises(KeyError, match="its own"):
+        await bounded(_on_a_thread(0.01, KeyError("its own")), timeout=5, breaker=None)
+    with pytest.raises(TimeoutError):
+        await bounded(_on_a_thread(0.3, ["late"]), timeout=0.05, breaker=breaker)
+    assert breaker.state is BreakerState.OPEN
+    for _ in range(100):  # the late answer reaches the breaker through the loop
+        if breaker.stats()["late_answers"]:
+            break
+        await asyncio.sleep(0.05)
+    assert breaker.state is BreakerState.CLOSED
+
+
+async def test_an_open_breaker_cancels_a_started_call_and_the_caller_resumes_at_once() -> None:
+    breaker = CircuitBreaker(threshold=1, cooldown=60)
+    breaker.record_failure()
+    started = _on_a_thread(5, ["never used"])
+    with pytest.raises(MemoryUnavailableError):
+        await bounded(started, timeout=5, breaker=breaker)
+    assert started.cancelled()
+
+
+async def test_the_caller_resumes_two_turns_of_its_loop_after_the_answer() -> None:
+    # Each turn of a busy loop is a wait behind every other reply: the
+    # deadline's waiting must not add turns of its own.
+    loop = asyncio.get_running_loop()
+    turns = 0
+    run_once = loop._run_once  # type: ignore[attr-defined]
+
+    def counted() -> None:
+        nonlocal turns
+        turns += 1
+        run_once()
+
+    gate = threading.Event()
+    future: concurrent.futures.Future[list[str]] = concurrent.futures.Future()
+    waiting = asyncio.ensure_future(bounded(future, timeout=30, breaker=CircuitBreaker()))
+    await asyncio.sleep(0.05)  # the caller waits
+    loop._run_once = counted  # type: ignore[attr-defined]
+    try:
+        threading.Thread(target=lambda: (gate.wait(), future.set_result(["hit"]))).start()
+        gate.set()
+        assert await waiting == ["hit"]
+    finally:
+        del loop._run_once  # type: ignore[attr-defined]
+    assert turns <= 3  # the answer's hand-over, the caller's step, this test's wake-up

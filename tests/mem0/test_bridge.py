@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import threading
 import time
@@ -15,8 +14,6 @@ import pytest
 from agentscope_mem0 import AgentScopeLLM, BridgeTimeoutError, InvalidStateError
 from agentscope_mem0._mem0.bridge import (
     Bridge,
-    Mem0Lanes,
-    _caller_loop,
     caller_loop_scope,
     get_bridge,
     no_reply_waits,
@@ -119,60 +116,6 @@ def test_close_is_idempotent_and_a_new_bridge_follows() -> None:
     assert thread is not None and not thread.is_alive()
     with pytest.raises(Exception, match="closed"):
         bridge.run(_where(), timeout=1)
-
-
-# -- the lanes mem0's AsyncMemory runs on ---------------------------------------
-
-
-async def test_a_lane_runs_on_its_own_loop_and_pool_with_the_callers_context() -> None:
-    lanes = Mem0Lanes(workers=2)
-    caller = asyncio.get_running_loop()
-
-    async def probe() -> tuple[Any, Any, str]:
-        worker = await asyncio.to_thread(lambda: threading.current_thread().name)
-        return asyncio.get_running_loop(), _caller_loop.get(), worker
-
-    with caller_loop_scope():
-        loop, marked, worker = await lanes.run(probe(), lane="read")
-    assert loop is not caller
-    assert marked is caller  # model coroutines still go to the agent's loop
-    assert worker.startswith("agentscope-mem0-read")
-    assert await lanes.run(probe(), lane="write") != loop
-    lanes.close()
-
-
-async def test_cancelling_the_caller_cancels_the_call_on_the_lane() -> None:
-    lanes = Mem0Lanes(workers=1)
-    cancelled = threading.Event()
-
-    async def slow() -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.sleep(30)
-            return
-        cancelled.set()
-        raise asyncio.CancelledError
-
-    with pytest.raises(TimeoutError):
-        await asyncio.wait_for(lanes.run(slow(), lane="read"), 0.2)
-    assert cancelled.wait(5)
-    lanes.close()
-
-
-async def test_a_lane_returns_results_and_raises_errors() -> None:
-    lanes = Mem0Lanes(workers=1)
-
-    async def fail() -> None:
-        raise KeyError("the original error")
-
-    async def answer() -> int:
-        return 42
-
-    with pytest.raises(KeyError, match="the original error"):
-        await lanes.run(fail(), lane="write")
-    assert await lanes.run(answer(), lane="write") == 42
-    with pytest.raises(ValueError, match="lane"):
-        await lanes.run(answer(), lane="other")
-    lanes.close()
 
 
 class _Pause:

@@ -145,3 +145,22 @@ def test_a_result_for_a_loop_that_has_ended_is_dropped(owner: ConnectionThread) 
     loop.close()  # with the call still running
     gate.set()
     assert owner.call(lambda: "the thread goes on") == "the thread goes on"
+
+
+async def test_send_calls_back_on_the_loop_with_the_result_or_the_error(
+    owner: ConnectionThread,
+) -> None:
+    loop = asyncio.get_running_loop()
+    told: asyncio.Queue[tuple[Any, Any, bool]] = asyncio.Queue()
+
+    def then(result: Any, error: BaseException | None) -> None:
+        told.put_nowait((result, error, asyncio.get_running_loop() is loop))
+
+    owner.send(lambda a, b: a + b, 2, 3, then=then)
+    owner.send(lambda: sqlite3.connect(":memory:").execute("not sql"), then=then)
+    assert await asyncio.wait_for(told.get(), 5) == (5, None, True)
+    result, error, on_loop = await asyncio.wait_for(told.get(), 5)
+    assert result is None and isinstance(error, sqlite3.OperationalError) and on_loop
+    owner.close()
+    with pytest.raises(InvalidStateError, match="closed"):
+        owner.send(lambda: None, then=then)

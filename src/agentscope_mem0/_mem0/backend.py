@@ -9,10 +9,11 @@ Building a client is :mod:`.clients`' job; turning a scope into mem0's ids is
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .._exceptions import (
     BackendError,
@@ -21,10 +22,11 @@ from .._exceptions import (
     TransientBackendError,
 )
 from .._scope import Scope, is_hosted, mem0_ids
-from .bridge import caller_loop_scope, get_lanes, reply_waits, serves_no_reply
+from .bridge import caller_loop_scope, reply_waits, serves_no_reply
 from .errors import http_status, mapped_errors
 from .extraction import ExtractionStyle, check_extraction, use_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
+from .lanes import get_lanes
 from .release import Forgotten, release
 from .threshold import mem0_threshold
 from .timeline import (
@@ -39,6 +41,8 @@ from .user_level import merge_user_level, one_read_filters
 __all__ = ["Forgotten", "Mem0Backend", "MemoryHit", "normalise_hits"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class Mem0Backend:
@@ -118,6 +122,22 @@ class Mem0Backend:
             return normalise_hits(await self.search_raw(query, scope, top_k=n, threshold=threshold))
 
         return await read_current(fetch, top_k, include_superseded=include_superseded)
+
+    def start_read(
+        self, read: Coroutine[Any, Any, T]
+    ) -> Awaitable[T] | concurrent.futures.Future[T]:
+        """``read`` (a coroutine of this backend's reads, e.g. :meth:`search`)
+        started whole on mem0's read lane, for :func:`~.bounded.bounded`.
+
+        Its own steps (normalising, dropping superseded memories, reading on)
+        then leave the caller's loop as mem0's do, and the caller resumes once,
+        on the answer: on a busy loop each resumption is a wait behind every
+        other reply. A client without lanes, or a read no reply waits for,
+        gets ``read`` back as it is.
+        """
+        if not self._on_lanes or serves_no_reply():
+            return read
+        return get_lanes().start(read)
 
     async def search_raw(
         self,

@@ -12,8 +12,10 @@ than failing, and the breaker hears so (see :mod:`.breaker`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import time
-from collections.abc import Awaitable, Sized
+from collections.abc import Awaitable, Callable, Sized
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._exceptions import MemoryUnavailableError
@@ -24,10 +26,12 @@ if TYPE_CHECKING:
 __all__ = ["bounded", "late_grace"]
 
 _T = TypeVar("_T")
+_Call = asyncio.Future[_T] | concurrent.futures.Future[_T]
+"""A mem0 call under way: a task of this loop, or one running on another thread's loop."""
 
 
 async def bounded(
-    call: Awaitable[_T],
+    call: Awaitable[_T] | concurrent.futures.Future[_T],
     *,
     timeout: float | None,
     breaker: CircuitBreaker | None,
@@ -37,7 +41,8 @@ async def bounded(
     """``await call`` within ``timeout`` seconds, reporting the outcome to ``breaker``.
 
     Args:
-        call: The mem0 call (not yet awaited).
+        call: The mem0 call (not yet awaited), or one already running on
+            another thread's loop (``Mem0Backend.start_read``).
         timeout: Seconds it may take; ``None`` waits indefinitely.
         breaker: The client's breaker, or ``None`` for none.
         search: The call reads memories: it counts in the breaker's search
@@ -60,24 +65,67 @@ async def bounded(
         raise MemoryUnavailableError("mem0 failed repeatedly; memory is skipped for a while")
     started = time.perf_counter()
     since = breaker.now() if breaker is not None else None
-    task = asyncio.ensure_future(call)
+    future = call if isinstance(call, concurrent.futures.Future) else asyncio.ensure_future(call)
     try:
-        result = await asyncio.wait_for(asyncio.shield(task), timeout=timeout)
-    except TimeoutError:
+        answered = await _settled_within(future, timeout)
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    if not answered:
         if breaker is None or timeout is None:
-            task.cancel()
+            future.cancel()
         else:
             breaker.record_failure(timeout=True, search=search, since=since)
-            _follow(task, breaker, late_grace(timeout))
-        raise
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
+            _follow(future, breaker, late_grace(timeout))
+        raise TimeoutError(f"the mem0 call took over {timeout} s")
+    try:
+        result = future.result()
     except Exception:
         if breaker is not None:
             breaker.record_failure(search=search)
         raise
     return _answered(result, breaker, started, search)
+
+
+async def _settled_within(future: _Call[Any], timeout: float | None) -> bool:
+    """Wait until ``future`` is done or ``timeout`` passed; whether it is done.
+
+    One waiter woken by whichever comes first: a reply resumes two turns of
+    its event loop after the answer (``wait_for`` over ``shield`` takes
+    four), and every turn of a busy loop is a wait behind every other reply.
+    """
+    if future.done():
+        return True
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(*_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    _when_done(future, loop, wake)
+    timer = None if timeout is None else loop.call_later(timeout, wake)
+    try:
+        await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return future.done()
+
+
+def _when_done(
+    future: _Call[Any], loop: asyncio.AbstractEventLoop, callback: Callable[[Any], None]
+) -> None:
+    """Run ``callback(future)`` on ``loop`` once ``future`` is done."""
+    if isinstance(future, asyncio.Future):
+        future.add_done_callback(callback)
+        return
+
+    def hand_over(done: concurrent.futures.Future[Any]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(callback, done)
+
+    future.add_done_callback(hand_over)
 
 
 def late_grace(timeout: float) -> float:
@@ -94,21 +142,25 @@ def _answered(result: _T, breaker: CircuitBreaker | None, started: float, search
     return result
 
 
-def _follow(task: asyncio.Future[Any], breaker: CircuitBreaker, grace: float) -> None:
-    """Let a late ``task`` run for ``grace`` seconds more; tell ``breaker`` if it answers."""
-    stop = asyncio.get_running_loop().call_later(grace, task.cancel)
+def _follow(future: _Call[Any], breaker: CircuitBreaker, grace: float) -> None:
+    """Let a late ``future`` run for ``grace`` seconds more; tell ``breaker`` if it answers."""
+    loop = asyncio.get_running_loop()
+    stop = loop.call_later(grace, future.cancel)
 
-    def done(finished: asyncio.Future[Any]) -> None:
+    def done(finished: _Call[Any]) -> None:
         stop.cancel()
         if finished.cancelled():
             return
         if finished.exception() is None:  # retrieved either way: nothing is logged
             breaker.record_late_answer()
 
-    task.add_done_callback(done)
+    _when_done(future, loop, done)
 
 
-def _discard(call: Awaitable[object]) -> None:
+def _discard(call: Awaitable[object] | concurrent.futures.Future[Any]) -> None:
+    if isinstance(call, concurrent.futures.Future):
+        call.cancel()
+        return
     close = getattr(call, "close", None)
     if callable(close):
         close()

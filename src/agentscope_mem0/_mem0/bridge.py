@@ -15,18 +15,11 @@ used them. Two rules follow:
 A blocking call made on the very loop that would have to run it can only
 deadlock, so it raises :class:`InvalidStateError` instead.
 
-mem0's ``AsyncMemory`` itself runs on :class:`Mem0Lanes`: two loops of this
-package, one for reads and one for writes, each with its own thread pool.
-mem0 runs every model, embedder and store call in a thread of the running
-loop's default executor (``asyncio.to_thread``); on the agent's loop those
-threads would block waiting for model coroutines that may themselves need
-a thread of that same pool (a DNS lookup, a model using ``to_thread``), and
-a dozen concurrent turns then starve it. On a lane, mem0's threads come from
-the lane's pool, the model coroutines still run on the agent's loop (the
-caller's context travels with the call), and a search never waits for a
-thread held by an extraction call. Code below a lane's call learns which
-lane it serves from :func:`current_lane` (mem0's ``add`` embeds the whole
-exchange as a *query*; the embedder must still treat it as background work).
+Which lane of :mod:`.lanes` a call serves, and whether a reply waits for it,
+travel with the call as context variables (:func:`current_lane`,
+:func:`reply_waits`, :func:`no_reply_waits`): mem0's ``add`` embeds the
+whole exchange as a *query*, and the embedder must still treat it as
+background work.
 """
 
 from __future__ import annotations
@@ -37,7 +30,6 @@ import concurrent.futures
 import contextlib
 import contextvars
 import logging
-import os
 import threading
 import time
 from collections.abc import Coroutine, Iterator
@@ -47,12 +39,11 @@ from .._exceptions import BridgeError, BridgeTimeoutError, InvalidStateError
 
 __all__ = [
     "Bridge",
-    "Mem0Lanes",
     "a_reply_waits",
     "caller_loop_scope",
     "current_lane",
     "get_bridge",
-    "get_lanes",
+    "lane_scope",
     "no_reply_waits",
     "reply_waits",
     "serves_no_reply",
@@ -75,13 +66,24 @@ _lane: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 
 def current_lane() -> str | None:
-    """The :class:`Mem0Lanes` lane (``"read"``/``"write"``) the calling code serves.
+    """The :class:`~.lanes.Mem0Lanes` lane (``"read"``/``"write"``) the calling code serves.
 
     ``asyncio.to_thread`` copies the context into mem0's worker threads, so an
     adapter call made there sees the lane of the mem0 call that made it;
     ``None`` outside any lane (a CLI command, a user's own mem0 call).
     """
     return _lane.get()
+
+
+@contextlib.contextmanager
+def lane_scope(lane: str) -> Iterator[None]:
+    """Mark the code below as serving ``lane`` (:func:`current_lane`)."""
+    token = _lane.set(lane)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # closed by the collector, elsewhere
+            _lane.reset(token)
 
 
 _who_waits: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -138,6 +140,9 @@ def caller_loop_scope() -> Iterator[None]:
     ``asyncio.to_thread`` copies the context into its worker thread, so mem0's
     adapter calls inside this scope find the loop and run the model there.
     """
+    if _lane.get() is not None and _caller_loop.get() is not None:
+        yield  # a read started whole (``Mem0Lanes.start``): its caller's loop is marked
+        return
     token = _caller_loop.set(asyncio.get_running_loop())
     try:
         yield
@@ -260,109 +265,7 @@ def get_bridge() -> Bridge:
         return _bridge
 
 
-class Mem0Lanes:
-    """Event loops of this package that mem0's coroutines run on, by lane.
-
-    Each lane is a daemon thread running a loop whose default executor is a
-    pool of its own (``workers`` threads), so the threads mem0 blocks in its
-    ``asyncio.to_thread`` calls are never the agent loop's. Reads and writes
-    have separate lanes: threads held by slow extraction calls never delay a
-    search.
-
-    Args:
-        workers: Threads per lane.
-    """
-
-    LANES = ("read", "write")
-
-    def __init__(self, workers: int = 16) -> None:
-        self._workers = workers
-        self._lock = threading.Lock()
-        self._loops: dict[str, asyncio.AbstractEventLoop] = {}
-        self._threads: dict[str, threading.Thread] = {}
-
-    def loop(self, lane: str) -> asyncio.AbstractEventLoop:
-        """The running loop of ``lane``, started on first use."""
-        if lane not in self.LANES:
-            raise ValueError(f"unknown lane {lane!r}; use one of {self.LANES}")
-        with self._lock:
-            loop = self._loops.get(lane)
-            if loop is not None:
-                return loop
-            loop = asyncio.new_event_loop()
-            loop.set_default_executor(
-                concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self._workers, thread_name_prefix=f"agentscope-mem0-{lane}"
-                )
-            )
-            thread = threading.Thread(
-                target=loop.run_forever, name=f"agentscope-mem0-{lane}-loop", daemon=True
-            )
-            thread.start()
-            self._loops[lane], self._threads[lane] = loop, thread
-            return loop
-
-    async def run(self, coro: Coroutine[Any, Any, T], *, lane: str) -> T:
-        """Await ``coro`` on ``lane``'s loop from the calling loop.
-
-        The caller's context (the loop :func:`caller_loop_scope` marked) goes
-        with it; cancelling the caller cancels ``coro`` on the lane.
-        """
-        try:
-            loop = self.loop(lane)
-        except BaseException:
-            coro.close()
-            raise
-        if asyncio.get_running_loop() is loop:
-            return await _in_lane(coro, lane)
-        # run_coroutine_threadsafe creates the task in a copy of this context.
-        future = asyncio.run_coroutine_threadsafe(_in_lane(coro, lane), loop)
-        return await asyncio.wrap_future(future)
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop the lanes' loops and pools; later calls start new ones."""
-        with self._lock:
-            loops, threads = dict(self._loops), dict(self._threads)
-            self._loops.clear()
-            self._threads.clear()
-        for lane, loop in loops.items():
-            loop.call_soon_threadsafe(loop.stop)
-            threads[lane].join(timeout)
-            if not threads[lane].is_alive():
-                executor = getattr(loop, "_default_executor", None)
-                loop.close()
-                if executor is not None:
-                    executor.shutdown(wait=False, cancel_futures=True)
-
-    def _forget(self) -> None:
-        # After fork() the child has none of the parent's threads.
-        self._lock = threading.Lock()
-        self._loops.clear()
-        self._threads.clear()
-
-
-async def _in_lane(coro: Coroutine[Any, Any, T], lane: str) -> T:
-    token = _lane.set(lane)
-    try:
-        return await coro
-    finally:
-        _lane.reset(token)
-
-
-_lanes = Mem0Lanes()
-
-
-def get_lanes() -> Mem0Lanes:
-    """The process-wide :class:`Mem0Lanes`."""
-    return _lanes
-
-
 @atexit.register
 def _close_at_exit() -> None:
     if _bridge is not None:
         _bridge.close(timeout=1.0)
-    # The lanes are left running: writes stored at exit may still need them,
-    # and their daemon threads end with the interpreter.
-
-
-os.register_at_fork(after_in_child=_lanes._forget)

@@ -169,8 +169,14 @@ async def retrieve(
             )
         )
     if searched:
-        search = backend.search(
-            query, scope, top_k=top_k, threshold=threshold, include_superseded=include_superseded
+        search = backend.start_read(
+            backend.search(
+                query,
+                scope,
+                top_k=top_k,
+                threshold=threshold,
+                include_superseded=include_superseded,
+            )
         )
         # The span ends when the reply stops waiting, not when a late search does.
         traced = traced_search(
@@ -184,7 +190,9 @@ async def retrieve(
         jobs.append(_quietly("search", scope, timeout, traced))
     if not jobs:
         return []
-    parts = await asyncio.gather(*jobs)
+    # One read is awaited as it is: a task around it costs the reply two
+    # more turns of a busy event loop.
+    parts = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
     # The turn's one dedupe; the note shows what comes out as it is.
     left = None if timeout is None else timeout - (time.monotonic() - started)
     return await dedupe_by_meaning(

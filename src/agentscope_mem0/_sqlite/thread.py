@@ -10,6 +10,10 @@ only through it, so the connection never changes threads (SQLite's own
   the exception, ``BaseException`` included) comes back to the loop through
   ``call_soon_threadsafe``. A caller cancelled meanwhile does not stop the
   call (SQLite work is not taken back halfway); its result is dropped.
+* From an event loop that must not wait in between, ``thread.send(fn,
+  *args, then=callback)``: ``callback(result, error)`` runs on that loop once
+  the call returned, straight from the thread (one turn of the loop, where
+  a future's waiter takes two).
 * From any other thread, ``thread.call(fn, *args)`` waits for the result;
   on the thread itself it runs at once, so a call may make further calls.
 * ``close()`` / ``aclose()`` let the calls already queued run (and an
@@ -25,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import queue
 import threading
@@ -38,7 +43,17 @@ __all__ = ["ConnectionThread"]
 
 T = TypeVar("T")
 
-_Waiter = asyncio.Future[Any] | concurrent.futures.Future[Any]
+Then = Callable[[Any, BaseException | None], None]
+"""What :meth:`ConnectionThread.send` calls back with: the result, or the error."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Callback:
+    loop: asyncio.AbstractEventLoop
+    then: Then
+
+
+_Waiter = asyncio.Future[Any] | concurrent.futures.Future[Any] | _Callback
 _Job = tuple[_Waiter, Callable[[], Any]]
 
 
@@ -79,6 +94,16 @@ class ConnectionThread:
         waiter: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._put((waiter, functools.partial(function, *args, **kwargs)))
         return await waiter
+
+    def send(self, function: Callable[..., Any], /, *args: Any, then: Then) -> None:
+        """``function(*args)`` on this thread; ``then(result, error)`` runs on the
+        calling loop afterwards (not when that loop has closed meanwhile).
+
+        Raises:
+            InvalidStateError: The thread is closed (``then`` is not called).
+        """
+        callback = _Callback(asyncio.get_running_loop(), then)
+        self._put((callback, functools.partial(function, *args)))
 
     def call(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``function(*args, **kwargs)`` on this thread; blocks until it returned.
@@ -168,10 +193,17 @@ def _hand_back(waiter: _Waiter, result: Any, error: BaseException | None) -> Non
         _settle(waiter, result, error)
         return
     with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-        waiter.get_loop().call_soon_threadsafe(_settle, waiter, result, error)
+        if isinstance(waiter, _Callback):
+            waiter.loop.call_soon_threadsafe(waiter.then, result, error)
+        else:
+            waiter.get_loop().call_soon_threadsafe(_settle, waiter, result, error)
 
 
-def _settle(waiter: _Waiter, result: Any, error: BaseException | None) -> None:
+def _settle(
+    waiter: asyncio.Future[Any] | concurrent.futures.Future[Any],
+    result: Any,
+    error: BaseException | None,
+) -> None:
     if waiter.done():  # cancelled while the call ran
         return
     if error is None:

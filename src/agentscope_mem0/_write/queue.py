@@ -40,7 +40,7 @@ from .outbox_place import default_outbox_dir
 from .outbox_rows import EXCHANGE, FACTS
 from .owners import LIVE_OWNERS, new_owner_id
 from .recording import Recorder
-from .workers import Runtime, Workers
+from .workers import Workers
 from .write_result import WriteResult
 
 if TYPE_CHECKING:
@@ -113,7 +113,6 @@ class WriteQueue:
         self._outbox = self._recorder.outbox
         self._io = self._recorder.io
         self._submitted_at: dict[str, float] = {}
-        self._recording: set[asyncio.Task[str | None]] = set()
         self._results: dict[str, list[dict[str, Any]]] = {}
         self._latency = LatencyRecorder()
         self._closed = False
@@ -390,23 +389,23 @@ class WriteQueue:
             "kind": kind,
             "said_at": when,
         }
-        # Recording and queueing run as one task that a cancelled reply does
-        # not stop: a row recorded but never queued would wait for an
-        # unrelated write to wake the workers.
-        recording = rt.loop.create_task(self._record(rt, scope, row))
-        self._recording.add(recording)
-        recording.add_done_callback(self._recording.discard)
-        return await asyncio.shield(recording)
+        # Recording and queueing go on when the reply is cancelled (a row
+        # recorded but never queued would wait for an unrelated write to wake
+        # the workers); the reply waits on a future of its own.
+        outcome: asyncio.Future[str | None] = rt.loop.create_future()
 
-    async def _record(self, rt: Runtime, scope: Scope, row: dict[str, Any]) -> str | None:
-        key = str(row["key"])
-        if not await self._recorder.record(scope, row):
-            self._counts["lost"] += 1
-            self._lost_unreported = True
-            self._settle([key], stored=False)
-            return None
-        self._workers.kick(rt, scope)
-        return key
+        def recorded(ok: bool) -> None:
+            if ok:
+                self._workers.kick(rt, scope)
+            else:
+                self._counts["lost"] += 1
+                self._lost_unreported = True
+                self._settle([key], stored=False)
+            if not outcome.done():
+                outcome.set_result(key if ok else None)
+
+        self._recorder.start_recording(scope, row, recorded)
+        return await outcome
 
     def _settle(
         self, keys: list[str], *, stored: bool, results: list[dict[str, Any]] | None = None

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import logging
 import weakref
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,12 +35,16 @@ __all__ = ["Recorder"]
 logger = logging.getLogger(__name__)
 
 
+Recorded = Callable[[bool], None]
+"""Told, on the recording loop, whether a write was recorded (file or memory)."""
+
+
 @dataclass(eq=False)
 class _Batch:
-    """Rows of one event loop waiting to be inserted, and the task inserting them."""
+    """Writes of one event loop waiting for the insert under way to end."""
 
-    rows: list[tuple[dict[str, Any], asyncio.Future[None]]] = field(default_factory=list)
-    inserting: asyncio.Task[None] | None = None
+    rows: list[tuple[Scope, dict[str, Any], Recorded]] = field(default_factory=list)
+    inserting: bool = False
 
 
 class Recorder:
@@ -80,52 +86,77 @@ class Recorder:
         self._batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batch] = (
             weakref.WeakKeyDictionary()
         )
+        self._elsewhere: set[asyncio.Task[bool]] = set()  # rows the file refused, in hand
 
     def boxes(self) -> tuple[Outbox, ...]:
         """Memory first (it always progresses), then the file."""
         return (self.outbox,) if self.spill is self.outbox else (self.spill, self.outbox)
 
     async def record(self, scope: Scope, row: dict[str, Any]) -> bool:
-        """Record ``row``; False only when neither the file nor memory took it.
+        """Record ``row``; False only when neither the file nor memory took it
+        (:meth:`start_recording`, awaited)."""
+        outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def recorded(ok: bool) -> None:
+            if not outcome.done():
+                outcome.set_result(ok)
+
+        self.start_recording(scope, row, recorded)
+        return await outcome
+
+    def start_recording(self, scope: Scope, row: dict[str, Any], recorded: Recorded) -> None:
+        """Record ``row`` and call ``recorded(ok)`` on this loop once it is, or
+        (``ok`` False) once neither the file nor memory took it.
 
         The rows recorded while an insert runs go into the file together, in
         the next one: one transaction and one sync to disk for the writes of
-        many users' replies ending at once.
+        many users' replies ending at once. Nothing here waits on the loop:
+        the outbox's thread calls back, so a write recorded in the file is
+        told so one turn of the loop after the insert, whoever awaits what.
         """
-        try:
-            await self._insert_together(row)
-        except Exception as exc:
-            return await self._record_elsewhere(scope, row, exc)
-        if self._failing is not None:
-            logger.warning("the outbox %s records writes again", self.outbox.path)
-            self._failing = None
-        return True
-
-    async def _insert_together(self, row: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
         batch = self._batches.setdefault(loop, _Batch())
-        batch.rows.append((row, waiter))
-        if batch.inserting is None or batch.inserting.done():
-            batch.inserting = loop.create_task(self._insert_waiting(batch))
-        await waiter
+        # Told in the caller's context (its trace span, say), as an await would be.
+        batch.rows.append((scope, row, functools.partial(contextvars.copy_context().run, recorded)))
+        if not batch.inserting:
+            self._insert_next(loop, batch)
 
-    async def _insert_waiting(self, batch: _Batch) -> None:
-        """Insert ``batch``'s rows until none is left, each round in one transaction."""
-        while batch.rows:
-            taken, batch.rows = batch.rows, []
-            error: Exception | None = None
-            try:
-                await self.io(self.outbox.insert_many, [row for row, _ in taken])
-            except Exception as exc:  # each caller handles it for its own row
-                error = exc
-            for _, waiter in taken:
-                if waiter.done():  # its caller was cancelled; the row is recorded
-                    continue
-                if error is None:
-                    waiter.set_result(None)
-                else:
-                    waiter.set_exception(error)
+    def _insert_next(self, loop: asyncio.AbstractEventLoop, batch: _Batch) -> None:
+        """Insert ``batch``'s rows in one transaction, then the ones that came meanwhile."""
+        taken, batch.rows = batch.rows, []
+        batch.inserting = True
+
+        def inserted(_: object, error: BaseException | None) -> None:
+            batch.inserting = False
+            if batch.rows:
+                self._insert_next(loop, batch)
+            if error is None and self._failing is not None:
+                logger.warning("the outbox %s records writes again", self.outbox.path)
+                self._failing = None
+            failure = (
+                error if error is None or isinstance(error, Exception) else RuntimeError(error)
+            )
+            for scope, row, recorded in taken:
+                if failure is None:
+                    recorded(True)
+                else:  # each row finds its own way
+                    elsewhere = self._record_elsewhere(scope, row, failure)
+                    self._keep(loop.create_task(elsewhere), recorded)
+
+        try:
+            self._thread.send(self.outbox.insert_many, [row for _, row, _ in taken], then=inserted)
+        except Exception as exc:  # the thread is closed
+            inserted(None, exc)
+
+    def _keep(self, task: asyncio.Task[bool], recorded: Recorded) -> None:
+        self._elsewhere.add(task)
+
+        def done(finished: asyncio.Task[bool]) -> None:
+            self._elsewhere.discard(finished)
+            ok = not finished.cancelled() and finished.exception() is None and finished.result()
+            recorded(ok)
+
+        task.add_done_callback(done)
 
     async def _record_elsewhere(self, scope: Scope, row: dict[str, Any], exc: Exception) -> bool:
         self.errors += 1

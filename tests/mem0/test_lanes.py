@@ -1,0 +1,117 @@
+"""The lanes mem0's AsyncMemory runs on, and reads started whole on a reader thread."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from typing import Any
+
+import pytest
+
+from agentscope_mem0._mem0.bridge import _caller_loop, caller_loop_scope, current_lane
+from agentscope_mem0._mem0.lanes import Mem0Lanes
+
+
+async def test_a_lane_runs_on_its_own_loop_and_pool_with_the_callers_context() -> None:
+    lanes = Mem0Lanes(workers=2)
+    caller = asyncio.get_running_loop()
+
+    async def probe() -> tuple[Any, Any, str]:
+        worker = await asyncio.to_thread(lambda: threading.current_thread().name)
+        return asyncio.get_running_loop(), _caller_loop.get(), worker
+
+    with caller_loop_scope():
+        loop, marked, worker = await lanes.run(probe(), lane="read")
+    assert loop is not caller
+    assert marked is caller  # model coroutines still go to the agent's loop
+    assert worker.startswith("agentscope-mem0-read")
+    assert await lanes.run(probe(), lane="write") != loop
+    lanes.close()
+
+
+async def test_cancelling_the_caller_cancels_the_call_on_the_lane() -> None:
+    lanes = Mem0Lanes(workers=1)
+    cancelled = threading.Event()
+
+    async def slow() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)
+            return
+        cancelled.set()
+        raise asyncio.CancelledError
+
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(lanes.run(slow(), lane="read"), 0.2)
+    assert cancelled.wait(5)
+    lanes.close()
+
+
+async def test_a_lane_returns_results_and_raises_errors() -> None:
+    lanes = Mem0Lanes(workers=1)
+
+    async def fail() -> None:
+        raise KeyError("the original error")
+
+    async def answer() -> int:
+        return 42
+
+    with pytest.raises(KeyError, match="the original error"):
+        await lanes.run(fail(), lane="write")
+    assert await lanes.run(answer(), lane="write") == 42
+    with pytest.raises(ValueError, match="lane"):
+        await lanes.run(answer(), lane="other")
+    lanes.close()
+
+
+async def test_a_read_started_whole_runs_its_thread_steps_on_its_reader() -> None:
+    lanes = Mem0Lanes(workers=2)
+    caller = asyncio.get_running_loop()
+
+    async def read() -> tuple[str, list[str], Any, str | None, Any]:
+        here = threading.current_thread().name
+        steps = [await asyncio.to_thread(lambda: threading.current_thread().name) for _ in range(3)]
+        # A mem0 call made below takes the lane: here, on this very loop.
+        inner = await lanes.run(_loop_and_thread(), lane="read")
+        return here, steps, _caller_loop.get(), current_lane(), inner
+
+    future = lanes.start(read())
+    here, steps, marked, lane, inner = await asyncio.wrap_future(future)
+    assert here.startswith("agentscope-mem0-reader")
+    assert steps == [here] * 3  # no hop to a pool and back
+    assert marked is caller  # models called below still run on the agent's loop
+    assert lane == "read"
+    assert inner[1] == here and inner[0] is not caller
+    lanes.close()
+
+
+async def _loop_and_thread() -> tuple[Any, str]:
+    return asyncio.get_running_loop(), threading.current_thread().name
+
+
+async def test_a_read_started_whole_answers_errs_and_is_cancelled() -> None:
+    lanes = Mem0Lanes(workers=1)
+
+    async def fail() -> None:
+        raise KeyError("the original error")
+
+    with pytest.raises(KeyError, match="the original error"):
+        await asyncio.wrap_future(lanes.start(fail()))
+    cancelled = threading.Event()
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    future = lanes.start(slow())
+    await asyncio.sleep(0.1)  # it waits on its reader
+    assert future.cancel()
+    assert cancelled.wait(5)
+    # The reader is free again: the next read runs on it.
+    assert (await asyncio.wrap_future(lanes.start(_loop_and_thread())))[1].startswith(
+        "agentscope-mem0-reader"
+    )
+    lanes.close()

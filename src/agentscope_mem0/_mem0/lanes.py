@@ -25,6 +25,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import os
+import queue
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -34,6 +35,8 @@ from .bridge import caller_loop_scope, lane_scope
 __all__ = ["Mem0Lanes", "get_lanes"]
 
 T = TypeVar("T")
+Future = concurrent.futures.Future
+_Read = tuple[contextvars.Context, Coroutine[Any, Any, Any], "Future[Any]"]
 
 _reader = threading.local()  # .loop: a reader thread's private event loop
 
@@ -59,7 +62,7 @@ class Mem0Lanes:
         self._lock = threading.Lock()
         self._loops: dict[str, asyncio.AbstractEventLoop] = {}
         self._threads: dict[str, threading.Thread] = {}
-        self._readers: concurrent.futures.ThreadPoolExecutor | None = None
+        self._readers: _Readers | None = None
 
     def loop(self, lane: str) -> asyncio.AbstractEventLoop:
         """The running loop of ``lane``, started on first use."""
@@ -101,7 +104,7 @@ class Mem0Lanes:
         future = asyncio.run_coroutine_threadsafe(_in_lane(coro, lane), loop)
         return await asyncio.wrap_future(future)
 
-    def start(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    def start(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         """Start ``coro`` on a reader thread of the read lane; its future.
 
         ``coro`` may be more than a mem0 call (the reads around it too). It
@@ -113,18 +116,12 @@ class Mem0Lanes:
         """
         with self._lock:
             if self._readers is None:
-                self._readers = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self._workers, thread_name_prefix="agentscope-mem0-reader"
-                )
+                self._readers = _Readers(self._workers)
             readers = self._readers
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        future: Future[T] = Future()
         with caller_loop_scope():
             context = contextvars.copy_context()
-        try:
-            readers.submit(context.run, _read_whole, coro, future)
-        except BaseException:
-            coro.close()
-            raise
+        readers.submit(context, coro, future)
         return future
 
     def close(self, timeout: float = 5.0) -> None:
@@ -135,7 +132,7 @@ class Mem0Lanes:
             self._loops.clear()
             self._threads.clear()
         if readers is not None:
-            readers.shutdown(wait=False, cancel_futures=True)
+            readers.close()
         for lane, loop in loops.items():
             loop.call_soon_threadsafe(loop.stop)
             threads[lane].join(timeout)
@@ -171,10 +168,8 @@ class _AtOnce(concurrent.futures.ThreadPoolExecutor):
     it as the default executor; it never starts a thread).
     """
 
-    def submit(
-        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
-    ) -> concurrent.futures.Future[T]:
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        done: Future[T] = Future()
         try:
             done.set_result(fn(*args, **kwargs))
         except BaseException as exc:  # handed to whoever awaits the call
@@ -182,24 +177,50 @@ class _AtOnce(concurrent.futures.ThreadPoolExecutor):
         return done
 
 
-def _reader_loop() -> asyncio.AbstractEventLoop:
-    loop: asyncio.AbstractEventLoop | None = getattr(_reader, "loop", None)
-    if loop is None or loop.is_closed():
+class _Readers:
+    """``count`` daemon threads, each running the reads it takes from one queue
+    on a private loop of its own, which it closes when told to stop."""
+
+    def __init__(self, count: int) -> None:
+        self._jobs: queue.SimpleQueue[_Read | None] = queue.SimpleQueue()
+        self._count = count
+        for number in range(count):
+            name = f"agentscope-mem0-reader_{number}"
+            threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def submit(
+        self, context: contextvars.Context, coro: Coroutine[Any, Any, T], future: Future[T]
+    ) -> None:
+        self._jobs.put((context, coro, future))
+
+    def close(self) -> None:
+        """Let the reads queued so far run, then end the threads."""
+        for _ in range(self._count):
+            self._jobs.put(None)
+
+    def _serve(self) -> None:
         loop = asyncio.new_event_loop()
         loop.set_default_executor(_AtOnce(max_workers=1))
         _reader.loop = loop
-    return loop
+        try:
+            while (job := self._jobs.get()) is not None:
+                context, coro, future = job
+                context.run(_read_whole, loop, coro, future)
+                del job, context, coro, future
+        finally:
+            loop.close()
 
 
-def _read_whole(coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> None:
-    """On a reader thread: run ``coro`` to the end on the thread's loop, into ``future``."""
+def _read_whole(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], future: Future[T]
+) -> None:
+    """On a reader thread: run ``coro`` to the end on the thread's ``loop``, into ``future``."""
     if future.cancelled():
         coro.close()
         return
-    loop = _reader_loop()
     task = loop.create_task(_in_lane(coro, "read"))
 
-    def stop_if_cancelled(done: concurrent.futures.Future[T]) -> None:
+    def stop_if_cancelled(done: Future[T]) -> None:
         if done.cancelled():
             loop.call_soon_threadsafe(task.cancel)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import logging
 import weakref
 from collections.abc import Callable, Collection
@@ -116,8 +115,12 @@ class Recorder:
         """
         loop = asyncio.get_running_loop()
         batch = self._batches.setdefault(loop, _Batch())
-        # Told in the caller's context (its trace span, say), as an await would be.
-        batch.rows.append((scope, row, functools.partial(contextvars.copy_context().run, recorded)))
+        context = contextvars.copy_context()
+
+        def told(ok: bool) -> None:  # in the caller's context (its trace span), as after an await
+            context.run(recorded, ok)
+
+        batch.rows.append((scope, row, told))
         if not batch.inserting:
             self._insert_next(loop, batch)
 

@@ -270,7 +270,7 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     left.set_ylabel("fraction of turns")
     left.legend(fontsize=8, loc="lower right")
     left.grid(alpha=0.3)
-    names = [name for name, _ in runs]
+    names = [name.replace(", ", ",\n") for name, _ in runs]  # four fit side by side
     p99 = [run["loop_lag"]["p99"] * 1000 for _, run in runs]
     worst = [run["loop_lag"]["max"] * 1000 for _, run in runs]
     xs = range(len(runs))

@@ -115,3 +115,23 @@ async def test_a_read_started_whole_answers_errs_and_is_cancelled() -> None:
         "agentscope-mem0-reader"
     )
     lanes.close()
+
+
+async def test_an_answer_nobody_waits_for_is_dropped_and_the_reader_goes_on() -> None:
+    lanes = Mem0Lanes(workers=1)
+    finishing = threading.Event()
+
+    async def answers_anyway() -> str:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)
+        finishing.set()
+        return "too late"
+
+    future = lanes.start(answers_anyway())
+    await asyncio.sleep(0.1)
+    assert future.cancel()
+    assert finishing.wait(5)
+    # The one reader still serves reads.
+    _, thread = await asyncio.wrap_future(lanes.start(_loop_and_thread()))
+    assert thread == "agentscope-mem0-reader_0"
+    lanes.close()

@@ -127,7 +127,8 @@ class Mem0Backend:
         self, read: Coroutine[Any, Any, T]
     ) -> Awaitable[T] | concurrent.futures.Future[T]:
         """``read`` (a coroutine of this backend's reads, e.g. :meth:`search`)
-        started whole on mem0's read lane, for :func:`~.bounded.bounded`.
+        started whole on a reader thread of mem0's read lane
+        (:meth:`~.lanes.Mem0Lanes.start`), for :func:`~.bounded.bounded`.
 
         Its own steps (normalising, dropping superseded memories, reading on)
         then leave the caller's loop as mem0's do, and the caller resumes once,

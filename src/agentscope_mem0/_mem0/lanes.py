@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
+import logging
 import os
 import queue
 import threading
@@ -33,6 +35,8 @@ from typing import Any, TypeVar
 from .bridge import caller_loop_scope, lane_scope
 
 __all__ = ["Mem0Lanes", "get_lanes"]
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Future = concurrent.futures.Future
@@ -205,7 +209,10 @@ class _Readers:
         try:
             while (job := self._jobs.get()) is not None:
                 context, coro, future = job
-                context.run(_read_whole, loop, coro, future)
+                try:
+                    context.run(_read_whole, loop, coro, future)
+                except Exception:  # the reader goes on serving the others
+                    logger.exception("a memory read failed outside its own error handling")
                 del job, context, coro, future
         finally:
             loop.close()
@@ -225,14 +232,14 @@ def _read_whole(
             loop.call_soon_threadsafe(task.cancel)
 
     future.add_done_callback(stop_if_cancelled)
-    try:
-        result = loop.run_until_complete(task)
-    except BaseException as exc:  # CancelledError too: the caller gave up
-        if not future.done():
+    # The caller may cancel the future at any moment: an answer then has nobody to go to.
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        try:
+            result = loop.run_until_complete(task)
+        except BaseException as exc:  # CancelledError too: the caller gave up
             future.set_exception(exc)
-        return
-    if not future.done():
-        future.set_result(result)
+        else:
+            future.set_result(result)
 
 
 _lanes = Mem0Lanes()

@@ -118,7 +118,10 @@ class Recorder:
         context = contextvars.copy_context()
 
         def told(ok: bool) -> None:  # in the caller's context (its trace span), as after an await
-            context.run(recorded, ok)
+            try:
+                context.run(recorded, ok)
+            except Exception:  # one caller's failure must not keep the others waiting
+                logger.exception("a recorded write's follow-up failed")
 
         batch.rows.append((scope, row, told))
         if not batch.inserting:

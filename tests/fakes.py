@@ -11,11 +11,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -539,3 +540,22 @@ def shard_records(path: Path, dims: int) -> list[Any]:
     finally:
         shard.close()
     return list(records)
+
+
+@contextlib.contextmanager
+def loop_turns() -> Iterator[list[int]]:
+    """Count the running event loop's turns inside the block (in ``[0]``): each
+    time a coroutine waits for another thread, it resumes a turn or more later."""
+    loop = asyncio.get_running_loop()
+    turns = [0]
+    run_once = loop._run_once  # type: ignore[attr-defined]
+
+    def counted() -> None:
+        turns[0] += 1
+        run_once()
+
+    loop._run_once = counted  # type: ignore[attr-defined]
+    try:
+        yield turns
+    finally:
+        del loop._run_once  # type: ignore[attr-defined]

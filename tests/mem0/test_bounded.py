@@ -12,6 +12,7 @@ import pytest
 from agentscope_mem0 import MemoryUnavailableError
 from agentscope_mem0._mem0.bounded import bounded
 from agentscope_mem0._mem0.breaker import BreakerState, CircuitBreaker
+from fakes import loop_turns
 
 
 async def _answer_after(seconds: float, done: list[str]) -> list[str]:
@@ -130,24 +131,12 @@ async def test_an_open_breaker_cancels_a_started_call_and_the_caller_resumes_at_
 async def test_the_caller_resumes_two_turns_of_its_loop_after_the_answer() -> None:
     # Each turn of a busy loop is a wait behind every other reply: the
     # deadline's waiting must not add turns of its own.
-    loop = asyncio.get_running_loop()
-    turns = 0
-    run_once = loop._run_once  # type: ignore[attr-defined]
-
-    def counted() -> None:
-        nonlocal turns
-        turns += 1
-        run_once()
-
     gate = threading.Event()
     future: concurrent.futures.Future[list[str]] = concurrent.futures.Future()
     waiting = asyncio.ensure_future(bounded(future, timeout=30, breaker=CircuitBreaker()))
     await asyncio.sleep(0.05)  # the caller waits
-    loop._run_once = counted  # type: ignore[attr-defined]
-    try:
+    with loop_turns() as turns:
         threading.Thread(target=lambda: (gate.wait(), future.set_result(["hit"]))).start()
         gate.set()
         assert await waiting == ["hit"]
-    finally:
-        del loop._run_once  # type: ignore[attr-defined]
-    assert turns <= 3  # the answer's hand-over, the caller's step, this test's wake-up
+    assert turns[0] <= 3  # the answer's hand-over, the caller's step, this test's wake-up

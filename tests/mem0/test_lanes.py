@@ -30,19 +30,20 @@ async def test_a_lane_runs_on_its_own_loop_and_pool_with_the_callers_context() -
     lanes.close()
 
 
+async def _slow(cancelled: threading.Event) -> None:
+    """Waits half a minute; sets ``cancelled`` when it is cancelled instead."""
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
 async def test_cancelling_the_caller_cancels_the_call_on_the_lane() -> None:
     lanes = Mem0Lanes(workers=1)
     cancelled = threading.Event()
-
-    async def slow() -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.sleep(30)
-            return
-        cancelled.set()
-        raise asyncio.CancelledError
-
     with pytest.raises(TimeoutError):
-        await asyncio.wait_for(lanes.run(slow(), lane="read"), 0.2)
+        await asyncio.wait_for(lanes.run(_slow(cancelled), lane="read"), 0.2)
     assert cancelled.wait(5)
     lanes.close()
 
@@ -98,15 +99,7 @@ async def test_a_read_started_whole_answers_errs_and_is_cancelled() -> None:
     with pytest.raises(KeyError, match="the original error"):
         await asyncio.wrap_future(lanes.start(fail()))
     cancelled = threading.Event()
-
-    async def slow() -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    future = lanes.start(slow())
+    future = lanes.start(_slow(cancelled))
     await asyncio.sleep(0.1)  # it waits on its reader
     assert future.cancel()
     assert cancelled.wait(5)

@@ -75,15 +75,9 @@ def current_lane() -> str | None:
     return _lane.get()
 
 
-@contextlib.contextmanager
-def lane_scope(lane: str) -> Iterator[None]:
+def lane_scope(lane: str) -> contextlib.AbstractContextManager[None]:
     """Mark the code below as serving ``lane`` (:func:`current_lane`)."""
-    token = _lane.set(lane)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):  # closed by the collector, elsewhere
-            _lane.reset(token)
+    return _marked(_lane, lane)
 
 
 _who_waits: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -92,15 +86,15 @@ _who_waits: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def _marked(who: str) -> Iterator[None]:
-    token = _who_waits.set(who)
+def _marked(mark: contextvars.ContextVar[str | None], value: str) -> Iterator[None]:
+    token = mark.set(value)
     try:
         yield
     finally:
         # A coroutine never finished is closed by the garbage collector in
         # another context, where its token cannot be reset (nor needs to be).
         with contextlib.suppress(ValueError):
-            _who_waits.reset(token)
+            mark.reset(token)
 
 
 def no_reply_waits() -> contextlib.AbstractContextManager[None]:
@@ -111,13 +105,15 @@ def no_reply_waits() -> contextlib.AbstractContextManager[None]:
     are embedded as background work, after every reply's waiting query
     (:func:`serves_no_reply`).
     """
-    return _marked("nobody")
+    return _marked(_who_waits, "nobody")
 
 
 def reply_waits() -> contextlib.AbstractContextManager[None]:
     """Mark the embeddings made below as what a reply waits for (:func:`a_reply_waits`),
     unless an enclosing :func:`no_reply_waits` said no reply does."""
-    return contextlib.nullcontext() if _who_waits.get() == "nobody" else _marked("reply")
+    return (
+        contextlib.nullcontext() if _who_waits.get() == "nobody" else _marked(_who_waits, "reply")
+    )
 
 
 def serves_no_reply() -> bool:

@@ -313,6 +313,12 @@ async def test_writes_recorded_while_an_insert_runs_share_the_next_one(tmp_path:
         return insert_many(rows)
 
     recorder.outbox.insert_many = counted  # type: ignore[method-assign]
+
+    async def record(scope: Scope, row: dict[str, Any]) -> bool:
+        outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        recorder.start_recording(scope, row, outcome.set_result)
+        return await outcome
+
     rows = [
         {
             "key": f"k{i}",
@@ -325,15 +331,15 @@ async def test_writes_recorded_while_an_insert_runs_share_the_next_one(tmp_path:
         for i in range(20)
     ]
     try:
-        done = await asyncio.gather(*(recorder.record(Scope(r["user_id"]), r) for r in rows))
+        done = await asyncio.gather(*(record(Scope(r["user_id"]), r) for r in rows))
         assert all(done)
         assert inserts == [1, 19]
         stored = recorder.outbox.db.read("SELECT user_id FROM writes ORDER BY id")
         assert [user for (user,) in stored] == [f"u{i}" for i in range(20)]
         # Once the inserts are over, the next write again goes in at once.
         more = [dict(r, key=f"again{r['key']}") for r in rows[:3]]
-        assert await recorder.record(Scope("u0"), more[0])
-        assert all(await asyncio.gather(*(recorder.record(Scope("u1"), r) for r in more[1:])))
+        assert await record(Scope("u0"), more[0])
+        assert all(await asyncio.gather(*(record(Scope("u1"), r) for r in more[1:])))
         assert inserts[2:] == [1, 1, 1]
     finally:
         await recorder.aclose()

@@ -91,18 +91,6 @@ class Recorder:
         """Memory first (it always progresses), then the file."""
         return (self.outbox,) if self.spill is self.outbox else (self.spill, self.outbox)
 
-    async def record(self, scope: Scope, row: dict[str, Any]) -> bool:
-        """Record ``row``; False only when neither the file nor memory took it
-        (:meth:`start_recording`, awaited)."""
-        outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-
-        def recorded(ok: bool) -> None:
-            if not outcome.done():
-                outcome.set_result(ok)
-
-        self.start_recording(scope, row, recorded)
-        return await outcome
-
     def start_recording(self, scope: Scope, row: dict[str, Any], recorded: Recorded) -> None:
         """Record ``row`` and call ``recorded(ok)`` on this loop once it is, or
         (``ok`` False) once neither the file nor memory took it.

@@ -128,6 +128,27 @@ def test_the_turns_refuse_a_query_that_would_wait_past_its_budget() -> None:
     assert turns.run(["q"], 10, Rank.QUERY, _call_of(0.0), budget=60.0) == [[0.0]]
 
 
+def test_one_slow_call_does_not_refuse_the_queries_after_it() -> None:
+    turns = EngineTurns()
+    # A cold start or a stall: 0.3 s for 10 tokens, past any later query's budget.
+    turns.run(["q"], 10, Rank.QUERY, _call_of(0.3))
+    # With nothing ahead of them the next queries go through and measure the pace
+    # again, until it is back to what the engine takes now.
+    for _ in range(20):
+        assert turns.run(["q"], 10, Rank.QUERY, _call_of(0.0), budget=0.05) == [[0.0]]
+    started = threading.Event()
+    busy = threading.Thread(
+        target=turns.run, args=(["long"], 10, Rank.QUERY, _call_of(0.3, started))
+    )
+    busy.start()
+    try:
+        assert started.wait(10)
+        # Behind another query, the recovered pace admits it within budget...
+        assert turns.run(["q"], 10, Rank.QUERY, _call_of(0.0), budget=0.05) == [[0.0]]
+    finally:
+        busy.join()
+
+
 @pytest.mark.parametrize("budget", [0, -1.0, True, "1"])
 def test_a_bad_query_budget_is_refused(budget: Any) -> None:
     with pytest.raises(ConfigurationError, match="query_budget"):

@@ -28,8 +28,10 @@ take. The turns keep the engine's recent pace for queries (seconds per token,
 an average over the last calls) and refuse a query at once
 (:class:`~agentscope_mem0.EmbedderBusyError`) when the short
 queries ahead of it and its own tokens would take longer at that pace; the
-reply then searches by keywords alone instead of waiting. The first query,
-before any pace is known, is never refused.
+reply then searches by keywords alone instead of waiting. A query with no
+query ahead of it is never refused (the first one, before any pace is known,
+included): it measures the pace again, so a pace that one slow call pushed
+up comes back down once the queue is empty.
 
 Side by side, the two calls still share the cores. Background calls run on a
 thread of their own with a lower CPU priority (a niceness of
@@ -186,12 +188,18 @@ class EngineTurns:
         return _result(job)
 
     def _admit(self, tokens: int, budget: float) -> None:
-        """Raise :class:`EmbedderBusyError` if a query of ``tokens`` would take past ``budget``."""
-        if self._pace is None:
-            return
+        """Raise :class:`EmbedderBusyError` if a query of ``tokens`` would take past
+        ``budget`` behind the queries ahead of it.
+
+        A query with none ahead is never refused: only the queries let through
+        measure the pace, so one slow call (a cold start, a stall) would
+        otherwise refuse every later query, on an idle engine too.
+        """
         ahead = self._running_query_tokens + sum(
             job.tokens for job in self._waiting if job.rank is Rank.QUERY
         )
+        if self._pace is None or ahead == 0:
+            return
         expected = (ahead + tokens) * self._pace
         if expected > budget:
             raise EmbedderBusyError(

@@ -14,12 +14,21 @@ Extraction keeps the user's first-person statements.
 Even turns state a new fact with a marker unique to the user and turn ("I
 have a pet named Pet7x4."); odd turns ask about them, and extraction keeps
 nothing from a question. The same workload runs without memory (the
-baseline), with memory on this checkout's code (the default: a reply's query
+baseline), without memory but with a middleware that awaits
+``asyncio.sleep(0)`` once before the reply (``pause``: the least any
+middleware that waits for something before the model call can cost a reply
+on a busy loop), with memory on this checkout's code (the default: a reply's query
 that e5 expects to keep waiting past its 0.25 s budget is searched by
 keywords alone), with memory where every query waits for its embedding
 (``query_budget=None``, as before 0.3), and, with ``--before-src``, with
 memory on another checkout's code: each in a fresh interpreter, one after
 the other, so the numbers sit side by side in one report.
+
+With the same model latency for every call (``--reply-spread 0``, the
+default) the users stay in step, every turn's start lands on the loop at
+the same moment as the others', which is the worst case; ``--reply-spread``
+varies each call's latency around ``--reply-delay`` (seeded, the same in
+every workload), as a provider's does.
 
 Measured: reply latency (the overhead is the difference from the baseline,
 p50 and p95), turns without memory (the search timed out, failed or was
@@ -34,7 +43,8 @@ Usage::
     python benchmarks/load.py --users 50 --turns 10 --out docs/benchmarks \\
         --before-src /path/to/old/checkout/src
 
-Writes ``load.json`` and (with matplotlib) ``load.png`` to ``--out``.
+Writes ``load.json`` and (with matplotlib) ``load.png`` to ``--out`` (another
+name with ``--report``).
 """
 
 from __future__ import annotations
@@ -55,6 +65,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentscope.middleware import MiddlewareBase
+
 _MARKER = re.compile(r"Pet\d+x\d+")
 _ANSWER = (
     "Here is what I found, step by step: the figures for the region, the shipping "
@@ -62,6 +74,16 @@ _ANSWER = (
     "the months ahead, and what I would do next. "
 )
 _LAG_TICK = 0.010
+# The workload's settings: passed to each workload's interpreter, kept in the report.
+_CONFIG = (
+    "users",
+    "turns",
+    "reply_delay",
+    "reply_spread",
+    "extraction_delay",
+    "search_timeout",
+    "max_reply",
+)
 
 
 def _message(user: int, turn: int) -> str:
@@ -74,6 +96,30 @@ def _reply(user: int, turn: int, longest: int) -> str:
     """The agent's answer: a seeded length between 50 and ``longest`` characters."""
     size = random.Random(user * 1000 + turn).randint(50, longest)
     return (_ANSWER * (size // len(_ANSWER) + 1))[:size]
+
+
+def _delay(user: int, turn: int, args: argparse.Namespace) -> float:
+    """The agent's model latency this turn: ``--reply-delay``, or with ``--reply-spread``
+    a seeded draw within that many seconds around it (the same in every workload)."""
+    if not args.reply_spread:
+        return float(args.reply_delay)
+    draw = random.Random(f"delay {user} {turn}").uniform(-0.5, 0.5)
+    return float(args.reply_delay + draw * args.reply_spread)
+
+
+class _PauseOnce(MiddlewareBase):
+    """The ``pause`` workload's middleware: no memory, one ``await asyncio.sleep(0)``
+    before the reply. What any middleware that waits for anything before the
+    model call costs a reply on a busy loop, however short the wait."""
+
+    async def on_reply(self, agent: Any, input_kwargs: Any, next_handler: Any) -> Any:
+        await asyncio.sleep(0)
+        async for item in next_handler(**input_kwargs):
+            yield item
+
+
+async def _pause_factory(user_id: str, agent_id: str, session_id: str) -> list[Any]:
+    return [_PauseOnce()]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -114,7 +160,9 @@ async def _user(
     latencies: list[float] = []
     recalled = 0
     for turn in range(args.turns):
-        model = ScriptedChatModel(_reply(user, turn, args.max_reply), delay=args.reply_delay)
+        model = ScriptedChatModel(
+            _reply(user, turn, args.max_reply), delay=_delay(user, turn, args)
+        )
         started = time.perf_counter()
         middlewares = await factory(f"user{user}", "assistant", "s") if factory else []
         agent = Agent(
@@ -128,11 +176,12 @@ async def _user(
 
 
 async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
-    """One workload in this interpreter: without memory when ``folder`` is None."""
+    """One workload in this interpreter: without memory when ``folder`` is None
+    (the ``pause`` workload's middleware, or none)."""
     from agentscope_mem0.service import mem0_middleware_factory
     from agentscope_mem0.testing import ScriptedChatModel
 
-    factory = None
+    factory: Any = _pause_factory if args.worker == "pause" else None
     startup = None
     if folder is not None:
         factory = mem0_middleware_factory(
@@ -156,7 +205,7 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
         "reply_latencies": latencies,
         "replies_wall_time": replies_done - began,
     }
-    if factory is None:
+    if folder is None:
         stop.set()
         await watcher
         out["loop_lag"] = _summary(lags)
@@ -207,7 +256,7 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
 def _worker(args: argparse.Namespace) -> None:
     """``--worker``: run one workload and print it as JSON on the last line."""
     logging.basicConfig(level=logging.ERROR)
-    if args.worker == "baseline":
+    if args.worker in ("baseline", "pause"):
         report = asyncio.run(_run(args, None))
     else:
         if args.worker == "memory-waiting":
@@ -233,9 +282,9 @@ def _child(kind: str, args: argparse.Namespace, src: Path | None) -> dict[str, A
             os.pathsep
         )
     command = [sys.executable, __file__, "--worker", kind]
-    for name in ("users", "turns", "reply_delay", "extraction_delay", "search_timeout"):
+    for name in _CONFIG:
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-    command += ["--max-reply", str(args.max_reply), "--drain-timeout", str(args.drain_timeout)]
+    command += ["--drain-timeout", str(args.drain_timeout)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"the {kind} run failed:\n{done.stderr[-3000:]}")
@@ -253,7 +302,10 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     except ImportError:
         logging.warning("matplotlib is not installed (the bench extra); no plot")
         return
-    runs = [("no memory", report["baseline"]), ("memory, now", report["memory"])]
+    runs = [("no memory", report["baseline"])]
+    if report.get("pause"):
+        runs.append(("no memory, one pause", report["pause"]))
+    runs.append(("memory, now", report["memory"]))
     if report.get("waiting"):
         runs.append(("memory, every query waits", report["waiting"]))
     if report.get("before"):
@@ -300,16 +352,25 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--reply-delay", type=float, default=0.5)
+    parser.add_argument(
+        "--reply-spread",
+        type=float,
+        default=0.0,
+        help="seconds the model's latency varies around --reply-delay (0: every call the same)",
+    )
     parser.add_argument("--extraction-delay", type=float, default=1.0)
     parser.add_argument("--search-timeout", type=float, default=2.0)
     parser.add_argument("--max-reply", type=int, default=2000)
     parser.add_argument("--drain-timeout", type=float, default=900.0)
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
+    parser.add_argument("--report", default="load", help="name of the .json and .png written")
     parser.add_argument(
         "--before-src", type=Path, help="the src folder of another checkout, run side by side"
     )
     parser.add_argument(
-        "--worker", choices=("baseline", "memory", "memory-waiting"), help=argparse.SUPPRESS
+        "--worker",
+        choices=("baseline", "pause", "memory", "memory-waiting"),
+        help=argparse.SUPPRESS,
     )
     args = parser.parse_args()
     if args.worker:
@@ -320,22 +381,13 @@ def main() -> None:
     load_before = os.getloadavg()
     here = Path(__file__).resolve().parent.parent / "src"
     baseline = _child("baseline", args, here)
+    pause = _child("pause", args, here)
     memory = _child("memory", args, here)
     waiting = _child("memory-waiting", args, here)
     before = _child("memory", args, args.before_src) if args.before_src else None
     report: dict[str, Any] = {
         "command": "python benchmarks/load.py " + " ".join(sys.argv[1:]),
-        "config": {
-            k: getattr(args, k)
-            for k in (
-                "users",
-                "turns",
-                "reply_delay",
-                "extraction_delay",
-                "search_timeout",
-                "max_reply",
-            )
-        },
+        "config": {k: getattr(args, k) for k in _CONFIG},
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
@@ -345,10 +397,14 @@ def main() -> None:
         "overhead": {
             q: memory["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
         },
+        "overhead_pause": {
+            q: pause["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
+        },
         "overhead_waiting": {
             q: waiting["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
         },
         "baseline": baseline,
+        "pause": pause,
         "memory": memory,
         "waiting": waiting,
     }
@@ -358,8 +414,8 @@ def main() -> None:
         }
         report["before"] = before
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "load.json").write_text(json.dumps(report, indent=1) + "\n")
-    _plot(report, args.out / "load.png")
+    (args.out / f"{args.report}.json").write_text(json.dumps(report, indent=1) + "\n")
+    _plot(report, args.out / f"{args.report}.png")
     for name, run, overhead in (
         ("now", memory, report["overhead"]),
         ("every query waits", waiting, report["overhead_waiting"]),
@@ -377,6 +433,11 @@ def main() -> None:
             f"writes stored once {run['writes_stored_once']}/{run['writes_expected']}; "
             f"drain {run['drain_seconds']:.1f} s"
         )
+    print(
+        f"pause before the reply, no memory: overhead p50 "
+        f"{report['overhead_pause']['p50'] * 1000:+.0f} ms, "
+        f"p95 {report['overhead_pause']['p95'] * 1000:+.0f} ms"
+    )
     print(
         f"no memory: loop lag p99 {baseline['loop_lag']['p99'] * 1000:.0f} ms, "
         f"max {baseline['loop_lag']['max'] * 1000:.0f} ms"

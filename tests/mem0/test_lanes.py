@@ -71,7 +71,12 @@ async def test_a_read_started_whole_runs_its_thread_steps_on_its_reader() -> Non
 
     async def read() -> tuple[str, list[str], Any, str | None, Any]:
         here = threading.current_thread().name
+        turned: list[bool] = []
+        asyncio.get_running_loop().call_soon(turned.append, True)
         steps = [await asyncio.to_thread(lambda: threading.current_thread().name) for _ in range(3)]
+        assert not turned  # nor a turn of the reader's loop between them
+        with pytest.raises(ZeroDivisionError):  # a step's error reaches the read
+            await asyncio.to_thread(lambda: 1 / 0)
         # A mem0 call made below takes the lane: here, on this very loop.
         inner = await lanes.run(_loop_and_thread(), lane="read")
         return here, steps, _caller_loop.get(), current_lane(), inner

@@ -13,9 +13,10 @@ caller's context travels with the call, see :mod:`.bridge`).
 A reply's read can go further (:meth:`Mem0Lanes.start`): it runs whole on one
 thread of the read lane's readers, on that thread's private loop, where
 mem0's ``to_thread`` steps run at once instead of hopping to a pool and
-back. A search makes five such steps (lemmatising, entities, the embedding,
-the vector search, the keyword search); under load each hop waits for the
-interpreter behind every other thread, so the reply waited for the hops
+back, and without a turn of that loop either. A search makes five such steps
+(lemmatising, entities, the embedding, the vector search, the keyword
+search); under load each hop, and each turn of a loop, waits for the
+interpreter behind every other thread, so the read waited for the hops
 rather than for the work.
 """
 
@@ -164,19 +165,26 @@ async def _in_lane(coro: Coroutine[Any, Any, T], lane: str) -> T:
         return await coro
 
 
-class _AtOnce(concurrent.futures.ThreadPoolExecutor):
-    """An executor that runs each call on the thread submitting it, at once.
+class _ReaderLoop(asyncio.SelectorEventLoop):
+    """A reader's private loop: what mem0 hands to a thread runs right here.
 
-    A reader's loop runs one read; what mem0 hands to a thread may as well
-    run on the reader itself (a ``ThreadPoolExecutor`` so that asyncio takes
-    it as the default executor; it never starts a thread).
+    The loop runs one read at a time, so a ``to_thread`` step may as well run
+    on the reader itself; its future is done when the coroutine awaits it, so
+    the read goes on without a turn of the loop. A turn would wake the loop
+    through its self-pipe and its selector, and each of those lets go of the
+    interpreter, which the reader then waits to get back behind every other
+    busy thread (a search makes five such steps).
     """
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        done: Future[T] = Future()
+    def run_in_executor(
+        self, executor: concurrent.futures.Executor | None, func: Callable[..., T], *args: Any
+    ) -> asyncio.Future[T]:
+        if executor is not None:
+            return super().run_in_executor(executor, func, *args)
+        done: asyncio.Future[T] = self.create_future()
         try:
-            done.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # handed to whoever awaits the call
+            done.set_result(func(*args))
+        except Exception as exc:  # handed to whoever awaits the step
             done.set_exception(exc)
         return done
 
@@ -203,8 +211,7 @@ class _Readers:
             self._jobs.put(None)
 
     def _serve(self) -> None:
-        loop = asyncio.new_event_loop()
-        loop.set_default_executor(_AtOnce(max_workers=1))
+        loop = _ReaderLoop()
         _reader.loop = loop
         try:
             while (job := self._jobs.get()) is not None:

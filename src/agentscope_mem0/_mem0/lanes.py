@@ -31,7 +31,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 from .bridge import caller_loop_scope, lane_scope
 
@@ -40,6 +40,7 @@ __all__ = ["Mem0Lanes", "get_lanes"]
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_Args = TypeVarTuple("_Args")
 Future = concurrent.futures.Future
 _Read = tuple[contextvars.Context, Coroutine[Any, Any, Any], "Future[Any]"]
 
@@ -177,7 +178,10 @@ class _ReaderLoop(asyncio.SelectorEventLoop):
     """
 
     def run_in_executor(
-        self, executor: concurrent.futures.Executor | None, func: Callable[..., T], *args: Any
+        self,
+        executor: concurrent.futures.Executor | None,
+        func: Callable[[*_Args], T],
+        *args: *_Args,
     ) -> asyncio.Future[T]:
         if executor is not None:
             return super().run_in_executor(executor, func, *args)

@@ -143,7 +143,7 @@ def test_one_slow_call_does_not_refuse_the_queries_after_it() -> None:
     busy.start()
     try:
         assert started.wait(10)
-        # Behind another query, the recovered pace admits it within budget...
+        # Behind another query, the pace measured since admits it within budget.
         assert turns.run(["q"], 10, Rank.QUERY, _call_of(0.0), budget=0.05) == [[0.0]]
     finally:
         busy.join()

@@ -44,8 +44,6 @@ _Args = TypeVarTuple("_Args")
 Future = concurrent.futures.Future
 _Read = tuple[contextvars.Context, Coroutine[Any, Any, Any], "Future[Any]"]
 
-_reader = threading.local()  # .loop: a reader thread's private event loop
-
 
 class Mem0Lanes:
     """Event loops of this package that mem0's coroutines run on, by lane.
@@ -104,7 +102,7 @@ class Mem0Lanes:
             coro.close()
             raise
         running = asyncio.get_running_loop()
-        if running is loop or (lane == "read" and running is getattr(_reader, "loop", None)):
+        if running is loop or (lane == "read" and isinstance(running, _ReaderLoop)):
             return await _in_lane(coro, lane)
         # run_coroutine_threadsafe creates the task in a copy of this context.
         future = asyncio.run_coroutine_threadsafe(_in_lane(coro, lane), loop)
@@ -216,7 +214,6 @@ class _Readers:
 
     def _serve(self) -> None:
         loop = _ReaderLoop()
-        _reader.loop = loop
         try:
             while (job := self._jobs.get()) is not None:
                 context, coro, future = job

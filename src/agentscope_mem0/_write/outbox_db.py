@@ -115,21 +115,27 @@ class Database:
         self._migrate(version)
 
     def _migrate(self, upto: int | None = None) -> None:
+        target = len(self._migrations) if upto is None else upto
         (version,) = self._conn.execute("PRAGMA user_version").fetchone()
-        steps = self._migrations[version:upto]
-        for number, step in enumerate(steps, start=version + 1):
+        while version < target:
+            # Read again under the write lock: another process opening the
+            # same file may have migrated it since.
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                if callable(step):
-                    step(self._conn)
-                else:
-                    for statement in filter(str.strip, step.split(";")):
-                        self._conn.execute(statement)
-                self._conn.execute(f"PRAGMA user_version = {number}")
+                (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+                if version < target:
+                    step = self._migrations[version]
+                    if callable(step):
+                        step(self._conn)
+                    else:
+                        for statement in filter(str.strip, step.split(";")):
+                            self._conn.execute(statement)
+                    self._conn.execute(f"PRAGMA user_version = {version + 1}")
                 self._conn.execute("COMMIT")
             except BaseException:
                 _rollback(self._conn)
                 raise
+            version += 1
 
     def _replace_damaged(self, cause: str) -> int:
         """Move the damaged file aside, start anew, carry over the readable rows."""

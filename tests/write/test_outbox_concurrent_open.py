@@ -1,0 +1,94 @@
+"""Two processes open the same new outbox at once: its schema is built once.
+
+Each opener connects, then migrates. A second opener that read the schema's
+version before the first finished migrating would apply the same step again
+("duplicate column name"), which is what four workers starting together on one
+data folder met. The test holds the first opener inside a migration step until
+the second has asked for the write lock, so the second has connected and read
+what it reads before the first commits.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentscope_mem0._write.outbox_db import Database
+
+
+def test_the_second_opener_finds_the_schema_the_first_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "outbox.sqlite3"
+    inside = threading.Event()  # the first opener is in its last step, holding the lock
+    asked = threading.Event()  # the second opener has asked for the write lock
+    applied: list[str] = []
+
+    def add_column(conn: sqlite3.Connection) -> None:
+        applied.append(threading.current_thread().name)
+        inside.set()
+        assert asked.wait(10), "the second opener never asked for the write lock"
+        conn.execute("ALTER TABLE writes ADD COLUMN kind TEXT")
+
+    migrations = ("CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT)", add_column)
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+
+        def seen(statement: str) -> None:
+            if inside.is_set() and statement.startswith("BEGIN IMMEDIATE"):
+                asked.set()
+
+        conn.set_trace_callback(seen)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    first: list[Database] = []
+    failed: list[BaseException] = []
+
+    def open_first() -> None:
+        try:
+            first.append(Database(path, migrations=migrations, table="writes"))
+        except BaseException as exc:
+            failed.append(exc)
+
+    opener = threading.Thread(target=open_first)
+    opener.start()
+    assert inside.wait(10)
+    second = Database(path, migrations=migrations, table="writes")
+    opener.join(10)
+    assert not failed and first
+    try:
+        assert len(applied) == 1  # the column was added by one opener only
+        conn = connect(path)
+        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert [c[1] for c in conn.execute("PRAGMA table_info(writes)")] == ["id", "kind"]
+        conn.close()
+    finally:
+        first[0].close()
+        second.close()
+
+
+def test_a_file_newer_than_this_code_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "outbox.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT, later TEXT)")
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+
+    Database(
+        path,
+        migrations=("CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT)",),
+        table="writes",
+    ).close()
+
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (5,)
+    assert [c[1] for c in conn.execute("PRAGMA table_info(writes)")] == ["id", "later"]
+    conn.close()

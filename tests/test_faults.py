@@ -15,8 +15,10 @@ import os
 import random
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -337,6 +339,68 @@ async def test_a_full_disk_keeps_writes_in_memory_and_recovers_by_itself(
     stats = queue.stats()
     assert stats["writes_lost"] == 0 and stats["outbox_errors"] >= unrecorded
     assert await fruit_counts(memory) == Counter({f"fruit{i:02d}": 1 for i in range(24)})
+    await queue.aclose()
+    assert outbox_counts(full_disk.folder) == {"pending": 0, "failed": 0}
+
+
+async def test_writes_kept_in_memory_move_into_the_outbox_once_it_takes_them_again(
+    memory: AsyncMemory, full_disk: FullDisk
+) -> None:
+    """Once space is back, a write held in memory is on disk before mem0 stores
+    it: a process killed then loses none of them (before, they moved at close)."""
+    queue = WriteQueue(
+        Mem0Backend(memory),
+        outbox_dir=full_disk.folder,
+        retry=FAST,
+        lease=0.6,
+        write_timeout=15,
+        max_batch=2,
+    )
+    # mem0's first add after the disk fills waits for the space to come back;
+    # every later one waits until the test lets it go.
+    freed, release = threading.Event(), threading.Event()
+    add, calls = memory.add, []
+
+    async def add_when_let(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        gate = freed if len(calls) == 1 else release
+        while not gate.is_set():
+            await asyncio.sleep(0.02)
+        return await add(*args, **kwargs)
+
+    memory.add = add_when_let  # type: ignore[method-assign]
+    full_disk.fill(queue.outbox)
+    # Long enough for a row of its own pages: SQLite's page limit (the
+    # stand-in without tmpfs) then refuses each of them as a full disk does.
+    answer = {"role": "assistant", "content": "Noted. " + "z" * 6000}
+    keys = [
+        await queue.submit(SCOPE, [*said(f"I like fruit{i:02d}."), answer]) for i in range(1, 9)
+    ]
+    in_memory = queue.stats()["writes_in_memory_only"]
+    assert in_memory >= 3  # more than the one batch (of 2) mem0 is given first
+
+    full_disk.free()
+    freed.set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (
+        len(calls) < 2 or queue.stats()["writes_in_memory_only"] > 0
+    ):
+        await asyncio.sleep(0.05)
+    assert queue.stats()["writes_in_memory_only"] == 0, queue.stats()
+    # Every write mem0 has not stored yet is in the file, held by this queue.
+    conn = sqlite3.connect(full_disk.folder / OUTBOX_FILENAME)
+    try:
+        on_disk = dict(conn.execute("SELECT key, status FROM writes").fetchall())
+    finally:
+        conn.close()
+    stored = queue.stats()["writes_stored"]
+    assert set(on_disk) <= set(keys) and set(on_disk.values()) == {"pending"}
+    assert len(on_disk) == len(keys) - stored >= in_memory - 2
+
+    release.set()
+    assert await queue.flush(60), queue.stats()
+    assert await fruit_counts(memory) == Counter({f"fruit{i:02d}": 1 for i in range(1, 9)})
+    assert queue.stats()["writes_lost"] == 0
     await queue.aclose()
     assert outbox_counts(full_disk.folder) == {"pending": 0, "failed": 0}
 

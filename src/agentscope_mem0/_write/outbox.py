@@ -400,10 +400,27 @@ class Outbox:
 
         return list(self._write(work))
 
-    def adopt_rows(self, rows: Sequence[OutboxRow]) -> int:
-        """Insert rows kept elsewhere (in memory) as they were, unclaimed."""
+    def adopt_rows(
+        self, rows: Sequence[OutboxRow], *, owner: str | None = None, lease: float = 0.0
+    ) -> int:
+        """Insert rows kept elsewhere (in memory) as they were: unclaimed, or
+        held by ``owner`` for ``lease`` seconds, in one transaction."""
         values = [adopt_values(r) for r in rows]
-        self._write(lambda c: c.executemany(ADOPT, values))
+
+        def work(conn: sqlite3.Connection) -> int:
+            conn.executemany(ADOPT, values)
+            if owner is not None and rows:
+                marks = ",".join("?" * len(rows))
+                conn.execute(
+                    "UPDATE writes SET claimed_by = ?, lease_until = ?"
+                    f" WHERE claimed_by IS NULL AND key IN ({marks})",
+                    (owner, time.time() + lease, *(row.key for row in rows)),
+                )
+            (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM writes").fetchone()
+            return int(top)
+
+        if values:
+            self.db.mark(self._write(work))
         return len(values)
 
     def counts(self) -> dict[str, int]:

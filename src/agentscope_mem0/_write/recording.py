@@ -7,8 +7,10 @@ read-only file, a damaged one that cannot be replaced), the write is kept in
 an in-memory outbox with the same tables, on the same thread, so mem0 still
 gets it. The error is logged once per episode with its real cause;
 recording in the file resumes by itself at the next write that succeeds.
-Writes still in memory when the queue closes or the process exits are moved
-into the file if it works again by then.
+Writes kept in memory move into the file as soon as it takes them again
+(each user's between two of that user's batches, so none is being sent),
+and those still in memory when the queue closes or the process exits are
+moved then, if the file works by then.
 """
 
 from __future__ import annotations
@@ -165,8 +167,8 @@ class Recorder:
             if self._failing is None:
                 logger.error(
                     "could not record memory writes in the outbox %s (%s); they are kept "
-                    "in memory until mem0 stores them, and recording resumes once the "
-                    "file works again",
+                    "in memory until mem0 stores them or the file takes them again, and "
+                    "recording resumes once it works again",
                     self.outbox.path,
                     reason,
                 )
@@ -223,6 +225,48 @@ class Recorder:
             for row in await self.io(box.held, self._owner)
             if (id(box), row.id) not in skip
         ]
+
+    async def move_spilled(
+        self, scope: Scope, *, lease: float, skip: Collection[tuple[int, int]] = ()
+    ) -> int:
+        """Move ``scope``'s writes kept in memory into the file, held by this
+        queue, once the file takes them again; returns how many moved.
+
+        For the scope's worker, between two of its batches: then none of
+        these rows is being sent. Rows in ``skip`` (``(id(outbox), row id)``:
+        stored, waiting for the store's sync) stay where they are. While the
+        file still refuses, they stay in memory and nothing is logged again.
+        """
+        if self.spill is self.outbox or not self.unrecorded:
+            return 0
+        try:
+            keys = await self.io(self._move_spilled, scope, lease, skip)
+        except Exception as exc:
+            logger.debug("memory writes kept in memory stay there for now: %s", exc)
+            return 0
+        if keys:
+            self.unrecorded.difference_update(keys)
+            logger.warning(
+                "moved %d memory writes of user %s kept in memory into the outbox %s",
+                len(keys),
+                scope.user_id,
+                self.outbox.path,
+            )
+        return len(keys)
+
+    def _move_spilled(
+        self, scope: Scope, lease: float, skip: Collection[tuple[int, int]]
+    ) -> list[str]:
+        rows = [
+            row
+            for row in self.spill.held(self._owner)
+            if (row.user_id, row.agent_id) == (scope.user_id, scope.agent_id)
+            and (id(self.spill), row.id) not in skip
+        ]
+        if rows:
+            self.outbox.adopt_rows(rows, owner=self._owner, lease=lease)
+            self.spill.complete([row.id for row in rows])
+        return [row.key for row in rows]
 
     def save_spilled(self) -> int:
         """Move the writes kept in memory into the file; returns how many.

@@ -193,6 +193,9 @@ class Workers:
         await asyncio.wait({rt.started})
         while True:
             rt.wake.discard(scope)
+            await self._recorder.move_spilled(
+                scope, lease=self._lease, skip=self._delivery.unsynced
+            )
             found = await self._recorder.next_rows(
                 scope, self._max_batch, skip=self._delivery.unsynced
             )

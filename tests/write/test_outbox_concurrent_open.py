@@ -1,4 +1,5 @@
-"""Two processes open the same new outbox at once: its schema is built once.
+"""Two processes open the same outbox at once: the schema is built once, and a
+row one commits while the other opens is not taken for a lost one.
 
 Each opener connects, then migrates. A second opener that read the schema's
 version before the first finished migrating would apply the same step again
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from agentscope_mem0 import Outbox
+from agentscope_mem0._sqlite.salvage import HighWater
 from agentscope_mem0._write.outbox_db import Database
 
 
@@ -92,3 +95,33 @@ def test_a_file_newer_than_this_code_is_left_as_it_is(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA user_version").fetchone() == (5,)
     assert [c[1] for c in conn.execute("PRAGMA table_info(writes)")] == ["id", "later"]
     conn.close()
+
+
+def test_a_commit_made_while_another_process_opens_is_not_taken_for_lost_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer commits, then raises the high-water mark beside the file. An
+    opener that read the last row id before such a commit and the mark after
+    it must not report the new row as lost with a deleted WAL."""
+    row = {"user_id": "u", "agent_id": None, "owner": "o", "lease": 30.0}
+    said = [{"role": "user", "content": "I like tea."}]
+    writer = Outbox.in_folder(tmp_path)
+    for i in range(3):
+        writer.insert(key=f"k{i}", messages=said, **row)  # type: ignore[arg-type]
+    read = HighWater.read
+    raced: list[int] = []
+
+    def read_after_a_commit(self: HighWater) -> int:
+        if not raced:  # the first read of the opener: the writer commits now
+            raced.append(writer.insert(key="late", messages=said, **row))  # type: ignore[arg-type]
+        return read(self)
+
+    monkeypatch.setattr(HighWater, "read", read_after_a_commit)
+    opener = Outbox.in_folder(tmp_path)
+    try:
+        assert raced == [4]
+        assert opener.db.lost_at_open == 0
+        assert opener.counts() == {"pending": 4, "failed": 0}
+    finally:
+        opener.close()
+        writer.close()

@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 OUTBOX_THREAD = "agentscope-mem0-outbox"
 """The name of the thread that owns an outbox's connections."""
 
+_LAST_ROW_ID = "SELECT coalesce(max(seq), 0) FROM sqlite_sequence"
+
 Migration = str | Callable[[sqlite3.Connection], None]
 """One step of a schema: SQL statements separated by ``;``, or a function
 that changes the rows too. Each runs in a transaction of its own."""
@@ -172,7 +174,21 @@ class Database:
     def _check_high_water(self) -> None:
         if self._mark is None:
             return
-        ((seq,),) = self._read("SELECT coalesce(max(seq), 0) FROM sqlite_sequence", ())
+        ((seq,),) = self._read(_LAST_ROW_ID, ())
+        if self._mark.read() <= seq:
+            self._mark.raise_to(int(seq))
+            return
+        # Another process commits, then raises the mark: between our two
+        # reads it may have done both. Compare again under the write lock
+        # before calling rows lost (without it on a file that refuses writes).
+        try:
+            self._run(self._compare_high_water)
+        except OutboxWriteError:
+            self._compare_high_water(self._conn)
+
+    def _compare_high_water(self, conn: sqlite3.Connection) -> None:
+        assert self._mark is not None
+        (seq,) = conn.execute(_LAST_ROW_ID).fetchone()
         mark = self._mark.read()
         if mark > seq:
             self.lost_at_open = mark - int(seq)

@@ -32,7 +32,6 @@ from typing import Any
 from .._sqlite.thread import ConnectionThread
 from .outbox_db import Database
 from .outbox_rows import (
-    ADOPT,
     COLUMNS,
     EXCHANGE,
     FACTS,
@@ -42,6 +41,7 @@ from .outbox_rows import (
     PENDING,
     OutboxRow,
     adopt_values,
+    insert_adopted,
     new_row,
     row_of,
 )
@@ -404,23 +404,11 @@ class Outbox:
         self, rows: Sequence[OutboxRow], *, owner: str | None = None, lease: float = 0.0
     ) -> int:
         """Insert rows kept elsewhere (in memory) as they were: unclaimed, or
-        held by ``owner`` for ``lease`` seconds, in one transaction."""
-        values = [adopt_values(r) for r in rows]
-
-        def work(conn: sqlite3.Connection) -> int:
-            conn.executemany(ADOPT, values)
-            if owner is not None and rows:
-                marks = ",".join("?" * len(rows))
-                conn.execute(
-                    "UPDATE writes SET claimed_by = ?, lease_until = ?"
-                    f" WHERE claimed_by IS NULL AND key IN ({marks})",
-                    (owner, time.time() + lease, *(row.key for row in rows)),
-                )
-            (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM writes").fetchone()
-            return int(top)
-
+        held by ``owner`` for ``lease`` seconds. A key already here is skipped."""
+        until = time.time() + lease if owner is not None else None
+        values = [adopt_values(row, owner, until) for row in rows]
         if values:
-            self.db.mark(self._write(work))
+            self.db.mark(self._write(lambda c: insert_adopted(c, values)))
         return len(values)
 
     def counts(self) -> dict[str, int]:

@@ -29,6 +29,7 @@ __all__ = [
     "PENDING",
     "OutboxRow",
     "adopt_values",
+    "insert_adopted",
     "new_row",
     "row_of",
 ]
@@ -108,7 +109,8 @@ INSERT = (
 
 ADOPT = (
     "INSERT OR IGNORE INTO writes (key, user_id, agent_id, messages, status, attempts,"
-    " batch_key, error, created_at, updated_at, kind, said_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    " batch_key, error, created_at, updated_at, kind, said_at, claimed_by, lease_until)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 COLUMNS = (
@@ -182,8 +184,10 @@ def row_of(values: Sequence[Any]) -> OutboxRow:
     )
 
 
-def adopt_values(row: OutboxRow) -> tuple[Any, ...]:
-    """``row`` as :data:`ADOPT` inserts it (unclaimed, as it was)."""
+def adopt_values(
+    row: OutboxRow, owner: str | None = None, lease_until: float | None = None
+) -> tuple[Any, ...]:
+    """``row`` as :data:`ADOPT` inserts it: as it was, held by ``owner`` (or no one)."""
     text = json.dumps(row.messages, ensure_ascii=False)
     head = (row.key, row.user_id, row.agent_id, text, row.status, row.attempts)
     return (
@@ -194,4 +198,12 @@ def adopt_values(row: OutboxRow) -> tuple[Any, ...]:
         time.time(),
         row.kind,
         iso(row.said_at),
+        owner,
+        lease_until,
     )
+
+
+def insert_adopted(conn: sqlite3.Connection, values: Sequence[tuple[Any, ...]]) -> int:
+    """Insert :func:`adopt_values` rows; returns the highest row id now in the file."""
+    conn.executemany(ADOPT, values)
+    return int(conn.execute("SELECT coalesce(max(id), 0) FROM writes").fetchone()[0])

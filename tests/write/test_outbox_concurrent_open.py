@@ -103,17 +103,22 @@ def test_a_commit_made_while_another_process_opens_is_not_taken_for_lost_rows(
     """A writer commits, then raises the high-water mark beside the file. An
     opener that read the last row id before such a commit and the mark after
     it must not report the new row as lost with a deleted WAL."""
-    row = {"user_id": "u", "agent_id": None, "owner": "o", "lease": 30.0}
-    said = [{"role": "user", "content": "I like tea."}]
     writer = Outbox.in_folder(tmp_path)
+
+    def record(key: str) -> int:
+        said = [{"role": "user", "content": "I like tea."}]
+        return writer.insert(
+            key=key, user_id="u", agent_id=None, messages=said, owner="o", lease=30.0
+        )
+
     for i in range(3):
-        writer.insert(key=f"k{i}", messages=said, **row)  # type: ignore[arg-type]
+        record(f"k{i}")
     read = HighWater.read
     raced: list[int] = []
 
     def read_after_a_commit(self: HighWater) -> int:
         if not raced:  # the first read of the opener: the writer commits now
-            raced.append(writer.insert(key="late", messages=said, **row))  # type: ignore[arg-type]
+            raced.append(record("late"))
         return read(self)
 
     monkeypatch.setattr(HighWater, "read", read_after_a_commit)

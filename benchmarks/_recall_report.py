@@ -81,7 +81,7 @@ def render(result: dict[str, Any]) -> str:
     shipped = (
         "the chosen ones"
         if chosen_settings == result["package_defaults"]
-        else "NOT the chosen ones: update agentscope_mem0._recall.fusion"
+        else "NOT the chosen ones: update agentscope_mem0._vectors.fusion"
     )
     semantic = rows["semantic only (mem0's provider without fastembed)"]
     edge_cats, nan = edge["recall@10_by_category"], float("nan")

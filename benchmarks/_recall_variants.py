@@ -92,7 +92,7 @@ def _experimental_search(patches: dict[str, Any], latest: dict[str, str]) -> Any
         SearchParams,
     )
 
-    from agentscope_mem0._recall.fusion import rrf_weights
+    from agentscope_mem0._vectors.fusion import rrf_weights
     from agentscope_mem0.local._edge import SPARSE
 
     def fused(self: Any, dense: Any, sparse: Any, condition: Any, depth: int, limit: int, **_: Any):
@@ -147,7 +147,7 @@ def _experimental_search(patches: dict[str, Any], latest: dict[str, str]) -> Any
 
 def package_defaults() -> dict[str, Any]:
     """The search settings the providers ship with (to compare with the chosen ones)."""
-    from agentscope_mem0._recall.fusion import FusionSettings
+    from agentscope_mem0._vectors.fusion import FusionSettings
 
     return FusionSettings().model_dump()
 

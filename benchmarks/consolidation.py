@@ -51,7 +51,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from agentscope_mem0._recall.same_fact import (
+from agentscope_mem0._text.same_fact import (
     DEFAULT_SAME_FACT_RULE,
     SameFactRule,
     as_user,

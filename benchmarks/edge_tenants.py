@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _edge_plot import render
 
-from agentscope_mem0._mem0 import results_kept
+from agentscope_mem0._vectors import results_kept
 
 ENTITY_SCORES_POSSIBLE = results_kept.entity_scores_possible
 
@@ -172,7 +172,7 @@ async def measure(
     memory: Any, mix: Mix, users: list[int], count: int, rng: random.Random
 ) -> tuple[list[float], list[float]]:
     """``count`` searches through mem0, and as many at the store on other users."""
-    from agentscope_mem0._mem0.results_kept import results_kept
+    from agentscope_mem0._vectors.results_kept import results_kept
 
     through_mem0: list[float] = []
     at_store: list[float] = []

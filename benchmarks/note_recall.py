@@ -58,8 +58,8 @@ from agentscope_mem0._mem0.hits import MemoryHit
 from agentscope_mem0._recall.note import is_memory_note
 from agentscope_mem0._recall.profile import ProfileCache
 from agentscope_mem0._recall.recall import build_query, retrieve
-from agentscope_mem0._recall.tokens import estimate_tokens
 from agentscope_mem0._scope import Scope
+from agentscope_mem0._text.tokens import estimate_tokens
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parents[1]

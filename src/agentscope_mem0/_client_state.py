@@ -20,11 +20,11 @@ from ._exceptions import ConfigurationError, InvalidStateError
 from ._mem0.backend import Mem0Backend
 from ._mem0.breaker import CircuitBreaker
 from ._mem0.clients import close_memory, resolve_client
-from ._mem0.keywords_only import allow_keywords_only, keyword_only_queries
 from ._mem0.query_cache import install_query_cache
 from ._mem0.usage import TokenMeter
 from ._options import DEFAULT_PROFILE_TTL, Deadlines
 from ._recall.profile import ProfileCache
+from ._vectors.keywords_only import allow_keywords_only, keyword_only_queries
 from ._write.consolidate import Consolidator
 from ._write.judge import build_time_judge
 from ._write.queue import WriteQueue

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._exceptions import ConfigurationError
-from ._unicode import is_invisible
+from ._text.unicode import is_invisible
 
 __all__ = [
     "WILDCARD",

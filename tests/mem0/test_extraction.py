@@ -18,7 +18,7 @@ from agentscope_mem0._mem0.extraction import (
     repair_extraction_answer,
     use_extraction,
 )
-from agentscope_mem0._recall.tokens import estimate_tokens
+from agentscope_mem0._text.tokens import estimate_tokens
 from agentscope_mem0.service import mem0_middleware_factory
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel, is_extraction_request
 

@@ -11,7 +11,7 @@ from agentscope.agent import Agent
 from agentscope.message import TextBlock, ToolResultState
 
 from agentscope_mem0 import Mem0Middleware
-from agentscope_mem0._recall.escape import escape_memory, escape_text
+from agentscope_mem0._text.escape import escape_memory, escape_text
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import note_text, one_session, real_memory
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentscope_mem0._recall.fusion import (
+from agentscope_mem0._vectors.fusion import (
     FusionSettings,
     expand_terms,
     fused_top_score,

@@ -25,7 +25,7 @@ from agentscope_mem0._recall.note import (
     render_note,
     render_note_text,
 )
-from agentscope_mem0._recall.tokens import estimate_tokens
+from agentscope_mem0._text.tokens import estimate_tokens
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import real_memory
 

@@ -26,7 +26,7 @@ from agentscope_mem0 import (
     WorkingContentError,
     WorkingMemory,
 )
-from agentscope_mem0._recall.tokens import estimate_tokens
+from agentscope_mem0._text.tokens import estimate_tokens
 from agentscope_mem0._working.format import WorkingFormat, merge_json
 from agentscope_mem0._working.manager import is_working_block
 from agentscope_mem0._working.render import truncate_block

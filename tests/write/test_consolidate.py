@@ -13,7 +13,7 @@ from agentscope.agent import Agent
 from agentscope.message import ToolResultState
 
 from agentscope_mem0 import Mem0Middleware, Scope
-from agentscope_mem0._recall.same_fact import (
+from agentscope_mem0._text.same_fact import (
     SameFactRule,
     as_user,
     blocker,

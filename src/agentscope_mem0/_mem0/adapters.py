@@ -23,9 +23,9 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from .._exceptions import EmbedderBusyError, ModelTypeError
+from .._vectors.keywords_only import KEYWORDS_ONLY
 from .bridge import a_reply_waits, get_bridge, serves_no_reply
 from .extraction import compact_extraction, repair_extraction_answer
-from .keywords_only import KEYWORDS_ONLY
 from .timeline import prepare_extraction, record_extraction
 from .tracing import extract_span
 from .usage import record_call
@@ -183,7 +183,7 @@ class AgentScopeEmbedding(EmbeddingBase):
     With :attr:`keywords_when_busy` set (by the package, when the client's
     store can search by keywords alone), a model that has a ``query_budget``
     may refuse a reply's query; the search then gets
-    :data:`~agentscope_mem0._mem0.keywords_only.KEYWORDS_ONLY` as its vector.
+    :data:`~agentscope_mem0._vectors.keywords_only.KEYWORDS_ONLY` as its vector.
     """
 
     timeout: float | None = 60.0

@@ -22,13 +22,13 @@ from .._exceptions import (
     TransientBackendError,
 )
 from .._scope import Scope, is_hosted, mem0_ids
+from .._vectors.threshold import mem0_threshold
 from .bridge import caller_loop_scope, reply_waits, serves_no_reply
 from .errors import http_status, mapped_errors
 from .extraction import ExtractionStyle, check_extraction, use_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
 from .lanes import get_lanes
 from .release import Forgotten, release
-from .threshold import mem0_threshold
 from .timeline import (
     annotate_results,
     read_current,

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from .._exceptions import ConfigurationError
-from .._recall.tokens import estimate_tokens, prefix_within
+from .._text.tokens import estimate_tokens, prefix_within
 from .model_json import find_json_object
 
 __all__ = [

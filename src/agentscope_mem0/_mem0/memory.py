@@ -20,7 +20,7 @@ from typing import Any
 
 from mem0 import AsyncMemory
 
-from .results_kept import results_kept
+from .._vectors.results_kept import results_kept
 
 __all__ = ["SharedStoreMemory", "shares_store"]
 

@@ -22,8 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._vectors.keywords_only import is_keywords_only
 from .bridge import current_lane
-from .keywords_only import is_keywords_only
 
 __all__ = [
     "DEFAULT_QUERY_CACHE_SIZE",

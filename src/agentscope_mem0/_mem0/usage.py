@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from .._recall.tokens import estimate_tokens
 from .._sqlite.wal import enable_wal
+from .._text.tokens import estimate_tokens
 
 __all__ = ["USAGE_FILENAME", "CallTokens", "TokenMeter", "metered", "read_usage", "record_call"]
 

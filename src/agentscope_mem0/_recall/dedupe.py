@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .same_fact import FactShape, as_user, cosine, fact_shape, same_fact, user_names
+from .._text.same_fact import FactShape, as_user, cosine, fact_shape, same_fact, user_names
 
 if TYPE_CHECKING:
     from .._mem0.hits import MemoryHit

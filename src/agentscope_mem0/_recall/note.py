@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 from agentscope.message import AssistantMsg, HintBlock, Msg
 
 from .._mem0.timeline import time_label
-from .escape import escape_memory
-from .tokens import estimate_tokens, prefix_within
+from .._text.escape import escape_memory
+from .._text.tokens import estimate_tokens, prefix_within
 
 if TYPE_CHECKING:
     from .._mem0.hits import MemoryHit

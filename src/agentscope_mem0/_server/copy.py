@@ -133,7 +133,7 @@ def copy_folder(
 
 def _target_store(client: Any, name: str, dims: int) -> None:
     """Create (or open and check) the server collection through the provider."""
-    from .._mem0.vectors import qdrant_vector_size
+    from .._vectors.size import qdrant_vector_size
     from .qdrant_store import HybridQdrant
 
     if client.collection_exists(name):

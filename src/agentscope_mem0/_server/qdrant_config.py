@@ -14,7 +14,7 @@ from typing import Any
 
 from mem0.configs.vector_stores.qdrant import QdrantConfig
 
-from .._recall.fusion import FusionSettings
+from .._vectors.fusion import FusionSettings
 
 __all__ = ["PROVIDER", "HybridQdrantConfig", "qdrant_config_class"]
 

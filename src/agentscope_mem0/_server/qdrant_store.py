@@ -13,11 +13,11 @@ search like the embedded store:
 * ``search`` is one Query API call: the dense and the keyword top hits under
   the same filter, fused by the engine with the same settings and the same
   score scale as the embedded store (see
-  :mod:`agentscope_mem0._recall.fusion`), and ``keyword_search`` returns
+  :mod:`agentscope_mem0._vectors.fusion`), and ``keyword_search`` returns
   ``None`` so that mem0 does not add a keyword score a second time;
 * the search threshold is a cosine, as on mem0's own stores: a fused score
   is a rank, so the store drops a hit whose cosine with the query is below
-  it (see :mod:`agentscope_mem0._mem0.threshold`);
+  it (see :mod:`agentscope_mem0._vectors.threshold`);
 * ``user_id`` is indexed as the tenant key (``is_tenant``), so the server
   keeps each user's points together.
 
@@ -32,8 +32,7 @@ from typing import Any
 
 from mem0.vector_stores.qdrant import Qdrant
 
-from .._mem0.threshold import cosine_floor
-from .._recall.fusion import (
+from .._vectors.fusion import (
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_FEEDBACK_DOCS,
     DEFAULT_FEEDBACK_WEIGHT,
@@ -44,6 +43,7 @@ from .._recall.fusion import (
     hit_terms,
     rrf_weights,
 )
+from .._vectors.threshold import cosine_floor
 from ..local._edge import SCOPE_FIELDS, TENANT_FIELD
 from ..local._keyword import KeywordEncoder, keyword_text
 from .keywords import SPARSE, rewrite_collection_keywords

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MemoryUnavailableError
 from .._mem0.timeline import time_label
-from .._recall.escape import escape_memory
+from .._text.escape import escape_memory
 from .memory import (
     UNAVAILABLE,
     SearchMemoryTool,

@@ -28,8 +28,8 @@ from agentscope.tool import ToolBase, ToolChunk
 from .._mem0.bounded import bounded
 from .._mem0.tracing import traced_search
 from .._recall.dedupe import dedupe_by_meaning
-from .._recall.escape import escape_memory
 from .._scope import Scope
+from .._text.escape import escape_memory
 
 if TYPE_CHECKING:
     from agentscope.state import AgentState

@@ -25,9 +25,9 @@ from agentscope.event import ReplyStartEvent
 from agentscope.message import AssistantMsg, HintBlock, Msg
 
 from .._exceptions import ConfigurationError, WorkingContentError
-from .._recall.escape import escape_text
 from .._recall.note import place_note
-from .._recall.tokens import estimate_tokens
+from .._text.escape import escape_text
+from .._text.tokens import estimate_tokens
 from .format import UpdateMode, WorkingFormat
 from .render import TRUNCATION_MARKER, truncate_block
 from .select import shared_store_for_client

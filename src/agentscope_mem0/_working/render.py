@@ -1,12 +1,12 @@
 """Working memory cut to a token budget, with a marker saying so.
 
-Escaping is :func:`agentscope_mem0._recall.escape.escape_text` (multi-line mode):
+Escaping is :func:`agentscope_mem0._text.escape.escape_text` (multi-line mode):
 working memory is Markdown or JSON, so its lines stay.
 """
 
 from __future__ import annotations
 
-from .._recall.tokens import estimate_tokens, prefix_within
+from .._text.tokens import estimate_tokens, prefix_within
 
 __all__ = ["TRUNCATION_MARKER", "truncate_block"]
 

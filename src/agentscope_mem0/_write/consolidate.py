@@ -45,7 +45,7 @@ from .._mem0.breaker import LatencyRecorder
 from .._mem0.dates import iso
 from .._mem0.timeline import DUPLICATE_OF, DUPLICATES, VALID_UNTIL, ids_of
 from .._mem0.tracing import span
-from .._recall.same_fact import (
+from .._text.same_fact import (
     DEFAULT_SAME_FACT_RULE,
     FactShape,
     SameFactRule,

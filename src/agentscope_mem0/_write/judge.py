@@ -43,7 +43,7 @@ from agentscope.message import SystemMsg, UserMsg
 from .._mem0.breaker import LatencyRecorder
 from .._mem0.tracing import SpanHandle, model_span, span
 from .._mem0.usage import CallTokens, TokenMeter, metered, record_call
-from .._recall.same_fact import FactShape, fact_shape, kept_apart, same_fact, user_names
+from .._text.same_fact import FactShape, fact_shape, kept_apart, same_fact, user_names
 from .consolidate import DEFAULT_CONSOLIDATION_CANDIDATES, new_memories
 from .judge_lanes import Lanes
 from .judge_pairs import Fact, PairJudge, Relation

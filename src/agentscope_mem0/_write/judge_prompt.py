@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from .._mem0.model_json import find_json_object
-from .._recall.escape import escape_memory
+from .._text.escape import escape_memory
 
 __all__ = [
     "JUDGE_MARK",

@@ -9,7 +9,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError, StoreLockedError
 from .._mem0.usage import read_usage
-from .._mem0.vectors import pg_vector_size, qdrant_vector_size
+from .._vectors.size import pg_vector_size, qdrant_vector_size
 from .._write.outbox import OUTBOX_FILENAME, Outbox, OutboxRow
 from ._config import Settings
 from ._lock import LockHolder, lock_holder

@@ -294,7 +294,7 @@ class MemoryStore(Mem0Calls):
 
     def vector_size(self) -> int | None:
         """The vector size the store holds (``None`` when it cannot tell)."""
-        from .._mem0.vectors import pg_vector_size, qdrant_vector_size
+        from .._vectors.size import pg_vector_size, qdrant_vector_size
 
         qdrant = self._qdrant()
         name = getattr(self._vectors, "collection_name", None)

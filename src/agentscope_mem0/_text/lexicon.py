@@ -232,7 +232,7 @@ _QUALIFIERS = (
 
 ENGLISH = Lexicon(
     code="en",
-    letters=re.compile(r"[A-Za-z\u00c0-\u024f]"),
+    letters=re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]"),
     stem=_english_stem,
     is_past=_english_is_past,
     is_verb_form=lambda word: len(word) > 5 and word.endswith("ing"),

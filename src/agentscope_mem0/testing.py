@@ -29,6 +29,8 @@ from agentscope.formatter import OpenAIChatFormatter
 from agentscope.message import Msg, TextBlock, ToolCallBlock
 from agentscope.model import ChatModelBase, ChatResponse
 
+from ._text.lexicon import ENGLISH
+
 __all__ = [
     "HashEmbedding",
     "RuleExtractor",
@@ -232,9 +234,6 @@ def _words_of(text: str) -> list[str]:
 
 
 _OBSERVED = re.compile(r"## Observation Date\n(\d{4}-\d{2}-\d{2})")
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july"]
-_MONTHS += ["august", "september", "october", "november", "december"]
-_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 
 
 def _event_dates(messages: Sequence[Msg], facts: Sequence[str]) -> list[str | None]:
@@ -257,9 +256,9 @@ def event_date_in(text: str, observed: Any) -> str | None:
     low = text.lower()
     if m := re.search(r"\b(\d{4}-\d{2}-\d{2})\b", low):
         return m.group(1)
-    if m := re.search(r"\bin (" + "|".join(_MONTHS) + r")(?: (\d{4}))?\b", low):
+    if m := re.search(r"\bin (" + "|".join(ENGLISH.months) + r")(?: (\d{4}))?\b", low):
         year = int(m.group(2)) if m.group(2) else observed.year
-        return f"{year:04d}-{_MONTHS.index(m.group(1)) + 1:02d}"
+        return f"{year:04d}-{ENGLISH.months.index(m.group(1)) + 1:02d}"
     if m := re.search(r"\b(?:in|since) (\d{4})\b", low):
         return m.group(1)
     if "yesterday" in low:
@@ -274,8 +273,8 @@ def event_date_in(text: str, observed: Any) -> str | None:
     if "next month" in low:
         nxt = (observed.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
         return f"{nxt.year:04d}-{nxt.month:02d}"
-    if m := re.search(r"\bnext (" + "|".join(_WEEKDAYS) + r")\b", low):
-        ahead = (_WEEKDAYS.index(m.group(1)) - observed.weekday()) % 7 or 7
+    if m := re.search(r"\bnext (" + "|".join(ENGLISH.weekdays) + r")\b", low):
+        ahead = (ENGLISH.weekdays.index(m.group(1)) - observed.weekday()) % 7 or 7
         return (observed + dt.timedelta(days=ahead)).isoformat()
     return None
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agentscope_mem0._write.fact_words import (
+from agentscope_mem0._text.fact_words import (
     Agreement,
     compare_answers,
     ended_topics,

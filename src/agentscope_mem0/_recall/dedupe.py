@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._text.lexicon import ENGLISH, any_of
 from .._text.same_fact import FactShape, as_user, cosine, fact_shape, same_fact, user_names
 
 if TYPE_CHECKING:
@@ -41,10 +42,7 @@ logger = logging.getLogger(__name__)
 Embed = Callable[[list[str]], Awaitable[list[list[float]] | None]]
 """``embed(texts) -> vectors`` (``None`` without an embedder): ``Mem0Backend.embed``."""
 
-_MONTH = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|"
-    r"aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-)
+_MONTH = rf"(?:{any_of(*ENGLISH.months, *ENGLISH.month_abbreviations)})\.?"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _CORE_DATE = (
     r"(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}"
@@ -56,10 +54,7 @@ _CORE_DATE = (
     r"|\d{4}年\d{1,2}月(?:\d{1,2}[日号])?)"
 )
 _TIME = r"\d{1,2}:\d{2}(?::\d{2})?\s*(?:[ap]\.?m\b\.?)?"
-_WEEKDAY = (
-    r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-    r"|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?"
-)
+_WEEKDAY = rf"(?:{any_of(*ENGLISH.weekdays, *ENGLISH.weekday_abbreviations)})\.?"
 _JUNK = r"[\s\[\](){}<>*_|:,.\-–—]*"
 # A leading date, possibly behind a weekday or a time ("1:56 pm on 8 May, 2023").
 _LEADING_DATE = re.compile(

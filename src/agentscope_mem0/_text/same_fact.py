@@ -33,9 +33,9 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .words import CJK_RUN, NEGATION_WORDS, WORD, stem
+from .lexicon import CJK_NEGATIONS, CJK_RUN, UNREAD, WORD, Lexicon, fold, lexicon_for
 
 __all__ = [
     "DEFAULT_SAME_FACT_RULE",
@@ -68,139 +68,8 @@ class SameFactRule:
 DEFAULT_SAME_FACT_RULE = SameFactRule()
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-# Words that do not change what a memory says.
-_FILLER = _words(
-    "a an the user users they them their theirs he she his her hers him i me my mine "
-    "is are am be been being that this these those also currently really very "
-    "in at on of to for with by as over than into about do does own "
-    "and or which who whose it its"
-)
-_NEGATION = NEGATION_WORDS | _words(
-    "hate hates hating avoid avoids avoiding refuse refuses refused stop stopped stops "
-    "quit quits anymore longer lack lacks free"
-)
-# Another person or animal the memory is about.
-_PEOPLE = _words(
-    "sister sisters brother brothers sibling siblings mother mom mum mama father dad papa "
-    "parent parents wife husband spouse partner son sons daughter daughters child children "
-    "kid kids baby friend friends colleague colleagues coworker coworkers boss manager "
-    "team neighbour neighbor neighbours neighbors roommate roommates flatmate cousin "
-    "cousins aunt uncle grandmother grandma grandfather grandpa grandparents nephew niece "
-    "girlfriend boyfriend fiance fiancee family teacher student students doctor client "
-    "clients customer customers dog dogs cat cats pet pets puppy kitten horse bird"
-)
-_TIME_WORDS = _words(
-    "yesterday today tomorrow tonight last next ago before after until till since "
-    "previously formerly former used once earlier recently soon later childhood "
-    "morning afternoon evening night weekend weekends weekday weekly daily monthly yearly "
-    "spring summer autumn fall winter "
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec "
-    "monday tuesday wednesday thursday friday saturday sunday "
-    "will would going plan plans planned planning"
-)
-_PAST_AUXILIARIES = _words("was were had did used")
-_IRREGULAR_PAST = {
-    "went": "go",
-    "ran": "run",
-    "ate": "eat",
-    "drank": "drink",
-    "gave": "give",
-    "taught": "teach",
-    "bought": "buy",
-    "left": "leave",
-    "met": "meet",
-    "wrote": "write",
-    "spoke": "speak",
-    "began": "begin",
-    "drove": "drive",
-    "took": "take",
-    "made": "make",
-    "saw": "see",
-    "came": "come",
-    "got": "get",
-    "sold": "sell",
-    "thought": "think",
-    "flew": "fly",
-    "swam": "swim",
-    "grew": "grow",
-    "knew": "know",
-    "paid": "pay",
-    "told": "tell",
-    "won": "win",
-    "lost": "lose",
-    "kept": "keep",
-    "felt": "feel",
-    "slept": "sleep",
-    "studied": "study",
-    "lived": "live",
-    "moved": "move",
-}
-_SMALL_NUMBERS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-    "fourteen fifteen sixteen seventeen eighteen nineteen twenty"
-)
-_NUMBER_WORDS = {word: str(value) for value, word in enumerate(_SMALL_NUMBERS.split())} | {
-    "thirty": "30",
-    "forty": "40",
-    "fifty": "50",
-    "sixty": "60",
-    "seventy": "70",
-    "eighty": "80",
-    "ninety": "90",
-    "hundred": "100",
-    "thousand": "1000",
-    "million": "1000000",
-    "dozen": "12",
-    "twice": "2x",
-    "couple": "2~",
-    "few": "few",
-    "several": "several",
-    "many": "many",
-    "first": "1st",
-    "second": "2nd",
-    "third": "3rd",
-    "fourth": "4th",
-    "fifth": "5th",
-    "single": "1",
-    "both": "2",
-}
-# Families of words that say the same thing in memories about a person.
-_SYNONYMS = {
-    word: family
-    for family, members in {
-        "like": "like love enjoy adore fond fan into",
-        "prefer": "prefer want wish favor favour",
-        "favorite": "favorite favourite fave",
-        "live": "live reside based resident",
-        "work": "work employed employ job",
-        "name": "name named call called",
-        "have": "have has owns got possess",
-        "colour": "colour color",
-        "summarize": "summarize summarise summarized summarised",
-        "bicycle": "bicycle bike",
-        "movie": "movie movies film films",
-        "fluent": "fluent fluently",
-        "allergy": "allergy allergic",
-        "practice": "practice practise practices practises",
-        "go": "go goes",
-        "speak": "speak speaks",
-    }.items()
-    for word in members.split()
-}
-# Verbs that add little to what a memory says ("works as an engineer" is "is an
-# engineer"): one side may have one the other lacks, but two different ones
-# ("wants a dog", "has a dog") are two facts.
-_LIGHT = frozenset({"like", "prefer", "have", "work", "go", "practice", "do", "get", "speak"})
-_WISH = "prefer"
-"""The family of "wants", "wishes", "prefers"."""
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _CAPITALISED = re.compile(r"[^\W\d_][\w'’]*")
-_NAME_IS = re.compile(r"\b(?:user'?s|my|the user'?s) name is ([^\W\d_]+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,13 +92,16 @@ class FactShape:
     """Base forms of the words written in a past tense."""
     verbs: frozenset[str] = frozenset()
     """Content words written as a verb ("learning", "to play"), as in :attr:`words`."""
+    lexicon: Lexicon = field(default=UNREAD, compare=False)
+    """The lexicon the memory was read with."""
 
 
 def user_names(user_id: str | None, texts: Iterable[str] = ()) -> frozenset[str]:
     """The words that name the user: the parts of ``user_id`` and any "name is X" in ``texts``."""
     names = {part for part in re.split(r"[^\w]+|_", (user_id or "").casefold()) if len(part) > 1}
     for text in texts:
-        names.update(match.casefold() for match in _NAME_IS.findall(text))
+        lexicon = lexicon_for(text) or UNREAD
+        names.update(match.casefold() for match in lexicon.name_is.findall(text))
     return frozenset(names)
 
 
@@ -241,27 +113,11 @@ def as_user(text: str, names: frozenset[str]) -> str:
     return re.sub(pattern + r")\b", "User", text, flags=re.IGNORECASE)
 
 
-def _lemma(word: str) -> str:
-    """A key shared by a word's forms ("lived", "lives", "living" -> "liv")."""
-    if word in _IRREGULAR_PAST:
-        return _IRREGULAR_PAST[word].rstrip("e")
-    for suffix in ("ing", "ed"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            base = word[: -len(suffix)]
-            if len(base) > 2 and base[-1] == base[-2] and base[-1] not in "lsz":
-                base = base[:-1]  # stopped -> stop
-            return base.rstrip("e")
-    return stem(word).rstrip("e")
-
-
-def _is_past(word: str) -> bool:
-    return word in _IRREGULAR_PAST or (len(word) > 4 and word.endswith("ed"))
-
-
 def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
     """The shape of ``text`` for :func:`same_fact`; ``names`` name the user (:func:`user_names`)."""
     plain = unicodedata.normalize("NFKC", text).replace("’", "'")
-    folded = plain.casefold()
+    folded = fold(text)
+    lexicon = lexicon_for(plain) or UNREAD
     numbers = set(_NUMBER.findall(folded))
     words: set[str] = set()
     people: set[str] = set()
@@ -272,55 +128,58 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
     sequence: list[str] = []
     negated = False
     for run in CJK_RUN.findall(folded):
-        negated = negated or any(char in NEGATION_WORDS for char in run)
+        negated = negated or any(char in CJK_NEGATIONS for char in run)
         words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
     tokens = WORD.findall(CJK_RUN.sub(" ", folded))
     for index, word in enumerate(tokens):
         base = word.removesuffix("'s")
         if base in names:
             continue
-        if base in _NEGATION or base.endswith("n't"):
+        if lexicon.denies(base) or base in lexicon.opposites:
             negated = True
             continue
-        if base in _NUMBER_WORDS:
-            numbers.add(_NUMBER_WORDS[base])
+        if base in lexicon.numbers:
+            numbers.add(lexicon.numbers[base])
             continue
-        if base in _PEOPLE:
-            people.add(stem(base))
-            sequence.append(stem(base))
+        lemma = lexicon.stem(base)
+        if base in lexicon.people or base in lexicon.animals:
+            people.add(lemma)
+            sequence.append(lemma)
             continue
-        if base in _TIME_WORDS:
-            times.add(stem(base))
+        if base in lexicon.time_words:
+            times.add(lemma)
+            if lexicon.is_past(base):
+                times.add("past")  # "planned" is not "plans": the stem folds them
             continue
-        if base in _PAST_AUXILIARIES:
+        if base in lexicon.past_auxiliaries:
             times.add("past")
             continue
-        if base in _FILLER or base.isdigit():
+        if base in lexicon.fillers or base.isdigit():
             continue
-        lemma = _lemma(base)
         lemmas.add(lemma)
-        if _is_past(base):
+        if lexicon.is_past(base):
             past_lemmas.add(lemma)
-        word_key = _SYNONYMS.get(base, _SYNONYMS.get(lemma, _SYNONYMS.get(stem(base), lemma)))
+        word_key = lexicon.synonyms.get(base) or lexicon.synonyms.get(lemma, lemma)
         words.add(word_key)
         sequence.append(word_key)
-        if (len(base) > 5 and base.endswith("ing")) or (index and tokens[index - 1] == "to"):
+        if lexicon.is_verb_form(base) or (index and tokens[index - 1] in lexicon.verb_markers):
             verbs.add(word_key)
-    people.update(_named_people(plain, names, set(tokens)))
+    people.update(_named_people(plain, names, lexicon))
     return FactShape(
         words=frozenset(words),
         numbers=frozenset(numbers),
         negated=negated,
         people=frozenset(people),
         times=frozenset(times),
-        order=tuple(sequence) if _COMPARING & set(tokens) else None,
+        order=tuple(sequence) if lexicon.comparing.intersection(tokens) else None,
         lemmas=frozenset(lemmas),
         past_lemmas=frozenset(past_lemmas),
         verbs=frozenset(verbs),
+        lexicon=lexicon,
     )
 
 
-def _named_people(text: str, names: frozenset[str], tokens: set[str]) -> set[str]:
+def _named_people(text: str, names: frozenset[str], lexicon: Lexicon) -> set[str]:
     """Capitalised words that are not the user's name (a first word only if it is not common)."""
     out: set[str] = set()
     for index, match in enumerate(_CAPITALISED.finditer(text)):
@@ -328,16 +187,12 @@ def _named_people(text: str, names: frozenset[str], tokens: set[str]) -> set[str
         if not word[:1].isupper():
             continue
         folded = word.casefold()
-        if folded in names or folded in _FILLER or folded in _TIME_WORDS or folded == "user":
+        if folded in names or folded in lexicon.fillers or folded in lexicon.time_words:
             continue
-        if index == 0 and folded in _COMMON_FIRST_WORDS:
+        if index == 0 and folded in lexicon.common_first_words:
             continue
         out.add("@" + folded)
     return out
-
-
-_COMPARING = _words("over than rather instead versus vs from")
-_COMMON_FIRST_WORDS = _words("every at for in on my our her his their its there")
 
 
 def blocker(a: FactShape, b: FactShape) -> str | None:
@@ -375,16 +230,24 @@ def kept_apart(a: FactShape, b: FactShape) -> str | None:
     if reason is not None:
         return reason
     only_a, only_b = a.words - b.words, b.words - a.words
-    if only_a & _LIGHT and only_b & _LIGHT:
+    light = _light_verbs(a, b)
+    if only_a & light and only_b & light:
         return "another verb"
-    if (_WISH in a.words) != (_WISH in b.words):
+    if (a.lexicon.wish in a.words) != (b.lexicon.wish in b.words):
         return "another verb"  # a wish is not the fact: "wants to live there", "lives there"
-    own_a, own_b = only_a - _LIGHT, only_b - _LIGHT
+    own_a, own_b = only_a - light, only_b - light
     if bool(own_a) != bool(own_b):
         return "more detail"
     if own_a and (own_a & a.verbs or own_b & b.verbs):
         return "another verb"  # "is learning to play the cello", "teaches the cello"
     return None
+
+
+def _light_verbs(a: FactShape, b: FactShape) -> frozenset[str]:
+    """Verbs that add little to what a memory says ("works as an engineer" is "is
+    an engineer"): one side may have one the other lacks, but two different ones
+    ("wants a dog", "has a dog") are two facts."""
+    return a.lexicon.light_verbs | b.lexicon.light_verbs
 
 
 def overlap(a: frozenset[str], b: frozenset[str]) -> float:
@@ -413,13 +276,14 @@ def same_fact(
         return False
     # The words alone never merge a swap ("dark mode", "light mode"): a shared
     # majority of words says nothing about the one that differs.
-    swapped = bool(a.words - b.words - _LIGHT) and bool(b.words - a.words - _LIGHT)
+    light = _light_verbs(a, b)
+    swapped = bool(a.words - b.words - light) and bool(b.words - a.words - light)
     if not swapped and overlap(a.words, b.words) >= rule.lexical:
         return True
     return (
         similarity is not None
         and similarity >= rule.cosine
-        and overlap(a.words - _LIGHT, b.words - _LIGHT) >= rule.with_vectors
+        and overlap(a.words - light, b.words - light) >= rule.with_vectors
     )
 
 

@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from .fact_words import (
+from .._text.fact_words import (
     Agreement,
     compare_answers,
     denies,

@@ -1,0 +1,170 @@
+"""What the words of a memory say, without a model: whose fact it is, whether it
+tells of the past or of one more item, what it says has ended, and how two
+short answers compare.
+
+The time judgement uses these around the model's readings: a new memory about
+another person, about the past ("used to", "in college", a year long gone)
+or adding an item ("also", "another") never makes an older memory untrue;
+one that ends a thing the older memory names ("quit smoking", "broke up with
+Mark") does, where a small model reads "not said". Each reads the words of
+the memory's language (:func:`~.lexicon.lexicon_for`); a memory in a
+language without a lexicon passes them and relies on the readings alone.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from .lexicon import CJK_RUN, UNREAD, WORD, Lexicon, fold, lexicon_for
+
+__all__ = [
+    "Agreement",
+    "compare_answers",
+    "denies",
+    "ended_topics",
+    "holder",
+    "is_additive",
+    "is_short_answer",
+    "named_in_both",
+    "same_holder",
+    "tells_of_past",
+    "topics",
+    "year_told",
+]
+
+
+def _lexicon(*texts: str) -> Lexicon:
+    return lexicon_for(" ".join(texts)) or UNREAD
+
+
+def _tokens(text: str) -> list[str]:
+    """The words of ``text``, folded; Chinese, Japanese and Korean characters one by one."""
+    folded = fold(text)
+    return [*"".join(CJK_RUN.findall(folded)), *WORD.findall(CJK_RUN.sub(" ", folded))]
+
+
+def holder(memory: str) -> str | None:
+    """Whose fact ``memory`` is: ``"user"``, ``"user's sister"``, ``"maria"``...;
+    ``None`` when the memory does not open with a word to tell by.
+
+    "User's car ..." is the user's (a thing of theirs); "User's sister ..."
+    is the sister's; a memory opening with another name is that person's.
+    """
+    lexicon = _lexicon(memory)
+    possessive = lexicon.possessive.match(memory)
+    if possessive:
+        owner, thing = possessive.group(1).lower(), possessive.group(2).lower()
+        return f"{owner}'s {thing}" if thing in lexicon.people else owner
+    first = lexicon.first_word.match(memory)
+    return first.group(1).lower() if first else None
+
+
+def same_holder(first: str, second: str) -> bool:
+    """Whether two memories are about the same person, as far as their words tell."""
+    a, b = holder(first), holder(second)
+    return a is None or b is None or a == b
+
+
+def is_additive(memory: str) -> bool:
+    """Whether ``memory`` adds one more item ("also plays the violin", "another dog")."""
+    return bool(_lexicon(memory).additive.search(memory))
+
+
+def tells_of_past(memory: str) -> bool:
+    """Whether ``memory`` only tells how things were ("used to", "in college"),
+    without saying how they are now."""
+    lexicon = _lexicon(memory)
+    return bool(lexicon.past.search(memory)) and not lexicon.now.search(memory)
+
+
+class Agreement(StrEnum):
+    """How two short answers to one question compare."""
+
+    SAME = "same"
+    """The same words, the second saying less, or too few words to tell."""
+    MORE = "more"
+    """The second holds all of the first and more (a detail added)."""
+    DIFFERENT = "different"
+    """Another answer."""
+
+
+def denies(answer: str, lexicon: Lexicon | None = None) -> bool:
+    """Whether a short answer denies ("no", "none", "not any more")."""
+    lexicon = lexicon or _lexicon(answer)
+    return any(lexicon.denies(word) for word in _tokens(answer))
+
+
+def _words(answer: str, lexicon: Lexicon) -> set[str]:
+    return {lexicon.stem(word) for word in _tokens(answer) if word not in lexicon.fillers}
+
+
+def compare_answers(first: str, second: str) -> Agreement:
+    """How ``second`` compares with ``first``, word by word (case, word endings and
+    filler words aside); one denying what the other does not is another answer."""
+    lexicon = _lexicon(first, second)
+    if denies(first, lexicon) != denies(second, lexicon):
+        return Agreement.DIFFERENT  # "vegetarian" / "no longer vegetarian"
+    a, b = _words(first, lexicon), _words(second, lexicon)
+    if not a or not b or b <= a:
+        return Agreement.SAME
+    if a <= b:
+        return Agreement.MORE
+    return Agreement.DIFFERENT
+
+
+_SHORT_ANSWER_WORDS = 4
+
+
+def is_short_answer(reading: str) -> bool:
+    """Whether a reading is a short answer ("Valencia", "80 kg") rather than a
+    sentence retelling the memory ("The user quit smoking in March.")."""
+    words = _tokens(reading)
+    return 0 < len(words) <= _SHORT_ANSWER_WORDS and not _lexicon(reading).sentence.match(reading)
+
+
+_TOPIC_LETTERS = 4
+"""A topic is the first letters of a word's stem: "smoking" and "smoker" name one thing."""
+
+
+def topics(text: str) -> set[str]:
+    """The words of ``text`` that name something, cut to a stem of four letters."""
+    lexicon = _lexicon(text)
+    out = set()
+    for word in _tokens(text):
+        if word in lexicon.fillers or word in lexicon.not_topics or len(word) < 3:
+            continue
+        out.add(lexicon.stem(word)[:_TOPIC_LETTERS])
+    return out
+
+
+def named_in_both(question: str, first: str, second: str) -> bool:
+    """Whether ``question`` asks about a thing both memories name ("work" in
+    "What does the user ride to work?", "User takes the bus to work" and
+    "User cycles to work now")."""
+    return bool(topics(question) & topics(first) & topics(second))
+
+
+_ENDED_WORDS = 3
+
+
+def ended_topics(memory: str) -> set[str]:
+    """The stems of what ``memory`` tells has ended: the words after "quit", "sold",
+    "broke up with", "no longer"... up to the next clause ("User quit smoking in
+    March": ``{"smok"}``; "User sold their car and takes the train": ``{"car"}``).
+    Empty when no such word opens a named thing."""
+    lexicon = _lexicon(memory)
+    out: set[str] = set()
+    for match in lexicon.ending.finditer(memory):
+        ended = lexicon.clause_end.split(match.group(1), maxsplit=1)[0]
+        out |= topics(" ".join(ended.split()[:_ENDED_WORDS]))
+    return out
+
+
+def year_told(memory: str) -> int | None:
+    """The latest year ``memory`` names for its event ("interned at IBM in 2015",
+    "from 1998 to 2003", "in March 2015"): a four-digit number after "in",
+    "during", "from", a month... and not before a unit ("2000 euros"). A year
+    after "since" tells how long a state has lasted, not when an event
+    happened, and is not counted."""
+    years = [int(year) for year in _lexicon(memory).year.findall(memory)]
+    return max(years) if years else None

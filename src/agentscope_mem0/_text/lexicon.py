@@ -1,0 +1,351 @@
+"""The words this package's rules read, one :class:`Lexicon` per language.
+
+The same-fact rule (:mod:`.same_fact`) and the time judgement's word rules
+(:mod:`.fact_words`) read what a memory's words say: whose fact it is,
+whether it negates, tells of another time, counts, ends something. Those
+words belong to a language, so every rule takes them from the lexicon
+:func:`lexicon_for` picks for the text, never from a list of its own. A text
+the package has no lexicon for gets ``None``: the words decide nothing there
+and the model's readings do. :data:`LEXICONS` holds the lexicons by language
+code; English is the only one yet.
+
+Words are runs of letters and digits (an apostrophe inside kept, as in
+"user's" and "don't"). Chinese, Japanese and Korean text has no spaces:
+:data:`CJK_RUN` finds those runs for the rules to read apart.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "CJK_NEGATIONS",
+    "CJK_RUN",
+    "ENGLISH",
+    "LEXICONS",
+    "UNREAD",
+    "WORD",
+    "Lexicon",
+    "any_of",
+    "fold",
+    "lexicon_for",
+]
+
+WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+CJK_NEGATIONS = frozenset("不没沒别別無无非않안못")
+"""Characters that negate a Chinese, Japanese or Korean memory (read by the
+same-fact rule until those languages have lexicons of their own)."""
+
+
+_NOTHING = re.compile(r"(?!)")
+"""A pattern that matches nothing: what a lexicon without a phrase reads."""
+
+
+def _never(word: str) -> bool:
+    return False
+
+
+def fold(text: str) -> str:
+    """``text`` as the rules compare it: NFKC, case folded, a typographic apostrophe as ``'``."""
+    return unicodedata.normalize("NFKC", text).replace("’", "'").casefold()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Lexicon:
+    """The words of one language that the rules read (all case folded).
+
+    A field left out reads nothing: no word in a set, a pattern that never
+    matches, a stem that is the word itself.
+    """
+
+    code: str
+    """The language's code ("en")."""
+    letters: re.Pattern[str] = _NOTHING
+    """A letter of the script the language is written in (:func:`lexicon_for` counts them)."""
+    stem: Callable[[str], str] = str
+    """A key shared by a word's forms ("lived", "lives", "living" -> "liv")."""
+    is_past: Callable[[str], bool] = _never
+    """Whether a word is written in a past tense."""
+    is_verb_form: Callable[[str], bool] = _never
+    """Whether a word is written as a verb ("learning")."""
+    verb_markers: frozenset[str] = frozenset()
+    """Words that make the next word a verb ("to" in "wants to play")."""
+    fillers: frozenset[str] = frozenset()
+    """Words that do not change what a memory or a short answer says."""
+    negations: frozenset[str] = frozenset()
+    """Words that deny ("not", "never"); a word ending in :attr:`negation_endings` does too."""
+    negation_endings: tuple[str, ...] = ()
+    opposites: frozenset[str] = frozenset()
+    """Words that make a memory say the opposite of one without them ("hates", "quit")."""
+    people: frozenset[str] = frozenset()
+    """Another person a memory can be about ("sister", "boss"); after "User's", the holder."""
+    animals: frozenset[str] = frozenset()
+    """Pets and animals a memory can be about."""
+    time_words: frozenset[str] = frozenset()
+    """Words that place a fact in time ("yesterday", "used", "plans", "may", "monday")."""
+    months: tuple[str, ...] = ()
+    """The twelve months in order."""
+    month_abbreviations: frozenset[str] = frozenset()
+    weekdays: tuple[str, ...] = ()
+    """The seven days, Monday first."""
+    weekday_abbreviations: frozenset[str] = frozenset()
+    past_auxiliaries: frozenset[str] = frozenset()
+    """Words that put the verb after them in the past ("was", "had")."""
+    numbers: Mapping[str, str] = field(default_factory=dict)
+    """Number words and the number they stand for ("two" -> "2", "couple" -> "2~")."""
+    synonyms: Mapping[str, str] = field(default_factory=dict)
+    """A word or its stem -> its family, for words that say the same thing in a memory."""
+    light_verbs: frozenset[str] = frozenset()
+    """Families of verbs that add little to a memory ("works as", "has")."""
+    wish: str = ""
+    """The family of "wants", "wishes", "prefers": a wish is not the fact wished."""
+    comparing: frozenset[str] = frozenset()
+    """Words that compare two things ("over", "than"): their order matters."""
+    common_first_words: frozenset[str] = frozenset()
+    """Words that open a sentence with a capital without being a name."""
+    not_topics: frozenset[str] = frozenset()
+    """Words of a question or a memory that name no thing (with :attr:`fillers`)."""
+    name_is: re.Pattern[str] = _NOTHING
+    """A memory giving the user's name; group 1 is the name."""
+    possessive: re.Pattern[str] = _NOTHING
+    """A memory opening with someone's thing ("User's new car"): groups owner and thing."""
+    first_word: re.Pattern[str] = _NOTHING
+    """A memory's first word (its subject); group 1."""
+    additive: re.Pattern[str] = _NOTHING
+    """Words adding one more item ("also", "another")."""
+    past: re.Pattern[str] = _NOTHING
+    """Words telling how things were ("used to", "in college")."""
+    now: re.Pattern[str] = _NOTHING
+    """Words telling how things are now ("now", "no longer")."""
+    sentence: re.Pattern[str] = _NOTHING
+    """The opening of a sentence retelling a memory rather than a short answer."""
+    ending: re.Pattern[str] = _NOTHING
+    """Words ending something ("quit", "sold"); group 1 is what follows them."""
+    clause_end: re.Pattern[str] = _NOTHING
+    """Where the thing named after an ending word stops ("and", "because", a comma)."""
+    year: re.Pattern[str] = _NOTHING
+    """A year an event is told in ("in 2015", "March 2019"), not an amount ("2000 euros")."""
+
+    def denies(self, word: str) -> bool:
+        """Whether ``word`` (folded) denies."""
+        return word in self.negations or word.endswith(self.negation_endings)
+
+
+UNREAD = Lexicon(code="")
+"""What a rule reads a text with when :func:`lexicon_for` has no lexicon for it:
+no word known, every word read as written."""
+
+
+def any_of(*words: str) -> str:
+    """A regular expression matching any of ``words``, the longest first."""
+    return "|".join(re.escape(word) for word in sorted(words, key=len, reverse=True))
+
+
+def lexicon_for(text: str) -> Lexicon | None:
+    """The lexicon to read ``text`` with: the one whose script has the most
+    letters in it; ``None`` for text in a script no lexicon reads."""
+    counts = {code: len(lexicon.letters.findall(text)) for code, lexicon in LEXICONS.items()}
+    best = max(counts, key=counts.__getitem__, default=None)
+    return LEXICONS[best] if best is not None and counts[best] else None
+
+
+# English --------------------------------------------------------------------
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+def _in_order(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+def _table(text: str) -> dict[str, str]:
+    """``"went:go ran:run"`` as a mapping."""
+    return dict(pair.split(":") for pair in text.split())
+
+
+_IRREGULAR_PAST = _table(
+    "went:go ran:run ate:eat drank:drink gave:give taught:teach bought:buy left:leave "
+    "met:meet wrote:write spoke:speak began:begin drove:drive took:take made:make saw:see "
+    "came:come got:get sold:sell thought:think flew:fly swam:swim grew:grow knew:know "
+    "paid:pay told:tell won:win lost:lose kept:keep felt:feel slept:sleep studied:study "
+    "lived:live moved:move"
+)
+
+
+def _english_stem(word: str) -> str:
+    """A key shared by an English word's forms: no possessive, plural, "-ed" or
+    "-ing" ending, no final "e" ("lived", "lives", "living" -> "liv"; "stopped"
+    -> "stop"; "went" -> "go")."""
+    word = word.removesuffix("'s")
+    if word in _IRREGULAR_PAST:
+        return _IRREGULAR_PAST[word].rstrip("e")
+    for suffix in ("ing", "ed"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            base = word[: -len(suffix)]
+            if len(base) > 2 and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]  # stopped -> stop
+            return base.rstrip("e")
+    if len(word) > 4 and word.endswith("ies"):
+        word = word[:-3] + "y"
+    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    return word.rstrip("e")
+
+
+def _english_is_past(word: str) -> bool:
+    return word in _IRREGULAR_PAST or (len(word) > 4 and word.endswith("ed"))
+
+
+def _families(families: Mapping[str, str]) -> dict[str, str]:
+    """Each member of a family, and its stem, -> the family; an irregular past
+    is kept to itself (the stem of "got" is "get")."""
+    out: dict[str, str] = {}
+    for family, members in families.items():
+        for word in members.split():
+            out[word] = family
+            if word not in _IRREGULAR_PAST:
+                out.setdefault(_english_stem(word), family)
+    return out
+
+
+_SMALL_NUMBERS = _in_order(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+    "fourteen fifteen sixteen seventeen eighteen nineteen twenty"
+)
+_MONTHS = _in_order(
+    "january february march april may june july august september october november december"
+)
+_MONTH_ABBREVIATIONS = _words("jan feb mar apr jun jul aug sep sept oct nov dec")
+_MONTH_WORDS = any_of(*_MONTHS, *_MONTH_ABBREVIATIONS)
+_WEEKDAYS = _in_order("monday tuesday wednesday thursday friday saturday sunday")
+_QUALIFIERS = (
+    "new|former|old|current|best|close|late|ex|step|elder|eldest|older|oldest|younger|youngest|"
+    "little|big|twin|only|favou?rite"
+)
+"""Words between "User's" and a person that do not change whose fact it is."""
+
+ENGLISH = Lexicon(
+    code="en",
+    letters=re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]"),
+    stem=_english_stem,
+    is_past=_english_is_past,
+    is_verb_form=lambda word: len(word) > 5 and word.endswith("ing"),
+    verb_markers=frozenset({"to"}),
+    fillers=_words(
+        "a an the user users user's they them their theirs he she his her hers him i me my "
+        "mine our your s is are am was were be been being that this these those also "
+        "currently really very in at on of to for with by as over than into about do does "
+        "own and or which who whose it its"
+    ),
+    negations=_words("not no never none nobody nothing nor neither cannot anymore"),
+    negation_endings=("n't",),
+    opposites=_words(
+        "without dislike dislikes disliked hate hates hating avoid avoids avoiding refuse "
+        "refuses refused stop stopped stops quit quits longer lack lacks free"
+    ),
+    people=_words(
+        "sister sisters brother brothers sibling siblings mother mom mum mama father dad papa "
+        "parent parents wife husband spouse partner son sons daughter daughters child children "
+        "kid kids baby friend friends colleague colleagues coworker coworkers boss manager "
+        "team teammate classmate neighbour neighbor neighbours neighbors roommate roommates "
+        "flatmate cousin cousins aunt uncle grandmother grandma grandfather grandpa "
+        "grandparents nephew niece girlfriend boyfriend fiance fiancee family teacher student "
+        "students doctor client clients customer customers"
+    ),
+    animals=_words("dog dogs cat cats pet pets puppy kitten horse bird"),
+    time_words=_words(
+        "yesterday today tomorrow tonight last next ago before after until till since "
+        "previously formerly former used once earlier recently soon later childhood "
+        "morning afternoon evening night weekend weekends weekday weekly daily monthly yearly "
+        "spring summer autumn fall winter will would going plan plans planned planning"
+    )
+    | {*_MONTHS, *_MONTH_ABBREVIATIONS, *_WEEKDAYS},
+    months=_MONTHS,
+    month_abbreviations=_MONTH_ABBREVIATIONS,
+    weekdays=_WEEKDAYS,
+    weekday_abbreviations=_words("mon tue tues wed thu thur thurs fri sat sun"),
+    past_auxiliaries=_words("was were had did used"),
+    numbers={word: str(value) for value, word in enumerate(_SMALL_NUMBERS)}
+    | _table(
+        "thirty:30 forty:40 fifty:50 sixty:60 seventy:70 eighty:80 ninety:90 hundred:100 "
+        "thousand:1000 million:1000000 dozen:12 twice:2x couple:2~ few:few several:several "
+        "many:many first:1st second:2nd third:3rd fourth:4th fifth:5th single:1 both:2"
+    ),
+    synonyms=_families(
+        {
+            "like": "like love enjoy adore fond fan into",
+            "prefer": "prefer want wish favor favour",
+            "favorite": "favorite favourite fave",
+            "live": "live reside based resident",
+            "work": "work employ job",
+            "name": "name call",
+            "have": "have has owns got possess",
+            "colour": "colour color",
+            "summarize": "summarize summarise",
+            "bicycle": "bicycle bike",
+            "movie": "movie movies film",
+            "fluent": "fluent fluently",
+            "allergy": "allergy allergic",
+            "practice": "practice practise",
+        }
+    ),
+    light_verbs=_words("like prefer have work go practice do get speak"),
+    wish="prefer",
+    comparing=_words("over than rather instead versus vs from"),
+    common_first_words=_words("every at for in on my our her his their its there"),
+    not_topics=_words(
+        "what which who whom whose where when why how many much do does did doing done "
+        "have has had having get gets got go goes went use uses used now current currently "
+        "new kind type sort mode way thing things something status situation state name "
+        "called like about there up out off with them him me one"
+    ),
+    name_is=re.compile(r"\b(?:user'?s|my|the user'?s) name is ([^\W\d_]+)", re.IGNORECASE),
+    possessive=re.compile(
+        rf"^\s*(?:the\s+)?([A-Za-z]+)(?:'s|’s)\s+(?:(?:{_QUALIFIERS})[\s-]+)*([A-Za-z]+)", re.I
+    ),
+    first_word=re.compile(r"^\s*(?:the\s+)?([A-Za-z]+)\b", re.I),
+    additive=re.compile(
+        r"\b(also|too|as well|another|other|second|third|additional(?:ly)?|in addition|"
+        r"besides|more than one|several)\b",
+        re.I,
+    ),
+    past=re.compile(
+        r"\b(used to|as a (?:child|kid|teen(?:ager)?|student)|in (?:high )?school|in college|"
+        r"at university|when (?:he|she|they|i|the user) (?:was|were)|years ago|back then|"
+        r"formerly|in (?:his|her|their) (?:youth|childhood|twenties|teens)|growing up|"
+        r"once (?:lived|worked|had|played|owned))\b",
+        re.I,
+    ),
+    now=re.compile(
+        r"\b(now|currently|no longer|anymore|any more|these days|nowadays|today|instead)\b", re.I
+    ),
+    sentence=re.compile(r"^\s*(?:the user|user|they|he|she|it)\b", re.I),
+    ending=re.compile(
+        r"\b(?:quit|quits|stopped|stops|gave up|gives up|given up|cancell?ed|cancels|"
+        r"broke up with|split up with|broken up with|divorced|left|leaves|sold|sells|"
+        r"retired from|dropped out of|dropped|got rid of|"
+        r"moved out of|no longer|not \w+ any ?more)\s+(.*)",
+        re.I,
+    ),
+    clause_end=re.compile(
+        r"\s*(?:\band\b|\bbut\b|\bbecause\b|\bafter\b|\bbefore\b|\bin\b|\blast\b|"
+        r"\bthis\b|\bthat\b|\bwhen\b|\bsince\b|\binstead\b|[,.;:!?(])",
+        re.I,
+    ),
+    year=re.compile(
+        rf"(?:\b(?:in|during|from|around|until|till|of|{_MONTH_WORDS})\s+|(?<=\d\d\d\d to ))"
+        r"(1[89]\d\d|20\d\d)\b"
+        r"(?!\s*(?:euros?|dollars?|pounds?|yuan|yen|francs?|usd|eur|gbp|kg|km|miles?|m\b|"
+        r"meters?|metres?|feet|ft|calories?|steps?|words?|people|users?|units?|items?))",
+        re.I,
+    ),
+)
+
+LEXICONS: Mapping[str, Lexicon] = {ENGLISH.code: ENGLISH}
+"""The lexicons by language code."""

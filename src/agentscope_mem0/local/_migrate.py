@@ -107,8 +107,8 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
             raise
         raise MigrationError(
             f"could not move the release-0.1 store in {old} to Qdrant Edge: {exc}. The "
-            "folder is unchanged. Fix the cause and open it again (or run "
-            "`agentscope-mem0 migrate` to see the error alone)"
+            f"folder is unchanged: fix the cause and open it again (`agentscope-mem0 "
+            f"migrate --folder {root}` runs the migration alone)"
         ) from exc
     finally:
         client.close()
@@ -141,7 +141,7 @@ def _open_old_store(storage: Path) -> Any:
         raise StoreLockedError(
             f"the release-0.1 store {storage} is in use by another process, so it cannot "
             "be moved to Qdrant Edge now: stop that process (an older release of this "
-            f"package, most likely) and open the folder again, or use another data folder "
+            "package, most likely) and open the folder again, or use another data folder "
             f"(folder=... or ${DATA_DIR_ENV})"
         ) from exc
 

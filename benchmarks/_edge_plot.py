@@ -17,7 +17,7 @@ __all__ = ["render"]
 _STYLES = {
     "edge": ("tab:blue", "o", "Qdrant Edge (default, exact)"),
     "edge-hnsw": ("tab:green", "s", "Qdrant Edge after HNSW"),
-    "qdrant-local": ("tab:red", "^", "qdrant-client local mode (0.1)"),
+    "qdrant-local": ("tab:red", "^", "qdrant-client local mode (0.1's store)"),
 }
 
 

@@ -2,11 +2,14 @@
 
 One run measures both engines, each in a child process of its own (so that
 open time and memory are its own): the Qdrant Edge default at 1k, 10k and
-100k memories, and qdrant-client's local mode (release 0.1's store) at 1k and
-10k, where it still answers. At every size, through mem0's own
-``AsyncMemory.search`` (top 5, scoped to one of 10 users, hashed 384-d
-embeddings, the offline keyword encoder, each engine's default hybrid
-search):
+100k memories, and qdrant-client's local mode at 1k and 10k, where it still
+answers. Local mode was release 0.1's embedded store; it is no longer an
+engine of the package, so it is measured as release 0.1 ran it: mem0's own
+Qdrant provider on an on-disk path in the folder (``qdrant/``, the same
+collection), through the package's shared client, with the keyword encoder.
+At every size, through mem0's own ``AsyncMemory.search`` (top 5, scoped to
+one of 10 users, hashed 384-d embeddings, the offline keyword encoder, each
+engine's default hybrid search):
 
 * search latency p50/p95, and searches per second one at a time and with 8
   in flight;
@@ -82,10 +85,29 @@ def dir_mb(path: Path) -> float:
 
 
 def open_memory(engine: str, folder: Path, embedding: Any, chat: Any) -> Any:
-    from agentscope_mem0 import build_local_memory
+    from agentscope_mem0 import build_local_memory, build_memory
+    from agentscope_mem0.local import install_keyword_encoder
 
-    os.environ["AGENTSCOPE_MEM0_ENGINE"] = engine
-    return build_local_memory(chat, embedding_model=embedding, folder=folder)
+    if engine == "edge":
+        return build_local_memory(chat, embedding_model=embedding, folder=folder)
+    # Release 0.1's embedded store: mem0's Qdrant provider on qdrant-client's local mode.
+    memory = build_memory(
+        chat_model=chat,
+        embedding_model=embedding,
+        mem0_config={
+            "vector_store": {
+                "provider": "qdrant",
+                "config": {
+                    "collection_name": "agentscope_mem0",
+                    "path": str(folder / "qdrant"),
+                    "on_disk": True,
+                },
+            },
+            "history_db_path": str(folder / "history.db"),
+        },
+    )
+    install_keyword_encoder(memory)
+    return memory
 
 
 async def latencies(memory: Any, plan: list[tuple[str, str]], seconds: float) -> list[float]:

@@ -330,13 +330,24 @@ def build_qdrant(folder: Path, embedding: Any, chat: Any) -> Any:
     from mem0 import AsyncMemory
 
     from agentscope_mem0 import build_mem0_config
-    from agentscope_mem0.local import embedded_store_config
+    from agentscope_mem0.local import share_local_qdrant
 
-    # Release 0.1's embedded store; the Qdrant Edge default is in edge_scaling.py.
-    store = embedded_store_config(dims=embedding.dimensions, folder=folder, engine="qdrant-local")
-    return AsyncMemory(
-        config=build_mem0_config(chat_model=chat, embedding_model=embedding, mem0_config=store)
-    )
+    # Release 0.1's embedded store (qdrant-client's local mode in the folder, one
+    # shared client); the Qdrant Edge default is in edge_scaling.py.
+    store = {
+        "vector_store": {
+            "provider": "qdrant",
+            "config": {
+                "collection_name": "agentscope_mem0",
+                "path": str(folder / "qdrant"),
+                "on_disk": True,
+            },
+        },
+        "history_db_path": str(folder / "history.db"),
+    }
+    config = build_mem0_config(chat_model=chat, embedding_model=embedding, mem0_config=store)
+    folder.mkdir(parents=True, exist_ok=True)
+    return AsyncMemory(config=share_local_qdrant(config))
 
 
 def build_pgvector(

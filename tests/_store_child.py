@@ -1,13 +1,15 @@
-"""A second process for tests/test_local_store.py; prints one JSON line.
+"""A second process for tests/local/test_store.py; prints one JSON line.
 
 Usage::
 
-    python _store_child.py count <store folder> <collection>
-    python _store_child.py open <data folder> [edge|qdrant-local]
+    python _store_child.py count <shard folder>
+    python _store_child.py open <data folder>
+    python _store_child.py open-path <on-disk Qdrant path>
 
-``count`` reopens an on-disk store (a Qdrant Edge shard folder, or a
-qdrant-client local folder) and reports how many points survived; ``open``
-tries this package's shared store and reports the error it got.
+``count`` reopens a Qdrant Edge shard folder and reports how many points
+survived; ``open`` tries this package's embedded store of a data folder and
+``open-path`` the shared client of an on-disk Qdrant path named in a
+``mem0_config``, and each reports the error it got.
 """
 
 from __future__ import annotations
@@ -16,23 +18,7 @@ import json
 import sys
 
 
-def count(storage: str, collection: str) -> dict[str, object]:
-    from pathlib import Path
-
-    if (Path(storage) / "edge_config.json").is_file() or Path(storage).name == collection:
-        return count_edge(storage)
-    from qdrant_client import QdrantClient
-
-    client = QdrantClient(path=storage)
-    try:
-        if not client.collection_exists(collection):
-            return {"points": 0, "collection": False}
-        return {"points": client.count(collection, exact=True).count, "collection": True}
-    finally:
-        client.close()
-
-
-def count_edge(storage: str) -> dict[str, object]:
+def count(storage: str) -> dict[str, object]:
     from pathlib import Path
 
     from qdrant_edge import CountRequest, EdgeShard
@@ -46,12 +32,19 @@ def count_edge(storage: str) -> dict[str, object]:
         shard.close()
 
 
-def open_folder(folder: str, engine: str = "edge") -> dict[str, object]:
+def open_store(what: str, where: str) -> dict[str, object]:
     from agentscope_mem0 import StoreLockedError
-    from agentscope_mem0.local import embedded_store_config
+    from agentscope_mem0.local import embedded_store_config, share_local_qdrant
 
     try:
-        embedded_store_config(dims=64, folder=folder, engine=engine)
+        if what == "open":
+            embedded_store_config(dims=64, folder=where)
+        else:
+            from mem0.configs.base import MemoryConfig
+
+            share_local_qdrant(
+                MemoryConfig(vector_store={"provider": "qdrant", "config": {"path": where}})
+            )
     except Exception as exc:
         return {
             "error": type(exc).__name__,
@@ -64,9 +57,9 @@ def open_folder(folder: str, engine: str = "edge") -> dict[str, object]:
 
 def main(argv: list[str]) -> None:
     if argv[0] == "count":
-        result = count(argv[1], argv[2])
-    elif argv[0] == "open":
-        result = open_folder(*argv[1:3])
+        result = count(argv[1])
+    elif argv[0] in ("open", "open-path"):
+        result = open_store(argv[0], argv[1])
     else:
         raise SystemExit(f"unknown command {argv[0]!r}")
     sys.stdout.write(json.dumps(result) + "\n")

@@ -91,8 +91,8 @@ def test_ui_names_the_process_holding_the_folder(tmp_path: Path) -> None:
             textwrap.dedent(
                 f"""
                 import sys, time
-                from agentscope_mem0.local import shared_qdrant_client
-                shared_qdrant_client({str(folder)!r})
+                from agentscope_mem0.local import embedded_store_config
+                embedded_store_config(dims=256, folder={str(folder)!r})
                 print("ready", flush=True)
                 time.sleep(60)
                 """

@@ -1,8 +1,8 @@
-"""The Qdrant Edge store under mem0: provider, filters, hybrid search, panics, migration.
+"""The Qdrant Edge store under mem0: provider, filters, hybrid search, panics.
 
-Everything is real (mem0 AsyncMemory, Qdrant Edge shards on disk, qdrant-client
-local mode for the release-0.1 folders, SQLite) except the models, which are
-the offline fakes.
+Everything is real (mem0 AsyncMemory, Qdrant Edge shards on disk, SQLite)
+except the models, which are the offline fakes. A release-0.1 folder's
+migration is tested in test_migrate.py.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ import pytest
 
 import agentscope_mem0
 from agentscope_mem0 import (
-    DimensionMismatchError,
     EdgeEngineError,
     Mem0Backend,
-    MigrationError,
     Scope,
     build_local_memory,
     build_mem0_config,
@@ -34,13 +32,11 @@ from agentscope_mem0.local import (
     EdgeVectorStore,
     SparseTerms,
     close_shared_clients,
-    edge_dir,
 )
 from agentscope_mem0.local._edge import SharedShard, close_shards, release_user
 from agentscope_mem0.local._edge_provider import edge_config_class
 from agentscope_mem0.local._folder import COLLECTION
 from agentscope_mem0.local._keyword import sparse_vector
-from agentscope_mem0.local._migrate import MIGRATION_RECORD
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import FILLER, LOOKALIKES, QUERY, TARGET
 
@@ -48,15 +44,10 @@ DIMS = 64
 WRITER = Path(__file__).parents[1] / "_edge_writer_child.py"
 
 
-def memory_on(folder: Path, dims: int = DIMS, engine: str | None = None) -> Any:
-    if engine:
-        os.environ["AGENTSCOPE_MEM0_ENGINE"] = engine
-    try:
-        return build_local_memory(
-            ScriptedChatModel(), embedding_model=HashEmbedding(dims), folder=folder
-        )
-    finally:
-        os.environ.pop("AGENTSCOPE_MEM0_ENGINE", None)
+def memory_on(folder: Path, dims: int = DIMS) -> Any:
+    return build_local_memory(
+        ScriptedChatModel(), embedding_model=HashEmbedding(dims), folder=folder
+    )
 
 
 def texts(result: Any) -> list[str]:
@@ -253,79 +244,6 @@ def test_an_engine_panic_becomes_a_backend_error(tmp_path: Path) -> None:
         SharedShard(tmp_path / "shard", 2)
 
 
-# -- migration from release 0.1 ---------------------------------------------------------
-
-
-def _old_points(folder: Path) -> dict[str, tuple[dict[str, Any], list[float]]]:
-    from qdrant_client import QdrantClient
-
-    client = QdrantClient(path=str(folder / "qdrant"))
-    try:
-        records, _ = client.scroll(COLLECTION, limit=1000, with_payload=True, with_vectors=True)
-    finally:
-        client.close()
-    return {
-        str(r.id): (
-            dict(r.payload or {}),
-            list(r.vector[""] if isinstance(r.vector, dict) else r.vector),
-        )
-        for r in records
-    }
-
-
-async def _release_0_1_folder(folder: Path) -> None:
-    old = memory_on(folder, engine="qdrant-local")
-    for i in range(12):
-        await remember(old, f"user-{i % 3}", f"old fact {i} about item{i}", n=i)
-    close_shared_clients(folder)
-    assert not (folder / "edge").exists()
-
-
-async def test_a_release_0_1_folder_opens_with_everything_kept(tmp_path: Path) -> None:
-    folder = tmp_path / "store"
-    await _release_0_1_folder(folder)
-    before = _old_points(folder)
-    assert len(before) == 12
-
-    memory = memory_on(folder)  # the first open migrates
-    assert isinstance(memory.vector_store, EdgeVectorStore)
-    store = memory.vector_store
-    assert store.count() == 12
-    got = {h.id: h.payload for h in store.list(top_k=100)[0]}
-    assert got == {mid: payload for mid, (payload, _) in before.items()}
-    vectors = store.vectors(list(before))
-    for mid, (_, vector) in before.items():
-        assert vectors[mid] == pytest.approx(vector, abs=1e-6)
-    record = json.loads((edge_dir(folder) / MIGRATION_RECORD).read_text())
-    assert record["points"][COLLECTION] == 12
-    assert (folder / "qdrant" / "collection" / COLLECTION).is_dir()  # old files left alone
-    found = await memory.search("item7", filters={"user_id": "user-1"}, top_k=1)
-    assert found["results"][0]["memory"] == "old fact 7 about item7"
-
-    close_shared_clients(folder)
-    again = memory_on(folder)  # no second migration
-    assert again.vector_store.count() == 12
-
-
-async def test_a_failed_migration_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
-    folder = tmp_path / "store"
-    await _release_0_1_folder(folder)
-    before = _old_points(folder)
-    blocker = folder / "edge.migrating"
-    blocker.write_text("in the way")  # the copy cannot create its staging folder
-
-    with pytest.raises(MigrationError, match="unchanged") as caught:
-        memory_on(folder)
-    assert "edge.migrating" in str(caught.value)
-    assert not (folder / "edge").exists()
-    assert _old_points(folder) == before
-    with pytest.raises(DimensionMismatchError, match=r"release-0\.1"):
-        memory_on(folder, dims=32)
-
-    blocker.unlink()
-    assert memory_on(folder).vector_store.count() == 12
-
-
 # -- durability -------------------------------------------------------------------------
 
 
@@ -404,17 +322,6 @@ async def test_status_shows_the_engine_and_its_index(tmp_path: Path) -> None:
     assert optimized.exit_code == 0, optimized.output
     assert json.loads(optimized.stdout)[COLLECTION]["points"] == 5
     assert memory_on(folder).vector_store.count() == 5
-
-
-async def test_migrate_command(tmp_path: Path) -> None:
-    folder = tmp_path / "store"
-    await _release_0_1_folder(folder)
-    result = _cli("migrate", "--folder", str(folder), "--json")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["migrated"] == {COLLECTION: 12}
-    again = _cli("migrate", "--folder", str(folder))
-    assert again.exit_code == 0 and "nothing to migrate" in again.stderr
-    assert "migrated before" in again.stderr
 
 
 def test_a_folders_shards_close_with_the_last_store_on_them(tmp_path: Path) -> None:

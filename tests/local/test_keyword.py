@@ -20,7 +20,6 @@ from agentscope_mem0.local import (
     KeywordEncoder,
     SparseTerms,
     install_keyword_encoder,
-    shared_qdrant_client,
 )
 from agentscope_mem0.local._keyword import split_cjk
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
@@ -29,19 +28,20 @@ from fakes import FILLER, LOOKALIKES, QUERY, TARGET
 
 def local_memory(folder: Path) -> Any:
     """mem0's own Qdrant store (qdrant-client local mode) without a keyword encoder."""
-    from mem0 import AsyncMemory
+    from agentscope_mem0 import build_memory
+    from agentscope_mem0.local._folder import COLLECTION
 
-    from agentscope_mem0 import build_mem0_config
-    from agentscope_mem0.local import embedded_store_config
-
-    config = build_mem0_config(
+    return build_memory(
         chat_model=ScriptedChatModel(),
         embedding_model=HashEmbedding(),
-        mem0_config=embedded_store_config(
-            dims=HashEmbedding().dimensions, folder=folder, engine="qdrant-local"
-        ),
+        mem0_config={
+            "vector_store": {
+                "provider": "qdrant",
+                "config": {"collection_name": COLLECTION, "path": str(folder / "qdrant")},
+            },
+            "history_db_path": str(folder / "history.db"),
+        },
     )
-    return AsyncMemory(config=config)
 
 
 async def test_the_embedded_default_comes_with_the_encoder(tmp_path: Path) -> None:
@@ -226,15 +226,17 @@ def test_install_refuses_stores_it_does_not_know() -> None:
 async def test_a_collection_without_the_bm25_slot_is_reported(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from qdrant_client import QdrantClient
     from qdrant_client.models import Distance, VectorParams
 
     from agentscope_mem0.local._folder import COLLECTION
 
     folder = tmp_path / "store"
-    client = shared_qdrant_client(folder)
+    client = QdrantClient(path=str(folder / "qdrant"))  # as mem0 before its hybrid search
     client.create_collection(
         COLLECTION, vectors_config=VectorParams(size=256, distance=Distance.COSINE)
     )
+    client.close()
     memory = local_memory(folder)
     with caplog.at_level("WARNING", logger="agentscope_mem0.local._keyword"):
         assert install_keyword_encoder(memory) is False

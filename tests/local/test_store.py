@@ -1,9 +1,8 @@
-"""The embedded store: one shared Qdrant Edge shard per folder, history in WAL mode.
+"""The embedded store: one shared Qdrant Edge shard per folder, history in WAL mode;
+an on-disk Qdrant path named in a ``mem0_config``: one shared, locked client per path.
 
-qdrant-client's local mode, still selectable, keeps its own tests here too.
-
-Everything here is real (mem0 AsyncMemory, on-disk local Qdrant, SQLite)
-except the models, which are the offline fakes.
+Everything here is real (mem0 AsyncMemory, Qdrant Edge, qdrant-client's local
+mode, SQLite) except the models, which are the offline fakes.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import pytest
 
 import agentscope_mem0
 from agentscope_mem0 import (
+    ConfigurationError,
     DimensionMismatchError,
     Mem0Middleware,
     StoreLockedError,
@@ -35,13 +35,11 @@ from agentscope_mem0.local import (
     EDGE_PROVIDER,
     LockedQdrantClient,
     close_shared_clients,
-    edge_dir,
     embedded_store_config,
     share_local_qdrant,
-    shared_qdrant_client,
 )
 from agentscope_mem0.local._edge import SharedShard, shared_shard
-from agentscope_mem0.local._folder import COLLECTION, HISTORY_BUSY_TIMEOUT
+from agentscope_mem0.local._folder import COLLECTION, HISTORY_BUSY_TIMEOUT, FolderLayout
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 CHILD = Path(__file__).parents[1] / "_store_child.py"
@@ -121,7 +119,7 @@ async def test_concurrent_adds_and_deletes_stay_deleted_after_restart(
     assert sum(len(memories_of(r)) for r in left) == 0
 
     close_shared_clients(folder)
-    reopened = run_child("count", str(edge_dir(folder) / COLLECTION), COLLECTION)
+    reopened = run_child("count", str(FolderLayout.of(folder).edge / COLLECTION))
     assert reopened == {"points": 0, "collection": True}
 
 
@@ -139,7 +137,7 @@ async def test_two_middlewares_in_one_process_share_the_folder(
         shared = alice.client.vector_store.shard
         assert isinstance(shared, SharedShard)
         assert bob.client.vector_store.shard is shared
-        assert shared is shared_shard(edge_dir(_data_dir) / COLLECTION, DIMS)
+        assert shared is shared_shard(FolderLayout.of(_data_dir).edge / COLLECTION, DIMS)
 
         await asyncio.gather(
             alice.client.add([{"role": "user", "content": "I live in Hangzhou."}], user_id="alice"),
@@ -158,21 +156,41 @@ async def test_two_middlewares_in_one_process_share_the_folder(
         await bob.aclose()
 
 
-def test_folder_spellings_share_one_client(folder: Path, tmp_path: Path) -> None:
-    first = shared_qdrant_client(folder)
+def qdrant_path_config(path: str | Path, dims: int = DIMS) -> Any:
+    """A mem0 config naming mem0's Qdrant provider on an on-disk path."""
+    from mem0.configs.base import MemoryConfig
+
+    return MemoryConfig(
+        vector_store={
+            "provider": "qdrant",
+            "config": {"collection_name": "mine", "path": str(path), "embedding_model_dims": dims},
+        }
+    )
+
+
+def shared_client_of(path: str | Path) -> Any:
+    return share_local_qdrant(qdrant_path_config(path)).vector_store.config.client
+
+
+def test_path_spellings_share_one_client(folder: Path, tmp_path: Path) -> None:
+    folder.mkdir()
+    first = shared_client_of(folder)
     link = tmp_path / "link"
     link.symlink_to(folder)
-    assert shared_qdrant_client(link) is first
-    assert shared_qdrant_client(f"{folder}/.") is first
+    assert shared_client_of(link) is first
+    assert shared_client_of(f"{folder}/.") is first
     # mem0 deep-copies its vector-store config; the folder lock must not be copied.
     assert copy.deepcopy(first) is first
 
 
-@pytest.mark.parametrize("engine", ["edge", "qdrant-local"])
-def test_second_process_gets_a_clear_store_locked_error(folder: Path, engine: str) -> None:
-    embedded_store_config(dims=DIMS, folder=folder, engine=engine)
-
-    answer = run_child("open", str(folder), engine)
+@pytest.mark.parametrize("store", ["embedded", "qdrant path"])
+def test_second_process_gets_a_clear_store_locked_error(folder: Path, store: str) -> None:
+    if store == "embedded":
+        embedded_store_config(dims=DIMS, folder=folder)
+        answer = run_child("open", str(folder))
+    else:
+        shared_client_of(folder)
+        answer = run_child("open-path", str(folder))
 
     assert answer["error"] == "StoreLockedError"
     assert answer["store_locked"] and answer["value_error"]
@@ -188,14 +206,14 @@ def test_second_process_gets_a_clear_store_locked_error(folder: Path, engine: st
 def test_store_locked_error_is_raised_in_process_too(folder: Path) -> None:
     from qdrant_client import QdrantClient
 
-    # A client this package did not create holds the folder.
-    outsider = QdrantClient(path=str(folder.resolve() / "qdrant"))
+    # A client this package did not create holds the path.
+    outsider = QdrantClient(path=str(folder))
     try:
         with pytest.raises(StoreLockedError, match="one process at a time"):
-            shared_qdrant_client(folder)
+            shared_client_of(folder)
     finally:
         outsider.close()
-    assert isinstance(shared_qdrant_client(folder), LockedQdrantClient)
+    assert isinstance(shared_client_of(folder), LockedQdrantClient)
 
 
 async def test_dims_mismatch_with_an_existing_collection_is_clear(
@@ -244,21 +262,29 @@ def test_embedded_store_config_opens_the_shared_edge_store(folder: Path) -> None
     fields = embedded_store_config(dims=DIMS, folder=folder)
     assert fields["vector_store"]["provider"] == EDGE_PROVIDER
     store = fields["vector_store"]["config"]
-    assert store["path"] == str(edge_dir(folder))
+    assert store["path"] == str(folder.resolve() / "edge")
     assert store["embedding_model_dims"] == DIMS
-    shard = shared_shard(edge_dir(folder) / COLLECTION, DIMS)
+    shard = shared_shard(folder / "edge" / COLLECTION, DIMS)
     assert not shard.closed and shard.path == folder.resolve() / "edge" / COLLECTION
     assert Path(fields["history_db_path"]).parent == folder.resolve()
 
 
-def test_qdrant_local_mode_stays_selectable(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_retired_engine_switch_is_refused_with_what_to_do(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTSCOPE_MEM0_ENGINE", "qdrant-local")
-    fields = embedded_store_config(dims=DIMS, folder=folder)
-    assert fields["vector_store"]["provider"] == "qdrant"
-    store = fields["vector_store"]["config"]
-    assert store["client"] is shared_qdrant_client(folder)
-    assert store["embedding_model_dims"] == DIMS
-    assert Path(fields["history_db_path"]).parent == folder.resolve()
+    with pytest.raises(ConfigurationError) as caught:
+        local_memory(folder)
+    message = str(caught.value)
+    assert "AGENTSCOPE_MEM0_ENGINE='qdrant-local'" in message
+    assert "retired" in message and "Unset AGENTSCOPE_MEM0_ENGINE" in message
+    assert "first open" in message  # a release-0.1 folder still migrates
+    assert not folder.exists()  # refused before anything was opened
+    with pytest.raises(ConfigurationError, match="retired"):
+        Mem0Middleware(user_id="u", chat_model=ScriptedChatModel(), embedding_model=HashEmbedding())
+
+    monkeypatch.setenv("AGENTSCOPE_MEM0_ENGINE", "edge")  # the one engine: nothing to refuse
+    assert local_memory(folder).vector_store.count() == 0
 
 
 async def test_closed_client_fails_clearly_and_the_folder_reopens(folder: Path) -> None:

@@ -243,6 +243,6 @@ def test_building_a_config_opens_nothing(tmp_path: Path, _data_dir: Path) -> Non
     ]
     assert not qdrant.exists() and not _data_dir.exists()
     assert all(c.vector_store.config.client is None for c in configs[1:])
-    from agentscope_mem0.local import _edge, _store
+    from agentscope_mem0.local import _edge, _qdrant_path
 
-    assert _store._clients == {} and _edge._shards == {}
+    assert _qdrant_path._clients == {} and _edge._shards == {}

@@ -28,14 +28,10 @@ def _qdrant_path(tmp_path: Path) -> Build:
     )
 
 
-def _embedded(engine: str) -> Callable[[Path, pytest.MonkeyPatch], Build]:
-    def make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Build:
-        monkeypatch.setenv("AGENTSCOPE_MEM0_ENGINE", engine)
-        return lambda: build_local_memory(
-            ScriptedChatModel(), embedding_model=HashEmbedding(), folder=tmp_path / "data"
-        )
-
-    return make
+def _embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Build:
+    return lambda: build_local_memory(
+        ScriptedChatModel(), embedding_model=HashEmbedding(), folder=tmp_path / "data"
+    )
 
 
 def _models_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Build:
@@ -48,13 +44,12 @@ def _models_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Build:
 
 
 @pytest.fixture(
-    params=["qdrant path", "embedded edge", "embedded qdrant-local", "models only"],
+    params=["qdrant path", "embedded", "models only"],
 )
 def build(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Build:
     makers: dict[str, Callable[[Path, pytest.MonkeyPatch], Build]] = {
         "qdrant path": lambda path, _: _qdrant_path(path),
-        "embedded edge": _embedded("edge"),
-        "embedded qdrant-local": _embedded("qdrant-local"),
+        "embedded": _embedded,
         "models only": _models_only,
     }
     return makers[request.param](tmp_path, monkeypatch)

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 from mem0 import AsyncMemory
 
-from agentscope_mem0 import build_local_memory, build_memory
+from agentscope_mem0 import build_local_memory, build_mem0_config, build_memory
 from agentscope_mem0._mem0.backend import Mem0Backend
 from agentscope_mem0._scope import Scope
 from agentscope_mem0._server.keywords import METADATA_KEY, collection_keyword_record
 from agentscope_mem0._server.qdrant_config import PROVIDER
 from agentscope_mem0._server.qdrant_store import HybridQdrant
 from agentscope_mem0.backends import qdrant_server_config
-from agentscope_mem0.local import KeywordEncoder, memory_config_from
+from agentscope_mem0.local import KeywordEncoder
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import FILLER, LOOKALIKES, QUERY, TARGET
 
@@ -76,7 +76,7 @@ def stored_sparse(store: HybridQdrant) -> dict[str, dict[int, float]]:
 def test_the_helper_selects_the_provider() -> None:
     fields = qdrant_server_config("http://qdrant.invalid:6333", dims=DIMS)
     assert fields["vector_store"]["provider"] == PROVIDER
-    config = memory_config_from(fields)
+    config = build_mem0_config(mem0_config=fields)
     assert config.vector_store.provider == PROVIDER
     assert (config.vector_store.config.host, config.vector_store.config.fusion) == (
         "qdrant.invalid",

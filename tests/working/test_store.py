@@ -320,19 +320,19 @@ def test_qdrant_server_config_selects_the_qdrant_store(tmp_path: Path) -> None:
     (the package's provider, or mem0's own) and a real (unconnected) remote client."""
     from qdrant_client import QdrantClient
 
-    from agentscope_mem0 import QdrantWorkingStore
+    from agentscope_mem0 import QdrantWorkingStore, build_mem0_config
     from agentscope_mem0.backends import qdrant_server_config
-    from agentscope_mem0.local import memory_config_from
 
-    config = memory_config_from(qdrant_server_config("http://qdrant.invalid:6333", dims=8))
+    server = qdrant_server_config("http://qdrant.invalid:6333", dims=8)
+    config = build_mem0_config(mem0_config=server)
     assert config.vector_store.provider == "agentscope_qdrant"  # the package's provider
     remote = QdrantClient(host="qdrant.invalid", port=6333, check_compatibility=False)
     client = SimpleNamespace(config=config, vector_store=SimpleNamespace(client=remote))
     store = store_for_client(client)
     assert isinstance(store, QdrantWorkingStore)
     assert store.collection == "agentscope_mem0_working" and store.client is remote
-    own = memory_config_from(
-        qdrant_server_config("http://qdrant.invalid:6333", dims=8, hybrid=False)
+    own = build_mem0_config(
+        mem0_config=qdrant_server_config("http://qdrant.invalid:6333", dims=8, hybrid=False)
     )
     client = SimpleNamespace(config=own, vector_store=SimpleNamespace(client=remote))
     assert isinstance(store_for_client(client), QdrantWorkingStore)

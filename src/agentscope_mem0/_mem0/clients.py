@@ -122,7 +122,7 @@ def build_mem0_config(
     """
     from mem0.configs.base import MemoryConfig
 
-    from ..local import embedded_store_fields, memory_config_from
+    from ..local import embedded_store_fields
 
     check_model_types(chat_model, embedding_model)
     llm_cls, embedder_cls = agentscope_config_classes()
@@ -134,14 +134,14 @@ def build_mem0_config(
                 "build_mem0_config needs both chat_model and embedding_model "
                 "when no mem0_config is given"
             )
-        config = memory_config_from(embedded_store_fields(dims=embedding_model.dimensions))
+        config = _memory_config(embedded_store_fields(dims=embedding_model.dimensions))
     elif isinstance(mem0_config, dict):
         base = {
             k: v
             for k, v in mem0_config.items()
             if not (k == "llm" and chat_model) and not (k == "embedder" and embedding_model)
         }
-        config = memory_config_from(base)
+        config = _memory_config(base)
     elif isinstance(mem0_config, MemoryConfig):
         if not given:
             return mem0_config
@@ -158,6 +158,36 @@ def build_mem0_config(
     if embedding_model is not None:
         config.embedder = embedder_cls(provider=PROVIDER, config={"model": embedding_model})
         config = sized_to(config, embedding_model.dimensions)
+    return config
+
+
+def _memory_config(fields: dict[str, Any]) -> MemoryConfig:
+    """``MemoryConfig(**fields)``, also when the vector store is one of this package's providers.
+
+    mem0's ``VectorStoreConfig`` rejects providers outside its whitelist, so a
+    vector store naming the Qdrant Edge provider or the Qdrant server one is
+    built with that provider's own config class and set after the rest is
+    validated.
+    """
+    from mem0.configs.base import MemoryConfig
+
+    from .._server.qdrant_config import PROVIDER as SERVER_PROVIDER
+    from .._server.qdrant_config import qdrant_config_class
+    from ..local._edge_config import PROVIDER as EDGE_PROVIDER
+    from ..local._edge_config import edge_config_class
+
+    store = fields.get("vector_store")
+    classes = {EDGE_PROVIDER: edge_config_class, SERVER_PROVIDER: qdrant_config_class}
+    ours: Any = None
+    for provider, config_class in classes.items():
+        if isinstance(store, config_class()):
+            ours = store
+        elif isinstance(store, dict) and store.get("provider") == provider:
+            ours = config_class()(**store)
+    if ours is None:
+        return MemoryConfig(**fields)
+    config = MemoryConfig(**{k: v for k, v in fields.items() if k != "vector_store"})
+    config.vector_store = ours
     return config
 
 
@@ -217,13 +247,15 @@ def build_local_memory(
         folder: The data folder (see :func:`~agentscope_mem0.local.data_dir`).
 
     Returns:
-        The client; it shares the folder's Qdrant client with every other one
-        built in this process.
+        The client; it shares the folder's store with every other one built
+        in this process.
 
     Raises:
         ModelTypeError: A model has the wrong type (also a ``TypeError``).
+        ConfigurationError: ``$AGENTSCOPE_MEM0_ENGINE`` asks for the retired engine.
         StoreLockedError: Another process holds the folder.
         DimensionMismatchError: The folder holds vectors of another size.
+        MigrationError: A release-0.1 folder could not be migrated (it is left as it was).
     """
     from ..local import embedded_store_config, install_keyword_encoder
     from ..local._folder import set_busy_timeout

@@ -5,7 +5,7 @@ mem0's own ``QdrantConfig`` (server address, key, collection, vector size)
 plus how the dense and keyword rankings are fused. mem0's
 ``VectorStoreConfig`` keeps its whitelist: the subclass built here accepts
 :data:`PROVIDER` and nothing else. Build a ``MemoryConfig`` holding it with
-:func:`~agentscope_mem0.local.memory_config_from`.
+``agentscope_mem0.build_mem0_config(mem0_config=...)``.
 """
 
 from __future__ import annotations

@@ -332,12 +332,13 @@ def store_outbox_dir(settings: Settings) -> Path:
     if settings.backend == "hosted":
         key = settings.api_key or ""
         return hosted_outbox_dir(settings.url, hashlib.md5(key.encode()).hexdigest())
-    from ..local import history_db_path, memory_config_from
+    from .._mem0.clients import build_mem0_config
+    from ..local import history_db_path
 
     history = str(settings.history_db) if settings.history_db else str(history_db_path())
     fields = settings.server_fields(dims=_ANY_DIMS, history_db_path=history)
     try:
-        config = memory_config_from(fields)
+        config = build_mem0_config(mem0_config=fields)
     except ValueError as exc:
         raise ConfigurationError(f"the {settings.backend} settings are not valid: {exc}") from exc
     place = outbox_dir_for_config(config)

@@ -39,22 +39,20 @@ def lock_file(folder: Path) -> Path:
 
     The embedded store takes the package's own lock beside its memory
     collection, ``<folder>/edge/.agentscope_mem0.lock``, before the engine
-    opens it (and the engine then locks the collection's ``wal`` folder);
-    qdrant-client's local mode (release 0.1, still selectable) locks
-    ``<folder>/qdrant/.lock``.
+    opens it (and the engine then locks the collection's ``wal`` folder). A
+    release-0.1 folder not migrated yet has qdrant-client's ``qdrant/.lock``,
+    held by a process of a release that still ran that engine.
     """
     from ..local._edge_lock import lock_path
-    from ..local._engine import ENGINE_ENV
     from ..local._folder import COLLECTION, FolderLayout
 
     layout = FolderLayout(folder)
-    if os.environ.get(ENGINE_ENV, "edge") != "qdrant-local":
-        ours = lock_path(layout.edge / COLLECTION)
-        if ours.is_file():
-            return ours
-        edge_wal = layout.edge / COLLECTION / "wal"  # a folder written before that lock
-        if edge_wal.is_dir():
-            return edge_wal
+    ours = lock_path(layout.edge / COLLECTION)
+    if ours.is_file():
+        return ours
+    edge_wal = layout.edge / COLLECTION / "wal"  # a folder written before that lock
+    if edge_wal.is_dir():
+        return edge_wal
     return layout.qdrant / ".lock"
 
 

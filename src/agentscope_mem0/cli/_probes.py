@@ -20,20 +20,6 @@ __all__ = ["gather_status"]
 _PROBE_TIMEOUT = 5
 
 
-def _embedded_info(store: str) -> dict[str, Any]:
-    from ..local._folder import COLLECTION
-
-    return {
-        "store": store,
-        "collection": COLLECTION,
-        "reachable": True,
-        "locked": False,
-        "lock_holder": None,
-        "memories": None,
-        "vector_size": None,
-    }
-
-
 def _held_elsewhere(holder: LockHolder | None, info: dict[str, Any]) -> bool:
     """Whether another process holds the folder; if so, say so in ``info``."""
     if holder is None or holder.is_self:
@@ -48,25 +34,27 @@ def _held_elsewhere(holder: LockHolder | None, info: dict[str, Any]) -> bool:
 
 
 def _embedded_backend(settings: Settings) -> dict[str, Any]:
-    from ..local import store_engine
-
-    if store_engine() == "qdrant-local":
-        return _embedded_qdrant_local(settings)
-    return _embedded_edge(settings)
-
-
-def _embedded_edge(settings: Settings) -> dict[str, Any]:
     from ..local import close_shared_clients
     from ..local._edge_index import store_status
+    from ..local._embedded import refuse_retired_engine
     from ..local._folder import COLLECTION, FolderLayout
     from ..local._migrate import migrate_if_needed
 
     edge = FolderLayout(settings.folder).edge
-    info = _embedded_info(f"Qdrant Edge in {edge}")
+    info: dict[str, Any] = {
+        "store": f"Qdrant Edge in {edge}",
+        "collection": COLLECTION,
+        "reachable": True,
+        "locked": False,
+        "lock_holder": None,
+        "memories": None,
+        "vector_size": None,
+    }
     holder = lock_holder(settings.folder)
     if _held_elsewhere(holder, info):
         return info
     try:
+        refuse_retired_engine()
         migrate_if_needed(settings.folder)
         found = store_status(edge, COLLECTION)
     except StoreLockedError as exc:
@@ -80,32 +68,6 @@ def _embedded_edge(settings: Settings) -> dict[str, Any]:
             close_shared_clients(settings.folder)
     info.update(found)
     info["memories"] = found.get("points", 0)
-    return info
-
-
-def _embedded_qdrant_local(settings: Settings) -> dict[str, Any]:
-    from ..local import close_shared_clients, shared_qdrant_client
-    from ..local._folder import COLLECTION, FolderLayout
-
-    storage = FolderLayout(settings.folder).qdrant
-    info = _embedded_info(f"local Qdrant in {storage}")
-    if not storage.exists():
-        info["memories"] = 0
-        info["note"] = "nothing stored yet"
-        return info
-    holder = lock_holder(settings.folder)
-    if _held_elsewhere(holder, info):
-        return info
-    try:
-        client = shared_qdrant_client(settings.folder)
-    except StoreLockedError as exc:
-        info.update(reachable=False, locked=True, error=str(exc))
-        return info
-    try:
-        _read_qdrant(client, COLLECTION, info)
-    finally:
-        if holder is None or not holder.is_self:  # leave this process's own client open
-            close_shared_clients(settings.folder)
     return info
 
 

@@ -13,57 +13,37 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._edge_provider import PROVIDER as EDGE_PROVIDER
     from ._edge_provider import EdgeVectorStore, edge_vector_store_config
+    from ._embedded import close_shared_clients, embedded_store_config, embedded_store_fields
     from ._embedder import E5_DIMENSIONS, OfflineE5Embedding, default_embedding_model
-    from ._engine import (
-        ENGINE_ENV,
-        edge_dir,
-        embedded_store_config,
-        embedded_store_fields,
-        memory_config_from,
-        store_engine,
-    )
     from ._folder import DATA_DIR_ENV, data_dir, history_db_path
     from ._keyword import KeywordEncoder, SparseTerms, install_keyword_encoder
-    from ._store import (
-        LockedQdrantClient,
-        close_shared_clients,
-        qdrant_local_store_config,
-        share_local_qdrant,
-        shared_qdrant_client,
-    )
+    from ._qdrant_path import LockedQdrantClient, share_local_qdrant
 
 # Public name -> (module, name there).
 _LAZY: dict[str, tuple[str, str]] = {
     "DATA_DIR_ENV": ("._folder", "DATA_DIR_ENV"),
     "E5_DIMENSIONS": ("._embedder", "E5_DIMENSIONS"),
     "EDGE_PROVIDER": ("._edge_provider", "PROVIDER"),
-    "ENGINE_ENV": ("._engine", "ENGINE_ENV"),
     "EdgeVectorStore": ("._edge_provider", "EdgeVectorStore"),
     "KeywordEncoder": ("._keyword", "KeywordEncoder"),
-    "LockedQdrantClient": ("._store", "LockedQdrantClient"),
+    "LockedQdrantClient": ("._qdrant_path", "LockedQdrantClient"),
     "OfflineE5Embedding": ("._embedder", "OfflineE5Embedding"),
     "SparseTerms": ("._keyword", "SparseTerms"),
-    "close_shared_clients": ("._store", "close_shared_clients"),
+    "close_shared_clients": ("._embedded", "close_shared_clients"),
     "data_dir": ("._folder", "data_dir"),
     "default_embedding_model": ("._embedder", "default_embedding_model"),
-    "edge_dir": ("._engine", "edge_dir"),
     "edge_vector_store_config": ("._edge_provider", "edge_vector_store_config"),
-    "embedded_store_config": ("._engine", "embedded_store_config"),
-    "embedded_store_fields": ("._engine", "embedded_store_fields"),
+    "embedded_store_config": ("._embedded", "embedded_store_config"),
+    "embedded_store_fields": ("._embedded", "embedded_store_fields"),
     "history_db_path": ("._folder", "history_db_path"),
     "install_keyword_encoder": ("._keyword", "install_keyword_encoder"),
-    "memory_config_from": ("._engine", "memory_config_from"),
-    "qdrant_local_store_config": ("._store", "qdrant_local_store_config"),
-    "share_local_qdrant": ("._store", "share_local_qdrant"),
-    "shared_qdrant_client": ("._store", "shared_qdrant_client"),
-    "store_engine": ("._engine", "store_engine"),
+    "share_local_qdrant": ("._qdrant_path", "share_local_qdrant"),
 }
 
 __all__ = [
     "DATA_DIR_ENV",
     "E5_DIMENSIONS",
     "EDGE_PROVIDER",
-    "ENGINE_ENV",
     "EdgeVectorStore",
     "KeywordEncoder",
     "LockedQdrantClient",
@@ -72,17 +52,12 @@ __all__ = [
     "close_shared_clients",
     "data_dir",
     "default_embedding_model",
-    "edge_dir",
     "edge_vector_store_config",
     "embedded_store_config",
     "embedded_store_fields",
     "history_db_path",
     "install_keyword_encoder",
-    "memory_config_from",
-    "qdrant_local_store_config",
     "share_local_qdrant",
-    "shared_qdrant_client",
-    "store_engine",
 ]
 
 

@@ -200,8 +200,8 @@ class SharedShard:
         except ImportError as exc:
             raise ConfigurationError(
                 f"the embedded store needs qdrant-edge-py ({exc}): pip install "
-                "'qdrant-edge-py>=0.9,<0.10', or use release 0.1's engine with "
-                "AGENTSCOPE_MEM0_ENGINE=qdrant-local"
+                "'qdrant-edge-py>=0.9,<0.10', or point mem0_config at a server "
+                "(agentscope_mem0.backends)"
             ) from exc
 
         try:

@@ -4,7 +4,7 @@
 :data:`PROVIDER`. mem0's own ``VectorStoreConfig`` keeps its whitelist: a
 config naming :data:`PROVIDER` without this module is still rejected, and the
 subclass here accepts :data:`PROVIDER` and nothing else. Build a
-``MemoryConfig`` holding it with :func:`~._engine.memory_config_from`.
+``MemoryConfig`` holding it with ``agentscope_mem0.build_mem0_config(mem0_config=...)``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ One data folder holds everything::
 
     <folder>/
       edge/                   the Qdrant Edge store (one shard folder per collection)
-      qdrant/                 release 0.1's local Qdrant storage (collections, lock file)
+      qdrant/                 release 0.1's store, migrated to edge/ on the first open
       history.db              mem0's SQLite history, in WAL mode
       outbox.sqlite3          the durable write outbox (see agentscope_mem0._write.outbox)
       working_memory.sqlite3  working memory kept per user (agentscope_mem0._working.store)
@@ -31,7 +31,6 @@ __all__ = [
     "data_dir",
     "history_db_path",
     "prepare_history_db",
-    "qdrant_dir",
     "set_busy_timeout",
 ]
 
@@ -71,7 +70,7 @@ class FolderLayout:
 
     @property
     def qdrant(self) -> Path:
-        """Release 0.1's local Qdrant storage."""
+        """Release 0.1's store (qdrant-client local mode), read only to migrate it."""
         return self.root / "qdrant"
 
     @property
@@ -93,11 +92,6 @@ def data_dir(folder: str | os.PathLike[str] | None = None) -> Path:
     path = FolderLayout.of(folder).root
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def qdrant_dir(folder: str | os.PathLike[str] | None = None) -> Path:
-    """The local Qdrant storage inside the data folder (see :func:`data_dir`)."""
-    return FolderLayout(data_dir(folder)).qdrant
 
 
 def history_db_path(folder: str | os.PathLike[str] | None = None) -> Path:

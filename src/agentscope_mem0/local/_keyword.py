@@ -17,7 +17,7 @@ distinct term, as Qdrant server's BM25 does, so that the score of a memory is
 the sum of IDF x term weight over the query's terms.
 
 :func:`install_keyword_encoder` hands the encoder to mem0's own Qdrant store
-(the ``qdrant-local`` engine), which otherwise loads fastembed and downloads.
+(named in a ``mem0_config``), which otherwise loads fastembed and downloads.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Moving a release-0.1 data folder (on-disk local Qdrant) onto Qdrant Edge.
 
 Release 0.1 kept memories in ``<folder>/qdrant/`` through qdrant-client's
-local mode. On the first open by the Qdrant Edge engine, every point of the
-memory and entity collections there is copied, with its id, payload and dense
+local mode. On the folder's first open, every point of the memory and
+entity collections there is read with a plain ``QdrantClient(path=...)``
+(one thread, only while migrating) and copied, with its id, payload and dense
 vector, into shards under ``<folder>/edge.migrating/``, its keyword vector
 written anew from its text with the engine's BM25 (see :mod:`._keyword`);
 the copy is counted and checked point by point, and only then renamed to
@@ -24,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import DimensionMismatchError, MigrationError
+from .._exceptions import DimensionMismatchError, MigrationError, StoreLockedError
 from ._edge import DENSE, is_panic
-from ._folder import COLLECTION, DATA_DIR_ENV, FolderLayout, qdrant_dir
+from ._folder import COLLECTION, DATA_DIR_ENV, FolderLayout
 
 __all__ = ["MIGRATION_RECORD", "migrate_folder", "migrate_if_needed"]
 
@@ -74,9 +75,8 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
         MigrationError: There is nothing to migrate, the new store already
             exists, or the copy failed (the folder is then unchanged).
     """
-    from ._store import _shared_at, close_local_client
-
     root = Path(root).expanduser().resolve()
+    old = FolderLayout(root).qdrant
     target = FolderLayout(root).edge
     staging = root / "edge.migrating"
     if target.exists():
@@ -90,9 +90,9 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
             f"{root} holds no release-0.1 store (no qdrant/collection/{COLLECTION})"
         )
     started = time.monotonic()
-    logger.warning("migrating the release-0.1 store in %s to Qdrant Edge", qdrant_dir(root))
+    logger.warning("migrating the release-0.1 store in %s to Qdrant Edge", old)
     shutil.rmtree(staging, ignore_errors=True)
-    client = _shared_at(qdrant_dir(root))
+    client = _open_old_store(old)
     counts: dict[str, int] = {}
     try:
         for name in names:
@@ -106,21 +106,44 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
         if not (isinstance(exc, Exception) or is_panic(exc)):
             raise
         raise MigrationError(
-            f"could not move the release-0.1 store in {qdrant_dir(root)} to Qdrant Edge: "
-            f"{exc}. The folder is unchanged. Fix the cause and open it again, or keep "
-            "using the old store with AGENTSCOPE_MEM0_ENGINE=qdrant-local"
+            f"could not move the release-0.1 store in {old} to Qdrant Edge: {exc}. The "
+            f"folder is unchanged: fix the cause and open it again (`agentscope-mem0 "
+            f"migrate --folder {root}` runs the migration alone)"
         ) from exc
     finally:
-        close_local_client(root)
+        client.close()
     record = {"from": "qdrant-local", "points": counts, "seconds": time.monotonic() - started}
     (target / MIGRATION_RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
     logger.warning(
         "migrated %s to Qdrant Edge in %.1f s; the old store in %s can be deleted",
         counts,
         record["seconds"],
-        qdrant_dir(root),
+        old,
     )
     return counts
+
+
+def _open_old_store(storage: Path) -> Any:
+    """A plain qdrant-client local mode client on release 0.1's storage folder.
+
+    Raises:
+        StoreLockedError: Another process (a release before this one) holds it.
+    """
+    from qdrant_client import QdrantClient
+
+    from ._qdrant_path import FOLDER_LOCKED
+
+    try:
+        return QdrantClient(path=os.fspath(storage))
+    except RuntimeError as exc:
+        if FOLDER_LOCKED not in str(exc):
+            raise
+        raise StoreLockedError(
+            f"the release-0.1 store {storage} is in use by another process, so it cannot "
+            "be moved to Qdrant Edge now: stop that process (an older release of this "
+            "package, most likely) and open the folder again, or use another data folder "
+            f"(folder=... or ${DATA_DIR_ENV})"
+        ) from exc
 
 
 def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> int:
@@ -137,9 +160,9 @@ def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> in
     if dims is not None and size != dims:
         raise DimensionMismatchError(
             f"the embedding model makes {dims}-dimensional vectors, but the release-0.1 "
-            f"store in {qdrant_dir(path.parents[1])} holds {size}-dimensional ones. Use the "
-            f"embedding model these memories were stored with, or another data folder "
-            f"(folder=... or ${DATA_DIR_ENV})"
+            f"store in {FolderLayout(path.parents[1]).qdrant} holds {size}-dimensional "
+            "ones. Use the embedding model these memories were stored with, or another "
+            f"data folder (folder=... or ${DATA_DIR_ENV})"
         )
     encoder = KeywordEncoder()
     shard = SharedShard(path, size)

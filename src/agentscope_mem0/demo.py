@@ -303,7 +303,11 @@ async def run_demo(
         "compact" if os.environ.get("OPENAI_BASE_URL") else "mem0"
     )
     mw = Mem0Middleware.local(
-        user_id=user_id, chat_model=chat_model, mode=mode, folder=folder, extraction=extraction
+        user_id=user_id,
+        chat_model=chat_model,
+        mode=mode,
+        folder=folder,
+        parameters=Mem0Middleware.Parameters(extraction=extraction),
     )
     print(
         f"mode: {mode}\n"

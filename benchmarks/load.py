@@ -178,6 +178,7 @@ async def _user(
 async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     """One workload in this interpreter: without memory when ``folder`` is None
     (the ``pause`` workload's middleware, or none)."""
+    from agentscope_mem0 import Mem0Middleware
     from agentscope_mem0.service import mem0_middleware_factory
     from agentscope_mem0.testing import ScriptedChatModel
 
@@ -188,7 +189,7 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
             chat_model=ScriptedChatModel(delay=args.extraction_delay),
             folder=folder,
             mode="static_control",
-            search_timeout=args.search_timeout,
+            parameters=Mem0Middleware.Parameters(search_timeout=args.search_timeout),
         )
         started = time.perf_counter()
         await factory.get_client()  # what install() does at the app's startup

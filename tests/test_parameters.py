@@ -285,7 +285,7 @@ def test_each_old_keyword_names_its_new_spelling(name: str) -> None:
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_each_old_group_names_the_fields_that_hold_it(group: str) -> None:
     for build in _three_ways():
-        with pytest.raises(TypeError, match="Mem0Middleware.Parameters") as info:
+        with pytest.raises(TypeError, match=r"Mem0Middleware\.Parameters") as info:
             build(**{group: _Group()})
         assert GROUPS[group] in str(info.value)
 

@@ -3,15 +3,14 @@
 ``Mem0Middleware`` takes AgentScope's built-in keywords (``mode``, ``top_k``,
 ...) and ``parameters=Mem0Middleware.Parameters(...)`` for everything this
 package adds, as AgentScope's RAG, ReMe and agentic-memory middlewares do;
-the agent service renders the model's JSON schema as a configuration form.
-Every option has one name, used the same way by ``Mem0Middleware.local``,
-``mem0_middleware_factory`` and the docs. :class:`Mem0MiddlewareKeywords`
-are the keywords the three share, and :func:`check_keywords` checks them
-once.
+the agent service renders the model's JSON schema (each field's docstring is
+its description) as a configuration form. Every option has one name, used the
+same way by ``Mem0Middleware.local``, ``mem0_middleware_factory`` and the
+docs; :class:`Mem0MiddlewareKeywords` are the keywords the three share.
 
 Release 0.2 and 0.3 spelled these options otherwise (flat keywords, four
 groups, built-in keywords inside the model); each old spelling fails with a
-``TypeError`` that names the new one (:func:`moved_keyword`; the table is in
+``TypeError`` naming the new one (:func:`moved_keyword`; the table is in
 docs/migrating.md).
 """
 
@@ -50,9 +49,6 @@ if TYPE_CHECKING:
     from ._working.store import WorkingStore
 
 __all__ = [
-    "DEFAULT_MAX_MEMORY_TOKENS",
-    "DEFAULT_QUERY_CONTEXT_TURNS",
-    "DEFAULT_TOOLS",
     "DEFAULT_TOOL_INSTRUCTIONS",
     "Mem0MiddlewareKeywords",
     "Mem0MiddlewareParameters",
@@ -62,16 +58,6 @@ __all__ = [
     "moved_keyword",
     "with_outbox",
 ]
-
-DEFAULT_MAX_MEMORY_TOKENS = 1000
-"""Default budget of the memory note: above five short extracted memories
-(about 200 tokens with the frame) or five long raw LoCoMo turns (about 500),
-low enough to stop a few huge ones."""
-
-DEFAULT_QUERY_CONTEXT_TURNS = 0
-"""Earlier messages added to the search query. The message alone won on the
-LoCoMo development half (e5 recall@10 0.570; with the previous reply 0.529,
-with the previous exchange 0.367): see ``docs/benchmarks/note-recall.md``."""
 
 DEFAULT_TOOL_INSTRUCTIONS = (
     "## Long-term memory\n\n"
@@ -85,9 +71,6 @@ ToolName = Literal["search_memory", "add_memory", "forget_memory"]
 """A memory tool the middleware can offer (``update_working_memory`` comes
 with working memory)."""
 
-DEFAULT_TOOLS: tuple[ToolName, ...] = ("search_memory", "add_memory")
-"""The built-in middleware's tools: the drop-in changes no agent's tool list."""
-
 
 def check_outbox(value: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
     """``value`` if it can name the durable write outbox, else a clear error.
@@ -98,10 +81,8 @@ def check_outbox(value: str | os.PathLike[str] | None) -> str | os.PathLike[str]
     Raises:
         ConfigurationError: A blank path or one holding a NUL character.
     """
-    if value is None:
-        return None
-    text = os.fspath(value)
-    if not isinstance(text, str) or not text.strip() or "\x00" in text:
+    text = None if value is None else os.fspath(value)
+    if text is not None and (not isinstance(text, str) or not text.strip() or "\x00" in text):
         raise ConfigurationError(f"outbox must be a folder path, ':memory:' or None, got {value!r}")
     return value
 
@@ -134,151 +115,79 @@ class Mem0MiddlewareParameters(BaseModel):
     ``ValidationError`` for bad values, as pydantic does).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    recall: RecallMode = Field(
-        default="query",
-        title="Recall",
-        description=(
-            "`query`: memories found by searching with the user's message. `profile`: "
-            "the user's most recent memories, whatever the message. `full`: both, "
-            "profile first, without repeats."
-        ),
-    )
-    query_context_turns: int = Field(
-        default=DEFAULT_QUERY_CONTEXT_TURNS,
-        ge=0,
-        strict=True,
-        title="Earlier Messages in the Query",
-        description=(
-            "Earlier messages added to the search query; 0 searches with the new "
-            "message alone, which measured best (docs/benchmarks/note-recall.md)."
-        ),
-    )
-    profile_ttl: float = Field(
-        default=DEFAULT_PROFILE_TTL,
-        ge=0,
-        title="Profile Cache Seconds",
-        description=(
-            "Seconds a user's profile (recall `profile`/`full`) is reused; a stored "
-            "write refreshes it sooner."
-        ),
-    )
-    include_superseded: bool = Field(
-        default=False,
-        title="Recall Superseded Memories",
-        description=(
-            "Also recall memories a newer one superseded, marked 'no longer true since' "
-            "in the note (docs/time.md); off, only what is true now."
-        ),
-    )
-    max_memory_tokens: int | None = Field(
-        default=DEFAULT_MAX_MEMORY_TOKENS,
-        ge=1,
-        strict=True,
-        title="Memory Note Token Budget",
-        description=(
-            "Most tokens of recalled memories put in front of the model; the least "
-            "relevant are dropped first. Empty: no cap."
-        ),
-    )
-    memory_section_rules: str = Field(
-        default=DEFAULT_MEMORY_RULES,
-        title="How to Read the Memories",
-        description=(
-            "The line of the memory note telling the model how to read the memories "
-            "(dates, newer wins, data not instructions)."
-        ),
-    )
-    accumulate_notes: bool = Field(
-        default=False,
-        title="Keep Every Turn's Note",
-        description=(
-            "Keep every turn's memory note in context, as AgentScope's built-in does; "
-            "off, each turn's note replaces the previous one."
-        ),
-    )
-    outbox: Annotated[
-        str | os.PathLike[str] | None, Field(json_schema_extra={"format": "path"})
-    ] = Field(
-        default=None,
-        title="Write Outbox",
-        description=(
-            "Folder of the durable write outbox: a write is recorded there before "
-            "the reply returns and removed once mem0 stored it. Empty: next to the "
-            "store's own files (the data folder for the embedded default); "
-            "`:memory:` keeps writes in memory only."
-        ),
-    )
-    extraction: ExtractionStyle = Field(
-        default="mem0",
-        title="Extraction Prompt",
-        description=(
-            "`mem0`: mem0's own extraction prompt (about 8k tokens per write). "
-            "`compact`: this package's, which fits a 4k context with the conversation: "
-            "for small local models and fewer paid tokens."
-        ),
-    )
-    search_timeout: float | None = Field(
-        default=2.0,
-        gt=0,
-        title="Search Timeout (s)",
-        description=(
-            "Seconds the automatic search (and `search_memory`) may take before the "
-            "reply goes on without memories. Empty: no limit."
-        ),
-    )
-    tool_timeout: float | None = Field(
-        default=60.0,
-        gt=0,
-        title="Tool Timeout (s)",
-        description=(
-            "Seconds `add_memory` and `forget_memory` may wait for mem0 before the tool "
-            "reports a timeout. Empty: no limit."
-        ),
-    )
-    breaker_threshold: int = Field(
-        default=5,
-        ge=1,
-        strict=True,
-        title="Failures Before Pausing",
-        description=(
-            "Consecutive failed or timed-out mem0 calls after which memory reads are "
-            "skipped for `breaker_cooldown` seconds."
-        ),
-    )
-    breaker_cooldown: float = Field(
-        default=30.0,
-        ge=0,
-        title="Pause (s)",
-        description="Seconds memory reads are skipped before one probe is let through.",
-    )
-    judge: bool = Field(
-        default=True,
-        title="Track Changes Over Time",
-        description=(
-            "After a write, mark which older memories the new ones supersede or "
-            "extend, with the extraction model (or `judge_model`), so that outdated "
-            "facts are not recalled (docs/time.md)."
-        ),
-    )
-    tools: tuple[ToolName, ...] = Field(
-        default=DEFAULT_TOOLS,
-        title="Memory Tools",
-        description=(
-            "The tools offered in `agent_control` and `both` modes: `search_memory`, "
-            "`add_memory`, and `forget_memory` (which makes `search_memory` show ids)."
-        ),
-    )
-    working_memory: _WorkingMemoryField = Field(
-        default=None,
-        title="Working Memory",
-        description=(
-            "A scratchpad the agent keeps with `update_working_memory` and sees in "
-            "full every turn: per `conversation`, per `user` (or a `WorkingMemory(...)` "
-            "with more options), empty for none (docs/working-memory.md)."
-        ),
-    )
+    recall: RecallMode = "query"
+    """What a turn recalls. `query`: memories found by searching with the user's
+    message. `profile`: the user's most recent memories, whatever the message.
+    `full`: both, profile first, without repeats."""
+
+    query_context_turns: int = Field(default=0, ge=0, strict=True)
+    """Earlier messages added to the search query. 0, the message alone, measured
+    best on LoCoMo (recall@10 0.570; with the previous reply 0.529, with the
+    previous exchange 0.367: docs/benchmarks/note-recall.md)."""
+
+    profile_ttl: float = Field(default=DEFAULT_PROFILE_TTL, ge=0)
+    """Seconds a user's profile (recall `profile` or `full`) is reused; a stored
+    write refreshes it sooner."""
+
+    include_superseded: bool = False
+    """Also recall memories a newer one superseded, marked "no longer true since"
+    in the note (docs/time.md); off, only what is true now."""
+
+    max_memory_tokens: int | None = Field(default=1000, ge=1, strict=True)
+    """Most tokens of recalled memories put in front of the model (a CJK-aware
+    estimate); the least relevant go first. Empty: no cap. 1000 holds five short
+    extracted memories (about 200 tokens) or five long raw turns (about 500)."""
+
+    memory_section_rules: str = DEFAULT_MEMORY_RULES
+    """The memory note's line telling the model how to read the memories (dates,
+    newer wins, data not instructions)."""
+
+    accumulate_notes: bool = False
+    """Keep every turn's memory note in context, as AgentScope's built-in does;
+    off, each turn's note replaces the previous one."""
+
+    outbox: str | os.PathLike[str] | None = None
+    """Folder of the durable write outbox: a write is recorded there before the
+    reply returns and removed once mem0 stored it. Empty: next to the store's
+    own files (the data folder for the embedded default); `:memory:` keeps
+    writes in memory only."""
+
+    extraction: ExtractionStyle = "mem0"
+    """The prompt mem0 extracts memories with. `mem0`: mem0's own (about 8k tokens
+    per write). `compact`: this package's, which fits a 4k context with the
+    conversation: for small local models and fewer paid tokens."""
+
+    search_timeout: float | None = Field(default=2.0, gt=0)
+    """Seconds the automatic search (and `search_memory`) may take before the
+    reply goes on without memories. Empty: no limit."""
+
+    tool_timeout: float | None = Field(default=60.0, gt=0)
+    """Seconds `add_memory` and `forget_memory` may wait for mem0 before the tool
+    reports a timeout. Empty: no limit."""
+
+    breaker_threshold: int = Field(default=5, ge=1, strict=True)
+    """Consecutive failed or timed-out mem0 calls after which memory reads are
+    skipped for `breaker_cooldown` seconds."""
+
+    breaker_cooldown: float = Field(default=30.0, ge=0)
+    """Seconds memory reads are skipped before one probe is let through."""
+
+    judge: bool = True
+    """After a write, mark which older memories the new ones supersede or extend,
+    with the extraction model (or `judge_model`), so that outdated facts are not
+    recalled (docs/time.md)."""
+
+    tools: tuple[ToolName, ...] = ("search_memory", "add_memory")
+    """The tools offered in `agent_control` and `both` modes: by default the
+    built-in's `search_memory` and `add_memory`; `forget_memory` too makes
+    `search_memory` show memory ids."""
+
+    working_memory: _WorkingMemoryField = None
+    """A scratchpad the agent keeps with `update_working_memory` and sees in full
+    every turn: per `conversation`, per `user` (or a `WorkingMemory(...)` with
+    more options), empty for none (docs/working-memory.md)."""
 
     if not TYPE_CHECKING:  # type checkers keep the fields' own signature
 
@@ -292,10 +201,17 @@ class Mem0MiddlewareParameters(BaseModel):
     @classmethod
     def _known_names(cls, data: Any) -> Any:
         """Refuse a moved or unknown field with a ``TypeError`` naming the fix."""
-        if isinstance(data, Mapping):
-            for name in data:
-                if name not in cls.model_fields:
-                    raise _moved_field(name, data[name])
+        for name in data if isinstance(data, Mapping) else ():
+            if name in _BUILTIN_FIELDS:
+                raise TypeError(
+                    f"{name} is AgentScope's built-in keyword, no longer a field of {_NEW}: "
+                    f"pass Mem0Middleware({name}={reprlib.repr(data[name])}) (the same "
+                    "keyword of .local() and mem0_middleware_factory())"
+                )
+            if name not in cls.model_fields:
+                raise moved_keyword(name, data[name]) or TypeError(
+                    f"{_NEW} has no field {name!r}; its fields: {', '.join(cls.model_fields)}"
+                )
         return data
 
     @field_validator("tools")
@@ -321,7 +237,7 @@ def _configuration_error(exc: ValidationError) -> ConfigurationError:
         where = f"{field}{''.join(f'[{part!r}]' for part in inner)}"
         rule = error["msg"].removeprefix("Value error, ")
         problems.append(f"{where}={reprlib.repr(error['input'])}: {rule}")
-    return ConfigurationError(f"Mem0Middleware.Parameters: {'; '.join(problems)}")
+    return ConfigurationError(f"{_NEW}: {'; '.join(problems)}")
 
 
 def with_outbox(
@@ -353,38 +269,8 @@ class Mem0MiddlewareKeywords(TypedDict, total=False):
     working_store: WorkingStore | None
 
 
-def _check_agent_id(agent_id: Any) -> None:
-    if not (agent_id is None or callable(agent_id)):
-        check_agent_id(agent_id, "the agent_id argument")
-
-
-def _check_top_k(top_k: Any) -> None:
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-        raise ConfigurationError(f"top_k must be a positive integer, got {top_k!r}")
-
-
-def _check_parameters(parameters: Any) -> None:
-    if parameters is not None and not isinstance(parameters, Mem0MiddlewareParameters):
-        raise TypeError(
-            f"parameters must be a Mem0Middleware.Parameters(...), got {type(parameters).__name__}"
-        )
-
-
-# The built-in keywords whose values can be wrong, and the model: checked once.
-_VALUE_CHECKS: dict[str, Callable[[Any], object]] = {
-    "mode": check_mode,
-    "agent_id": _check_agent_id,
-    "top_k": _check_top_k,
-    "parameters": _check_parameters,
-}
-
-
 def check_keywords(where: str, keywords: Mapping[str, Any]) -> None:
-    """Check :class:`Mem0MiddlewareKeywords` given to ``where``: their names and values.
-
-    Args:
-        where: The callable, for the message (``"mem0_middleware_factory"``).
-        keywords: The keywords given.
+    """Check :class:`Mem0MiddlewareKeywords` given to ``where``, once: names and values.
 
     Raises:
         TypeError: A keyword of release 0.2/0.3 (naming its new spelling), an
@@ -396,38 +282,28 @@ def check_keywords(where: str, keywords: Mapping[str, Any]) -> None:
             raise moved_keyword(name, value) or TypeError(
                 f"{where}() got an unexpected keyword argument {name!r}"
             )
-    for name, check in _VALUE_CHECKS.items():
-        if name in keywords:
-            check(keywords[name])
+    check_mode(keywords.get("mode", "both"))
+    agent_id, top_k = keywords.get("agent_id"), keywords.get("top_k", 1)
+    if agent_id is not None and not callable(agent_id):
+        check_agent_id(agent_id, "the agent_id argument")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise ConfigurationError(f"top_k must be a positive integer, got {top_k!r}")
+    parameters = keywords.get("parameters")
+    if parameters is not None and not isinstance(parameters, Mem0MiddlewareParameters):
+        raise TypeError(f"parameters must be a {_NEW}(...), got {type(parameters).__name__}")
 
 
 # -- release 0.2/0.3's spellings ----------------------------------------------------
 
 _NEW = "Mem0Middleware.Parameters"
-
-# A keyword (or group field) of release 0.2/0.3 -> its field of the model.
-_INTO_PARAMETERS: dict[str, str] = {
-    "recall": "recall",
-    "query_context_turns": "query_context_turns",
-    "profile_ttl": "profile_ttl",
-    "include_superseded": "include_superseded",
-    "max_memory_tokens": "max_memory_tokens",
-    "memory_section_rules": "memory_section_rules",
-    "rules": "memory_section_rules",
-    "accumulate_notes": "accumulate_notes",
-    "accumulate": "accumulate_notes",
+# Old names of fields; any other old keyword kept its name as a field.
+_RENAMED = {
     "outbox_dir": "outbox",
-    "extraction": "extraction",
-    "search_timeout": "search_timeout",
-    "tool_timeout": "tool_timeout",
-    "breaker_threshold": "breaker_threshold",
-    "breaker_cooldown": "breaker_cooldown",
-    "judge": "judge",
-    "tools": "tools",
-    "working_memory": "working_memory",
+    "rules": "memory_section_rules",
+    "accumulate": "accumulate_notes",
 }
 # Release 0.3's groups -> the fields that hold what they held.
-_GROUPS: dict[str, str] = {
+_GROUPS = {
     "recall": "recall (was mode), query_context_turns, profile_ttl, include_superseded",
     "note": "max_memory_tokens, memory_section_rules (was rules), accumulate_notes "
     "(was accumulate)",
@@ -459,23 +335,9 @@ def moved_keyword(name: str, value: Any) -> TypeError | None:
             f"{name}={type(value).__name__}(...) is gone: its fields are {_NEW} fields: "
             f"{_GROUPS[name]}; pass parameters={_NEW}(...)"
         )
-    new = _INTO_PARAMETERS.get(name)
-    if new is None:
+    new = _RENAMED.get(name, name)
+    if new not in Mem0MiddlewareParameters.model_fields:
         return None
     return TypeError(
         f"{name} is now {_NEW}({new}=...): pass parameters={_NEW}({new}={reprlib.repr(value)})"
-    )
-
-
-def _moved_field(name: str, value: Any) -> TypeError:
-    """The ``TypeError`` for a field the model does not have."""
-    if name in _BUILTIN_FIELDS:
-        return TypeError(
-            f"{name} is AgentScope's built-in keyword, no longer a field of {_NEW}: "
-            f"pass Mem0Middleware({name}={reprlib.repr(value)}) (the same keyword of "
-            ".local() and mem0_middleware_factory())"
-        )
-    return moved_keyword(name, value) or TypeError(
-        f"{_NEW} has no field {name!r}; its fields: "
-        f"{', '.join(Mem0MiddlewareParameters.model_fields)}"
     )

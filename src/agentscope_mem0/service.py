@@ -56,8 +56,8 @@ _MAX_REFUSED_IDS_LOGGED = 1000
 class Mem0MiddlewareFactory:
     """An ``extra_agent_middlewares`` factory backed by one shared mem0 client.
 
-    Build it with :func:`mem0_middleware_factory`. Calling it as
-    ``await factory(user_id, agent_id, session_id[, workspace])`` returns
+    Build it with :func:`mem0_middleware_factory` (the same class). Calling it
+    as ``await factory(user_id, agent_id, session_id[, workspace])`` returns
     ``[Mem0Middleware(...)]`` for that user; the signature is the one
     ``agentscope.app`` probes for, in its three- and four-argument forms.
     """
@@ -74,7 +74,33 @@ class Mem0MiddlewareFactory:
     ) -> None:
         """Check the configuration; the client itself is built on first use.
 
-        Args and errors are those of :func:`mem0_middleware_factory`.
+        Every call of the factory returns a fresh ``Mem0Middleware`` for the
+        calling user; all of them share one mem0 client, built on first use (or
+        at startup with :meth:`Mem0MiddlewareFactory.install`), and one
+        :class:`~agentscope_mem0.ClientState` built with ``parameters``.
+
+        Args:
+            chat_model: The AgentScope model mem0 extracts memories with.
+            embedding_model: The AgentScope model mem0 embeds memories with;
+                optional for the embedded default (the offline embedder of
+                ``agentscope-mem0[local]``), as for ``Mem0Middleware.local``.
+            mem0_config: A mem0 ``MemoryConfig`` (or dict) for the store; without
+                it, the embedded folder (one process only).
+            client: A ready ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` to
+                share instead; the factory never closes it.
+            folder: The embedded default's data folder (default
+                ``$AGENTSCOPE_MEM0_DIR`` or ``~/.agentscope-mem0``), where the
+                write outbox lives too unless ``Parameters(outbox=...)`` says
+                otherwise; not with ``mem0_config``.
+            **keywords: The other keywords of ``Mem0Middleware`` (``mode``,
+                ``top_k``, ``parameters=Mem0Middleware.Parameters(...)``, ...; see
+                :class:`~agentscope_mem0.Mem0MiddlewareKeywords`). ``agent_id``
+                defaults to the app's agent id; pass ``None`` for the agent's name.
+
+        Raises:
+            ConfigurationError: An unknown mode, a bad value or no usable backend.
+            TypeError: An unknown or reserved keyword, one of release 0.3 (naming
+                its new spelling), or a synchronous client.
         """
         if "user_id" in keywords:
             raise TypeError(
@@ -302,53 +328,6 @@ class Mem0MiddlewareFactory:
         )
 
 
-def mem0_middleware_factory(
-    *,
-    chat_model: ChatModelBase | None = None,
-    embedding_model: EmbeddingModelBase | None = None,
-    mem0_config: Any | None = None,
-    client: Any | None = None,
-    folder: str | os.PathLike[str] | None = None,
-    **keywords: Unpack[Mem0MiddlewareKeywords],
-) -> Mem0MiddlewareFactory:
-    """An ``extra_agent_middlewares`` factory for ``agentscope.app.create_app``.
-
-    Every call of the factory returns a fresh ``Mem0Middleware`` for the
-    calling user; all of them share one mem0 client, built on first use (or
-    at startup with :meth:`Mem0MiddlewareFactory.install`), and one
-    :class:`~agentscope_mem0.ClientState` built with ``parameters``.
-
-    Args:
-        chat_model: The AgentScope model mem0 extracts memories with.
-        embedding_model: The AgentScope model mem0 embeds memories with;
-            optional for the embedded default (the offline embedder of
-            ``agentscope-mem0[local]``), as for ``Mem0Middleware.local``.
-        mem0_config: A mem0 ``MemoryConfig`` (or dict) for the store; without
-            it, the embedded folder (one process only).
-        client: A ready ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` to
-            share instead; the factory never closes it.
-        folder: The embedded default's data folder (default
-            ``$AGENTSCOPE_MEM0_DIR`` or ``~/.agentscope-mem0``), where the
-            write outbox lives too unless ``Parameters(outbox=...)`` says
-            otherwise; not with ``mem0_config``.
-        **keywords: The other keywords of ``Mem0Middleware`` (``mode``,
-            ``top_k``, ``parameters=Mem0Middleware.Parameters(...)``, ...; see
-            :class:`~agentscope_mem0.Mem0MiddlewareKeywords`). ``agent_id``
-            defaults to the app's agent id; pass ``None`` for the agent's name.
-
-    Returns:
-        The factory; pass it as ``extra_agent_middlewares``.
-
-    Raises:
-        ConfigurationError: An unknown mode, a bad value or no usable backend.
-        TypeError: An unknown or reserved keyword, one of release 0.3 (naming
-            its new spelling), or a synchronous client.
-    """
-    return Mem0MiddlewareFactory(
-        chat_model=chat_model,
-        embedding_model=embedding_model,
-        mem0_config=mem0_config,
-        client=client,
-        folder=folder,
-        **keywords,
-    )
+mem0_middleware_factory = Mem0MiddlewareFactory
+"""Builds a :class:`Mem0MiddlewareFactory`: the factory to pass as
+``create_app(extra_agent_middlewares=...)`` (its arguments are the class's)."""

@@ -332,7 +332,7 @@ def moved_keyword(name: str, value: Any) -> TypeError | None:
         )
     if name in _GROUPS and not (name == "recall" and isinstance(value, str)):
         return TypeError(
-            f"{name}={type(value).__name__}(...) is gone: its fields are {_NEW} fields: "
+            f"{name}= is gone: what release 0.3's group held are {_NEW} fields: "
             f"{_GROUPS[name]}; pass parameters={_NEW}(...)"
         )
     new = _RENAMED.get(name, name)

@@ -185,11 +185,17 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     factory: Any = _pause_factory if args.worker == "pause" else None
     startup = None
     if folder is not None:
+        # Another checkout's release 0.2 (--before-src) takes the timeout as a keyword.
+        options: dict[str, Any] = (
+            {"parameters": Mem0Middleware.Parameters(search_timeout=args.search_timeout)}
+            if hasattr(Mem0Middleware, "Parameters")
+            else {"search_timeout": args.search_timeout}
+        )
         factory = mem0_middleware_factory(
             chat_model=ScriptedChatModel(delay=args.extraction_delay),
             folder=folder,
             mode="static_control",
-            parameters=Mem0Middleware.Parameters(search_timeout=args.search_timeout),
+            **options,
         )
         started = time.perf_counter()
         await factory.get_client()  # what install() does at the app's startup

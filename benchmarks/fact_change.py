@@ -172,8 +172,9 @@ async def run_system(name: str, cases: list[dict[str, str]], folder: Path) -> di
                 user_id=user,
                 client=memory,
                 mode="static_control",
-                outbox_dir=folder / "outbox",
-                judge=(name == "ours"),
+                parameters=Mem0Middleware.Parameters(
+                    outbox=folder / "outbox", judge=(name == "ours")
+                ),
                 **state,
             )
             state.setdefault("client_state", mw.client_state)

@@ -2,7 +2,7 @@
 
 The drop-in path of AgentScope's built-in middleware: the two models and the
 user's own ``mem0_config`` (local Qdrant + history in a temporary folder), no
-``outbox_dir``. A child process (``tests/_faults_child.py``) runs ``--turns``
+``outbox``. A child process (``tests/_faults_child.py``) runs ``--turns``
 replies with a slow extraction (``--delay`` seconds a call), then either
 returns from ``asyncio.run`` without closing (``ends``) or kills itself with
 SIGKILL (``killed``). The next process builds the same middleware and flushes.

@@ -178,17 +178,24 @@ async def _user(
 async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     """One workload in this interpreter: without memory when ``folder`` is None
     (the ``pause`` workload's middleware, or none)."""
+    from agentscope_mem0 import Mem0Middleware
     from agentscope_mem0.service import mem0_middleware_factory
     from agentscope_mem0.testing import ScriptedChatModel
 
     factory: Any = _pause_factory if args.worker == "pause" else None
     startup = None
     if folder is not None:
+        # Another checkout's release 0.2 (--before-src) takes the timeout as a keyword.
+        options: dict[str, Any] = (
+            {"parameters": Mem0Middleware.Parameters(search_timeout=args.search_timeout)}
+            if hasattr(Mem0Middleware, "Parameters")
+            else {"search_timeout": args.search_timeout}
+        )
         factory = mem0_middleware_factory(
             chat_model=ScriptedChatModel(delay=args.extraction_delay),
             folder=folder,
             mode="static_control",
-            search_timeout=args.search_timeout,
+            **options,
         )
         started = time.perf_counter()
         await factory.get_client()  # what install() does at the app's startup

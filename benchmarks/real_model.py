@@ -133,8 +133,7 @@ async def extraction_case(
         chat_model=model,
         folder=folder,
         mode="static_control",
-        judge=False,
-        extraction=style,
+        parameters=Mem0Middleware.Parameters(judge=False, extraction=style),
     )
     state = mw.client_state
     # One attempt per write: a retry would measure the same prompt twice.
@@ -229,7 +228,11 @@ async def judge_scenario(scenario: dict[str, Any], model: Any, folder: Path) -> 
 
     user = f"u-{scenario['id']}"
     mw = Mem0Middleware.local(
-        user_id=user, chat_model=model, folder=folder, mode="static_control", extraction="compact"
+        user_id=user,
+        chat_model=model,
+        folder=folder,
+        mode="static_control",
+        parameters=Mem0Middleware.Parameters(extraction="compact"),
     )
     state, scope = mw.client_state, Scope(user, "helper")
     assert state.judge is not None

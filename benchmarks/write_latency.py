@@ -183,9 +183,10 @@ def build_memory(folder: Path, args: argparse.Namespace) -> Any:
     )
 
 
-def our_middleware(outbox: Path, **kwargs: Any) -> Mem0Middleware:
+def our_middleware(outbox: Path, *, judge: bool = True, **kwargs: Any) -> Mem0Middleware:
     """This project's middleware with its outbox in ``outbox``."""
-    return Mem0Middleware(outbox_dir=outbox, **kwargs)
+    parameters = Mem0Middleware.Parameters(outbox=outbox, judge=judge)
+    return Mem0Middleware(parameters=parameters, **kwargs)
 
 
 def middleware_for(name: str, user_id: str, memory: Any, folder: Path) -> Any:

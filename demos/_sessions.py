@@ -57,7 +57,8 @@ async def two_sessions(
     """Run both sessions on the embedded store in ``folder``; returns the two replies.
 
     ``embedding_model=None`` embeds offline (``agentscope-mem0[local]``);
-    ``options`` go to ``Mem0Middleware.local`` (``extraction="compact"``...).
+    ``options`` go to ``Mem0Middleware.local``
+    (``parameters=Mem0Middleware.Parameters(extraction="compact")``...).
     """
     from agentscope.agent import Agent
     from agentscope.message import UserMsg

@@ -49,7 +49,7 @@ def main() -> None:
     from agentscope.model import OpenAIChatModel
     from pydantic import SecretStr
 
-    from agentscope_mem0 import StringContentFormatter
+    from agentscope_mem0 import Mem0Middleware, StringContentFormatter
 
     # Local servers ignore the key but the client wants one.
     credential = OpenAICredential(api_key=SecretStr(key or "not-needed"), base_url=base_url)
@@ -77,7 +77,7 @@ def main() -> None:
             embedding,
             folder=args.folder,
             user_id=args.user,
-            extraction=extraction,
+            parameters=Mem0Middleware.Parameters(extraction=extraction),
         )
     )
 

@@ -6,7 +6,7 @@ Usage::
 
 The middleware is built the way AgentScope's built-in is used: the two models
 and the user's own ``mem0_config`` (a local Qdrant and a history database in
-``<folder>/store``), no ``outbox_dir``. It runs ``turns`` replies of an agent,
+``<folder>/store``), no ``outbox``. It runs ``turns`` replies of an agent,
 one exchange each ("I like fruitNN.", NN from ``first``, default 0), printing
 ``replied NN`` after each.
 

@@ -86,7 +86,7 @@ async def _run(job: dict[str, Any]) -> dict[str, Any]:
             client=client,
             mode="static_control",
             agent_id="worker",
-            search_timeout=30,
+            parameters=Mem0Middleware.Parameters(search_timeout=30),
         )
 
     # One middleware per user: five scopes write concurrently in this process.

@@ -14,13 +14,7 @@ import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
 
-from agentscope_mem0 import (
-    ClientState,
-    ConfigurationError,
-    Deadlines,
-    Mem0Middleware,
-    RecallOptions,
-)
+from agentscope_mem0 import ClientState, ConfigurationError, Mem0Middleware
 from agentscope_mem0.service import mem0_middleware_factory
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import AppUser, RecordingClient, ScriptedCredential, note_text, real_memory
@@ -54,7 +48,9 @@ async def test_through_agentscope_app_the_breaker_outlives_the_turn(
 
     client = HungSearch(real_memory(store_config))
     factory = mem0_middleware_factory(
-        client=client, mode="static_control", breaker_threshold=3, search_timeout=0.4
+        client=client,
+        mode="static_control",
+        parameters=Mem0Middleware.Parameters(breaker_threshold=3, search_timeout=0.4),
     )
     app = create_app(
         storage=AsyncSQLAlchemyStorage(f"sqlite+aiosqlite:///{tmp_path / 'app.db'}"),
@@ -109,7 +105,9 @@ async def test_a_profile_is_read_once_per_ttl_across_turns(store_config: dict[st
     await memory.add("User likes jazz", user_id="bob", agent_id="assistant", infer=False)
     client = RefusedWrites(memory)
     factory = mem0_middleware_factory(
-        client=client, mode="static_control", recall="profile", profile_ttl=60
+        client=client,
+        mode="static_control",
+        parameters=Mem0Middleware.Parameters(recall="profile", profile_ttl=60),
     )
     notes = []
     for turn in range(4):
@@ -129,14 +127,14 @@ async def test_a_profile_is_read_once_per_ttl_across_turns(store_config: dict[st
 
 async def test_middlewares_given_one_state_share_it(store_config: dict[str, Any]) -> None:
     memory = real_memory(store_config)
-    state = ClientState(memory, deadlines=Deadlines(breaker_threshold=2))
+    state = ClientState(memory, parameters=Mem0Middleware.Parameters(breaker_threshold=2))
     first = Mem0Middleware(user_id="alice", client_state=state)
     second = Mem0Middleware(user_id="bob", client=memory, client_state=state)
     assert first.client_state is second.client_state is state
     with pytest.raises(ConfigurationError, match="client_state brings"):
         Mem0Middleware(user_id="c", client=real_memory(store_config), client_state=state)
     with pytest.raises(ConfigurationError, match="client_state brings"):
-        Mem0Middleware(user_id="c", client_state=state, write_queue=state.writer)
+        Mem0Middleware(user_id="c", client_state=state, judge_model=ScriptedChatModel())
     assert first.client is memory
     state.breaker.record_failure()
     state.breaker.record_failure()
@@ -147,21 +145,9 @@ async def test_middlewares_given_one_state_share_it(store_config: dict[str, Any]
     assert state.writer.closed
 
 
-def test_options_come_whole_or_flat_but_not_both(store_config: dict[str, Any]) -> None:
+def test_a_misspelled_keyword_or_field_is_a_type_error(store_config: dict[str, Any]) -> None:
     memory = real_memory(store_config)
-    whole = Mem0Middleware(
-        user_id="u",
-        client=memory,
-        recall=RecallOptions(mode="full", profile_ttl=5),
-        deadlines=Deadlines(search_timeout=1.0),
-    )
-    flat = Mem0Middleware(
-        user_id="u", client=memory, recall="full", profile_ttl=5, search_timeout=1.0
-    )
-    assert whole._options == flat._options
-    with pytest.raises(ConfigurationError, match="search_timeout was given both"):
-        Mem0Middleware(user_id="u", client=memory, deadlines=Deadlines(), search_timeout=1.0)
     with pytest.raises(TypeError, match="unexpected keyword"):
-        Mem0Middleware(user_id="u", client=memory, search_timout=1.0)  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match="Deadlines"):
-        Mem0Middleware(user_id="u", client=memory, deadlines={"search_timeout": 1})  # type: ignore[arg-type]
+        Mem0Middleware(user_id="u", client=memory, top_kk=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="no field 'search_timout'"):
+        Mem0Middleware.Parameters(search_timout=1.0)  # type: ignore[call-arg]

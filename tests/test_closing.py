@@ -68,8 +68,12 @@ def test_the_cli_opens_the_folder_right_after_the_middleware_closed(tmp_path: Pa
 
     async def session() -> None:
         # A middleware that fails to build closes the client it built, too.
-        with pytest.raises(ConfigurationError, match="working_memory"):
-            _local(folder, working_memory=42)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="judge_model"):
+            _local(
+                folder,
+                judge_model=ScriptedChatModel(),
+                parameters=Mem0Middleware.Parameters(judge=False),
+            )
         async with _local(folder) as mw:
             await _say(mw, "I live in Oslo.")
 

@@ -39,7 +39,7 @@ def _local(user: str, folder: Path, *, search_timeout: float) -> Mem0Middleware:
         chat_model=ScriptedChatModel(),
         folder=folder,
         mode="static_control",
-        search_timeout=search_timeout,
+        parameters=Mem0Middleware.Parameters(search_timeout=search_timeout),
     )
 
 
@@ -155,7 +155,12 @@ async def test_mem0_does_not_starve_the_agent_loops_executor(
     loop.set_default_executor(pool)
     client = real_memory(store_config, chat_model=_ThreadedModel())
     middlewares = [
-        Mem0Middleware(user_id=f"user{i}", client=client, mode="static_control", search_timeout=10)
+        Mem0Middleware(
+            user_id=f"user{i}",
+            client=client,
+            mode="static_control",
+            parameters=Mem0Middleware.Parameters(search_timeout=10),
+        )
         for i in range(6)
     ]
 

@@ -93,7 +93,7 @@ async def _next_process_stores(folder: Path) -> Counter[str]:
 async def test_the_drop_in_path_keeps_every_write_of_a_script_that_ends(
     tmp_path: Path, ending: str
 ) -> None:
-    # Models + the user's own mem0_config, no outbox_dir: extraction is slow
+    # Models + the user's own mem0_config, no outbox: extraction is slow
     # (0.8 s a turn), so most writes are still queued when the script ends.
     proc = _child(ending, tmp_path, 8, 0.8)
     out, err = proc.communicate(timeout=120)

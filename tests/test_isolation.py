@@ -320,7 +320,9 @@ async def test_hundred_concurrent_users_only_ever_see_their_own_canary(
         embedding_model=embedding,
         mem0_config=_shared_store_config(tmp_path, embedding.dimensions),
     )
-    factory = mem0_middleware_factory(mem0_config=config, mode="both", search_timeout=60)
+    factory = mem0_middleware_factory(
+        mem0_config=config, mode="both", parameters=Mem0Middleware.Parameters(search_timeout=60)
+    )
     models = {user: ScriptedChatModel(_user_script(c)) for user, c in canaries.items()}
     states: dict[str, AgentState] = {}
     replies: dict[str, list[str]] = {user: [] for user in canaries}

@@ -75,7 +75,7 @@ def _middleware(config: dict[str, Any], user_id: str, **kwargs: Any) -> Mem0Midd
         chat_model=ScriptedChatModel("Noted."),
         embedding_model=HashEmbedding(DIMS),
         mem0_config=config,
-        search_timeout=30,
+        parameters=Mem0Middleware.Parameters(search_timeout=30),
         **kwargs,
     )
 

@@ -123,14 +123,15 @@ def test_every_type_a_public_signature_takes_is_exported() -> None:
 
 
 def test_the_checker_sees_a_signature_type() -> None:
-    # Mem0Middleware's constructor takes a WriteQueue; were it not exported, it would show.
+    # Mem0Middleware's constructor takes a WorkingStore; were it not exported, it would show.
     middleware = agentscope_mem0.Mem0Middleware
     used = set()
     for signature in _signatures(middleware):
         for parameter in signature.parameters.values():
             used |= _annotation_names(parameter.annotation)
-    assert {"WriteQueue", "ClientState", "RecallOptions", "Deadlines"} <= used
-    assert "WriteQueue" in _package_types()
+    assert {"WorkingStore", "ClientState", "Mem0MiddlewareParameters"} <= used
+    assert {"Mem0MiddlewareKeywords", "Unpack"} <= used  # .local(**keywords)
+    assert "WorkingStore" in _package_types()
 
 
 def test_the_constructor_keeps_every_keyword_of_agentscopes_builtin() -> None:
@@ -150,13 +151,10 @@ def test_the_constructor_keeps_every_keyword_of_agentscopes_builtin() -> None:
         if name != "self" and ours[name].default != parameter.default
     }
     assert differing <= {"await_write", "tool_instructions"}
-    # Its option keywords are the fields of the same names that hold them.
-    from agentscope_mem0._options import BUILTIN_KEYWORDS
-
-    backend = {"self", "user_id", "client", "chat_model", "embedding_model", "mem0_config"}
-    assert tuple(name for name in theirs if name not in backend) == BUILTIN_KEYWORDS
-    # This package's own options come after them, as groups or flat keywords.
-    assert {"recall", "note", "writes", "deadlines"} <= set(ours)
+    # Its keywords come first, in its order; this package's own options come
+    # after them as one model.
+    assert tuple(ours)[: len(theirs)] == tuple(theirs)
+    assert "parameters" in ours
 
 
 def test_every_library_exception_is_in_the_one_tree_and_exported() -> None:

@@ -112,7 +112,7 @@ async def test_one_exchange_extracted_and_recalled_and_one_change_judged(tmp_pat
         chat_model=real_chat_model(),
         folder=tmp_path,
         mode="static_control",
-        extraction="compact",
+        parameters=Mem0Middleware.Parameters(extraction="compact"),
     )
     async with mw:
         await _ask(mw, "I live in Hangzhou, in a flat near the West Lake.")

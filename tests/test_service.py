@@ -127,7 +127,7 @@ async def test_each_call_returns_a_fresh_middleware_on_one_given_client(
     assert a is not b
     assert a.client is b.client is memory is factory.client
     assert (a.user_id, b.user_id) == ("alice", "bob")
-    assert a.mode == "static_control" and a._options.top_k == 3
+    assert a.mode == "static_control" and a._top_k == 3
     await factory.aclose()
     assert memory.db is not None  # a client passed in is the caller's to close
 

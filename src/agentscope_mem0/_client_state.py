@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import ConfigurationError, InvalidStateError
@@ -22,7 +21,7 @@ from ._mem0.breaker import CircuitBreaker
 from ._mem0.clients import close_memory, resolve_client
 from ._mem0.query_cache import install_query_cache
 from ._mem0.usage import TokenMeter
-from ._options import DEFAULT_PROFILE_TTL, Deadlines
+from ._parameters import Mem0MiddlewareParameters
 from ._recall.profile import ProfileCache
 from ._vectors.keywords_only import allow_keywords_only, keyword_only_queries
 from ._write.consolidate import Consolidator
@@ -35,8 +34,6 @@ if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
 
-    from ._mem0.extraction import ExtractionStyle
-    from ._options import Options
     from ._scope import Scope
 
 __all__ = ["ClientState", "closed_error", "state_for"]
@@ -49,40 +46,42 @@ class ClientState:
 
     Args:
         client: The async mem0 client.
-        deadlines: Its ``breaker_threshold`` and ``breaker_cooldown`` set the
-            breaker; the timeouts stay each middleware's own.
-        profile_ttl: Seconds a user's profile is cached.
-        outbox_dir: Folder of the write queue's durable outbox; ``None``: next
-            to the store's own files; ``":memory:"``: in memory only.
+        parameters: The options the state is built with: ``breaker_threshold``
+            and ``breaker_cooldown`` (the breaker), ``profile_ttl``,
+            ``outbox``, ``extraction`` and ``judge``; the timeouts and the
+            rest stay each middleware's own. ``None``: the defaults.
+        judge_model: The time judgement's chat model; default: the model
+            mem0 extracts with.
         write_queue: A queue to use instead of building one; it must write to
             ``client``. :meth:`aclose` then only flushes it.
-        judge: The time judgement of new memories (see ``Mem0Middleware``).
         closes_client: :meth:`aclose` closes ``client`` too (see
             :attr:`closes_client`).
-        extraction: mem0's extraction prompt, ``"mem0"`` or ``"compact"``.
         search_by_agent: The judge and consolidation look for older memories
             of the writing agent only (``scope_search_by_agent``), or of the
             whole user.
 
     Raises:
         ConfigurationError: ``write_queue`` writes to another client or
-            extracts otherwise; ``extraction`` does not fit the client.
+            extracts otherwise; ``extraction`` does not fit the client; a
+            ``judge_model`` with ``judge`` off.
     """
 
     def __init__(
         self,
         client: Any,
         *,
-        deadlines: Deadlines | None = None,
-        profile_ttl: float = DEFAULT_PROFILE_TTL,
-        outbox_dir: str | os.PathLike[str] | None = None,
+        parameters: Mem0MiddlewareParameters | None = None,
+        judge_model: ChatModelBase | None = None,
         write_queue: WriteQueue | None = None,
-        judge: bool | ChatModelBase = True,
         closes_client: bool = False,
-        extraction: ExtractionStyle = "mem0",
         search_by_agent: bool = True,
     ) -> None:
-        deadlines = deadlines or Deadlines()
+        parameters = parameters if parameters is not None else Mem0MiddlewareParameters()
+        extraction = parameters.extraction
+        if judge_model is not None and not parameters.judge:
+            raise ConfigurationError(
+                "judge_model= was given with Parameters(judge=False); drop one of them"
+            )
         if write_queue is not None and write_queue.backend.client is not client:
             raise ConfigurationError(
                 "write_queue writes to another mem0 client than this middleware; "
@@ -100,13 +99,16 @@ class ClientState:
         )
         """The one door to the client."""
         self.breaker = CircuitBreaker(
-            threshold=deadlines.breaker_threshold, cooldown=deadlines.breaker_cooldown
+            threshold=parameters.breaker_threshold, cooldown=parameters.breaker_cooldown
         )
         """Skips reads and tool calls while mem0 keeps failing."""
-        self.profiles = ProfileCache(ttl=profile_ttl)
+        self.profiles = ProfileCache(ttl=parameters.profile_ttl)
         """Each scope's profile memories, refreshed after a write."""
         self.judge = build_time_judge(
-            self.backend, judge, self.profiles.invalidate, search_by_agent=search_by_agent
+            self.backend,
+            judge_model if judge_model is not None else parameters.judge,
+            self.profiles.invalidate,
+            search_by_agent=search_by_agent,
         )
         """Marks what new memories supersede or extend; ``None`` when off."""
         self.consolidator = Consolidator(self.backend, search_by_agent=search_by_agent)
@@ -122,7 +124,7 @@ class ClientState:
             if write_queue is not None
             else WriteQueue(
                 self.backend,
-                outbox_dir=outbox_dir,
+                outbox_dir=parameters.outbox,
                 on_stored=self.profiles.invalidate,
                 after_store=self._after_store,
             )
@@ -220,16 +222,16 @@ class ClientState:
 
 
 def state_for(
-    options: Options,
+    parameters: Mem0MiddlewareParameters,
     *,
     client: Any | None,
     chat_model: ChatModelBase | None = None,
     embedding_model: EmbeddingModelBase | None = None,
     mem0_config: Any | None = None,
-    write_queue: WriteQueue | None = None,
-    judge: bool | ChatModelBase = True,
+    judge_model: ChatModelBase | None = None,
+    search_by_agent: bool = True,
 ) -> ClientState:
-    """The state a middleware configured with ``options`` builds for itself.
+    """The state a middleware configured with ``parameters`` builds for itself.
 
     On ``client``, or on a client built from the models and ``mem0_config``
     (see :func:`~._mem0.clients.resolve_client`), which the state then closes.
@@ -243,14 +245,10 @@ def state_for(
     try:
         return ClientState(
             built,
-            deadlines=options.deadlines,
-            profile_ttl=options.recall.profile_ttl,
-            outbox_dir=options.writes.outbox_dir,
-            write_queue=write_queue,
-            judge=judge,
+            parameters=parameters,
+            judge_model=judge_model,
             closes_client=client is None,
-            extraction=options.writes.extraction,
-            search_by_agent=options.scope_search_by_agent,
+            search_by_agent=search_by_agent,
         )
     except BaseException:
         if client is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,24 +21,20 @@ from ._client_state import ClientState, closed_error, state_for
 from ._exceptions import ConfigurationError
 from ._mem0.timeline import said_at_of
 from ._modes import Mode
-from ._options import (
-    BUILTIN_KEYWORDS,
+from ._parameters import (
     DEFAULT_TOOL_INSTRUCTIONS,
-    Deadlines,
-    FlatOptions,
-    NoteOptions,
-    RecallMode,
-    RecallOptions,
-    WriteOptions,
-    collect_options,
+    Mem0MiddlewareKeywords,
+    Mem0MiddlewareParameters,
+    check_keywords,
+    moved_keyword,
+    with_outbox,
 )
-from ._parameters import Mem0MiddlewareParameters, takes_parameters
 from ._recall.note import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
 from ._reply import ReplyWatch, query_text, recall_note
 from ._scope import Scope, check_user_id, resolve_agent_id
-from ._tools.choose import build_tools, check_tool_names
+from ._tools.choose import build_tools
 from ._tools.memory import STATE_KEY, ToolContext
-from ._working.manager import WorkingMemory, WorkingScope, build_working_memory
+from ._working.manager import WorkingMemoryManager
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -46,9 +42,9 @@ if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
     from agentscope.tool import ToolBase
 
-    from ._write.queue import WriteQueue
+    from ._working.store import WorkingStore
 
-__all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "Mem0Middleware", "Mode"]
+__all__ = ["Mem0Middleware"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,14 +53,24 @@ class Mem0Middleware(MiddlewareBase):
     """Long-term memory for AgentScope agents, backed by mem0.
 
     A drop-in for ``agentscope.middleware.Mem0Middleware``: same keywords, same
-    modes, same tools. Writes happen in the background unless ``await_write``.
-    One instance may serve several agents and is safe to share.
+    modes, same tools; this package's own options come as one
+    ``parameters=Mem0Middleware.Parameters(...)``. Writes happen in the
+    background unless ``await_write``. One instance may serve several agents
+    and is safe to share.
     """
 
     Parameters = Mem0MiddlewareParameters
-    """The user-tunable options as one pydantic model (AgentScope's convention)."""
+    """This package's options as one pydantic model (AgentScope's convention)."""
 
-    @takes_parameters
+    def __new__(cls, *args: Any, **kwargs: Any) -> Mem0Middleware:
+        # Release 0.2/0.3's keywords fail here, naming their new spelling:
+        # __init__ itself takes exactly today's keywords.
+        for name, value in kwargs.items():
+            error = moved_keyword(name, value)
+            if error is not None:
+                raise error
+        return super().__new__(cls)
+
     def __init__(
         self,
         *,
@@ -82,23 +88,16 @@ class Mem0Middleware(MiddlewareBase):
         memory_section_header: str = DEFAULT_MEMORY_SECTION_HEADER,
         memory_section_intro: str = DEFAULT_MEMORY_SECTION_INTRO,
         tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS,
-        recall: RecallMode | RecallOptions = "query",
-        note: NoteOptions | None = None,
-        writes: WriteOptions | None = None,
-        deadlines: Deadlines | None = None,
-        client_state: ClientState | None = None,
-        write_queue: WriteQueue | None = None,
-        tools: Sequence[str] | None = None,
-        judge: bool | ChatModelBase = True,
-        working_memory: WorkingScope | WorkingMemory | None = None,
         parameters: Mem0MiddlewareParameters | None = None,
-        **options: Unpack[FlatOptions],
+        client_state: ClientState | None = None,
+        judge_model: ChatModelBase | None = None,
+        working_store: WorkingStore | None = None,
     ) -> None:
         """Set up memory for one user.
 
         The keywords up to ``tool_instructions`` are AgentScope's built-in
-        ones; this package's options come in four groups (``recall``,
-        ``note``, ``writes``, ``deadlines``), whole or as flat keywords.
+        ones, with the same meaning; ``parameters`` holds this package's
+        options; the last three are objects, not options.
 
         Args:
             user_id: Whose memories these are: not blank, no whitespace, not ``"*"``.
@@ -117,62 +116,71 @@ class Mem0Middleware(MiddlewareBase):
             memory_section_header: First line of the memory note.
             memory_section_intro: Line under the header explaining the memories.
             tool_instructions: Appended to the system prompt in tool modes.
-            recall: ``"query"``, ``"profile"``, ``"full"`` or a :class:`RecallOptions`.
-            note: The note's budget, rules and placement (:class:`NoteOptions`).
-            writes: Where queued writes wait, the extraction prompt (:class:`WriteOptions`).
-            deadlines: Timeouts and the circuit breaker (:class:`Deadlines`).
+            parameters: This package's options (recall, the note's budget,
+                the outbox, deadlines, the time judgement, tools, working
+                memory): a :attr:`Parameters`; ``None`` for the defaults.
             client_state: State shared by the middlewares on one client (service
                 mode passes it): its breaker, profile cache, write queue and
                 judge are used, and :meth:`aclose` only flushes it.
-            write_queue: A write queue shared with other middlewares on the
-                same client; :meth:`aclose` only flushes it.
-            tools: Tool names offered in tool modes; default the built-in's
-                ``("search_memory", "add_memory")``; also ``"forget_memory"``.
-            judge: Mark what new memories supersede or extend, in the
-                background: ``True`` with the model mem0 extracts with, a chat
-                model, or ``False`` (off). See ``docs/time.md``.
-            working_memory: A scratchpad kept with ``update_working_memory``:
-                ``"conversation"``, ``"user"``, a ``WorkingMemory(...)`` or
-                ``None`` (off). See ``docs/working-memory.md``.
-            parameters: The user-tunable options as a :attr:`Parameters`
-                model; a field set there must not also be given on its own.
-            **options: The groups' fields as flat keywords (release 0.1's
-                form), e.g. ``search_timeout=1.0``; see :class:`FlatOptions`.
+            judge_model: The chat model of the time judgement (see
+                ``docs/time.md``); default: the model mem0 extracts with.
+            working_store: Where working memory is kept, shared wider than
+                the default (beside the mem0 client's data), e.g. a
+                ``PostgresWorkingStore``; the caller closes it.
 
         Raises:
             ConfigurationError: A bad ``user_id``, an unknown ``mode``, a value
                 out of range, or no usable backend (it is a ``ValueError``).
-            TypeError: A synchronous mem0 client, or an unknown keyword.
+            TypeError: A synchronous mem0 client, a release 0.3 keyword
+                (naming its new spelling), or an unknown keyword.
         """
         check_user_id(user_id)
-        given = locals()  # the built-in keywords are Options' fields of the same names
-        self._options = collect_options(
-            builtin={name: given[name] for name in BUILTIN_KEYWORDS},
-            recall=recall,
-            note=note,
-            writes=writes,
-            deadlines=deadlines,
-            **options,
+        check_keywords(
+            "Mem0Middleware",
+            {"mode": mode, "agent_id": agent_id, "top_k": top_k, "parameters": parameters},
         )
-        self._tools = check_tool_names(tools)
-        if client_state is not None and (
-            write_queue is not None or client not in (None, client_state.client)
-        ):
-            raise ConfigurationError("client_state brings its client and queue; drop the others")
+        self._parameters = parameters if parameters is not None else Mem0MiddlewareParameters()
+        if client_state is not None and client not in (None, client_state.client):
+            raise ConfigurationError("client_state brings its client; drop client=")
+        if client_state is not None and judge_model is not None:
+            raise ConfigurationError("client_state brings its time judge; drop judge_model=")
+        if working_store is not None and self._parameters.working_memory is None:
+            raise ConfigurationError(
+                "working_store= is for working memory, which is off: pass "
+                "parameters=Mem0Middleware.Parameters(working_memory='conversation') or 'user'"
+            )
+        self._user_id = user_id
+        self._mode: Mode = mode
+        self._agent_id = agent_id
+        self._top_k = top_k
+        self._threshold = threshold
+        self._scope_search_by_agent = scope_search_by_agent
+        self._await_write = await_write
+        self._memory_section_header = memory_section_header
+        self._memory_section_intro = memory_section_intro
+        self._tool_instructions = tool_instructions
         self._state = client_state or state_for(
-            self._options,
+            self._parameters,
             client=client,
             chat_model=chat_model,
             embedding_model=embedding_model,
             mem0_config=mem0_config,
-            write_queue=write_queue,
-            judge=judge,
+            judge_model=judge_model,
+            search_by_agent=scope_search_by_agent,
         )
         self._owns_state = client_state is None
-        self._working = build_working_memory(
-            working_memory, user_id=user_id, client=self._state.client, mode=mode
+        working = self._parameters.working_memory
+        self._working = (
+            None
+            if working is None
+            else WorkingMemoryManager(
+                working,
+                user_id=user_id,
+                client=self._state.client,
+                tools_offered=mode != "static_control",
+                store=working_store,
+            )
         )
-        self._user_id = user_id
         self._closed = False
         self.folder: Path | None = None
         """The data folder, for middlewares built by :meth:`local`."""
@@ -185,7 +193,7 @@ class Mem0Middleware(MiddlewareBase):
         chat_model: ChatModelBase,
         embedding_model: EmbeddingModelBase | None = None,
         folder: str | os.PathLike[str] | None = None,
-        **options: Any,
+        **keywords: Unpack[Mem0MiddlewareKeywords],
     ) -> Mem0Middleware:
         """Memory on the embedded default: no server, no key, one data folder.
 
@@ -194,21 +202,25 @@ class Mem0Middleware(MiddlewareBase):
             chat_model: The model mem0 extracts with (may be the agent's own).
             embedding_model: Default: the offline embedder of ``[local]``.
             folder: The data folder (default ``$AGENTSCOPE_MEM0_DIR`` or
-                ``~/.agentscope-mem0``); the write outbox lives there too.
-            **options: Any other keyword of the constructor (``mode``, ...).
+                ``~/.agentscope-mem0``); the write outbox lives there too,
+                unless ``Parameters(outbox=...)`` says otherwise.
+            **keywords: The constructor's other keywords (``mode``,
+                ``parameters``, ...; see :class:`Mem0MiddlewareKeywords`).
 
         Raises:
             StoreLockedError: Another process uses the folder.
             DimensionMismatchError: The folder holds vectors of another size.
+            TypeError: An unknown keyword, or one of release 0.3 (naming its
+                new spelling).
         """
         from ._mem0.clients import build_local_memory, close_memory
         from .local import data_dir
 
+        check_keywords("Mem0Middleware.local", keywords)
+        keywords["parameters"] = with_outbox(keywords.get("parameters"), data_dir(folder))
         client = build_local_memory(chat_model, embedding_model=embedding_model, folder=folder)
-        if "writes" not in options:
-            options.setdefault("outbox_dir", data_dir(folder))
         try:
-            middleware = cls(user_id=user_id, client=client, **options)
+            middleware = cls(user_id=user_id, client=client, **keywords)
         except BaseException:
             close_memory(client)
             raise
@@ -236,7 +248,12 @@ class Mem0Middleware(MiddlewareBase):
     @property
     def mode(self) -> Mode:
         """The control mode."""
-        return self._options.mode
+        return self._mode
+
+    @property
+    def parameters(self) -> Mem0MiddlewareParameters:
+        """This package's options in use (the outbox filled in by :meth:`local`)."""
+        return self._parameters
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every write queued so far is stored (and judged).
@@ -253,8 +270,8 @@ class Mem0Middleware(MiddlewareBase):
         for the next middleware on it. A client this middleware built (from
         the models, or in :meth:`local`) is closed: the data folder is free
         for another process once no other client of this one uses it. A
-        client passed in stays open; a shared ``client_state`` or
-        ``write_queue`` is only flushed. Idempotent.
+        client passed in stays open; a shared ``client_state`` is only
+        flushed. Idempotent.
 
         Returns:
             True when every queued write was stored.
@@ -299,48 +316,70 @@ class Mem0Middleware(MiddlewareBase):
         """
         if self._closed or self._state.writer.closed:
             raise closed_error(self._user_id)
-        opts, state = self._options, self._state
+        automatic, state = self._mode != "agent_control", self._state
         scope = Scope(self._user_id, self._bind_agent(agent))
         inputs = input_kwargs.get("inputs")
-        query = query_text(inputs) if opts.automatic else None
+        query = query_text(inputs) if automatic else None
         note = None
         if query is not None:
-            note = await recall_note(state, opts, scope, query, agent.state.context)
+            note = await recall_note(
+                state,
+                self._parameters,
+                scope.searched(by_agent=self._scope_search_by_agent),
+                query,
+                agent.state.context,
+                top_k=self._top_k,
+                threshold=self._threshold,
+                header=self._memory_section_header,
+                intro=self._memory_section_intro,
+            )
 
-        watch = ReplyWatch(opts, query, note)
+        watch = ReplyWatch(
+            query,
+            note,
+            accumulate=self._parameters.accumulate_notes,
+            header=self._memory_section_header,
+        )
         if self._working is not None:
             next_handler = self._working.around(agent, next_handler)
         async for item in next_handler(**input_kwargs):
             watch.see(item, agent.state.context)
             yield item
 
-        if opts.automatic:
+        if automatic:
             entry = agent.state.middle_context.setdefault(STATE_KEY, {})
             messages = watch.exchange(entry, inputs)
             if messages is not None:
                 await state.writer.submit(
-                    scope, messages, wait=opts.await_write, said_at=said_at_of(inputs)
+                    scope, messages, wait=self._await_write, said_at=said_at_of(inputs)
                 )
 
     async def on_system_prompt(self, agent: Agent, current_prompt: str) -> str:
         """Appends the tool instructions in ``agent_control`` and ``both`` modes."""
         self._bind_agent(agent)
-        if not self._options.offers_tools:
+        if self._mode == "static_control":
             return current_prompt
-        return f"{current_prompt}\n\n{self._options.tool_instructions}"
+        return f"{current_prompt}\n\n{self._tool_instructions}"
 
     async def list_tools(self) -> list[ToolBase]:
         """The ``tools`` chosen (default ``search_memory``, ``add_memory``) in tool
         modes, and ``update_working_memory`` with working memory on."""
-        if not self._options.offers_tools:
+        if self._mode == "static_control":
             return []
-        context = ToolContext.of(self._state, self._options, self._user_id)
-        return build_tools(context, self._tools, self._working)
+        context = ToolContext.of(
+            self._state,
+            self._parameters,
+            user_id=self._user_id,
+            agent_id=self._agent_id,
+            threshold=self._threshold,
+            scope_search_by_agent=self._scope_search_by_agent,
+        )
+        return build_tools(context, self._parameters.tools, self._working)
 
     # -- internals ------------------------------------------------------
 
     def _bind_agent(self, agent: Agent) -> str:
         """Record the agent's id in its own state, where the tools look it up."""
-        agent_id = resolve_agent_id(self._options.agent_id, agent)
+        agent_id = resolve_agent_id(self._agent_id, agent)
         agent.state.middle_context.setdefault(STATE_KEY, {})["agent_id"] = agent_id
         return agent_id

@@ -1,199 +1,343 @@
-"""``Mem0Middleware.Parameters``: the user-tunable options as one pydantic model.
+"""``Mem0Middleware.Parameters``: this package's own options, as one checked model.
 
-AgentScope's RAG, ReMe and agentic-memory middlewares take a ``parameters``
-model whose JSON schema the agent service renders as a configuration form;
-this is ``Mem0Middleware``'s. Every field is a constructor keyword of the same
-name and default; structural wiring (the client, models, folders, a shared
-state) stays on the constructor. :func:`takes_parameters` lets the
-constructor accept the model beside the flat keywords.
+``Mem0Middleware`` takes AgentScope's built-in keywords (``mode``, ``top_k``,
+...) and ``parameters=Mem0Middleware.Parameters(...)`` for everything this
+package adds, as AgentScope's RAG, ReMe and agentic-memory middlewares do;
+the agent service renders the model's JSON schema (each field's docstring is
+its description) as a configuration form. Every option has one name, used the
+same way by ``Mem0Middleware.local``, ``mem0_middleware_factory`` and the
+docs; :class:`Mem0MiddlewareKeywords` are the keywords the three share.
+
+Release 0.2 and 0.3 spelled these options otherwise (flat keywords, four
+groups, built-in keywords inside the model); each old spelling fails with a
+``TypeError`` naming the new one (:func:`moved_keyword`; the table is in
+docs/migrating.md).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+import os
+import reprlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from ._exceptions import ConfigurationError
-from ._options import (
-    DEFAULT_MAX_MEMORY_TOKENS,
-    DEFAULT_PROFILE_TTL,
-    DEFAULT_QUERY_CONTEXT_TURNS,
-    FLAT_KEYWORDS,
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
 )
 
+from ._exceptions import ConfigurationError
+from ._mem0.extraction import ExtractionStyle
+from ._modes import Mode, check_mode
+from ._recall.note import DEFAULT_MEMORY_RULES
+from ._recall.profile import DEFAULT_PROFILE_TTL
+from ._recall.recall import RecallMode
+from ._scope import check_agent_id
+from ._working.manager import WorkingMemory
+
+if TYPE_CHECKING:
+    from agentscope.agent import Agent
+    from agentscope.model import ChatModelBase
+
+    from ._working.store import WorkingStore
+
 __all__ = [
+    "DEFAULT_TOOL_INSTRUCTIONS",
+    "Mem0MiddlewareKeywords",
     "Mem0MiddlewareParameters",
-    "expand_parameters",
-    "keyword_defaults",
-    "takes_parameters",
+    "ToolName",
+    "check_keywords",
+    "check_outbox",
+    "moved_keyword",
+    "with_outbox",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_TOOL_INSTRUCTIONS = (
+    "## Long-term memory\n\n"
+    "You have `search_memory` and `add_memory` tools. Search when the request "
+    "depends on what you may have learned about the user before; add when the "
+    "user tells you a durable fact or preference worth keeping."
+)
+"""Appended to the system prompt in the tool modes."""
+
+ToolName = Literal["search_memory", "add_memory", "forget_memory"]
+"""A memory tool the middleware can offer (``update_working_memory`` comes
+with working memory)."""
+
+
+def check_outbox(value: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
+    """``value`` if it can name the durable write outbox, else a clear error.
+
+    The one check of the ``outbox`` option: ``None`` (next to the store's own
+    files), ``":memory:"`` (in memory only) or a folder path.
+
+    Raises:
+        ConfigurationError: A blank path or one holding a NUL character.
+    """
+    text = None if value is None else os.fspath(value)
+    if text is not None and (not isinstance(text, str) or not text.strip() or "\x00" in text):
+        raise ConfigurationError(f"outbox must be a folder path, ':memory:' or None, got {value!r}")
+    return value
+
+
+def _dump_working(value: WorkingMemory | None) -> Any:
+    """A scope's default working memory as its name, as a form sends it back."""
+    if value is not None and value == WorkingMemory(scope=value.scope):
+        return value.scope
+    return value
+
+
+_WorkingMemoryField = Annotated[
+    WorkingMemory | None,
+    PlainValidator(WorkingMemory.coerce),
+    PlainSerializer(_dump_working),
+    WithJsonSchema(
+        {"anyOf": [{"enum": ["conversation", "user"], "type": "string"}, {"type": "null"}]}
+    ),
+]
 
 
 class Mem0MiddlewareParameters(BaseModel):
-    """User-tunable options of :class:`~agentscope_mem0.Mem0Middleware`.
+    """This package's options of :class:`~agentscope_mem0.Mem0Middleware`.
 
-    Each field is the constructor keyword of the same name, with the same
-    default: ``Mem0Middleware(user_id=..., parameters=Mem0Middleware.Parameters(mode="both"))``
-    is ``Mem0Middleware(user_id=..., mode="both")``.
+    AgentScope's built-in keywords (``mode``, ``top_k``, ``threshold``,
+    ``scope_search_by_agent``, ``await_write``, ...) are the middleware's own
+    keywords, not fields here. A bad value raises ``ConfigurationError``
+    naming the field; an unknown or moved name a ``TypeError``
+    (``model_validate`` and ``model_validate_json`` raise pydantic's
+    ``ValidationError`` for bad values, as pydantic does).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    mode: Literal["static_control", "agent_control", "both"] = Field(
-        default="both",
-        title="Memory Mode",
-        description=(
-            "`static_control`: search memory before each reply and put what is found "
-            "in front of the model; store each exchange afterwards. `agent_control`: "
-            "no automatic search or write; the agent gets `search_memory` and "
-            "`add_memory` tools. `both`: the two together."
-        ),
-    )
-    top_k: int = Field(
-        default=5,
-        ge=1,
-        le=100,
-        title="Top K",
-        description="Most memories recalled per search.",
-    )
-    threshold: float | None = Field(
-        default=None,
-        title="Score Threshold",
-        description="Minimum relevance score of a recalled memory. Empty: no minimum.",
-    )
-    scope_search_by_agent: bool = Field(
-        default=True,
-        title="Search This Agent's Memories Only",
-        description=(
-            "Search only what this agent stored about the user; off, every agent's "
-            "memories of the user."
-        ),
-    )
-    recall: Literal["query", "profile", "full"] = Field(
-        default="query",
-        title="Recall",
-        description=(
-            "`query`: memories found by searching with the user's message. `profile`: "
-            "the user's most recent memories, whatever the message. `full`: both."
-        ),
-    )
-    query_context_turns: int = Field(
-        default=DEFAULT_QUERY_CONTEXT_TURNS,
-        ge=0,
-        le=20,
-        title="Earlier Messages in the Query",
-        description="Earlier messages added to the search query (0 measured best).",
-    )
-    profile_ttl: float = Field(
-        default=DEFAULT_PROFILE_TTL,
-        ge=0,
-        title="Profile Cache Seconds",
-        description="Seconds a user's profile (recall `profile`/`full`) is reused.",
-    )
-    max_memory_tokens: int | None = Field(
-        default=DEFAULT_MAX_MEMORY_TOKENS,
-        ge=1,
-        title="Memory Note Token Budget",
-        description="Most tokens of recalled memories put in front of the model. Empty: no cap.",
-    )
-    search_timeout: float | None = Field(
-        default=2.0,
-        gt=0,
-        title="Search Timeout (s)",
-        description="Seconds a search may take before the reply goes on without memories.",
-    )
-    await_write: bool = Field(
-        default=False,
-        title="Wait for Writes",
-        description=(
-            "Hold each reply until its exchange is stored; off, writes are stored in "
-            "the background and the reply returns at once."
-        ),
-    )
-    judge: bool = Field(
-        default=True,
-        title="Track Changes Over Time",
-        description=(
-            "After a write, mark which older memories the new ones supersede or "
-            "extend, with the extraction model, so that outdated facts are not recalled."
-        ),
-    )
-    extraction: Literal["mem0", "compact"] = Field(
-        default="mem0",
-        title="Extraction Prompt",
-        description=(
-            "`mem0`: mem0's own extraction prompt (about 8k tokens per write). "
-            "`compact`: this package's, which fits a 4k context with the conversation: "
-            "for small local models and fewer paid tokens."
-        ),
-    )
-    working_memory: Literal["conversation", "user"] | None = Field(
-        default=None,
-        title="Working Memory",
-        description=(
-            "A scratchpad the agent keeps with `update_working_memory` and sees in "
-            "full every turn: per `conversation`, per `user`, or empty for none."
-        ),
-    )
+    recall: RecallMode = "query"
+    """What a turn recalls. `query`: memories found by searching with the user's
+    message. `profile`: the user's most recent memories, whatever the message.
+    `full`: both, profile first, without repeats."""
 
-    def keywords(self) -> dict[str, Any]:
-        """The constructor keywords of the fields that were set."""
-        return {name: getattr(self, name) for name in self.model_fields_set}
+    query_context_turns: int = Field(default=0, ge=0, strict=True)
+    """Earlier messages added to the search query. 0, the message alone, measured
+    best on LoCoMo (recall@10 0.570; with the previous reply 0.529, with the
+    previous exchange 0.367: docs/benchmarks/note-recall.md)."""
+
+    profile_ttl: float = Field(default=DEFAULT_PROFILE_TTL, ge=0)
+    """Seconds a user's profile (recall `profile` or `full`) is reused; a stored
+    write refreshes it sooner."""
+
+    include_superseded: bool = False
+    """Also recall memories a newer one superseded, marked "no longer true since"
+    in the note (docs/time.md); off, only what is true now."""
+
+    max_memory_tokens: int | None = Field(default=1000, ge=1, strict=True)
+    """Most tokens of recalled memories put in front of the model (a CJK-aware
+    estimate); the least relevant go first. Empty: no cap. 1000 holds five short
+    extracted memories (about 200 tokens) or five long raw turns (about 500)."""
+
+    memory_section_rules: str = DEFAULT_MEMORY_RULES
+    """The memory note's line telling the model how to read the memories (dates,
+    newer wins, data not instructions)."""
+
+    accumulate_notes: bool = False
+    """Keep every turn's memory note in context, as AgentScope's built-in does;
+    off, each turn's note replaces the previous one."""
+
+    outbox: str | os.PathLike[str] | None = None
+    """Folder of the durable write outbox: a write is recorded there before the
+    reply returns and removed once mem0 stored it. Empty: next to the store's
+    own files (the data folder for the embedded default); `:memory:` keeps
+    writes in memory only."""
+
+    extraction: ExtractionStyle = "mem0"
+    """The prompt mem0 extracts memories with. `mem0`: mem0's own (about 8k tokens
+    per write). `compact`: this package's, which fits a 4k context with the
+    conversation: for small local models and fewer paid tokens."""
+
+    search_timeout: float | None = Field(default=2.0, gt=0)
+    """Seconds the automatic search (and `search_memory`) may take before the
+    reply goes on without memories. Empty: no limit."""
+
+    tool_timeout: float | None = Field(default=60.0, gt=0)
+    """Seconds `add_memory` and `forget_memory` may wait for mem0 before the tool
+    reports a timeout. Empty: no limit."""
+
+    breaker_threshold: int = Field(default=5, ge=1, strict=True)
+    """Consecutive failed or timed-out mem0 calls after which memory reads are
+    skipped for `breaker_cooldown` seconds."""
+
+    breaker_cooldown: float = Field(default=30.0, ge=0)
+    """Seconds memory reads are skipped before one probe is let through."""
+
+    judge: bool = True
+    """After a write, mark which older memories the new ones supersede or extend,
+    with the extraction model (or `judge_model`), so that outdated facts are not
+    recalled (docs/time.md)."""
+
+    tools: tuple[ToolName, ...] = ("search_memory", "add_memory")
+    """The tools offered in `agent_control` and `both` modes: by default the
+    built-in's `search_memory` and `add_memory`; `forget_memory` too makes
+    `search_memory` show memory ids."""
+
+    working_memory: _WorkingMemoryField = None
+    """A scratchpad the agent keeps with `update_working_memory` and sees in full
+    every turn: per `conversation`, per `user` (or a `WorkingMemory(...)` with
+    more options), empty for none (docs/working-memory.md)."""
+
+    if not TYPE_CHECKING:  # type checkers keep the fields' own signature
+
+        def __init__(self, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise _configuration_error(exc) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_names(cls, data: Any) -> Any:
+        """Refuse a moved or unknown field with a ``TypeError`` naming the fix."""
+        for name in data if isinstance(data, Mapping) else ():
+            if name in _BUILTIN_FIELDS:
+                raise TypeError(
+                    f"{name} is AgentScope's built-in keyword, no longer a field of {_NEW}: "
+                    f"pass Mem0Middleware({name}={reprlib.repr(data[name])}) (the same "
+                    "keyword of .local() and mem0_middleware_factory())"
+                )
+            if name not in cls.model_fields:
+                raise moved_keyword(name, data[name]) or TypeError(
+                    f"{_NEW} has no field {name!r}; its fields: {', '.join(cls.model_fields)}"
+                )
+        return data
+
+    @field_validator("tools")
+    @classmethod
+    def _distinct_tools(cls, tools: tuple[ToolName, ...]) -> tuple[ToolName, ...]:
+        if not tools:
+            raise ConfigurationError(
+                "tools is empty; use mode='static_control' for an agent without memory tools"
+            )
+        return tuple(dict.fromkeys(tools))
+
+    @field_validator("outbox")
+    @classmethod
+    def _outbox(cls, value: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
+        return check_outbox(value)
 
 
-def expand_parameters(
-    parameters: Any, keywords: dict[str, Any], defaults: dict[str, Any]
-) -> dict[str, Any]:
-    """``keywords`` with the fields set in ``parameters`` added as keywords.
+def _configuration_error(exc: ValidationError) -> ConfigurationError:
+    """One ``ConfigurationError`` naming each refused field, its value and the rule."""
+    problems = []
+    for error in exc.errors():
+        field, *inner = error["loc"]
+        where = f"{field}{''.join(f'[{part!r}]' for part in inner)}"
+        rule = error["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}={reprlib.repr(error['input'])}: {rule}")
+    return ConfigurationError(f"{_NEW}: {'; '.join(problems)}")
 
-    Args:
-        parameters: A :class:`Mem0MiddlewareParameters`.
-        keywords: The keywords given on their own.
-        defaults: The constructor's defaults: a keyword at its default does
-            not clash with the same field in ``parameters``.
+
+def with_outbox(
+    parameters: Mem0MiddlewareParameters | None, folder: str | os.PathLike[str]
+) -> Mem0MiddlewareParameters:
+    """``parameters`` (default ones for ``None``) whose ``outbox`` is ``folder``
+    unless they name one: the embedded default keeps it in its data folder."""
+    parameters = parameters if parameters is not None else Mem0MiddlewareParameters()
+    if parameters.outbox is not None:
+        return parameters
+    return parameters.model_copy(update={"outbox": folder})
+
+
+class Mem0MiddlewareKeywords(TypedDict, total=False):
+    """The keywords ``Mem0Middleware``, ``Mem0Middleware.local`` and
+    ``mem0_middleware_factory`` share (see ``Mem0Middleware`` for each)."""
+
+    mode: Mode
+    agent_id: str | Callable[[Agent], str] | None
+    top_k: int
+    threshold: float | None
+    scope_search_by_agent: bool
+    await_write: bool
+    memory_section_header: str
+    memory_section_intro: str
+    tool_instructions: str
+    parameters: Mem0MiddlewareParameters | None
+    judge_model: ChatModelBase | None
+    working_store: WorkingStore | None
+
+
+def check_keywords(where: str, keywords: Mapping[str, Any]) -> None:
+    """Check :class:`Mem0MiddlewareKeywords` given to ``where``, once: names and values.
 
     Raises:
-        TypeError: ``parameters`` is not the model.
-        ConfigurationError: A field set in the model and also given on its own.
+        TypeError: A keyword of release 0.2/0.3 (naming its new spelling), an
+            unknown keyword, or ``parameters`` that is not the model.
+        ConfigurationError: An unknown ``mode``, a bad ``agent_id`` or ``top_k``.
     """
-    if not isinstance(parameters, Mem0MiddlewareParameters):
-        raise TypeError(
-            f"parameters must be a Mem0Middleware.Parameters, got {type(parameters).__name__}"
-        )
-    given = parameters.keywords()
-    for name in given:
-        if name in keywords and (name in FLAT_KEYWORDS or keywords[name] != defaults.get(name)):
-            raise ConfigurationError(
-                f"{name} was given both on its own and in parameters=; pass it in one place"
+    for name, value in keywords.items():
+        if name not in Mem0MiddlewareKeywords.__annotations__:
+            raise moved_keyword(name, value) or TypeError(
+                f"{where}() got an unexpected keyword argument {name!r}"
             )
-    return {**keywords, **given}
+    check_mode(keywords.get("mode", "both"))
+    agent_id, top_k = keywords.get("agent_id"), keywords.get("top_k", 1)
+    if agent_id is not None and not callable(agent_id):
+        check_agent_id(agent_id, "the agent_id argument")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise ConfigurationError(f"top_k must be a positive integer, got {top_k!r}")
+    parameters = keywords.get("parameters")
+    if parameters is not None and not isinstance(parameters, Mem0MiddlewareParameters):
+        raise TypeError(f"parameters must be a {_NEW}(...), got {type(parameters).__name__}")
 
 
-def keyword_defaults(function: Callable[..., Any]) -> dict[str, Any]:
-    """The default of each keyword of ``function`` that has one."""
-    return {
-        name: p.default
-        for name, p in inspect.signature(function).parameters.items()
-        if p.default is not inspect.Parameter.empty
-    }
+# -- release 0.2/0.3's spellings ----------------------------------------------------
+
+_NEW = "Mem0Middleware.Parameters"
+# Old names of fields; any other old keyword kept its name as a field.
+_RENAMED = {
+    "outbox_dir": "outbox",
+    "rules": "memory_section_rules",
+    "accumulate": "accumulate_notes",
+}
+# Release 0.3's groups -> the fields that hold what they held.
+_GROUPS = {
+    "recall": "recall (was mode), query_context_turns, profile_ttl, include_superseded",
+    "note": "max_memory_tokens, memory_section_rules (was rules), accumulate_notes "
+    "(was accumulate)",
+    "writes": "outbox (was outbox_dir), extraction",
+    "deadlines": "search_timeout, tool_timeout, breaker_threshold, breaker_cooldown",
+}
+# Release 0.3's fields of the model that are AgentScope's built-in keywords.
+_BUILTIN_FIELDS = ("mode", "top_k", "threshold", "scope_search_by_agent", "await_write")
 
 
-def takes_parameters(init: F) -> F:
-    """Let ``Mem0Middleware.__init__`` take ``parameters=`` beside its keywords
-    (see :func:`expand_parameters`); ``init`` declares ``parameters`` only to
-    show it in its signature."""
-    defaults = keyword_defaults(init)
+def moved_keyword(name: str, value: Any) -> TypeError | None:
+    """The ``TypeError`` for a keyword spelled as in release 0.2/0.3, naming its
+    new spelling; ``None`` when ``name`` is no old keyword.
 
-    @functools.wraps(init)
-    def wrapper(self: Any, *args: Any, parameters: Any = None, **kwargs: Any) -> Any:
-        if parameters is not None:
-            kwargs = expand_parameters(parameters, kwargs, defaults)
-        return init(self, *args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
+    No keyword ``Mem0Middleware`` takes today is an old one, so any keyword
+    may be asked about.
+    """
+    if name == "judge" and not isinstance(value, bool):
+        return TypeError(
+            "judge=<a chat model> is now judge_model=: pass Mem0Middleware(judge_model=...)"
+        )
+    if name == "write_queue":
+        return TypeError(
+            "write_queue is gone: middlewares share a write queue by sharing "
+            "client_state=ClientState(...), as mem0_middleware_factory() does"
+        )
+    if name in _GROUPS and not (name == "recall" and isinstance(value, str)):
+        return TypeError(
+            f"{name}= is gone: what release 0.3's group held are {_NEW} fields: "
+            f"{_GROUPS[name]}; pass parameters={_NEW}(...)"
+        )
+    new = _RENAMED.get(name, name)
+    if new not in Mem0MiddlewareParameters.model_fields:
+        return None
+    return TypeError(
+        f"{name} is now {_NEW}({new}=...): pass parameters={_NEW}({new}={reprlib.repr(value)})"
+    )

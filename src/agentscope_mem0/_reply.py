@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._client_state import ClientState
-    from ._options import Options
+    from ._parameters import Mem0MiddlewareParameters
     from ._scope import Scope
 
 __all__ = ["ReplyWatch", "finished_exchange", "query_text", "recall_note"]
@@ -44,16 +44,21 @@ class ReplyWatch:
     """Watches the items of one reply go by.
 
     Args:
-        options: The middleware's options (note placement, header).
         query: The reply's new user text, or ``None`` when it has none (a
             resumption event, empty input) or nothing is recalled
             (``agent_control``): then the context's notes are left alone.
         note: The memory note to place, or ``None`` (nothing recalled for
             ``query``) to only remove the previous one.
+        accumulate: Keep the previous notes (``accumulate_notes``).
+        header: The middleware's ``memory_section_header``, which marks
+            the built-in's notes.
     """
 
-    def __init__(self, options: Options, query: str | None, note: Msg | None) -> None:
-        self._options = options
+    def __init__(
+        self, query: str | None, note: Msg | None, *, accumulate: bool, header: str
+    ) -> None:
+        self._accumulate = accumulate
+        self._header = header
         self.query = query
         self._note = note
         self._placed = query is None
@@ -68,8 +73,8 @@ class ReplyWatch:
             place_note(
                 context,
                 self._note,
-                replace=not self._options.note.accumulate,
-                builtin_header=self._options.memory_section_header,
+                replace=not self._accumulate,
+                builtin_header=self._header,
             )
             self._placed = True
         if isinstance(item, RequireUserConfirmEvent | RequireExternalExecutionEvent):
@@ -143,37 +148,46 @@ def query_text(inputs: Any) -> str | None:
 
 async def recall_note(
     state: ClientState,
-    options: Options,
+    parameters: Mem0MiddlewareParameters,
     scope: Scope,
     message: str,
     context: Sequence[Msg],
+    *,
+    top_k: int,
+    threshold: float | None,
+    header: str,
+    intro: str,
 ) -> Msg | None:
     """The memory note of one turn, or ``None`` when nothing was recalled. Never raises.
 
     Args:
         state: The client's backend, breaker and profile cache.
-        options: The middleware's options (recall, note, deadlines, top_k...).
-        scope: The calling agent's scope; searched user-wide unless
-            ``scope_search_by_agent``.
+        parameters: The middleware's options (recall, query, timeout, the
+            note's rules and budget).
+        scope: The scope searched (user-wide unless ``scope_search_by_agent``).
         message: The new user text.
         context: The agent's context before the new message lands.
+        top_k: Memories retrieved per search.
+        threshold: Minimum similarity score; ``None`` leaves it to mem0.
+        header: The note's first line (``memory_section_header``).
+        intro: The line under it (``memory_section_intro``).
     """
     hits = await retrieve(
         state.backend,
-        scope.searched(by_agent=options.scope_search_by_agent),
-        build_query(message, context, turns=options.recall.query_context_turns),
-        recall=options.recall.mode,
-        top_k=options.top_k,
-        threshold=options.threshold,
+        scope,
+        build_query(message, context, turns=parameters.query_context_turns),
+        recall=parameters.recall,
+        top_k=top_k,
+        threshold=threshold,
         profile_cache=state.profiles,
-        timeout=options.deadlines.search_timeout,
+        timeout=parameters.search_timeout,
         breaker=state.breaker,
-        include_superseded=options.recall.include_superseded,
+        include_superseded=parameters.include_superseded,
     )
     return render_note(
         hits,
-        header=options.memory_section_header,
-        intro=options.memory_section_intro,
-        rules=options.note.rules,
-        max_tokens=options.note.max_memory_tokens,
+        header=header,
+        intro=intro,
+        rules=parameters.memory_section_rules,
+        max_tokens=parameters.max_memory_tokens,
     )

@@ -46,6 +46,7 @@ from pydantic import SecretStr
 
 from ._formatter import StringContentFormatter
 from ._mem0.backend import Mem0Backend
+from ._mem0.extraction import check_extraction
 from ._mem0.timeline import DUPLICATE_OF, SUPERSEDED_BY, VALID_UNTIL
 from ._middleware import Mem0Middleware
 from ._modes import Mode, check_mode
@@ -299,11 +300,16 @@ async def run_demo(
         described = type(chat_model).__name__
     print(f"chat model: {described}", file=out)
     # Local servers (a base URL) rarely have room for mem0's 8k-token extraction prompt.
-    extraction = os.environ.get("MEM0_EXTRACTION") or (
-        "compact" if os.environ.get("OPENAI_BASE_URL") else "mem0"
+    extraction = check_extraction(
+        os.environ.get("MEM0_EXTRACTION")
+        or ("compact" if os.environ.get("OPENAI_BASE_URL") else "mem0")
     )
     mw = Mem0Middleware.local(
-        user_id=user_id, chat_model=chat_model, mode=mode, folder=folder, extraction=extraction
+        user_id=user_id,
+        chat_model=chat_model,
+        mode=mode,
+        folder=folder,
+        parameters=Mem0Middleware.Parameters(extraction=extraction),
     )
     print(
         f"mode: {mode}\n"

@@ -19,21 +19,25 @@ Usage::
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import Unpack
+
 from ._client_state import ClientState
 from ._exceptions import ConfigurationError
 from ._mem0.clients import resolve_client
 from ._mem0.shared_client import SharedClient, check_backend_arguments
 from ._middleware import Mem0Middleware
-from ._modes import Mode, check_mode
-from ._options import FLAT_KEYWORDS, options_from_keywords
-from ._parameters import expand_parameters, keyword_defaults
+from ._parameters import (
+    Mem0MiddlewareKeywords,
+    Mem0MiddlewareParameters,
+    check_keywords,
+    with_outbox,
+)
 from ._scope import agent_id_from_name, check_user_id
 
 if TYPE_CHECKING:
@@ -52,8 +56,8 @@ _MAX_REFUSED_IDS_LOGGED = 1000
 class Mem0MiddlewareFactory:
     """An ``extra_agent_middlewares`` factory backed by one shared mem0 client.
 
-    Build it with :func:`mem0_middleware_factory`. Calling it as
-    ``await factory(user_id, agent_id, session_id[, workspace])`` returns
+    Build it with :func:`mem0_middleware_factory` (the same class). Calling it
+    as ``await factory(user_id, agent_id, session_id[, workspace])`` returns
     ``[Mem0Middleware(...)]`` for that user; the signature is the one
     ``agentscope.app`` probes for, in its three- and four-argument forms.
     """
@@ -65,45 +69,54 @@ class Mem0MiddlewareFactory:
         embedding_model: EmbeddingModelBase | None = None,
         mem0_config: Any | None = None,
         client: Any | None = None,
-        mode: Mode = "both",
-        outbox_dir: str | os.PathLike[str] | None = None,
         folder: str | os.PathLike[str] | None = None,
-        **middleware_options: Any,
+        **keywords: Unpack[Mem0MiddlewareKeywords],
     ) -> None:
         """Check the configuration; the client itself is built on first use.
 
-        Args and errors are those of :func:`mem0_middleware_factory`.
+        Every call of the factory returns a fresh ``Mem0Middleware`` for the
+        calling user; all of them share one mem0 client, built on first use (or
+        at startup with :meth:`Mem0MiddlewareFactory.install`), and one
+        :class:`~agentscope_mem0.ClientState` built with ``parameters``.
+
+        Args:
+            chat_model: The AgentScope model mem0 extracts memories with.
+            embedding_model: The AgentScope model mem0 embeds memories with;
+                optional for the embedded default (the offline embedder of
+                ``agentscope-mem0[local]``), as for ``Mem0Middleware.local``.
+            mem0_config: A mem0 ``MemoryConfig`` (or dict) for the store; without
+                it, the embedded folder (one process only).
+            client: A ready ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` to
+                share instead; the factory never closes it.
+            folder: The embedded default's data folder (default
+                ``$AGENTSCOPE_MEM0_DIR`` or ``~/.agentscope-mem0``), where the
+                write outbox lives too unless ``Parameters(outbox=...)`` says
+                otherwise; not with ``mem0_config``.
+            **keywords: The other keywords of ``Mem0Middleware`` (``mode``,
+                ``top_k``, ``parameters=Mem0Middleware.Parameters(...)``, ...; see
+                :class:`~agentscope_mem0.Mem0MiddlewareKeywords`). ``agent_id``
+                defaults to the app's agent id; pass ``None`` for the agent's name.
+
+        Raises:
+            ConfigurationError: An unknown mode, a bad value or no usable backend.
+            TypeError: An unknown or reserved keyword, one of release 0.3 (naming
+                its new spelling), or a synchronous client.
         """
-        parameters = middleware_options.pop("parameters", None)
-        if parameters is not None:
-            # Expanded once here: the shared state is built from the same options.
-            merged = expand_parameters(
-                parameters,
-                {"mode": mode, **middleware_options},
-                keyword_defaults(Mem0Middleware.__init__),
-            )
-            mode, middleware_options = merged.pop("mode"), merged
-        check_mode(mode)
-        if "user_id" in middleware_options:
+        if "user_id" in keywords:
             raise TypeError(
                 "mem0_middleware_factory() takes no user_id: each call of the "
                 "factory gets the authenticated user from the app"
             )
-        for shared in ("write_queue", "client_state"):
-            if shared in middleware_options:
-                raise TypeError(f"the factory's middlewares share the factory's {shared}")
-        known = set(inspect.signature(Mem0Middleware).parameters) - {"options"} | FLAT_KEYWORDS
-        unknown = sorted(set(middleware_options) - known)
-        if unknown:
-            raise TypeError(f"unknown Mem0Middleware option(s): {', '.join(unknown)}")
+        if "client_state" in keywords:
+            raise TypeError("the factory's middlewares share the factory's client_state")
         # Checked now, so that a bad value fails at startup, not in a chat run.
-        self._settings = options_from_keywords({"mode": mode, **middleware_options})
-
-        self._mode: Mode = mode
-        self._options = middleware_options
+        check_keywords("mem0_middleware_factory", keywords)
+        self._keywords = keywords
+        parameters = keywords.get("parameters")
+        self._parameters = parameters if parameters is not None else Mem0MiddlewareParameters()
+        """The options every middleware made here uses (and the shared state)."""
         self._lock = threading.Lock()
         self._refused_ids: set[str] = set()
-        self._outbox_dir = outbox_dir
         # One state for every middleware made here: the breaker and the profile
         # cache outlive a turn, writes of a scope stay in order across turns.
         self._state: ClientState | None = None
@@ -159,17 +172,13 @@ class Mem0MiddlewareFactory:
         if not self._usable_user_id(user_id):
             return []
         client = await self.get_client()
-        options = dict(self._options)
-        if "agent_id" not in options and isinstance(agent_id, str) and agent_id.strip():
-            options["agent_id"] = agent_id_from_name(agent_id)
-        middleware = Mem0Middleware(
-            user_id=user_id,
-            client=client,
-            mode=self._mode,
-            client_state=self._client_state(client),
-            **options,
-        )
-        return [middleware]
+        state = self._client_state(client)
+        keywords = self._keywords.copy()
+        keywords.pop("judge_model", None)  # the shared state's judge has it
+        keywords["parameters"] = self._parameters
+        if "agent_id" not in keywords and isinstance(agent_id, str) and agent_id.strip():
+            keywords["agent_id"] = agent_id_from_name(agent_id)
+        return [Mem0Middleware(user_id=user_id, client=client, client_state=state, **keywords)]
 
     def _usable_user_id(self, user_id: Any) -> bool:
         """Whether ``user_id`` can be a mem0 user id; a refusal is logged once per id.
@@ -194,20 +203,16 @@ class Mem0MiddlewareFactory:
     def _client_state(self, client: Any) -> ClientState:
         with self._lock:
             if self._state is None:
-                outbox = self._outbox_dir
-                if outbox is None and self._shared.embedded:
+                if self._shared.embedded:
                     # The embedded default keeps its outbox in its data folder.
                     from .local import data_dir
 
-                    outbox = data_dir(self._shared.folder)
+                    self._parameters = with_outbox(self._parameters, data_dir(self._shared.folder))
                 self._state = ClientState(
                     client,
-                    deadlines=self._settings.deadlines,
-                    profile_ttl=self._settings.recall.profile_ttl,
-                    outbox_dir=outbox,
-                    judge=self._options.get("judge", True),
-                    extraction=self._settings.writes.extraction,
-                    search_by_agent=self._settings.scope_search_by_agent,
+                    parameters=self._parameters,
+                    judge_model=self._keywords.get("judge_model"),
+                    search_by_agent=self._keywords.get("scope_search_by_agent", True),
                 )
             return self._state
 
@@ -323,58 +328,6 @@ class Mem0MiddlewareFactory:
         )
 
 
-def mem0_middleware_factory(
-    *,
-    chat_model: ChatModelBase | None = None,
-    embedding_model: EmbeddingModelBase | None = None,
-    mem0_config: Any | None = None,
-    client: Any | None = None,
-    mode: Mode = "both",
-    outbox_dir: str | os.PathLike[str] | None = None,
-    folder: str | os.PathLike[str] | None = None,
-    **middleware_options: Any,
-) -> Mem0MiddlewareFactory:
-    """An ``extra_agent_middlewares`` factory for ``agentscope.app.create_app``.
-
-    Every call of the factory returns a fresh ``Mem0Middleware`` for the
-    calling user; all of them share one mem0 client, built on first use (or
-    at startup with :meth:`Mem0MiddlewareFactory.install`).
-
-    Args:
-        chat_model: The AgentScope model mem0 extracts memories with.
-        embedding_model: The AgentScope model mem0 embeds memories with;
-            optional for the embedded default (the offline embedder of
-            ``agentscope-mem0[local]``), as for ``Mem0Middleware.local``.
-        mem0_config: A mem0 ``MemoryConfig`` (or dict) for the store; without
-            it, the embedded folder (one process only).
-        client: A ready ``mem0.AsyncMemory`` or ``mem0.AsyncMemoryClient`` to
-            share instead; the factory never closes it.
-        mode: ``"static_control"``, ``"agent_control"`` or ``"both"``.
-        outbox_dir: Folder of the write queue's outbox, so that writes not yet
-            stored survive a restart; by default the data folder for the
-            embedded default, otherwise next to the store's own files.
-        folder: The embedded default's data folder (default
-            ``$AGENTSCOPE_MEM0_DIR`` or ``~/.agentscope-mem0``); not with
-            ``mem0_config``.
-        **middleware_options: Other ``Mem0Middleware`` keywords (``top_k``,
-            ``scope_search_by_agent``, ``search_timeout``..., or them all as
-            ``parameters=Mem0Middleware.Parameters(...)``). ``agent_id``
-            defaults to the app's agent id; pass ``None`` for the agent's name.
-
-    Returns:
-        The factory; pass it as ``extra_agent_middlewares``.
-
-    Raises:
-        ConfigurationError: An unknown mode or no usable backend.
-        TypeError: An unknown or reserved option, or a synchronous client.
-    """
-    return Mem0MiddlewareFactory(
-        chat_model=chat_model,
-        embedding_model=embedding_model,
-        mem0_config=mem0_config,
-        client=client,
-        mode=mode,
-        outbox_dir=outbox_dir,
-        folder=folder,
-        **middleware_options,
-    )
+mem0_middleware_factory = Mem0MiddlewareFactory
+"""Builds a :class:`Mem0MiddlewareFactory`: the factory to pass as
+``create_app(extra_agent_middlewares=...)`` (its arguments are the class's)."""

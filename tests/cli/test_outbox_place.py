@@ -1,6 +1,6 @@
 """``status``, ``retry-failed`` and ``ui`` find the outbox the middleware used for a store.
 
-Without ``outbox_dir`` the middleware keeps a server store's outbox next to
+Without ``outbox`` the middleware keeps a server store's outbox next to
 mem0's history database (see ``agentscope_mem0._write.outbox_place``); the CLI,
 opened on the same store with ``--config``, must see and requeue those writes.
 Real mem0 on a real PostgreSQL with pgvector; only the chat model is scripted.
@@ -20,7 +20,15 @@ from agentscope.message import UserMsg
 from mem0 import AsyncMemory
 
 from _pgfixture import fresh_collection
-from agentscope_mem0 import Mem0Backend, Mem0Middleware, RetryPolicy, WriteQueue, build_memory
+from agentscope_mem0 import (
+    ClientState,
+    ConfigurationError,
+    Mem0Backend,
+    Mem0Middleware,
+    RetryPolicy,
+    WriteQueue,
+    build_memory,
+)
 from agentscope_mem0._mem0.clients import close_memory
 from agentscope_mem0._write.outbox_place import default_outbox_dir
 from agentscope_mem0.backends import pgvector_config
@@ -55,9 +63,10 @@ async def _one_turn(fields: dict[str, Any], answer: str, text: str) -> dict[str,
     """An agent's reply through a middleware on ``fields``; the writer's stats after."""
     memory = _memory(fields, answer)
     queue = WriteQueue(Mem0Backend(memory), retry=FAST)
-    mw = Mem0Middleware(
-        user_id="alice", client=memory, write_queue=queue, mode="static_control", judge=False
+    state = ClientState(
+        memory, parameters=Mem0Middleware.Parameters(judge=False), write_queue=queue
     )
+    mw = Mem0Middleware(user_id="alice", client_state=state, mode="static_control")
     try:
         agent: Any = Agent(
             name="assistant", system_prompt="", model=ScriptedChatModel("Noted."), middlewares=[mw]
@@ -67,6 +76,7 @@ async def _one_turn(fields: dict[str, Any], answer: str, text: str) -> dict[str,
         return dict(queue.stats())
     finally:
         await mw.aclose()
+        await state.aclose()
         await queue.aclose()
         close_memory(memory)
 
@@ -174,7 +184,7 @@ def test_the_cli_and_the_writer_pick_one_folder_for_each_backend(
 
     dsn = "postgresql://u:secret@db.example:5433/mem"
     config = _toml(tmp_path / "pg.toml", dsn, "facts", 'history_db = "h/history.db"\n')
-    cli_place = load_settings(config_path=config).outbox_dir
+    cli_place = load_settings(config_path=config).outbox
     # The user's own config spells the same table differently: separate fields,
     # another vector size and pool, another password.
     user = MemoryConfig(
@@ -195,7 +205,7 @@ def test_the_cli_and_the_writer_pick_one_folder_for_each_backend(
     )
     assert default_outbox_dir(SimpleNamespace(config=user)) == cli_place
     other = _toml(tmp_path / "other.toml", dsn, "notes", 'history_db = "h/history.db"\n')
-    assert load_settings(config_path=other).outbox_dir != cli_place
+    assert load_settings(config_path=other).outbox != cli_place
 
     # Qdrant server: host/port from the URL, the collection names the store.
     qdrant = tmp_path / "q.toml"
@@ -211,7 +221,7 @@ def test_the_cli_and_the_writer_pick_one_folder_for_each_backend(
         },
         history_db_path=str(tmp_path / "h" / "history.db"),
     )
-    assert load_settings(config_path=qdrant).outbox_dir == default_outbox_dir(
+    assert load_settings(config_path=qdrant).outbox == default_outbox_dir(
         SimpleNamespace(config=qdrant_user)
     )
 
@@ -223,10 +233,13 @@ def test_the_cli_and_the_writer_pick_one_folder_for_each_backend(
     monkeypatch.setenv("MEM0_API_KEY", "m0-key")
     hosted = tmp_path / "hosted.toml"
     hosted.write_text('backend = "hosted"\n', encoding="utf-8")
-    assert load_settings(config_path=hosted).outbox_dir == hosted_outbox_dir(
+    assert load_settings(config_path=hosted).outbox == hosted_outbox_dir(
         "https://api.mem0.ai", hashlib.md5(b"m0-key").hexdigest()
     )
 
-    # An explicit outbox_dir still wins.
-    pinned = _toml(tmp_path / "pin.toml", dsn, "facts", 'outbox_dir = "mine"\n')
-    assert load_settings(config_path=pinned).outbox_dir == tmp_path / "mine"
+    # An explicit outbox still wins; release 0.3's key names the new one.
+    pinned = _toml(tmp_path / "pin.toml", dsn, "facts", 'outbox = "mine"\n')
+    assert load_settings(config_path=pinned).outbox == tmp_path / "mine"
+    old = _toml(tmp_path / "old.toml", dsn, "facts", 'outbox_dir = "mine"\n')
+    with pytest.raises(ConfigurationError, match="now 'outbox'"):
+        load_settings(config_path=old)

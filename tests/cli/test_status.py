@@ -223,7 +223,7 @@ async def test_status_shows_the_model_tokens_spent_per_write(data_dir: Path) -> 
         embedding_model=HashEmbedding(),
         folder=data_dir,
         mode="static_control",
-        extraction="compact",
+        parameters=Mem0Middleware.Parameters(extraction="compact"),
     )
     async with mw:
         await one_session(mw, "I live in Hangzhou.")

@@ -305,7 +305,7 @@ def test_a_repeat_is_shown_with_the_memory_kept(store: Any) -> None:
 
 
 def test_outbox_lists_failed_writes_and_retry_requeues_them(store: Any) -> None:
-    path = store.settings.outbox_dir / OUTBOX_FILENAME
+    path = store.settings.outbox / OUTBOX_FILENAME
     path.parent.mkdir(parents=True, exist_ok=True)
     outbox = Outbox(path)
     owner = new_owner_id()

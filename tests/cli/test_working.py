@@ -48,10 +48,14 @@ async def test_shows_and_clears_what_the_agent_kept(tmp_path: Path) -> None:
         chat_model=ScriptedChatModel(),
         embedding_model=HashEmbedding(),
         folder=folder,
-        working_memory=options,
+        parameters=Mem0Middleware.Parameters(working_memory=options),
     )
     await _turn(mw, '{"name": "Ann", "trip": {"to": "Oslo"}}')
-    conv = Mem0Middleware(user_id="ann", client=mw.client, working_memory="conversation")
+    conv = Mem0Middleware(
+        user_id="ann",
+        client=mw.client,
+        parameters=Mem0Middleware.Parameters(working_memory="conversation"),
+    )
     agent = await _turn(conv, "Booked the 9:40 train.")
     session = agent.state.session_id
 

@@ -58,7 +58,7 @@ def busy_middleware(folder: Path, embedder: BusyEmbedding) -> Mem0Middleware:
         embedding_model=embedder,
         folder=folder,
         mode="static_control",
-        judge=False,
+        parameters=Mem0Middleware.Parameters(judge=False),
     )
 
 

@@ -97,8 +97,9 @@ async def test_replies_tools_and_writes_go_through_the_backend(
     mw = Mem0Middleware(
         user_id="alice",
         client=memory,
-        recall="full",
-        tools=("search_memory", "add_memory", "forget_memory"),
+        parameters=Mem0Middleware.Parameters(
+            recall="full", tools=("search_memory", "add_memory", "forget_memory")
+        ),
     )
     agent = Agent(name="helper", system_prompt="", model=ScriptedChatModel("Ok."), middlewares=[mw])
     await agent.reply(UserMsg("user", "I live in Hangzhou and I like green tea."))

@@ -120,7 +120,7 @@ def _middleware(tmp_path: Any, model: ScriptedChatModel, **options: Any) -> Mem0
         embedding_model=HashEmbedding(),
         folder=tmp_path / "data",
         mode="static_control",
-        **{"judge": False, **options},
+        parameters=Mem0Middleware.Parameters(**{"judge": False, **options}),
     )
 
 
@@ -198,7 +198,7 @@ def test_compact_needs_an_agentscope_extraction_model(tmp_path: Any) -> None:
     with pytest.raises(ConfigurationError, match="another LLM provider"):
         Mem0Backend(SimpleNamespace(llm=object()), extraction="compact")
     assert Mem0Backend(SimpleNamespace(llm=object())).extraction == "mem0"
-    with pytest.raises(ConfigurationError, match="unknown extraction"):
+    with pytest.raises(ConfigurationError, match="extraction"):
         _middleware(tmp_path, ScriptedChatModel(), extraction="short")
 
 
@@ -207,7 +207,7 @@ async def test_the_service_factory_passes_compact_on(tmp_path: Any) -> None:
         chat_model=ScriptedChatModel(),
         embedding_model=HashEmbedding(),
         folder=tmp_path / "data",
-        extraction="compact",
+        parameters=Mem0Middleware.Parameters(extraction="compact"),
     )
     async with factory.running():
         (mw,) = await factory("alice", "helper", "s1")

@@ -147,9 +147,9 @@ async def test_timed_out_search_and_open_breaker(
     mw = Mem0Middleware(
         user_id="alice",
         client=slow,
-        search_timeout=0.05,
-        breaker_threshold=1,
-        breaker_cooldown=60,
+        parameters=Mem0Middleware.Parameters(
+            search_timeout=0.05, breaker_threshold=1, breaker_cooldown=60
+        ),
     )
     bot = Agent(name="helper", system_prompt="You help.", model=model, middlewares=[mw])
     await bot.reply(UserMsg("user", "What did I say about tea?"))

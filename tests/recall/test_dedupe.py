@@ -105,7 +105,7 @@ async def test_the_note_shows_a_fact_once_however_it_was_worded(tmp_path: Path) 
         embedding_model=SynonymEmbedding(),
         folder=tmp_path / "data",
         mode="static_control",
-        judge=False,
+        parameters=Mem0Middleware.Parameters(judge=False),
     )
     async with mw:
         # Stored before consolidation existed (or by another writer): all current.

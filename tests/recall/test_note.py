@@ -440,7 +440,7 @@ async def test_middleware_note_respects_max_memory_tokens(store_config: dict[str
         user_id="u",
         client=memory,
         mode="static_control",
-        max_memory_tokens=150,  # type: ignore[call-arg]
+        parameters=Mem0Middleware.Parameters(max_memory_tokens=150),
     )
     agent = _agent(ScriptedChatModel("Sure."), mw)
     await agent.reply(UserMsg("user", "What green tea do I like?"))

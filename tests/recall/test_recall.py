@@ -10,12 +10,9 @@ from agentscope.agent import Agent
 from agentscope.message import AssistantMsg, Msg, ToolCallBlock, UserMsg
 
 from agentscope_mem0 import (
-    ConfigurationError,
     Mem0Backend,
     Mem0Middleware,
     MemoryHit,
-    NoteOptions,
-    RecallOptions,
     Scope,
 )
 from agentscope_mem0._recall.note import is_memory_note, note_text, render_note
@@ -40,21 +37,6 @@ async def _memory(store_config: dict[str, Any], facts: list[str] = FACTS) -> Any
     for fact in facts:
         await memory.add(fact, user_id="u", agent_id="a", infer=False)
     return memory
-
-
-# -- options ------------------------------------------------------------------
-
-
-def test_options_are_checked() -> None:
-    assert RecallOptions(mode="full").mode == "full"
-    with pytest.raises(ConfigurationError, match="unknown recall 'all'"):
-        RecallOptions(mode="all")  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="query_context_turns"):
-        RecallOptions(query_context_turns=-1)
-    with pytest.raises(ConfigurationError, match="profile_ttl"):
-        RecallOptions(profile_ttl=-1)
-    with pytest.raises(ConfigurationError, match="max_memory_tokens"):
-        NoteOptions(max_memory_tokens=0)
 
 
 # -- the query ----------------------------------------------------------------
@@ -254,7 +236,7 @@ async def test_middleware_profile_mode_answers_a_vague_message(
         client=memory,
         agent_id="a",
         mode="static_control",
-        recall="profile",  # type: ignore[call-arg]
+        parameters=Mem0Middleware.Parameters(recall="profile"),
         top_k=2,
     )
     agent = Agent(name="a", system_prompt="x", model=ScriptedChatModel("Sure."), middlewares=[mw])
@@ -274,7 +256,7 @@ async def test_middleware_full_mode_and_refresh_after_write(
         client=memory,
         agent_id="a",
         mode="static_control",
-        recall="full",  # type: ignore[call-arg]
+        parameters=Mem0Middleware.Parameters(recall="full"),
         top_k=2,
         await_write=True,
     )
@@ -322,7 +304,7 @@ async def test_a_turn_dedupes_its_memories_once(
         client=await _memory(store_config),
         agent_id="a",
         mode="static_control",
-        recall=recall,  # type: ignore[arg-type]
+        parameters=Mem0Middleware.Parameters(recall=recall),  # type: ignore[arg-type]
         top_k=3,
     )
     agent = Agent(name="a", system_prompt="x", model=ScriptedChatModel("Sure."), middlewares=[mw])

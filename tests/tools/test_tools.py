@@ -233,7 +233,9 @@ async def test_tools_never_hang_on_a_slow_mem0(store_config: dict[str, Any]) -> 
             await asyncio.sleep(30)
 
     mw = Mem0Middleware(
-        user_id="u", client=Hung(real_memory(store_config)), search_timeout=0.2, tool_timeout=0.2
+        user_id="u",
+        client=Hung(real_memory(store_config)),
+        parameters=Mem0Middleware.Parameters(search_timeout=0.2, tool_timeout=0.2),
     )
     agent = await _bound_agent(mw)
     tools = await _tools(mw)
@@ -260,7 +262,9 @@ async def test_add_memory_says_when_a_write_is_held_in_memory_only(
             await asyncio.sleep(30)
 
     mw = Mem0Middleware(
-        user_id="u", client=Hung(real_memory(store_config)), tool_timeout=0.2, outbox_dir=tmp_path
+        user_id="u",
+        client=Hung(real_memory(store_config)),
+        parameters=Mem0Middleware.Parameters(tool_timeout=0.2, outbox=tmp_path),
     )
     agent = await _bound_agent(mw)
     tools = await _tools(mw)
@@ -305,7 +309,10 @@ async def test_tools_report_to_the_breaker_and_skip_mem0_while_it_is_open(
 
     client = HungSearch(real_memory(store_config))
     mw = Mem0Middleware(
-        user_id="u", client=client, mode="agent_control", search_timeout=0.1, breaker_threshold=2
+        user_id="u",
+        client=client,
+        mode="agent_control",
+        parameters=Mem0Middleware.Parameters(search_timeout=0.1, breaker_threshold=2),
     )
     agent = await _bound_agent(mw)
     tools = await _tools(mw)
@@ -338,7 +345,9 @@ async def test_a_failing_store_never_tells_the_model_its_files(
         user_id="u",
         client=Broken(real_memory(store_config)),
         mode="agent_control",
-        tools=("search_memory", "add_memory", "forget_memory"),
+        parameters=Mem0Middleware.Parameters(
+            tools=("search_memory", "add_memory", "forget_memory")
+        ),
     )
     agent = await _bound_agent(mw)
     tools = await _tools(mw)

@@ -250,11 +250,12 @@ async def test_pgvector_client_gets_a_table_beside_mem0s(pg_dsn: str, tmp_path: 
     from agentscope_mem0 import Mem0Middleware, WorkingMemory
 
     options = WorkingMemory(scope="user", schema={"type": "object"})
-    writer = Mem0Middleware(user_id="ann", client=memory, working_memory=options)
+    parameters = Mem0Middleware.Parameters(working_memory=options)
+    writer = Mem0Middleware(user_id="ann", client=memory, parameters=parameters)
     tool = {t.name: t for t in await writer.list_tools()}["update_working_memory"]
     await tool(content='{"seat": "aisle"}', _agent_state=AgentState())
     model = ScriptedChatModel("Hi.")
-    reader = Mem0Middleware(user_id="ann", client=memory, working_memory=options)
+    reader = Mem0Middleware(user_id="ann", client=memory, parameters=parameters)
     bot = Agent(name="concierge", system_prompt="", model=model, middlewares=[reader])
     await bot.reply(UserMsg("user", "hi"))
     hints = [str(b.hint) for m in model.calls[0] for b in m.content if isinstance(b, HintBlock)]

@@ -162,7 +162,7 @@ async def _everything(mw: Mem0Middleware) -> dict[str, dict[str, Any]]:
 async def test_a_repeat_is_marked_kept_in_history_and_forgetting_brings_it_back(
     tmp_path: Path,
 ) -> None:
-    mw = _middleware(tmp_path, judge=False)
+    mw = _middleware(tmp_path, parameters=Mem0Middleware.Parameters(judge=False))
     scope = Scope("alice", "helper")
     async with mw:
         await _store(mw, "The user wants charts in dark mode.", scope)
@@ -200,7 +200,7 @@ async def test_a_repeat_is_marked_kept_in_history_and_forgetting_brings_it_back(
 async def test_without_an_embedder_repeats_merge_by_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mw = _middleware(tmp_path, judge=False)
+    mw = _middleware(tmp_path, parameters=Mem0Middleware.Parameters(judge=False))
     scope = Scope("alice", "helper")
     async with mw:
         backend = mw.client_state.backend
@@ -222,7 +222,11 @@ async def test_forget_memory_on_the_kept_one_brings_the_repeat_back_and_says_so(
     tmp_path: Path,
 ) -> None:
     mw = _middleware(
-        tmp_path, judge=False, mode="both", tools=("search_memory", "add_memory", "forget_memory")
+        tmp_path,
+        mode="both",
+        parameters=Mem0Middleware.Parameters(
+            judge=False, tools=("search_memory", "add_memory", "forget_memory")
+        ),
     )
     scope = Scope("alice", "helper")
     async with mw:

@@ -210,7 +210,7 @@ async def test_a_repeat_that_changes_a_memory_has_the_kept_one_supersede_it() ->
 
 @pytest.mark.parametrize("judge", [True, False])
 async def test_consolidation_looks_where_the_reads_look(tmp_path: Path, judge: bool) -> None:
-    options: dict[str, Any] = {} if judge else {"judge": False}
+    options = {"parameters": Mem0Middleware.Parameters(judge=judge)}
     model = ScriptedChatModel(judge=reader(QUESTIONS))
     # Reads of the whole user: another agent's memory and one of no agent (the
     # built-in middleware's) are the same fact for this agent too.

@@ -171,7 +171,13 @@ async def test_forget_memory_is_opt_in_and_scoped(tmp_path: Any) -> None:
     assert default == ["search_memory", "add_memory"]
     await mw.aclose()
 
-    mw = _middleware(tmp_path, mode="both", tools=("search_memory", "add_memory", "forget_memory"))
+    mw = _middleware(
+        tmp_path,
+        mode="both",
+        parameters=Mem0Middleware.Parameters(
+            tools=("search_memory", "add_memory", "forget_memory")
+        ),
+    )
     async with mw:
         await _turn(mw, "I live in Hangzhou.", "2024-01-05T10:00:00+00:00")
         await _turn(mw, "I moved to Beijing.", "2024-03-10T10:00:00+00:00")
@@ -204,7 +210,7 @@ async def test_forget_memory_is_opt_in_and_scoped(tmp_path: Any) -> None:
 def test_tool_names_are_checked(tmp_path: Any) -> None:
     for bad in ("forget_memory", ("search_memory", "delete_everything"), ()):
         with pytest.raises(ConfigurationError):
-            _middleware(tmp_path, tools=bad)
+            _middleware(tmp_path, parameters=Mem0Middleware.Parameters(tools=bad))
 
 
 def test_the_readings_are_parsed_strictly() -> None:
@@ -461,7 +467,7 @@ def test_a_client_without_an_agentscope_model_is_not_judged(
 
     with caplog.at_level(logging.INFO, logger="agentscope_mem0._write.judge"):
         assert build_time_judge(Mem0Backend(Plain()), True) is None
-    assert "judge=<an AgentScope chat model>" in caplog.text
+    assert "judge_model=<an AgentScope chat model>" in caplog.text
     assert build_time_judge(Mem0Backend(Plain()), False) is None
     judge = build_time_judge(Mem0Backend(Plain()), ScriptedChatModel())
     assert isinstance(judge, TimeJudge)
@@ -484,9 +490,10 @@ def test_time_label_reads_the_metadata() -> None:
 
 
 async def test_the_note_can_show_superseded_memories_marked(tmp_path: Any) -> None:
-    from agentscope_mem0 import RecallOptions
-
-    mw = _middleware(tmp_path, recall=RecallOptions(mode="full", include_superseded=True))
+    mw = _middleware(
+        tmp_path,
+        parameters=Mem0Middleware.Parameters(recall="full", include_superseded=True),
+    )
     async with mw:
         await _turn(mw, "I live in Hangzhou.", "2024-01-05T10:00:00+00:00")
         await _turn(mw, "I moved to Beijing.", "2024-03-10T10:00:00+00:00")

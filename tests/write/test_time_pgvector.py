@@ -48,8 +48,7 @@ def _middleware_on_pgvector(
         embedding_model=HashEmbedding(DIMS),
         mem0_config=config,
         mode="static_control",
-        search_timeout=30,
-        **options,
+        parameters=Mem0Middleware.Parameters(search_timeout=30, **options),
     )
     return table, mw
 

@@ -13,7 +13,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .._options import DEFAULT_PROFILE_TTL
 from .._scope import Scope
 from .dedupe import dedupe_hits
 
@@ -21,7 +20,10 @@ if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
     from .._mem0.hits import MemoryHit
 
-__all__ = ["DEFAULT_PROFILE_SCAN", "ProfileCache", "recall_profile"]
+__all__ = ["DEFAULT_PROFILE_SCAN", "DEFAULT_PROFILE_TTL", "ProfileCache", "recall_profile"]
+
+DEFAULT_PROFILE_TTL = 30.0
+"""Seconds a scope's profile is reused before ``get_all`` is asked again."""
 
 DEFAULT_PROFILE_SCAN = 200
 """Memories read per profile refresh; the newest of them make the profile.

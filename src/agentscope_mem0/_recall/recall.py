@@ -20,11 +20,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from .._mem0.bounded import bounded
 from .._mem0.tracing import skipped_search, traced_search
-from .._options import RecallMode
 from .._scope import Scope
 from .dedupe import dedupe_by_meaning
 from .note import is_memory_note
@@ -37,9 +36,12 @@ if TYPE_CHECKING:
     from .._mem0.breaker import CircuitBreaker
     from .._mem0.hits import MemoryHit
 
-__all__ = ["build_query", "retrieve"]
+__all__ = ["RecallMode", "build_query", "retrieve"]
 
 logger = logging.getLogger(__name__)
+
+RecallMode = Literal["query", "profile", "full"]
+"""What a turn recalls: see the module's docstring."""
 
 _CONTEXT_CHARS = 300
 """Characters kept of each earlier message in a query: enough to name the

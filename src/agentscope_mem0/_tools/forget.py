@@ -89,7 +89,7 @@ class ForgetMemoryTool(_MemoryTool):
         except MemoryUnavailableError:
             return _chunk(f"{UNAVAILABLE} Nothing was forgotten.", error=True)
         except TimeoutError:
-            logger.warning("forget_memory took over %s s", self._ctx.deadlines.tool_timeout)
+            logger.warning("forget_memory took over %s s", self._ctx.parameters.tool_timeout)
             return _chunk("Forgetting timed out; some memories may remain.", error=True)
         except Exception as exc:
             return store_failed(

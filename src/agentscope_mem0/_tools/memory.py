@@ -6,7 +6,7 @@ Called without that state (a custom executor, a direct call), they act for
 the middleware's own user and fixed ``agent_id`` (the user alone when it has
 none), as AgentScope's built-in tools do.
 Each tool gets a :class:`ToolContext`: the client's backend, breaker and
-write queue, the deadlines and the scope rules. Searches (and
+write queue, the middleware's parameters (deadlines) and the scope rules. Searches (and
 ``forget_memory``) go through :meth:`ToolContext.call`, the same bounded call
 as the automatic search; ``add_memory`` hands its facts to the write queue,
 as the automatic writes are, and waits up to ``tool_timeout`` for mem0.
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
     from .._mem0.breaker import CircuitBreaker
     from .._mem0.hits import MemoryHit
-    from .._options import Deadlines, Options
+    from .._parameters import Mem0MiddlewareParameters
     from .._write.queue import WriteQueue
 
 __all__ = ["STATE_KEY", "AddMemoryTool", "SearchMemoryTool", "ToolContext"]
@@ -69,8 +69,9 @@ class ToolContext:
     """The client's durable write queue: ``add_memory`` writes go through it."""
     breaker: CircuitBreaker
     """The client's breaker; tool calls are reported to it and skipped while it is open."""
-    deadlines: Deadlines
-    """``search_timeout`` bounds searches, ``tool_timeout`` writes."""
+    parameters: Mem0MiddlewareParameters
+    """The middleware's options: ``search_timeout`` bounds searches,
+    ``tool_timeout`` writes."""
     threshold: float | None = None
     """Minimum search score; ``None`` leaves it to mem0."""
     scope_search_by_agent: bool = True
@@ -79,17 +80,26 @@ class ToolContext:
     """Called after a tool changed the memories of a scope."""
 
     @classmethod
-    def of(cls, state: ClientState, options: Options, user_id: str) -> ToolContext:
-        """The context for a middleware's tools: its client's state and its options."""
-        fixed = options.agent_id if isinstance(options.agent_id, str) else None
+    def of(
+        cls,
+        state: ClientState,
+        parameters: Mem0MiddlewareParameters,
+        *,
+        user_id: str,
+        agent_id: object,
+        threshold: float | None,
+        scope_search_by_agent: bool,
+    ) -> ToolContext:
+        """The context for a middleware's tools: its client's state, its options
+        and its built-in keywords (an ``agent_id`` that is a function is no fixed id)."""
         return cls(
             user_id=user_id,
-            agent_id=fixed,
+            agent_id=agent_id if isinstance(agent_id, str) else None,
             backend=state.backend,
             breaker=state.breaker,
-            deadlines=options.deadlines,
-            threshold=options.threshold,
-            scope_search_by_agent=options.scope_search_by_agent,
+            parameters=parameters,
+            threshold=threshold,
+            scope_search_by_agent=scope_search_by_agent,
             after_write=state.profiles.invalidate,
             writer=state.writer,
         )
@@ -118,7 +128,7 @@ class ToolContext:
             MemoryUnavailableError: The breaker is open.
             TimeoutError: Over ``search_timeout`` (``tool_timeout`` for a write).
         """
-        timeout = self.deadlines.tool_timeout if write else self.deadlines.search_timeout
+        timeout = self.parameters.tool_timeout if write else self.parameters.search_timeout
         return await bounded(
             call, timeout=timeout, breaker=self.breaker, search=not write, check=check
         )
@@ -221,7 +231,7 @@ class SearchMemoryTool(_MemoryTool):
         try:
             per_query = await asyncio.gather(*searches)
         except TimeoutError:
-            logger.warning("search_memory took over %s s", self._ctx.deadlines.search_timeout)
+            logger.warning("search_memory took over %s s", self._ctx.parameters.search_timeout)
             return _chunk("Memory search timed out; go on without it.", error=True)
         except Exception as exc:
             return store_failed(
@@ -229,7 +239,7 @@ class SearchMemoryTool(_MemoryTool):
             )
         # Repeats across keywords, and memories saying the same in other words, appear
         # once (as in the note); escaped here, once, whatever ``line`` a subclass draws.
-        timeout = self._ctx.deadlines.search_timeout
+        timeout = self._ctx.parameters.search_timeout
         unique = await dedupe_by_meaning(
             (hit for hits in per_query for hit in hits),
             user_id=scope.user_id,
@@ -296,7 +306,7 @@ class AddMemoryTool(_MemoryTool):
         if not facts:
             return _chunk("`content` is empty, so nothing was recorded.", error=True)
         result = await self._ctx.writer.submit_facts(
-            scope, facts, timeout=self._ctx.deadlines.tool_timeout
+            scope, facts, timeout=self._ctx.parameters.tool_timeout
         )
         if result.state == "stored":
             self._ctx.after_write(scope)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentscope.event import ReplyStartEvent
@@ -44,7 +45,6 @@ __all__ = [
     "WorkingMemory",
     "WorkingMemoryManager",
     "WorkingScope",
-    "build_working_memory",
     "is_working_block",
     "place_working_block",
 ]
@@ -80,7 +80,8 @@ _READ_ONLY_INSTRUCTIONS = (
 
 @dataclass(kw_only=True, frozen=True)
 class WorkingMemory:
-    """Options of working memory (``Mem0Middleware(working_memory=...)``)."""
+    """Options of working memory: the value of
+    ``Mem0Middleware.Parameters(working_memory=...)`` when a scope name is not enough."""
 
     scope: WorkingScope = "conversation"
     """``"conversation"``: one per agent state (session); ``"user"``: one per
@@ -100,15 +101,19 @@ class WorkingMemory:
     """Shown at the top of the block: when to update it."""
     header: str = "## Working memory"
     """First line of the block."""
-    store: WorkingStore | None = None
-    """Where records are kept; default: beside the mem0 client's data
-    (see :mod:`agentscope_mem0._working.store`)."""
     load_timeout: float | None = 2.0
     """Seconds loading may take at the start of a turn before the turn goes on
     with the copy in the agent's state (conversation) or without the block."""
     update_timeout: float | None = 10.0
     """Seconds an update may take before the tool reports a timeout."""
-    format: WorkingFormat = field(init=False, repr=False, compare=False)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> WorkingMemory:
+        if "store" in kwargs:  # release 0.3's spelling
+            raise TypeError(
+                "WorkingMemory(store=...) is now Mem0Middleware(working_store=...): the "
+                "store is an object, not an option"
+            )
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         if self.scope not in ("conversation", "user"):
@@ -128,7 +133,7 @@ class WorkingMemory:
                 f"the header and instructions take about {frame} tokens; use at least "
                 f"{frame + _MIN_CONTENT_TOKENS} or shorten the instructions"
             )
-        initial = len(WorkingFormat(template=self.template, schema=self.schema).initial())
+        initial = len(self.format.initial())
         if not isinstance(self.max_chars, int) or self.max_chars < max(initial + 1, 100):
             raise ConfigurationError(
                 f"working memory max_chars must be an integer >= {max(initial + 1, 100)} "
@@ -138,9 +143,11 @@ class WorkingMemory:
             seconds = getattr(self, name)
             if seconds is not None and seconds <= 0:
                 raise ConfigurationError(f"{name} must be positive or None, got {seconds!r}")
-        object.__setattr__(
-            self, "format", WorkingFormat(template=self.template, schema=self.schema)
-        )
+
+    @cached_property
+    def format(self) -> WorkingFormat:
+        """The memory's format: text, a template, or a schema."""
+        return WorkingFormat(template=self.template, schema=self.schema)
 
     @classmethod
     def coerce(cls, value: Any) -> WorkingMemory | None:
@@ -184,18 +191,28 @@ class WorkingMemoryManager:
         options: The options.
         user_id: Whose memory it is.
         client: The mem0 client, to find the default store.
-        tools_offered: Whether the agent has ``update_working_memory``.
+        tools_offered: Whether the agent has ``update_working_memory``: in
+            ``agent_control`` and ``both`` modes; in ``static_control`` the
+            block is shown read-only (when not empty).
+        store: Where records are kept; default: beside the mem0 client's
+            data (see :mod:`agentscope_mem0._working.store`).
     """
 
     def __init__(
-        self, options: WorkingMemory, *, user_id: str, client: Any, tools_offered: bool
+        self,
+        options: WorkingMemory,
+        *,
+        user_id: str,
+        client: Any,
+        tools_offered: bool,
+        store: WorkingStore | None = None,
     ) -> None:
         self.options = options
         self.format = options.format
         self.user_id = user_id
         self.tools_offered = tools_offered
         self._client = client
-        self._store = options.store
+        self._store = store
 
     @property
     def store(self) -> WorkingStore:
@@ -378,20 +395,4 @@ def _too_long(what: str, size: int, limit: int) -> str:
         f"{what} would be {size} characters, and working memory holds at most "
         f"{limit}. Keep only what must stay in view every turn: rewrite it shorter "
         "with mode='replace'; long material belongs in long-term memory."
-    )
-
-
-def build_working_memory(
-    value: WorkingScope | WorkingMemory | None, *, user_id: str, client: Any, mode: str
-) -> WorkingMemoryManager | None:
-    """The manager for ``Mem0Middleware(working_memory=value)``; ``None`` when off.
-
-    The tool is offered in ``agent_control`` and ``both`` modes; in
-    ``static_control`` the block is shown read-only (when not empty).
-    """
-    options = WorkingMemory.coerce(value)
-    if options is None:
-        return None
-    return WorkingMemoryManager(
-        options, user_id=user_id, client=client, tools_offered=mode != "static_control"
     )

@@ -409,7 +409,7 @@ def build_time_judge(
         if model is None:
             logger.info(
                 "the mem0 client does not extract with an AgentScope model, so new memories "
-                "are not judged against older ones; pass judge=<an AgentScope chat model>"
+                "are not judged against older ones; pass judge_model=<an AgentScope chat model>"
             )
             return None
     elif isinstance(judge, ChatModelBase):

@@ -9,6 +9,7 @@ The config file is a flat TOML or JSON object::
     collection = "agentscope_mem0"
     embedding_model = "myapp.models:embedder" # default | hash[:dims] | module:attr
     chat_model = "env"                        # env | offline | module:attr
+    outbox = "/var/lib/app/outbox"            # the middleware's Parameters(outbox=...)
 
 Relative paths in the file are relative to the file's folder.
 """
@@ -53,7 +54,7 @@ CHAT_MODEL_ENV = "AGENTSCOPE_MEM0_CHAT_MODEL"
 
 BACKENDS = ("embedded", "pgvector", "qdrant", "hosted")
 
-_COMMON_KEYS = {"backend", "folder", "embedding_model", "chat_model", "outbox_dir"}
+_COMMON_KEYS = {"backend", "folder", "embedding_model", "chat_model", "outbox"}
 _BACKEND_KEYS = {
     "embedded": set(),
     "pgvector": {"dsn", "dsn_env", "collection", "history_db"},
@@ -88,9 +89,10 @@ class Settings:
     """Embedder spec: ``default``, ``hash[:dims]`` (tests) or ``module:attr``."""
     chat_model: str = "env"
     """Extraction model spec: ``env``, ``offline`` or ``module:attr``."""
-    outbox_dir: Path
-    """Folder of the write outbox (``outbox.sqlite3``): ``outbox_dir`` from the
-    config file, else the folder the middleware uses for this store."""
+    outbox: Path
+    """Folder of the write outbox (``outbox.sqlite3``): ``outbox`` from the
+    config file (the middleware's ``Parameters(outbox=...)``), else the folder
+    the middleware uses for this store."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each setting came from: option, config file, environment or default."""
 
@@ -139,7 +141,7 @@ class Settings:
             out["history_db"] = str(self.history_db)
         out["embedding_model"] = self.embedding_model
         out["chat_model"] = self.chat_model
-        out["outbox_dir"] = str(self.outbox_dir)
+        out["outbox"] = str(self.outbox)
         return out
 
 
@@ -174,6 +176,11 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 def _check_keys(data: dict[str, Any], backend: str, path: Path) -> None:
     allowed = _COMMON_KEYS | _BACKEND_KEYS[backend]
+    if "outbox_dir" in data:  # release 0.3's name
+        raise ConfigurationError(
+            f"'outbox_dir' in the config file {path} is now 'outbox', the name of the "
+            "middleware's option: rename the key"
+        )
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ConfigurationError(
@@ -256,8 +263,8 @@ def load_settings(
 
     embedding = pick("embedding_model", EMBEDDER_ENV, "default")
     chat = pick("chat_model", CHAT_MODEL_ENV, "env")
-    outbox = path_of(data["outbox_dir"]) if "outbox_dir" in data else folder_path
-    sources["outbox_dir"] = where if "outbox_dir" in data else "next to the store"
+    outbox = path_of(data["outbox"]) if "outbox" in data else folder_path
+    sources["outbox"] = where if "outbox" in data else "next to the store"
 
     dsn = data.get("dsn")
     if "dsn_env" in data:
@@ -299,13 +306,13 @@ def load_settings(
         history_db=path_of(data["history_db"]) if "history_db" in data else None,
         embedding_model=embedding,
         chat_model=chat,
-        outbox_dir=outbox,
+        outbox=outbox,
         sources=sources,
     )
-    if "outbox_dir" in data:
+    if "outbox" in data:
         return settings
     # The folder the middleware picks for this store (one rule for both).
-    return replace(settings, outbox_dir=store_outbox_dir(settings))
+    return replace(settings, outbox=store_outbox_dir(settings))
 
 
 # The vector size does not name a store (see outbox_place); the config
@@ -317,7 +324,7 @@ def store_outbox_dir(settings: Settings) -> Path:
     """The outbox folder of the store ``settings`` name.
 
     Args:
-        settings: The command's settings; their ``outbox_dir`` is ignored here.
+        settings: The command's settings; their ``outbox`` is ignored here.
 
     Returns:
         The data folder for the embedded store; for a server store, the folder

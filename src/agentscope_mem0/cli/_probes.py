@@ -218,7 +218,7 @@ def _failed_row(row: OutboxRow) -> dict[str, Any]:
 
 
 def _outbox(settings: Settings) -> dict[str, Any]:
-    path = settings.outbox_dir / OUTBOX_FILENAME
+    path = settings.outbox / OUTBOX_FILENAME
     info: dict[str, Any] = {"path": str(path), "exists": path.exists(), "pending": 0, "failed": 0}
     info["failed_writes"] = []
     if not path.exists():
@@ -242,7 +242,7 @@ def gather_status(settings: Settings) -> dict[str, Any]:
         "vectors": _vectors(settings, backend.get("vector_size")),
         "telemetry": _telemetry(),
         "outbox": _outbox(settings),
-        "tokens": read_usage(settings.outbox_dir),
+        "tokens": read_usage(settings.outbox),
     }
     report["ok"] = bool(backend["reachable"]) and report["vectors"].get("match") is not False
     return report

@@ -46,7 +46,7 @@ def retry_failed(
     (a running application picks them up, or the next one to start). With
     --send this command stores them now and reports what happened.
     """
-    path = settings.outbox_dir / OUTBOX_FILENAME
+    path = settings.outbox / OUTBOX_FILENAME
     if not path.exists():
         _report_nothing(out, path)
         return
@@ -111,7 +111,7 @@ def _send(settings: Settings, user: str | None, timeout: float, keys: set[str]) 
     click.echo(f"extracting with {chat.description}", err=True)
 
     async def work(memory: Any) -> int:
-        queue = WriteQueue(Mem0Backend(memory), outbox_dir=settings.outbox_dir)
+        queue = WriteQueue(Mem0Backend(memory), outbox_dir=settings.outbox)
         try:
             count = await queue.retry_failed(user)
             await queue.flush(timeout)  # what is not stored by then is counted below
@@ -126,7 +126,7 @@ def _send(settings: Settings, user: str | None, timeout: float, keys: set[str]) 
             raise failure(
                 f"sending the writes failed: {exc}", unreachable=is_unreachable(exc)
             ) from exc
-    left = _statuses(settings.outbox_dir / OUTBOX_FILENAME, keys)
+    left = _statuses(settings.outbox / OUTBOX_FILENAME, keys)
     failed_again = sum(1 for state in left.values() if state == "failed")
     still_pending = len(left) - failed_again
     return {

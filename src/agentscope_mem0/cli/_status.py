@@ -39,7 +39,7 @@ def _print_status(out: Output, report: dict[str, Any]) -> None:
         "history_db": "history db",
         "embedding_model": "embedding model",
         "chat_model": "chat model",
-        "outbox_dir": "outbox folder",
+        "outbox": "outbox folder",
     }
     pairs = []
     for key, label in labels.items():

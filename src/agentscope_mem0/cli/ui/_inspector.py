@@ -179,7 +179,7 @@ class Inspector:
         self.store = store
         self.settings = settings
         self.backend = Mem0Backend(store.memory)
-        self.outbox_path = settings.outbox_dir / OUTBOX_FILENAME
+        self.outbox_path = settings.outbox / OUTBOX_FILENAME
         self.started = time.time()
         self._latencies: list[float] = []
         self.counters: Counter[str] = Counter()

@@ -70,7 +70,7 @@ class MountedInspector:
         from ._web import create_app
 
         client = await self._factory.get_client()
-        settings = Settings(backend="embedded", folder=self._folder, outbox_dir=self._folder)
+        settings = Settings(backend="embedded", folder=self._folder, outbox=self._folder)
         # The factory's client: the factory closes it, the inspector never does.
         store = MemoryStore(client, settings=settings, embedding_model=None)
         return create_app(

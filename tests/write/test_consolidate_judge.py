@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import Mem0Middleware, Scope
-from agentscope_mem0._mem0.dates import iso
 from agentscope_mem0._mem0.timeline import (
     DUPLICATE_OF,
     DUPLICATES,
@@ -21,6 +20,7 @@ from agentscope_mem0._mem0.timeline import (
     SUPERSEDES,
     VALID_UNTIL,
 )
+from agentscope_mem0._text.dates import iso
 from agentscope_mem0._write.judge_pairs import Fact
 from agentscope_mem0._write.judge_plan import ChangePlan
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel

@@ -23,12 +23,12 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from .._exceptions import EmbedderBusyError, ModelTypeError
+from .._observe.tracing import extract_span
+from .._observe.usage import record_call
 from .._vectors.keywords_only import KEYWORDS_ONLY
 from .bridge import a_reply_waits, get_bridge, serves_no_reply
 from .extraction import compact_extraction, repair_extraction_answer
 from .timeline import prepare_extraction, record_extraction
-from .tracing import extract_span
-from .usage import record_call
 
 if TYPE_CHECKING:
     from agentscope.model import ChatResponse

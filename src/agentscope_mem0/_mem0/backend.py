@@ -21,6 +21,7 @@ from .._exceptions import (
     PermanentBackendError,
     TransientBackendError,
 )
+from .._observe.usage import TokenMeter, metered
 from .._scope import Scope, is_hosted, mem0_ids
 from .._vectors.threshold import mem0_threshold
 from .bridge import caller_loop_scope, reply_waits, serves_no_reply
@@ -35,7 +36,6 @@ from .timeline import (
     write_metadata,
     write_time,
 )
-from .usage import TokenMeter, metered
 from .user_level import merge_user_level, one_read_filters
 
 __all__ = ["Forgotten", "Mem0Backend", "MemoryHit", "normalise_hits"]

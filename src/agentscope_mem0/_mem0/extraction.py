@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from .._exceptions import ConfigurationError
+from .._text.model_json import find_json_object
 from .._text.tokens import estimate_tokens, prefix_within
-from .model_json import find_json_object
 
 __all__ = [
     "COMPACT_CONTEXT_TOKENS",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .dates import parse_time
+from .._text.dates import parse_time
 
 __all__ = ["MemoryHit", "entries_of", "normalise_hits", "results_of"]
 

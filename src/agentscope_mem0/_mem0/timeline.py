@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .dates import iso, parse_time
+from .._text.dates import iso, parse_time
 
 if TYPE_CHECKING:
     from .hits import MemoryHit

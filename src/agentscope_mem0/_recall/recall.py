@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from .._mem0.bounded import bounded
-from .._mem0.tracing import skipped_search, traced_search
+from .._observe.tracing import skipped_search, traced_search
 from .._options import RecallMode
 from .._scope import Scope
 from .dedupe import dedupe_by_meaning

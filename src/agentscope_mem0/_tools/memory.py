@@ -26,7 +26,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
 from .._mem0.bounded import bounded
-from .._mem0.tracing import traced_search
+from .._observe.tracing import traced_search
 from .._recall.dedupe import dedupe_by_meaning
 from .._scope import Scope
 from .._text.escape import escape_memory

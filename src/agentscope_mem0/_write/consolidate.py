@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .._mem0.breaker import LatencyRecorder
-from .._mem0.dates import iso
 from .._mem0.timeline import DUPLICATE_OF, DUPLICATES, VALID_UNTIL, ids_of
-from .._mem0.tracing import span
+from .._observe.latency import LatencyRecorder
+from .._observe.tracing import span
+from .._text.dates import iso
 from .._text.same_fact import (
     DEFAULT_SAME_FACT_RULE,
     FactShape,

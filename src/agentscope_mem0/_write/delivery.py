@@ -38,7 +38,7 @@ from .._exceptions import (
 )
 from .._mem0.add_check import watch_add
 from .._mem0.durable import store_sync
-from .._mem0.tracing import note_write
+from .._observe.tracing import note_write
 from .._scope import Scope
 from .outbox_rows import FACTS
 from .store_sync import StoreSync

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .._mem0.dates import parse_time
 from .._mem0.timeline import (
     DUPLICATE_OF,
     DUPLICATES,
@@ -32,6 +31,7 @@ from .._mem0.timeline import (
     ids_of,
     retired_since,
 )
+from .._text.dates import parse_time
 from .consolidate import duplicate_marks
 from .judge_pairs import FACT_ANSWER, FACT_QUESTION, Fact, question_of_metadata
 

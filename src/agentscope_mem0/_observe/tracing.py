@@ -43,8 +43,6 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode
 
 if TYPE_CHECKING:
     from .._scope import Scope
-    from .breaker import CircuitBreaker
-    from .hits import MemoryHit
     from .usage import CallTokens
 
 __all__ = [
@@ -208,17 +206,17 @@ def span(
 
 
 async def traced_search(
-    call: Awaitable[list[MemoryHit]],
+    call: Awaitable[list[T]],
     scope: Scope,
     *,
     query: str,
     top_k: int,
     source: str,
-    breaker: CircuitBreaker | None = None,
-) -> list[MemoryHit]:
+    breaker: object | None = None,
+) -> list[T]:
     """Await a mem0 search inside an ``agentscope_mem0.search`` span.
 
-    The caller's deadline (a ``TimeoutError`` from :func:`.bounded.bounded`
+    The caller's deadline (a ``TimeoutError`` from :func:`~agentscope_mem0._mem0.bounded.bounded`
     inside, or a cancellation from outside) is recorded as ``timed_out``.
 
     Args:
@@ -227,7 +225,7 @@ async def traced_search(
         query: The query (on the span only with content recording).
         top_k: Memories asked for.
         source: ``auto`` (the reply's search) or ``tool`` (``search_memory``).
-        breaker: The breaker guarding the search, for its state.
+        breaker: The circuit breaker guarding the search (its ``state`` is recorded).
     """
     with span(
         "search",
@@ -247,7 +245,7 @@ async def traced_search(
         return hits
 
 
-def skipped_search(scope: Scope, *, top_k: int, breaker: CircuitBreaker | None) -> None:
+def skipped_search(scope: Scope, *, top_k: int, breaker: object | None) -> None:
     """Record a search the open breaker skipped, as an empty ``search`` span."""
     with span(
         "search",
@@ -262,7 +260,7 @@ def skipped_search(scope: Scope, *, top_k: int, breaker: CircuitBreaker | None) 
         pass
 
 
-def _breaker_state(breaker: CircuitBreaker | None) -> str | None:
+def _breaker_state(breaker: object | None) -> str | None:
     state = getattr(breaker, "state", None)
     return None if state is None else str(getattr(state, "value", state))
 

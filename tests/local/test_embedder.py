@@ -439,7 +439,7 @@ def _wait_until(condition: Any, seconds: float = 30) -> None:
 async def test_a_replys_query_never_waits_for_the_exchange_mem0s_add_embeds(
     model: OfflineE5Embedding, recording_engine: _RecordingEngine
 ) -> None:
-    from agentscope_mem0._mem0.lanes import get_lanes
+    from agentscope_mem0._mem0.loops import get_lanes
 
     adapter = AgentScopeEmbedding({"model": model})  # warms the model first
     recording_engine.calls.clear()

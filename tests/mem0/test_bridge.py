@@ -1,4 +1,4 @@
-"""The sync-to-async bridge."""
+"""The sync-to-async bridge: model coroutines of mem0's adapter calls."""
 
 from __future__ import annotations
 
@@ -12,13 +12,8 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import AgentScopeLLM, BridgeTimeoutError, InvalidStateError
-from agentscope_mem0._mem0.bridge import (
-    Bridge,
-    caller_loop_scope,
-    get_bridge,
-    no_reply_waits,
-    serves_no_reply,
-)
+from agentscope_mem0._mem0.call_context import caller_loop_scope, current, no_reply_waits
+from agentscope_mem0._mem0.loops import Bridge, get_bridge
 from agentscope_mem0.testing import ScriptedChatModel
 
 
@@ -128,10 +123,10 @@ def test_a_marked_coroutine_closed_in_another_context_ends_quietly() -> None:
     # runs; leaving its mark must not raise there.
     async def marked() -> None:
         with no_reply_waits():
-            assert serves_no_reply()
+            assert current().serves_no_reply
             await _Pause()
 
     coro = marked()
     contextvars.copy_context().run(coro.send, None)
     contextvars.copy_context().run(coro.close)
-    assert not serves_no_reply()
+    assert not current().serves_no_reply

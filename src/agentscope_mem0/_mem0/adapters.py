@@ -1,7 +1,7 @@
 """mem0 ``LLMBase`` / ``EmbeddingBase`` implementations backed by AgentScope.
 
 mem0 drives these synchronously from worker threads; every call goes through
-the process-wide :mod:`.bridge`. :func:`agentscope_config_classes` registers
+the process-wide bridge (:mod:`.loops`). :func:`agentscope_config_classes` registers
 the ``"agentscope"`` provider with mem0's factories without widening mem0's
 own provider whitelist; :mod:`.clients` puts the adapters into a config.
 """
@@ -24,11 +24,10 @@ from mem0.llms.base import LLMBase
 
 from .._exceptions import EmbedderBusyError, ModelTypeError
 from .._observe.tracing import extract_span
-from .._observe.usage import record_call
 from .._vectors.keywords_only import KEYWORDS_ONLY
-from .bridge import a_reply_waits, get_bridge, serves_no_reply
-from .extraction import compact_extraction, repair_extraction_answer
-from .timeline import prepare_extraction, record_extraction
+from .call_context import current, record_call
+from .extraction import prepare_extraction, read_extraction_answer
+from .loops import get_bridge
 
 if TYPE_CHECKING:
     from agentscope.model import ChatResponse
@@ -78,8 +77,7 @@ class AgentScopeLLM(LLMBase):
             The reply text, or ``{"content", "tool_calls"}`` when ``tools`` were
             given.
         """
-        messages = prepare_extraction(messages)  # the write's said date, event dates
-        messages = compact_extraction(messages)  # with extraction="compact" only
+        messages = prepare_extraction(messages)  # the write's said date; compact
         msgs = to_agentscope_messages(messages)
         if not msgs:
             raise ValueError("mem0 sent no system, user or assistant message to the chat model")
@@ -93,14 +91,10 @@ class AgentScopeLLM(LLMBase):
             span.usage(record_call(response.usage, prompt, text))
             span.set(response_chars=len(text))
             span.set_text("response", text)
-        if isinstance(answer, str) and _wants_json(response_format):
-            answer = repair_extraction_answer(answer)
-        record_extraction(answer)
-        return answer
-
-
-def _wants_json(response_format: Any) -> bool:
-    return isinstance(response_format, dict) and response_format.get("type") == "json_object"
+        json_mode = (
+            isinstance(response_format, dict) and response_format.get("type") == "json_object"
+        )
+        return read_extraction_answer(answer, json_mode=json_mode)
 
 
 def to_agentscope_messages(messages: list[dict[str, Any]]) -> list[Msg]:
@@ -230,7 +224,7 @@ class AgentScopeEmbedding(EmbeddingBase):
             # worker thread: no event loop, no second thread to wait for.
             extra: dict[str, Any] = {}
             if getattr(self.model, "accepts_background", False):
-                extra["background"] = serves_no_reply()
+                extra["background"] = current().serves_no_reply
             if self._may_refuse(memory_action, extra):
                 extra["may_refuse"] = True
             try:
@@ -258,7 +252,7 @@ class AgentScopeEmbedding(EmbeddingBase):
         return (
             self.keywords_when_busy
             and memory_action == "search"
-            and a_reply_waits()  # not a write's, nor a command's
+            and current().serves_a_reply  # not a write's, nor a command's
             and not extra.get("background", False)
             and getattr(self.model, "query_budget", None) is not None
         )

@@ -21,21 +21,16 @@ from .._exceptions import (
     PermanentBackendError,
     TransientBackendError,
 )
-from .._observe.usage import TokenMeter, metered
+from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
 from .._vectors.threshold import mem0_threshold
-from .bridge import caller_loop_scope, reply_waits, serves_no_reply
+from .call_context import WriteTime, caller_loop_scope, calling, current, reply_waits
 from .errors import http_status, mapped_errors
-from .extraction import ExtractionStyle, check_extraction, use_extraction
+from .extraction import ExtractionStyle, annotate_results, check_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
-from .lanes import get_lanes
+from .loops import get_lanes
 from .release import Forgotten, release
-from .timeline import (
-    annotate_results,
-    read_current,
-    write_metadata,
-    write_time,
-)
+from .timeline import read_current, write_metadata
 from .user_level import merge_user_level, one_read_filters
 
 __all__ = ["Forgotten", "Mem0Backend", "MemoryHit", "normalise_hits"]
@@ -78,7 +73,7 @@ class Mem0Backend:
         self.meter: TokenMeter | None = None
         """Counts the model tokens of each write's extraction, when set."""
         # mem0's own AsyncMemory blocks worker threads on model calls: it runs
-        # on this package's lanes, off the agent loop's executor (see _bridge).
+        # on this package's lanes, off the agent loop's executor (see .loops).
         self._on_lanes = _is_oss_memory(client)
 
     def read_filters(self, scope: Scope) -> dict[str, Any]:
@@ -128,7 +123,7 @@ class Mem0Backend:
     ) -> Awaitable[T] | concurrent.futures.Future[T]:
         """``read`` (a coroutine of this backend's reads, e.g. :meth:`search`)
         started whole on a reader thread of mem0's read lane
-        (:meth:`~.lanes.Mem0Lanes.start`), for :func:`~.bounded.bounded`.
+        (:meth:`~.loops.Mem0Lanes.start`), for :func:`~.bounded.bounded`.
 
         Its own steps (normalising, dropping superseded memories, reading on)
         then leave the caller's loop as mem0's do, and the caller resumes once,
@@ -136,7 +131,7 @@ class Mem0Backend:
         other reply. A client without lanes, or a read no reply waits for,
         gets ``read`` back as it is.
         """
-        if not self._on_lanes or serves_no_reply():
+        if not self._on_lanes or current().serves_no_reply:
             return read
         return get_lanes().start(read)
 
@@ -255,17 +250,15 @@ class Mem0Backend:
         if not infer:
             kwargs["infer"] = False
         kwargs["metadata"] = {**write_metadata(when, hosted=self.hosted), **(metadata or {})}
-        with (
-            write_time(when) as extraction,
-            use_extraction(self.extraction),
-            metered(self.meter, "extraction"),
-        ):
+        said = WriteTime(when)
+        meter = (self.meter, "extraction") if self.meter is not None else None
+        with calling(said=said, extraction=self.extraction, meter=meter):
             results = entries_of(await self._call("add", messages, **kwargs))
         if infer and self.meter is not None:
             # A write is an exchange (one user message); a backlog's are sent in one call.
             exchanges = sum(m.get("role") == "user" for m in messages)
             self.meter.add("extraction", writes=max(exchanges, 1))
-        annotate_results(results, extraction)
+        annotate_results(results, said)
         return results
 
     async def update_metadata(self, memory_id: str, changes: dict[str, Any]) -> bool:
@@ -402,7 +395,7 @@ class Mem0Backend:
             raise PermanentBackendError(f"{type(self.client).__name__} has no {name}()")
         with caller_loop_scope(), mapped_errors(name):
             if self._on_lanes:
-                lane = "read" if name in _READS and not serves_no_reply() else "write"
+                lane = "read" if name in _READS and not current().serves_no_reply else "write"
                 return await get_lanes().run(method(*args, **kwargs), lane=lane)
             return await method(*args, **kwargs)
 

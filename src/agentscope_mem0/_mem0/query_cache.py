@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._vectors.keywords_only import is_keywords_only
-from .bridge import current_lane
+from .call_context import current
 
 __all__ = [
     "DEFAULT_QUERY_CACHE_SIZE",
@@ -127,7 +127,7 @@ class CachingEmbedder:
         return getattr(self.inner, name)
 
     def _cached(self, memory_action: str | None) -> bool:
-        return memory_action == _SEARCH and self.cache.enabled and current_lane() != "write"
+        return memory_action == _SEARCH and self.cache.enabled and current().lane != "write"
 
     def embed(self, text: Any, memory_action: str | None = None) -> Any:
         """The wrapped ``embed``; a search's text is looked up first."""

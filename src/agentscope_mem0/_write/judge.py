@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentscope.message import SystemMsg, UserMsg
 
+from .._mem0.call_context import metered, record_call
 from .._observe.latency import LatencyRecorder
 from .._observe.tracing import SpanHandle, model_span, span
-from .._observe.usage import CallTokens, TokenMeter, metered, record_call
+from .._observe.usage import CallTokens, TokenMeter
 from .._text.same_fact import FactShape, fact_shape, kept_apart, same_fact, user_names
 from .consolidate import DEFAULT_CONSOLIDATION_CANDIDATES, new_memories
 from .judge_lanes import Lanes

@@ -541,7 +541,7 @@ def test_a_model_call_whose_loop_ends_fails_fast_instead_of_stalling_exit() -> N
 
     from agentscope_mem0 import BridgeError
     from agentscope_mem0._mem0.call_context import calling
-    from agentscope_mem0._mem0.loops import Bridge
+    from agentscope_mem0._mem0.loops import run_model
 
     loop = asyncio.new_event_loop()
     runner = threading.Thread(target=loop.run_forever)
@@ -551,7 +551,7 @@ def test_a_model_call_whose_loop_ends_fails_fast_instead_of_stalling_exit() -> N
         threading.Timer(0.6, lambda: (runner.join(), loop.close())).start()
         started = time.monotonic()
         with calling(loop=loop), pytest.raises(BridgeError, match="closed before it ran"):
-            Bridge().run(asyncio.sleep(30), timeout=60)
+            run_model(asyncio.sleep(30), timeout=60)
         assert time.monotonic() - started < 20  # well before the 60 s timeout
     finally:
         runner.join(5)

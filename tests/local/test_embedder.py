@@ -348,11 +348,11 @@ def test_the_mem0_adapter_embeds_in_the_calling_thread_without_the_bridge(
 ) -> None:
     import agentscope_mem0._mem0.adapters as adapters
 
-    def no_bridge() -> Any:
+    def no_bridge(*_: Any, **__: Any) -> Any:
         raise AssertionError("the offline embedder went through the event-loop bridge")
 
     adapter = AgentScopeEmbedding({"model": model})
-    monkeypatch.setattr(adapters, "get_bridge", no_bridge)
+    monkeypatch.setattr(adapters, "run_model", no_bridge)
     threads: set[int] = set()
     real = model.embed_sync
 

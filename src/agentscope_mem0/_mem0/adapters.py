@@ -27,7 +27,7 @@ from .._observe.tracing import extract_span
 from .._vectors.keywords_only import KEYWORDS_ONLY
 from .call_context import current, record_call
 from .extraction import prepare_extraction, read_extraction_answer
-from .loops import get_bridge
+from .loops import run_model
 
 if TYPE_CHECKING:
     from agentscope.model import ChatResponse
@@ -82,9 +82,7 @@ class AgentScopeLLM(LLMBase):
         if not msgs:
             raise ValueError("mem0 sent no system, user or assistant message to the chat model")
         with extract_span(self.model, messages, tools=bool(tools)) as span:
-            response = get_bridge().run(
-                _final_response(self.model, msgs, tools), timeout=self.timeout
-            )
+            response = run_model(_final_response(self.model, msgs, tools), timeout=self.timeout)
             answer = flatten_response(response, with_tools=bool(tools))
             text = answer if isinstance(answer, str) else str(answer.get("content") or "")
             prompt = "\n".join(str(m.get("content") or "") for m in messages)
@@ -239,7 +237,7 @@ class AgentScopeEmbedding(EmbeddingBase):
                 # Models that embed queries and passages differently (e5) learn
                 # which one mem0 is asking for.
                 kwargs["memory_action"] = memory_action
-            response = get_bridge().run(self.model(texts, **kwargs), timeout=self.timeout)
+            response = run_model(self.model(texts, **kwargs), timeout=self.timeout)
             vectors = [list(map(float, v)) for v in response.embeddings]
         if len(vectors) != len(texts):
             raise RuntimeError(

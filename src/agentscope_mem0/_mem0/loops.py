@@ -18,7 +18,8 @@ clients belong to the event loop that first used them. So:
   search), and under load each hop, and each turn of a loop, waits for the
   interpreter behind every other thread, so the read waited for the hops
   rather than for the work.
-* An adapter's model coroutine runs on the caller's loop (:class:`Bridge`):
+* An adapter's model coroutine runs on the caller's loop (:func:`run_model`,
+  the bridge):
   the one the agent itself runs on, which the backend marks in the call's
   context (:func:`~.call_context.caller_loop_scope`). One model instance then
   serves the agent and mem0 without crossing loops. Without a mark (a user's
@@ -45,7 +46,7 @@ from typing import Any, TypeVar, TypeVarTuple
 from .._exceptions import BridgeError, BridgeTimeoutError, InvalidStateError
 from .call_context import Lane, caller_loop_scope, calling, current
 
-__all__ = ["Bridge", "LoopThread", "Mem0Lanes", "get_bridge", "get_lanes"]
+__all__ = ["LoopThread", "Mem0Lanes", "get_lanes", "run_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,12 +111,6 @@ class LoopThread:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         return True
-
-    def forget(self) -> None:
-        """Drop the loop without stopping it: after ``fork()`` the child has none
-        of the parent's threads."""
-        self._lock = threading.Lock()
-        self._loop = self._pool = self.thread = None
 
 
 # -- mem0's coroutines ------------------------------------------------------------------
@@ -194,11 +189,6 @@ class Mem0Lanes:
         if readers is not None:
             readers.close()
         self._write.close(timeout)
-
-    def _forget(self) -> None:
-        self._lock = threading.Lock()
-        self._readers = None
-        self._write.forget()
 
 
 async def _in_lane(coro: Coroutine[Any, Any, T], lane: Lane) -> T:
@@ -292,6 +282,8 @@ def _read_whole(
             future.set_result(result)
 
 
+# The lanes are left running at exit: writes stored then may still need
+# them, and their daemon threads end with the interpreter.
 _lanes = Mem0Lanes()
 
 
@@ -300,102 +292,73 @@ def get_lanes() -> Mem0Lanes:
     return _lanes
 
 
-# The lanes are left running at exit: writes stored then may still need
-# them, and their daemon threads end with the interpreter.
-os.register_at_fork(after_in_child=_lanes._forget)
-
-
 # -- the models mem0 calls ----------------------------------------------------------------
 
-
-class Bridge:
-    """Runs the model coroutines of mem0's synchronous adapter calls (see the module)."""
-
-    def __init__(self) -> None:
-        self._home = LoopThread("agentscope-mem0-bridge")
-        self._closed = False
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        """The daemon thread of the bridge's own loop, once a call has needed it."""
-        return self._home.thread
-
-    def _target_loop(self) -> asyncio.AbstractEventLoop:
-        caller = current().loop
-        if caller is not None and caller.is_running() and not caller.is_closed():
-            return caller
-        if self._closed:
-            raise BridgeError("the bridge was closed; call get_bridge() again")
-        return self._home.loop()
-
-    def run(self, coro: Coroutine[Any, Any, T], *, timeout: float | None) -> T:
-        """Run ``coro`` to completion and return its result, blocking this thread.
-
-        Args:
-            coro: The coroutine to run.
-            timeout: Seconds to wait before cancelling it; ``None`` waits forever.
-
-        Returns:
-            Whatever the coroutine returned; its exception is re-raised here.
-        """
-        try:
-            loop = self._target_loop()
-        except BaseException:
-            coro.close()
-            raise
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            coro.close()
-            raise InvalidStateError(
-                "a blocking model call was made on the event loop that would run "
-                "it; call mem0's synchronous API from a worker thread, or use "
-                "mem0.AsyncMemory"
-            )
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            try:
-                # In slices: a loop that ends meanwhile (asyncio.run returning)
-                # never runs the call, and waiting out the timeout would stall exit.
-                return future.result(_SLICE if left is None else min(left, _SLICE))
-            except concurrent.futures.TimeoutError as exc:
-                if loop.is_closed():
-                    future.cancel()
-                    raise BridgeError("the model call's event loop closed before it ran") from exc
-                if left is not None and left <= _SLICE:
-                    future.cancel()
-                    raise BridgeTimeoutError(
-                        f"model call did not finish within {timeout} s"
-                    ) from exc
-
-    def close(self, timeout: float = 5.0) -> bool:
-        """Stop the bridge's own loop; later calls without a caller's loop fail. Idempotent.
-
-        Returns:
-            True when the thread ended within ``timeout`` (or never started).
-        """
-        self._closed = True
-        return self._home.close(timeout)
-
-
-_bridge: Bridge | None = None
-_bridge_lock = threading.Lock()
-
-
-def get_bridge() -> Bridge:
-    """The process-wide bridge, created on first use and after a close."""
-    global _bridge
-    with _bridge_lock:
-        if _bridge is None or _bridge._closed:
-            _bridge = Bridge()
-        return _bridge
+_models = LoopThread("agentscope-mem0-bridge")
+"""The loop of the model calls made with no caller's loop marked (a user's own mem0 call)."""
 
 
 @atexit.register
 def _close_at_exit() -> None:
-    if _bridge is not None:
-        _bridge.close(timeout=1.0)
+    _models.close(timeout=1.0)
+
+
+def _after_fork() -> None:
+    global _lanes, _models
+    # The child has none of the parent's threads: new lanes and bridge loop on first use.
+    _lanes, _models = Mem0Lanes(), LoopThread("agentscope-mem0-bridge")
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def run_model(coro: Coroutine[Any, Any, T], *, timeout: float | None) -> T:
+    """Run a model coroutine for a synchronous adapter call, blocking this thread.
+
+    It runs on the caller's loop, else on the bridge's own (see the module).
+
+    Args:
+        coro: The coroutine to run.
+        timeout: Seconds to wait before cancelling it; ``None`` waits forever.
+
+    Returns:
+        Whatever the coroutine returned; its exception is re-raised here.
+
+    Raises:
+        InvalidStateError: This thread runs the loop that would run ``coro``.
+        BridgeError: The caller's loop closed before ``coro`` ran.
+        BridgeTimeoutError: ``coro`` took longer than ``timeout``.
+    """
+    loop = current().loop
+    if loop is None or not loop.is_running() or loop.is_closed():
+        try:
+            loop = _models.loop()
+        except BaseException:
+            coro.close()
+            raise
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        coro.close()
+        raise InvalidStateError(
+            "a blocking model call was made on the event loop that would run "
+            "it; call mem0's synchronous API from a worker thread, or use "
+            "mem0.AsyncMemory"
+        )
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            # In slices: a loop that ends meanwhile (asyncio.run returning)
+            # never runs the call, and waiting out the timeout would stall exit.
+            return future.result(_SLICE if left is None else min(left, _SLICE))
+        except concurrent.futures.TimeoutError as exc:
+            if loop.is_closed():
+                future.cancel()
+                raise BridgeError("the model call's event loop closed before it ran") from exc
+            if left is not None and left <= _SLICE:
+                future.cancel()
+                raise BridgeTimeoutError(f"model call did not finish within {timeout} s") from exc

@@ -10,10 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._mem0 import (
-    quiet,  # noqa: F401  (demotes mem0's missing-extra notices; imports nothing)
-    telemetry,  # noqa: F401  (must run before mem0 is imported)
-)
+from ._mem0 import quiet  # noqa: F401  (telemetry off, notices demoted: before mem0 is imported)
 
 if TYPE_CHECKING:
     from ._client_state import ClientState

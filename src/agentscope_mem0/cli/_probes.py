@@ -225,7 +225,7 @@ def _vectors(settings: Settings, store_size: int | None) -> dict[str, Any]:
 
 
 def _telemetry() -> dict[str, Any]:
-    from .._mem0 import telemetry as choice
+    from .._mem0 import quiet as choice
 
     try:
         import mem0.memory.telemetry as mem0_telemetry

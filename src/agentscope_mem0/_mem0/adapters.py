@@ -23,7 +23,7 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from .._exceptions import EmbedderBusyError, ModelTypeError
-from .._observe.tracing import extract_span
+from .._observe.tracing import model_span
 from .._vectors.keywords_only import KEYWORDS_ONLY
 from .call_context import current, record_call
 from .extraction import prepare_extraction, read_extraction_answer
@@ -81,7 +81,10 @@ class AgentScopeLLM(LLMBase):
         msgs = to_agentscope_messages(messages)
         if not msgs:
             raise ValueError("mem0 sent no system, user or assistant message to the chat model")
-        with extract_span(self.model, messages, tools=bool(tools)) as span:
+        size = sum(len(str(m.get("content") or "")) for m in messages)
+        with model_span(
+            "extract", self.model, messages=len(messages), prompt_chars=size, tools=bool(tools)
+        ) as span:
             response = run_model(_final_response(self.model, msgs, tools), timeout=self.timeout)
             answer = flatten_response(response, with_tools=bool(tools))
             text = answer if isinstance(answer, str) else str(answer.get("content") or "")

@@ -25,7 +25,7 @@ from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
 from .._vectors.threshold import mem0_threshold
 from .call_context import WriteTime, caller_loop_scope, calling, current, reply_waits
-from .errors import http_status, mapped_errors
+from .errors import is_not_found, mapped_errors
 from .extraction import ExtractionStyle, annotate_results, check_extraction
 from .hits import MemoryHit, entries_of, normalise_hits, results_of
 from .loops import get_lanes
@@ -148,18 +148,9 @@ class Mem0Backend:
         ``threshold`` is the least cosine similarity of a hit on every store
         (see :mod:`.threshold`); ``None`` leaves mem0's default.
         """
-        kwargs: dict[str, Any] = {"top_k": top_k}
         with mem0_threshold(self.client, threshold) as gate:
-            if gate is not None:
-                kwargs["threshold"] = gate
-            found = results_of(
-                await self._call("search", query, filters=self.read_filters(scope), **kwargs)
-            )
-            if self._reads_twice(scope):
-                users = {"user_id": scope.user_id}
-                wide = results_of(await self._call("search", query, filters=users, **kwargs))
-                found = merge_user_level(found, wide, top_k, by_score=True)
-        return found
+            gated = {} if gate is None else {"threshold": gate}
+            return await self._read("search", scope, query, top_k=top_k, **gated)
 
     async def get_all(
         self, scope: Scope, *, limit: int, include_superseded: bool = False
@@ -168,17 +159,25 @@ class Mem0Backend:
 
         Memories a newer one superseded are left out unless ``include_superseded``.
         """
-        filters = self.read_filters(scope)
 
         async def fetch(n: int) -> list[MemoryHit]:
-            found = results_of(await self._call("get_all", filters=filters, top_k=n))
-            if self._reads_twice(scope):
-                users = {"user_id": scope.user_id}
-                wide = results_of(await self._call("get_all", filters=users, top_k=n))
-                found = merge_user_level(found, wide, n, by_score=False)
-            return normalise_hits(found)
+            return normalise_hits(await self._read("get_all", scope, top_k=n))
 
         return await read_current(fetch, limit, include_superseded=include_superseded)
+
+    async def _read(
+        self, name: str, scope: Scope, *args: Any, top_k: int, **kwargs: Any
+    ) -> list[Any]:
+        """mem0's entries for one read of ``scope``: two reads merged where the
+        user's memories of no agent need one of their own (:mod:`.user_level`)."""
+        found = results_of(
+            await self._call(name, *args, filters=self.read_filters(scope), top_k=top_k, **kwargs)
+        )
+        if self._reads_twice(scope):
+            users = {"user_id": scope.user_id}
+            wide = results_of(await self._call(name, *args, filters=users, top_k=top_k, **kwargs))
+            found = merge_user_level(found, wide, top_k, by_score=name == "search")
+        return found
 
     async def get_all_raw(
         self,
@@ -213,12 +212,7 @@ class Mem0Backend:
         try:
             raw = await self._call("get", memory_id)
         except BackendError as exc:
-            cause = exc.__cause__
-            if (
-                http_status(exc) == 404
-                or "notfound" in type(cause).__name__.lower()
-                or "404" in str(exc)
-            ):
+            if is_not_found(exc):
                 return None
             raise
         return raw if isinstance(raw, dict) and raw else None
@@ -332,7 +326,7 @@ class Mem0Backend:
         try:
             await self._call("delete", memory_id)
         except PermanentBackendError as exc:
-            if "not found" in str(exc.__cause__).lower() or http_status(exc) == 404:
+            if is_not_found(exc):
                 return Forgotten(False, back)
             raise
         return Forgotten(True, back)

@@ -299,13 +299,8 @@ def read_extraction_answer(
     said = current().said
     if said is None or not isinstance(answer, str) or '"event_date"' not in answer:
         return answer
-    text = answer.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
-    try:
-        items = json.loads(text, strict=False).get("memory", [])
-    except (ValueError, AttributeError):
-        return answer
+    parsed = find_json_object(answer)
+    items = parsed.get("memory") if parsed is not None else None
     for item in items if isinstance(items, list) else []:
         if not isinstance(item, dict):
             continue

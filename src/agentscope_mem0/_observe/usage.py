@@ -176,15 +176,11 @@ def _open(path: Path) -> sqlite3.Connection:
 def _store(db: sqlite3.Connection, kind: str, change: dict[str, int]) -> None:
     now = time.time()
     db.execute(
-        "INSERT INTO usage (kind, calls, writes, input_tokens, output_tokens, estimated_calls, "
-        "since, updated) VALUES (?, 0, 0, 0, 0, 0, ?, ?) ON CONFLICT(kind) DO NOTHING",
-        (kind, now, now),
-    )
-    db.execute(
-        "UPDATE usage SET calls = calls + ?, writes = writes + ?, input_tokens = input_tokens + ?, "
-        "output_tokens = output_tokens + ?, estimated_calls = estimated_calls + ?, updated = ? "
-        "WHERE kind = ?",
-        (*(change[name] for name in _FIELDS), now, kind),
+        f"INSERT INTO usage (kind, {', '.join(_FIELDS)}, since, updated) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(kind) DO UPDATE SET "
+        + ", ".join(f"{name} = {name} + excluded.{name}" for name in _FIELDS)
+        + ", updated = excluded.updated",
+        (kind, *(change[name] for name in _FIELDS), now, now),
     )
 
 

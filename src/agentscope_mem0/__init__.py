@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from ._mem0.backend import Mem0Backend
     from ._mem0.clients import build_local_memory, build_mem0_config, build_memory
     from ._mem0.extraction import ExtractionStyle
-    from ._mem0.hits import MemoryHit
-    from ._mem0.release import Forgotten
+    from ._memories.hit import MemoryHit
+    from ._memories.release import Forgotten
     from ._middleware import Mem0Middleware
     from ._modes import Mode
     from ._options import (
@@ -95,14 +95,14 @@ _LAZY: dict[str, str] = {
     "ExtractionFailedError": "._exceptions",
     "ExtractionStyle": "._mem0.extraction",
     "FlatOptions": "._options",
-    "Forgotten": "._mem0.release",
+    "Forgotten": "._memories.release",
     "InvalidStateError": "._exceptions",
     "LocalFileError": "._exceptions",
     "Mem0Backend": "._mem0.backend",
     "Mem0Middleware": "._middleware",
     "Mem0MiddlewareError": "._exceptions",
     "Mem0MiddlewareParameters": "._parameters",
-    "MemoryHit": "._mem0.hits",
+    "MemoryHit": "._memories.hit",
     "MemoryUnavailableError": "._exceptions",
     "MigrationError": "._exceptions",
     "Mode": "._modes",

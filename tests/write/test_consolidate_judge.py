@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import Mem0Middleware, Scope
-from agentscope_mem0._mem0.timeline import (
+from agentscope_mem0._memories.lifecycle import (
     DUPLICATE_OF,
     DUPLICATES,
     SUPERSEDED_BY,

@@ -21,16 +21,17 @@ from .._exceptions import (
     PermanentBackendError,
     TransientBackendError,
 )
+from .._memories.hit import MemoryHit
+from .._memories.lifecycle import read_current, write_metadata
+from .._memories.release import Forgotten, release
 from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
 from .._vectors.threshold import mem0_threshold
 from .call_context import WriteTime, caller_loop_scope, calling, current, reply_waits
 from .errors import is_not_found, mapped_errors
 from .extraction import ExtractionStyle, annotate_results, check_extraction
-from .hits import MemoryHit, entries_of, normalise_hits, results_of
+from .hits import entries_of, normalise_hits, results_of
 from .loops import get_lanes
-from .release import Forgotten, release
-from .timeline import read_current, write_metadata
 from .user_level import merge_user_level, one_read_filters
 
 __all__ = ["Forgotten", "Mem0Backend", "MemoryHit", "normalise_hits"]

@@ -31,10 +31,10 @@ import re
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from .._memories.lifecycle import EVENT_DATE, is_event_date
 from .._text.model_json import find_json_object
 from .._text.tokens import estimate_tokens, prefix_within
 from .call_context import ExtractionStyle, WriteTime, current
-from .timeline import EVENT_DATE, is_event_date
 
 __all__ = [
     "COMPACT_CONTEXT_TOKENS",

@@ -19,7 +19,7 @@ from .dedupe import dedupe_hits
 
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
 
 __all__ = ["DEFAULT_PROFILE_SCAN", "ProfileCache", "recall_profile"]
 

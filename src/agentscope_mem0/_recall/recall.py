@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from .._mem0.backend import Mem0Backend
     from .._mem0.breaker import CircuitBreaker
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
 
 __all__ = ["build_query", "retrieve"]
 

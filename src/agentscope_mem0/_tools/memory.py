@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .._client_state import ClientState
     from .._mem0.backend import Mem0Backend
     from .._mem0.breaker import CircuitBreaker
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
     from .._options import Deadlines, Options
     from .._write.queue import WriteQueue
 

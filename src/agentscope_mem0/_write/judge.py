@@ -9,7 +9,7 @@ to each, one pair at a time (:mod:`.judge_pairs`): a change marks the older
 memory superseded, a detail marks the new one as extending it, and a repeat
 marks the new one a duplicate of the older (consolidation, see
 :mod:`.consolidate`). The verdicts are metadata (:mod:`.judge_plan`,
-:mod:`.._mem0.timeline`): nothing is deleted, superseded memories and
+:mod:`.._memories.lifecycle`): nothing is deleted, superseded memories and
 repeats are only left out of reads.
 
 A repeat the words already show (:func:`~.._recall.same_fact.same_fact`)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._mem0.backend import Mem0Backend
-from ..._mem0.hits import MemoryHit
-from ..._mem0.timeline import (
+from ..._memories.hit import MemoryHit
+from ..._memories.lifecycle import (
     DUPLICATE_OF,
     EVENT_DATE,
     EXTENDS,

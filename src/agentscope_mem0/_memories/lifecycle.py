@@ -26,9 +26,9 @@ A superseded or duplicate memory is kept; reads leave it out unless asked for
 it (duplicates always: they add nothing a reader does not already get).
 
 A queued write keeps its said time in its outbox row (the ``said_at``
-column), so it survives a restart; :meth:`.backend.Mem0Backend.add` takes it
-as one value and hands it to the extraction (:mod:`.extraction`), so mem0's
-"Observation Date" is the said date and event dates can be asked for.
+column), so it survives a restart; the backend's ``add`` takes it as one
+value and hands it to the extraction (:mod:`agentscope_mem0._mem0.extraction`),
+so mem0's "Observation Date" is the said date and event dates can be asked for.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from .._text.dates import iso, parse_time
 
 if TYPE_CHECKING:
-    from .hits import MemoryHit
+    from .hit import MemoryHit
 
 __all__ = [
     "DUPLICATES",

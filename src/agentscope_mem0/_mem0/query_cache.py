@@ -31,7 +31,6 @@ __all__ = [
     "CachingEmbedder",
     "QueryEmbeddingCache",
     "install_query_cache",
-    "query_cache_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -183,9 +182,3 @@ def install_query_cache(
         "query embedding cache on %s (%d entries, %.0f s)", type(embedder).__name__, maxsize, ttl
     )
     return cache
-
-
-def query_cache_of(client: Any) -> QueryEmbeddingCache | None:
-    """The query cache installed on ``client``, if any."""
-    embedder = getattr(client, "embedding_model", None)
-    return embedder.cache if isinstance(embedder, CachingEmbedder) else None

@@ -52,7 +52,6 @@ __all__ = [
     "SAID_AT",
     "SUPERSEDED_BY",
     "SUPERSEDES",
-    "TIME_KEYS",
     "VALID_FROM",
     "VALID_UNTIL",
     "event_date_of",
@@ -78,18 +77,6 @@ EXTENDS = "extends"
 EVENT_DATE = "event_date"
 DUPLICATE_OF = "duplicate_of"
 DUPLICATES = "duplicates"
-TIME_KEYS = (
-    SAID_AT,
-    VALID_FROM,
-    EVENT_DATE,
-    VALID_UNTIL,
-    SUPERSEDED_BY,
-    SUPERSEDES,
-    EXTENDS,
-    DUPLICATE_OF,
-    DUPLICATES,
-)
-"""The metadata keys this module owns, in the order they are shown."""
 
 _EVENT_DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
 

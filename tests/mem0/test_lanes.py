@@ -63,8 +63,8 @@ async def test_a_lane_returns_results_and_raises_errors() -> None:
 
     for lane in ("read", "write"):
         with pytest.raises(KeyError, match="the original error"):
-            await lanes.run(fail(), lane=lane)  # type: ignore[arg-type]
-        assert await lanes.run(answer(), lane=lane) == 42  # type: ignore[arg-type]
+            await lanes.run(fail(), lane=lane)
+        assert await lanes.run(answer(), lane=lane) == 42
     with pytest.raises(ValueError, match="lane"):
         await lanes.run(answer(), lane="other")  # type: ignore[arg-type]
     lanes.close()

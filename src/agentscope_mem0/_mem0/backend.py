@@ -27,7 +27,7 @@ from .._memories.release import Forgotten, release
 from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
 from .._vectors.threshold import mem0_threshold
-from .call_context import WriteTime, caller_loop_scope, calling, current, reply_waits
+from .call_context import Lane, WriteTime, caller_loop_scope, calling, current, reply_waits
 from .errors import is_not_found, mapped_errors
 from .extraction import ExtractionStyle, annotate_results, check_extraction
 from .hits import entries_of, normalise_hits, results_of
@@ -390,7 +390,7 @@ class Mem0Backend:
             raise PermanentBackendError(f"{type(self.client).__name__} has no {name}()")
         with caller_loop_scope(), mapped_errors(name):
             if self._on_lanes:
-                lane = "read" if name in _READS and not current().serves_no_reply else "write"
+                lane: Lane = "read" if name in _READS and not current().serves_no_reply else "write"
                 return await get_lanes().run(method(*args, **kwargs), lane=lane)
             return await method(*args, **kwargs)
 

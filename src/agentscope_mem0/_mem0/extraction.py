@@ -305,7 +305,7 @@ def read_extraction_answer(
         if not isinstance(item, dict):
             continue
         memory, when = item.get("text"), item.get("event_date")
-        if isinstance(memory, str) and is_event_date(when):
+        if isinstance(memory, str) and isinstance(when, str) and is_event_date(when):
             said.event_dates[memory] = when
     return answer
 

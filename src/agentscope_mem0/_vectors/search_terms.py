@@ -16,6 +16,7 @@ import contextvars
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["SearchTerms", "search_terms", "searching_with"]
 
@@ -42,7 +43,7 @@ def search_terms() -> SearchTerms:
 
 
 @contextlib.contextmanager
-def searching_with(**changes: float | None) -> Iterator[SearchTerms]:
+def searching_with(**changes: Any) -> Iterator[SearchTerms]:
     """Within the block, the current terms with ``changes`` (:class:`SearchTerms` fields)."""
     terms = dataclasses.replace(_TERMS.get(), **changes)
     token = _TERMS.set(terms)

@@ -19,12 +19,11 @@ clients belong to the event loop that first used them. So:
   interpreter behind every other thread, so the read waited for the hops
   rather than for the work.
 * An adapter's model coroutine runs on the caller's loop (:func:`run_model`,
-  the bridge):
-  the one the agent itself runs on, which the backend marks in the call's
-  context (:func:`~.call_context.caller_loop_scope`). One model instance then
-  serves the agent and mem0 without crossing loops. Without a mark (a user's
-  own mem0 call) it runs on one process-wide daemon loop shared by every
-  adapter. A blocking call made on the very loop that would have to run it
+  the bridge): the one the agent itself runs on, which the backend marks in
+  the call's context (:func:`~.call_context.caller_loop_scope`). One model
+  instance then serves the agent and mem0 without crossing loops. Without a
+  mark (a user's own mem0 call) it runs on one process-wide daemon loop
+  shared by every adapter. A blocking call made on the very loop that would have to run it
   can only deadlock, so it raises :class:`InvalidStateError` instead.
 """
 

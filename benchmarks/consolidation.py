@@ -346,7 +346,7 @@ async def judge_part(
 async def _judge_pair(
     backend: Any, model: Any, pair: dict[str, Any], name: str, timeout: float
 ) -> dict[str, Any]:
-    from agentscope_mem0._mem0.usage import TokenMeter
+    from agentscope_mem0._observe.usage import TokenMeter
     from agentscope_mem0._write.judge import TimeJudge
 
     judge = TimeJudge(backend, model, timeout=timeout)

@@ -44,7 +44,7 @@ from note_recall import (
 )
 
 from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._mem0.hits import MemoryHit
+from agentscope_mem0._memories.hit import MemoryHit
 from agentscope_mem0._recall.dedupe import dedupe_by_meaning, dedupe_hits, memory_key
 from agentscope_mem0._scope import Scope
 from agentscope_mem0.testing import ScriptedChatModel

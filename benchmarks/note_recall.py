@@ -54,7 +54,7 @@ from agentscope.message import AssistantMsg, Msg, UserMsg
 
 from agentscope_mem0 import build_mem0_config
 from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._mem0.hits import MemoryHit
+from agentscope_mem0._memories.hit import MemoryHit
 from agentscope_mem0._recall.note import is_memory_note
 from agentscope_mem0._recall.profile import ProfileCache
 from agentscope_mem0._recall.recall import build_query, retrieve

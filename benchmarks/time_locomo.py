@@ -36,7 +36,7 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 from agentscope_mem0 import build_mem0_config
 from agentscope_mem0._mem0.backend import Mem0Backend
-from agentscope_mem0._mem0.timeline import time_label
+from agentscope_mem0._memories.lifecycle import time_label
 from agentscope_mem0._recall.note import render_note_text
 from agentscope_mem0._recall.recall import retrieve
 from agentscope_mem0._scope import Scope

@@ -540,19 +540,18 @@ def test_a_model_call_whose_loop_ends_fails_fast_instead_of_stalling_exit() -> N
     import time
 
     from agentscope_mem0 import BridgeError
-    from agentscope_mem0._mem0.bridge import Bridge, _caller_loop
+    from agentscope_mem0._mem0.call_context import calling
+    from agentscope_mem0._mem0.loops import run_model
 
     loop = asyncio.new_event_loop()
     runner = threading.Thread(target=loop.run_forever)
     runner.start()
-    token = _caller_loop.set(loop)
     try:
         threading.Timer(0.3, loop.call_soon_threadsafe, args=(loop.stop,)).start()
         threading.Timer(0.6, lambda: (runner.join(), loop.close())).start()
         started = time.monotonic()
-        with pytest.raises(BridgeError, match="closed before it ran"):
-            Bridge().run(asyncio.sleep(30), timeout=60)
+        with calling(loop=loop), pytest.raises(BridgeError, match="closed before it ran"):
+            run_model(asyncio.sleep(30), timeout=60)
         assert time.monotonic() - started < 20  # well before the 60 s timeout
     finally:
-        _caller_loop.reset(token)
         runner.join(5)

@@ -10,10 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._mem0 import (
-    quiet,  # noqa: F401  (demotes mem0's missing-extra notices; imports nothing)
-    telemetry,  # noqa: F401  (must run before mem0 is imported)
-)
+from ._mem0 import quiet  # noqa: F401  (telemetry off, notices demoted: before mem0 is imported)
 
 if TYPE_CHECKING:
     from ._client_state import ClientState
@@ -46,8 +43,8 @@ if TYPE_CHECKING:
     from ._mem0.backend import Mem0Backend
     from ._mem0.clients import build_local_memory, build_mem0_config, build_memory
     from ._mem0.extraction import ExtractionStyle
-    from ._mem0.hits import MemoryHit
-    from ._mem0.release import Forgotten
+    from ._memories.hit import MemoryHit
+    from ._memories.release import Forgotten
     from ._middleware import Mem0Middleware
     from ._modes import Mode
     from ._parameters import (
@@ -93,7 +90,7 @@ _LAZY: dict[str, str] = {
     "EmbedderBusyError": "._exceptions",
     "ExtractionFailedError": "._exceptions",
     "ExtractionStyle": "._mem0.extraction",
-    "Forgotten": "._mem0.release",
+    "Forgotten": "._memories.release",
     "InvalidStateError": "._exceptions",
     "LocalFileError": "._exceptions",
     "Mem0Backend": "._mem0.backend",
@@ -101,7 +98,7 @@ _LAZY: dict[str, str] = {
     "Mem0MiddlewareError": "._exceptions",
     "Mem0MiddlewareKeywords": "._parameters",
     "Mem0MiddlewareParameters": "._parameters",
-    "MemoryHit": "._mem0.hits",
+    "MemoryHit": "._memories.hit",
     "MemoryUnavailableError": "._exceptions",
     "MigrationError": "._exceptions",
     "Mode": "._modes",

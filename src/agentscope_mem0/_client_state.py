@@ -20,7 +20,7 @@ from ._mem0.backend import Mem0Backend
 from ._mem0.breaker import CircuitBreaker
 from ._mem0.clients import close_memory, resolve_client
 from ._mem0.query_cache import install_query_cache
-from ._mem0.usage import TokenMeter
+from ._observe.usage import TokenMeter
 from ._parameters import Mem0MiddlewareParameters
 from ._recall.profile import ProfileCache
 from ._vectors.keywords_only import allow_keywords_only, keyword_only_queries

@@ -19,7 +19,7 @@ from typing_extensions import Unpack
 
 from ._client_state import ClientState, closed_error, state_for
 from ._exceptions import ConfigurationError
-from ._mem0.timeline import said_at_of
+from ._memories.lifecycle import said_at_of
 from ._modes import Mode
 from ._parameters import (
     DEFAULT_TOOL_INSTRUCTIONS,

@@ -47,7 +47,7 @@ from pydantic import SecretStr
 from ._formatter import StringContentFormatter
 from ._mem0.backend import Mem0Backend
 from ._mem0.extraction import check_extraction
-from ._mem0.timeline import DUPLICATE_OF, SUPERSEDED_BY, VALID_UNTIL
+from ._memories.lifecycle import DUPLICATE_OF, SUPERSEDED_BY, VALID_UNTIL
 from ._middleware import Mem0Middleware
 from ._modes import Mode, check_mode
 from ._recall.note import is_memory_note

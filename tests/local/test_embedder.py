@@ -348,11 +348,11 @@ def test_the_mem0_adapter_embeds_in_the_calling_thread_without_the_bridge(
 ) -> None:
     import agentscope_mem0._mem0.adapters as adapters
 
-    def no_bridge() -> Any:
+    def no_bridge(*_: Any, **__: Any) -> Any:
         raise AssertionError("the offline embedder went through the event-loop bridge")
 
     adapter = AgentScopeEmbedding({"model": model})
-    monkeypatch.setattr(adapters, "get_bridge", no_bridge)
+    monkeypatch.setattr(adapters, "run_model", no_bridge)
     threads: set[int] = set()
     real = model.embed_sync
 
@@ -439,7 +439,7 @@ def _wait_until(condition: Any, seconds: float = 30) -> None:
 async def test_a_replys_query_never_waits_for_the_exchange_mem0s_add_embeds(
     model: OfflineE5Embedding, recording_engine: _RecordingEngine
 ) -> None:
-    from agentscope_mem0._mem0.lanes import get_lanes
+    from agentscope_mem0._mem0.loops import get_lanes
 
     adapter = AgentScopeEmbedding({"model": model})  # warms the model first
     recording_engine.calls.clear()

@@ -19,7 +19,7 @@ from agentscope.message import UserMsg
 
 from agentscope_mem0 import ConfigurationError, EmbedderBusyError, Mem0Middleware
 from agentscope_mem0._mem0.adapters import AgentScopeEmbedding
-from agentscope_mem0._mem0.bridge import no_reply_waits
+from agentscope_mem0._mem0.call_context import no_reply_waits
 from agentscope_mem0._vectors.keywords_only import allow_keywords_only
 from agentscope_mem0.local import OfflineE5Embedding
 from agentscope_mem0.local._embedder_turns import EngineTurns, Rank

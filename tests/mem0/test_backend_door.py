@@ -29,7 +29,7 @@ from fakes import real_memory
 PACKAGE = Path(agentscope_mem0.__file__).resolve().parent
 DOOR = PACKAGE / "_mem0" / "backend.py"
 # The package's own AsyncMemory: its methods call mem0's through super(), as the client itself.
-CLIENT_CLASS = PACKAGE / "_mem0" / "memory.py"
+CLIENT_CLASS = PACKAGE / "_mem0" / "async_memory.py"
 MEM0_METHODS = ("add", "search", "get_all", "get", "update", "delete", "delete_all", "history")
 
 

@@ -1,4 +1,4 @@
-"""The sync-to-async bridge."""
+"""The sync-to-async bridge: model coroutines of mem0's adapter calls."""
 
 from __future__ import annotations
 
@@ -12,29 +12,23 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import AgentScopeLLM, BridgeTimeoutError, InvalidStateError
-from agentscope_mem0._mem0.bridge import (
-    Bridge,
-    caller_loop_scope,
-    get_bridge,
-    no_reply_waits,
-    serves_no_reply,
-)
+from agentscope_mem0._mem0.call_context import caller_loop_scope, current, no_reply_waits
+from agentscope_mem0._mem0.loops import LoopThread, run_model
 from agentscope_mem0.testing import ScriptedChatModel
 
 
-async def _where() -> tuple[str, int]:
+async def _where() -> tuple[str, int, bool]:
     await asyncio.sleep(0.01)
-    return threading.current_thread().name, id(asyncio.get_running_loop())
+    here = threading.current_thread()
+    return here.name, id(asyncio.get_running_loop()), here.daemon
 
 
 def test_one_shared_daemon_loop_under_32_threads() -> None:
-    bridge = get_bridge()
     with ThreadPoolExecutor(32) as pool:
-        results = list(pool.map(lambda _: bridge.run(_where(), timeout=10), range(200)))
-    assert {name for name, _ in results} == {"agentscope-mem0-bridge"}
-    assert len({loop for _, loop in results}) == 1
-    assert bridge.thread is not None and bridge.thread.daemon
-    assert get_bridge() is bridge
+        results = list(pool.map(lambda _: run_model(_where(), timeout=10), range(200)))
+    assert {name for name, _, _ in results} == {"agentscope-mem0-bridge"}
+    assert len({loop for _, loop, _ in results}) == 1
+    assert all(daemon for _, _, daemon in results)
 
 
 def test_adapters_share_one_thread_across_32_concurrent_callers() -> None:
@@ -56,7 +50,7 @@ def test_errors_surface_at_the_call() -> None:
         raise KeyError("original")
 
     with pytest.raises(KeyError, match="original"):
-        get_bridge().run(boom(), timeout=5)
+        run_model(boom(), timeout=5)
 
 
 def test_timeout_cancels_the_call() -> None:
@@ -71,24 +65,22 @@ def test_timeout_cancels_the_call() -> None:
 
     started = time.perf_counter()
     with pytest.raises(BridgeTimeoutError):
-        get_bridge().run(slow(), timeout=0.2)
+        run_model(slow(), timeout=0.2)
     assert time.perf_counter() - started < 5
     assert cancelled.wait(5)
 
 
 def test_call_on_the_bridge_thread_is_refused_not_deadlocked() -> None:
-    bridge = get_bridge()
-
     async def nested() -> Any:
-        return bridge.run(_where(), timeout=1)
+        return run_model(_where(), timeout=1)
 
     with pytest.raises(InvalidStateError):
-        bridge.run(nested(), timeout=5)
+        run_model(nested(), timeout=5)
 
 
 async def test_call_from_the_caller_loop_thread_is_refused() -> None:
     with caller_loop_scope(), pytest.raises(InvalidStateError):
-        get_bridge().run(_where(), timeout=1)
+        run_model(_where(), timeout=1)
 
 
 async def test_worker_threads_run_on_the_callers_loop() -> None:
@@ -107,15 +99,17 @@ async def test_worker_threads_run_on_the_callers_loop() -> None:
     assert model.loops == {id(asyncio.get_running_loop())}
 
 
-def test_close_is_idempotent_and_a_new_bridge_follows() -> None:
-    bridge = Bridge()
-    assert bridge.run(_where(), timeout=5)[0] == "agentscope-mem0-bridge"
-    thread = bridge.thread
-    assert bridge.close() is True
-    assert bridge.close() is True
-    assert thread is not None and not thread.is_alive()
-    with pytest.raises(Exception, match="closed"):
-        bridge.run(_where(), timeout=1)
+def test_a_loop_thread_closes_once_and_a_new_one_follows() -> None:
+    home = LoopThread("agentscope-mem0-test", workers=1)
+    first = home.loop()
+    assert asyncio.run_coroutine_threadsafe(_where(), first).result(5)[0] == "agentscope-mem0-test"
+    thread = home.thread
+    assert home.close() is True
+    assert home.close() is True
+    assert thread is not None and not thread.is_alive() and first.is_closed()
+    again = home.loop()
+    assert again is not first and again.is_running()
+    assert home.close() is True
 
 
 class _Pause:
@@ -128,10 +122,10 @@ def test_a_marked_coroutine_closed_in_another_context_ends_quietly() -> None:
     # runs; leaving its mark must not raise there.
     async def marked() -> None:
         with no_reply_waits():
-            assert serves_no_reply()
+            assert current().serves_no_reply
             await _Pause()
 
     coro = marked()
     contextvars.copy_context().run(coro.send, None)
     contextvars.copy_context().run(coro.close)
-    assert not serves_no_reply()
+    assert not current().serves_no_reply

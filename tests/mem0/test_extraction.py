@@ -11,12 +11,12 @@ from agentscope.message import Msg, UserMsg
 from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT, generate_additive_extraction_prompt
 
 from agentscope_mem0 import ConfigurationError, Mem0Middleware
+from agentscope_mem0._mem0.call_context import calling
 from agentscope_mem0._mem0.extraction import (
     COMPACT_CONTEXT_TOKENS,
     COMPACT_SYSTEM_PROMPT,
     compact_extraction,
     repair_extraction_answer,
-    use_extraction,
 )
 from agentscope_mem0._text.tokens import estimate_tokens
 from agentscope_mem0.service import mem0_middleware_factory
@@ -51,7 +51,7 @@ def test_the_compact_prompt_fits_a_4k_context_with_a_long_reply() -> None:
     messages = _mem0_prompt(conversation)
     assert estimate_tokens(messages[0]["content"]) > 7000  # mem0's own, before anything
     assert compact_extraction(messages) is messages  # not asked for: unchanged
-    with use_extraction("compact"):
+    with calling(extraction="compact"):
         system, user = compact_extraction(messages)
     assert system == {"role": "system", "content": COMPACT_SYSTEM_PROMPT}
     text = user["content"]
@@ -65,7 +65,7 @@ def test_the_compact_prompt_fits_a_4k_context_with_a_long_reply() -> None:
 
 def test_a_short_exchange_is_kept_whole() -> None:
     messages = _mem0_prompt("user: I moved to Beijing last month.\nassistant: Noted!\n")
-    with use_extraction("compact"):
+    with calling(extraction="compact"):
         _, user = compact_extraction(messages)
     assert (
         "## New Messages\nuser: I moved to Beijing last month.\nassistant: Noted!"

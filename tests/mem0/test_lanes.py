@@ -1,4 +1,5 @@
-"""The lanes mem0's AsyncMemory runs on, and reads started whole on a reader thread."""
+"""The lanes mem0's AsyncMemory runs on: writes on a loop and pool of their own,
+reads whole on a reader thread."""
 
 from __future__ import annotations
 
@@ -9,24 +10,26 @@ from typing import Any
 
 import pytest
 
-from agentscope_mem0._mem0.bridge import _caller_loop, caller_loop_scope, current_lane
-from agentscope_mem0._mem0.lanes import Mem0Lanes
+from agentscope_mem0._mem0.call_context import caller_loop_scope, current
+from agentscope_mem0._mem0.loops import Mem0Lanes
 
 
-async def test_a_lane_runs_on_its_own_loop_and_pool_with_the_callers_context() -> None:
+async def test_each_lane_runs_off_the_callers_loop_with_the_callers_context() -> None:
     lanes = Mem0Lanes(workers=2)
     caller = asyncio.get_running_loop()
 
-    async def probe() -> tuple[Any, Any, str]:
+    async def probe() -> tuple[Any, Any, str, str | None]:
         worker = await asyncio.to_thread(lambda: threading.current_thread().name)
-        return asyncio.get_running_loop(), _caller_loop.get(), worker
+        return asyncio.get_running_loop(), current().loop, worker, current().lane
 
     with caller_loop_scope():
-        loop, marked, worker = await lanes.run(probe(), lane="read")
-    assert loop is not caller
-    assert marked is caller  # model coroutines still go to the agent's loop
-    assert worker.startswith("agentscope-mem0-read")
-    assert await lanes.run(probe(), lane="write") != loop
+        loop, marked, worker, lane = await lanes.run(probe(), lane="write")
+        read_loop, read_marked, reader, read_lane = await lanes.run(probe(), lane="read")
+    assert loop is not caller and read_loop not in (caller, loop)
+    assert marked is caller and read_marked is caller  # models still go to the agent's loop
+    assert worker.startswith("agentscope-mem0-write-pool")  # the write loop's own pool
+    assert reader.startswith("agentscope-mem0-reader")  # a read's steps run on its reader
+    assert (lane, read_lane) == ("write", "read")
     lanes.close()
 
 
@@ -39,11 +42,12 @@ async def _slow(cancelled: threading.Event) -> None:
         raise
 
 
-async def test_cancelling_the_caller_cancels_the_call_on_the_lane() -> None:
+@pytest.mark.parametrize("lane", ["read", "write"])
+async def test_cancelling_the_caller_cancels_the_call_on_the_lane(lane: Any) -> None:
     lanes = Mem0Lanes(workers=1)
     cancelled = threading.Event()
     with pytest.raises(TimeoutError):
-        await asyncio.wait_for(lanes.run(_slow(cancelled), lane="read"), 0.2)
+        await asyncio.wait_for(lanes.run(_slow(cancelled), lane=lane), 0.2)
     assert cancelled.wait(5)
     lanes.close()
 
@@ -57,11 +61,12 @@ async def test_a_lane_returns_results_and_raises_errors() -> None:
     async def answer() -> int:
         return 42
 
-    with pytest.raises(KeyError, match="the original error"):
-        await lanes.run(fail(), lane="write")
-    assert await lanes.run(answer(), lane="write") == 42
+    for lane in ("read", "write"):
+        with pytest.raises(KeyError, match="the original error"):
+            await lanes.run(fail(), lane=lane)
+        assert await lanes.run(answer(), lane=lane) == 42
     with pytest.raises(ValueError, match="lane"):
-        await lanes.run(answer(), lane="other")
+        await lanes.run(answer(), lane="other")  # type: ignore[arg-type]
     lanes.close()
 
 
@@ -79,7 +84,7 @@ async def test_a_read_started_whole_runs_its_thread_steps_on_its_reader() -> Non
             await asyncio.to_thread(lambda: 1 / 0)
         # A mem0 call made below takes the lane: here, on this very loop.
         inner = await lanes.run(_loop_and_thread(), lane="read")
-        return here, steps, _caller_loop.get(), current_lane(), inner
+        return here, steps, current().loop, current().lane, inner
 
     future = lanes.start(read())
     here, steps, marked, lane, inner = await asyncio.wrap_future(future)

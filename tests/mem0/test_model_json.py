@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from agentscope_mem0._mem0.model_json import MAX_ANSWER_CHARS, find_json_object
+from agentscope_mem0._text.model_json import MAX_ANSWER_CHARS, find_json_object
 
 
 @pytest.mark.parametrize(

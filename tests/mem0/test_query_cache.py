@@ -10,9 +10,9 @@ from agentscope.message import UserMsg
 
 from agentscope_mem0 import Mem0Middleware
 from agentscope_mem0._mem0.query_cache import (
+    CachingEmbedder,
     QueryEmbeddingCache,
     install_query_cache,
-    query_cache_of,
 )
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import RecordingClient, real_memory
@@ -45,7 +45,7 @@ async def test_the_middleware_caches_its_searches_and_reports_it(
     embedding = HashEmbedding()
     memory = real_memory(store_config, embedding=embedding)
     mw = Mem0Middleware(user_id="u", client=memory, mode="static_control", await_write=True)
-    assert query_cache_of(memory) is not None
+    assert isinstance(memory.embedding_model, CachingEmbedder)  # installed by the middleware
     agent = Agent(name="a", system_prompt="", model=ScriptedChatModel("Ok."), middlewares=[mw])
     for _ in range(3):  # the same message, sent again twice (retries)
         await agent.reply(UserMsg("user", "What do I like to eat?"))

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import Mem0Middleware, Scope
-from agentscope_mem0._mem0.dates import iso
-from agentscope_mem0._mem0.timeline import (
+from agentscope_mem0._memories.lifecycle import (
     DUPLICATE_OF,
     DUPLICATES,
     SUPERSEDED_BY,
     SUPERSEDES,
     VALID_UNTIL,
 )
+from agentscope_mem0._text.dates import iso
 from agentscope_mem0._write.judge_pairs import Fact
 from agentscope_mem0._write.judge_plan import ChangePlan
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel

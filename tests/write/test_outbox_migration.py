@@ -27,7 +27,7 @@ from typing import Any
 from mem0 import AsyncMemory
 
 from agentscope_mem0 import Mem0Backend, Outbox, RetryPolicy, Scope, WriteQueue
-from agentscope_mem0._mem0.dates import iso, parse_time
+from agentscope_mem0._text.dates import iso, parse_time
 from agentscope_mem0._write.outbox import OUTBOX_FILENAME
 from agentscope_mem0._write.queue import METADATA_KEY
 

@@ -13,7 +13,7 @@ from agentscope.agent import Agent
 from agentscope.message import ToolResultState, UserMsg
 
 from agentscope_mem0 import ConfigurationError, Mem0Middleware, MemoryHit, Scope
-from agentscope_mem0._mem0.timeline import time_label
+from agentscope_mem0._memories.lifecycle import time_label
 from agentscope_mem0._write.judge import TimeJudge, build_time_judge
 from agentscope_mem0._write.judge_pairs import Fact, PairJudge, Relation
 from agentscope_mem0._write.judge_prompt import (

@@ -1,7 +1,7 @@
 """mem0 ``LLMBase`` / ``EmbeddingBase`` implementations backed by AgentScope.
 
 mem0 drives these synchronously from worker threads; every call goes through
-the process-wide :mod:`.bridge`. :func:`agentscope_config_classes` registers
+the process-wide bridge (:mod:`.loops`). :func:`agentscope_config_classes` registers
 the ``"agentscope"`` provider with mem0's factories without widening mem0's
 own provider whitelist; :mod:`.clients` puts the adapters into a config.
 """
@@ -23,12 +23,11 @@ from mem0.embeddings.base import EmbeddingBase
 from mem0.llms.base import LLMBase
 
 from .._exceptions import EmbedderBusyError, ModelTypeError
+from .._observe.tracing import model_span
 from .._vectors.keywords_only import KEYWORDS_ONLY
-from .bridge import a_reply_waits, get_bridge, serves_no_reply
-from .extraction import compact_extraction, repair_extraction_answer
-from .timeline import prepare_extraction, record_extraction
-from .tracing import extract_span
-from .usage import record_call
+from .call_context import current, record_call
+from .extraction import prepare_extraction, read_extraction_answer
+from .loops import run_model
 
 if TYPE_CHECKING:
     from agentscope.model import ChatResponse
@@ -78,29 +77,25 @@ class AgentScopeLLM(LLMBase):
             The reply text, or ``{"content", "tool_calls"}`` when ``tools`` were
             given.
         """
-        messages = prepare_extraction(messages)  # the write's said date, event dates
-        messages = compact_extraction(messages)  # with extraction="compact" only
+        messages = prepare_extraction(messages)  # the write's said date; compact
         msgs = to_agentscope_messages(messages)
         if not msgs:
             raise ValueError("mem0 sent no system, user or assistant message to the chat model")
-        with extract_span(self.model, messages, tools=bool(tools)) as span:
-            response = get_bridge().run(
-                _final_response(self.model, msgs, tools), timeout=self.timeout
-            )
+        size = sum(len(str(m.get("content") or "")) for m in messages)
+        with model_span(
+            "extract", self.model, messages=len(messages), prompt_chars=size, tools=bool(tools)
+        ) as span:
+            response = run_model(_final_response(self.model, msgs, tools), timeout=self.timeout)
             answer = flatten_response(response, with_tools=bool(tools))
             text = answer if isinstance(answer, str) else str(answer.get("content") or "")
             prompt = "\n".join(str(m.get("content") or "") for m in messages)
             span.usage(record_call(response.usage, prompt, text))
             span.set(response_chars=len(text))
             span.set_text("response", text)
-        if isinstance(answer, str) and _wants_json(response_format):
-            answer = repair_extraction_answer(answer)
-        record_extraction(answer)
-        return answer
-
-
-def _wants_json(response_format: Any) -> bool:
-    return isinstance(response_format, dict) and response_format.get("type") == "json_object"
+        json_mode = (
+            isinstance(response_format, dict) and response_format.get("type") == "json_object"
+        )
+        return read_extraction_answer(answer, json_mode=json_mode)
 
 
 def to_agentscope_messages(messages: list[dict[str, Any]]) -> list[Msg]:
@@ -230,7 +225,7 @@ class AgentScopeEmbedding(EmbeddingBase):
             # worker thread: no event loop, no second thread to wait for.
             extra: dict[str, Any] = {}
             if getattr(self.model, "accepts_background", False):
-                extra["background"] = serves_no_reply()
+                extra["background"] = current().serves_no_reply
             if self._may_refuse(memory_action, extra):
                 extra["may_refuse"] = True
             try:
@@ -245,7 +240,7 @@ class AgentScopeEmbedding(EmbeddingBase):
                 # Models that embed queries and passages differently (e5) learn
                 # which one mem0 is asking for.
                 kwargs["memory_action"] = memory_action
-            response = get_bridge().run(self.model(texts, **kwargs), timeout=self.timeout)
+            response = run_model(self.model(texts, **kwargs), timeout=self.timeout)
             vectors = [list(map(float, v)) for v in response.embeddings]
         if len(vectors) != len(texts):
             raise RuntimeError(
@@ -258,7 +253,7 @@ class AgentScopeEmbedding(EmbeddingBase):
         return (
             self.keywords_when_busy
             and memory_action == "search"
-            and a_reply_waits()  # not a write's, nor a command's
+            and current().serves_a_reply  # not a write's, nor a command's
             and not extra.get("background", False)
             and getattr(self.model, "query_budget", None) is not None
         )

@@ -4,8 +4,8 @@ mem0 2.2's ``AsyncMemory.add`` logs and swallows two failures, returning
 fewer memories (or none) as if the model had found nothing: an extraction
 answer it cannot parse (prose, truncated JSON) and a fact whose embedding
 fails. To see them, the writer runs each ``add`` inside :func:`watch_add`,
-which records, for that call only (a context variable, which mem0's worker
-threads inherit through ``asyncio.to_thread``), the extraction answers the
+which records, for that call only (its :class:`~.call_context.Mem0Call`,
+which mem0's worker threads inherit), the extraction answers the
 client's LLM returned and the embedding calls that raised. Whatever LLM or
 embedder provider the client uses, the check is the same.
 
@@ -22,32 +22,19 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._exceptions import DiskFullError, ExtractionFailedError, TransientBackendError
+from .call_context import AddSeen, calling, current
 
 __all__ = ["AddWatch", "watch_add"]
 
-_CURRENT: ContextVar[AddWatch | None] = ContextVar("agentscope_mem0_add_watch", default=None)
 _MARK = "_agentscope_mem0_watched"
 _INSTALL_LOCK = threading.Lock()
 
 
-@dataclass
-class AddWatch:
-    """What happened inside one mem0 ``add`` call."""
-
-    answers: list[Any] = field(default_factory=list)
-    """The LLM's extraction answers (JSON-mode calls)."""
-    embed_errors: dict[str, str] = field(default_factory=dict)
-    """Facts whose embedding raised and never succeeded since, with the error.
-
-    mem0 retries a failed batch one text at a time, so a later success of the
-    same text clears it."""
-    insert_errors: dict[str, BaseException] = field(default_factory=dict)
-    """Ids of memories the vector store refused and never took since, with the error."""
+class AddWatch(AddSeen):
+    """What happened inside one mem0 ``add`` call, and whether it failed."""
 
     def failure(self) -> str | None:
         """Why this ``add`` did not store what it should have, or ``None``."""
@@ -146,7 +133,7 @@ def _install(client: Any) -> None:
 def _watch_answers(generate: Callable[..., Any]) -> Callable[..., Any]:
     def generate_response(*args: Any, **kwargs: Any) -> Any:
         answer = generate(*args, **kwargs)
-        watch = _CURRENT.get()
+        watch = current().watch
         fmt = kwargs.get("response_format")
         if watch is not None and isinstance(fmt, dict) and fmt.get("type") == "json_object":
             watch.answers.append(answer)
@@ -157,7 +144,7 @@ def _watch_answers(generate: Callable[..., Any]) -> Callable[..., Any]:
 
 def _watch_embeds(embed: Callable[..., Any]) -> Callable[..., Any]:
     def watched_embed(text: Any, memory_action: str | None = None, *rest: Any, **kw: Any) -> Any:
-        watch = _CURRENT.get() if memory_action == "add" else None
+        watch = current().watch if memory_action == "add" else None
         try:
             vector = embed(text, memory_action, *rest, **kw)
         except Exception as exc:
@@ -173,7 +160,7 @@ def _watch_embeds(embed: Callable[..., Any]) -> Callable[..., Any]:
 
 def _watch_inserts(insert: Callable[..., Any]) -> Callable[..., Any]:
     def watched_insert(*args: Any, **kw: Any) -> Any:
-        watch = _CURRENT.get()
+        watch = current().watch
         ids = [str(i) for i in kw.get("ids") or ["?"]]  # mem0 passes them by name
         try:
             result = insert(*args, **kw)
@@ -195,8 +182,5 @@ def watch_add(client: Any) -> Iterator[AddWatch]:
     with contextlib.suppress(AttributeError, TypeError):  # a client we cannot wrap: no watch
         _install(client)
     watch = AddWatch()
-    token = _CURRENT.set(watch)
-    try:
+    with calling(watch=watch):
         yield watch
-    finally:
-        _CURRENT.reset(token)

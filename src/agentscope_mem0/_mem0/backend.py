@@ -21,21 +21,17 @@ from .._exceptions import (
     PermanentBackendError,
     TransientBackendError,
 )
+from .._memories.hit import MemoryHit
+from .._memories.lifecycle import read_current, write_metadata
+from .._memories.release import Forgotten, release
+from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
 from .._vectors.threshold import mem0_threshold
-from .bridge import caller_loop_scope, reply_waits, serves_no_reply
-from .errors import http_status, mapped_errors
-from .extraction import ExtractionStyle, check_extraction, use_extraction
-from .hits import MemoryHit, entries_of, normalise_hits, results_of
-from .lanes import get_lanes
-from .release import Forgotten, release
-from .timeline import (
-    annotate_results,
-    read_current,
-    write_metadata,
-    write_time,
-)
-from .usage import TokenMeter, metered
+from .call_context import Lane, WriteTime, caller_loop_scope, calling, current, reply_waits
+from .errors import is_not_found, mapped_errors
+from .extraction import ExtractionStyle, annotate_results, check_extraction
+from .hits import entries_of, normalise_hits, results_of
+from .loops import get_lanes
 from .user_level import merge_user_level, one_read_filters
 
 __all__ = ["Forgotten", "Mem0Backend", "MemoryHit", "normalise_hits"]
@@ -78,7 +74,7 @@ class Mem0Backend:
         self.meter: TokenMeter | None = None
         """Counts the model tokens of each write's extraction, when set."""
         # mem0's own AsyncMemory blocks worker threads on model calls: it runs
-        # on this package's lanes, off the agent loop's executor (see _bridge).
+        # on this package's lanes, off the agent loop's executor (see .loops).
         self._on_lanes = _is_oss_memory(client)
 
     def read_filters(self, scope: Scope) -> dict[str, Any]:
@@ -128,7 +124,7 @@ class Mem0Backend:
     ) -> Awaitable[T] | concurrent.futures.Future[T]:
         """``read`` (a coroutine of this backend's reads, e.g. :meth:`search`)
         started whole on a reader thread of mem0's read lane
-        (:meth:`~.lanes.Mem0Lanes.start`), for :func:`~.bounded.bounded`.
+        (:meth:`~.loops.Mem0Lanes.start`), for :func:`~.bounded.bounded`.
 
         Its own steps (normalising, dropping superseded memories, reading on)
         then leave the caller's loop as mem0's do, and the caller resumes once,
@@ -136,7 +132,7 @@ class Mem0Backend:
         other reply. A client without lanes, or a read no reply waits for,
         gets ``read`` back as it is.
         """
-        if not self._on_lanes or serves_no_reply():
+        if not self._on_lanes or current().serves_no_reply:
             return read
         return get_lanes().start(read)
 
@@ -153,18 +149,9 @@ class Mem0Backend:
         ``threshold`` is the least cosine similarity of a hit on every store
         (see :mod:`.threshold`); ``None`` leaves mem0's default.
         """
-        kwargs: dict[str, Any] = {"top_k": top_k}
         with mem0_threshold(self.client, threshold) as gate:
-            if gate is not None:
-                kwargs["threshold"] = gate
-            found = results_of(
-                await self._call("search", query, filters=self.read_filters(scope), **kwargs)
-            )
-            if self._reads_twice(scope):
-                users = {"user_id": scope.user_id}
-                wide = results_of(await self._call("search", query, filters=users, **kwargs))
-                found = merge_user_level(found, wide, top_k, by_score=True)
-        return found
+            gated = {} if gate is None else {"threshold": gate}
+            return await self._read("search", scope, query, top_k=top_k, **gated)
 
     async def get_all(
         self, scope: Scope, *, limit: int, include_superseded: bool = False
@@ -173,17 +160,25 @@ class Mem0Backend:
 
         Memories a newer one superseded are left out unless ``include_superseded``.
         """
-        filters = self.read_filters(scope)
 
         async def fetch(n: int) -> list[MemoryHit]:
-            found = results_of(await self._call("get_all", filters=filters, top_k=n))
-            if self._reads_twice(scope):
-                users = {"user_id": scope.user_id}
-                wide = results_of(await self._call("get_all", filters=users, top_k=n))
-                found = merge_user_level(found, wide, n, by_score=False)
-            return normalise_hits(found)
+            return normalise_hits(await self._read("get_all", scope, top_k=n))
 
         return await read_current(fetch, limit, include_superseded=include_superseded)
+
+    async def _read(
+        self, name: str, scope: Scope, *args: Any, top_k: int, **kwargs: Any
+    ) -> list[Any]:
+        """mem0's entries for one read of ``scope``: two reads merged where the
+        user's memories of no agent need one of their own (:mod:`.user_level`)."""
+        found = results_of(
+            await self._call(name, *args, filters=self.read_filters(scope), top_k=top_k, **kwargs)
+        )
+        if self._reads_twice(scope):
+            users = {"user_id": scope.user_id}
+            wide = results_of(await self._call(name, *args, filters=users, top_k=top_k, **kwargs))
+            found = merge_user_level(found, wide, top_k, by_score=name == "search")
+        return found
 
     async def get_all_raw(
         self,
@@ -218,12 +213,7 @@ class Mem0Backend:
         try:
             raw = await self._call("get", memory_id)
         except BackendError as exc:
-            cause = exc.__cause__
-            if (
-                http_status(exc) == 404
-                or "notfound" in type(cause).__name__.lower()
-                or "404" in str(exc)
-            ):
+            if is_not_found(exc):
                 return None
             raise
         return raw if isinstance(raw, dict) and raw else None
@@ -255,17 +245,15 @@ class Mem0Backend:
         if not infer:
             kwargs["infer"] = False
         kwargs["metadata"] = {**write_metadata(when, hosted=self.hosted), **(metadata or {})}
-        with (
-            write_time(when) as extraction,
-            use_extraction(self.extraction),
-            metered(self.meter, "extraction"),
-        ):
+        said = WriteTime(when)
+        meter = (self.meter, "extraction") if self.meter is not None else None
+        with calling(said=said, extraction=self.extraction, meter=meter):
             results = entries_of(await self._call("add", messages, **kwargs))
         if infer and self.meter is not None:
             # A write is an exchange (one user message); a backlog's are sent in one call.
             exchanges = sum(m.get("role") == "user" for m in messages)
             self.meter.add("extraction", writes=max(exchanges, 1))
-        annotate_results(results, extraction)
+        annotate_results(results, said)
         return results
 
     async def update_metadata(self, memory_id: str, changes: dict[str, Any]) -> bool:
@@ -339,7 +327,7 @@ class Mem0Backend:
         try:
             await self._call("delete", memory_id)
         except PermanentBackendError as exc:
-            if "not found" in str(exc.__cause__).lower() or http_status(exc) == 404:
+            if is_not_found(exc):
                 return Forgotten(False, back)
             raise
         return Forgotten(True, back)
@@ -402,7 +390,7 @@ class Mem0Backend:
             raise PermanentBackendError(f"{type(self.client).__name__} has no {name}()")
         with caller_loop_scope(), mapped_errors(name):
             if self._on_lanes:
-                lane = "read" if name in _READS and not serves_no_reply() else "write"
+                lane: Lane = "read" if name in _READS and not current().serves_no_reply else "write"
                 return await get_lanes().run(method(*args, **kwargs), lane=lane)
             return await method(*args, **kwargs)
 

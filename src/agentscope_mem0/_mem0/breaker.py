@@ -13,9 +13,7 @@ answered another call while the late one ran, and a late call that answers
 after all (:meth:`CircuitBreaker.record_late_answer`) closes the breaker
 again, as any answer does.
 
-:class:`LatencyRecorder` keeps the latest durations and reports percentiles.
-
-Both are I/O-free and clock-injectable. The timing and the reporting are
+It is I/O-free and clock-injectable. The timing and the reporting are
 done by :func:`.bounded.bounded`, which the automatic search, the profile read
 and the ``search_memory`` and ``forget_memory`` tools go through (writes go
 through the write queue and its retries instead); one breaker serves every
@@ -27,61 +25,16 @@ from __future__ import annotations
 
 import enum
 import logging
-import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BreakerState", "CircuitBreaker", "LatencyRecorder"]
+from .._observe.latency import LatencyRecorder
+
+__all__ = ["BreakerState", "CircuitBreaker"]
 
 logger = logging.getLogger(__name__)
-
-
-class LatencyRecorder:
-    """The latest ``window`` durations, for percentiles.
-
-    Args:
-        window: How many of the most recent durations to keep.
-    """
-
-    def __init__(self, window: int = 1000) -> None:
-        if window < 1:
-            raise ValueError(f"window must be positive, got {window!r}")
-        self._samples: deque[float] = deque(maxlen=window)
-        self._lock = threading.Lock()
-        self.count = 0
-        """Durations recorded since construction (not only those kept)."""
-
-    def record(self, seconds: float) -> None:
-        """Add one duration, in seconds."""
-        with self._lock:
-            self._samples.append(float(seconds))
-            self.count += 1
-
-    def percentile(self, q: float) -> float | None:
-        """The ``q``-th percentile (0–100) of the kept durations, nearest-rank.
-
-        Returns:
-            Seconds, or ``None`` before anything was recorded.
-        """
-        if not 0 <= q <= 100:
-            raise ValueError(f"q must be within 0..100, got {q!r}")
-        with self._lock:
-            ordered = sorted(self._samples)
-        if not ordered:
-            return None
-        rank = max(1, math.ceil(q / 100 * len(ordered)))
-        return ordered[rank - 1]
-
-    def summary(self, prefix: str) -> dict[str, float | int | None]:
-        """``{prefix}_p50``, ``{prefix}_p95`` (seconds) and ``{prefix}_count``."""
-        return {
-            f"{prefix}_p50": self.percentile(50),
-            f"{prefix}_p95": self.percentile(95),
-            f"{prefix}_count": self.count,
-        }
 
 
 class BreakerState(enum.StrEnum):

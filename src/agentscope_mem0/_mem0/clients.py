@@ -215,7 +215,7 @@ def build_memory(
     """
     from ..local import history_db_path, share_local_qdrant
     from ..local._folder import prepare_history_db
-    from .memory import SharedStoreMemory
+    from .async_memory import SharedStoreMemory
 
     if mem0_config is None:
         if chat_model is None:
@@ -259,7 +259,7 @@ def build_local_memory(
     """
     from ..local import embedded_store_config, install_keyword_encoder
     from ..local._folder import set_busy_timeout
-    from .memory import SharedStoreMemory
+    from .async_memory import SharedStoreMemory
 
     if not isinstance(chat_model, ChatModelBase):
         raise ModelTypeError(

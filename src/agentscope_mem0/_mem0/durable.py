@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["store_sync"]
+__all__ = ["disk_sync_of"]
 
 
-def store_sync(client: Any) -> Callable[[], None] | None:
+def disk_sync_of(client: Any) -> Callable[[], None] | None:
     """The call that puts everything ``client`` stored on disk, or ``None``
     when its answers are durable already.
 

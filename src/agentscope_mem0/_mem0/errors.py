@@ -20,7 +20,7 @@ from .._exceptions import (
     TransientBackendError,
 )
 
-__all__ = ["backend_error", "http_status", "mapped_errors"]
+__all__ = ["backend_error", "http_status", "is_not_found", "mapped_errors"]
 
 _TRANSIENT_NAMES = (
     "timeout",
@@ -54,6 +54,17 @@ def http_status(exc: BaseException) -> int | None:
                 return status
         current = current.__cause__ or current.__context__
     return None
+
+
+def is_not_found(exc: BackendError) -> bool:
+    """Whether mem0 failed because the memory asked for is not there."""
+    cause = exc.__cause__
+    return (
+        http_status(exc) == 404
+        or "notfound" in type(cause).__name__.lower()
+        or "not found" in str(cause).lower()
+        or "404" in str(exc)
+    )
 
 
 def backend_error(exc: BaseException, what: str) -> BackendError:

@@ -1,14 +1,23 @@
 """Which extraction prompt mem0's ``add`` sends, and the answer it gets back.
 
+The chat-model adapter hands every prompt to :func:`prepare_extraction` and
+every answer to :func:`read_extraction_answer`; both change only mem0's
+extraction calls inside one of this package's ``add`` calls (the backend
+sets its :class:`~.call_context.Mem0Call`).
+
+While a write's said time is known, mem0's "Observation Date" becomes the
+said date and the prompt asks for each memory's ``event_date``; the dates
+the answer gives are kept per memory text for the backend to store.
+
 mem0 2.2's extraction prompt (``ADDITIVE_EXTRACTION_PROMPT``) is 7,924
 tokens before the conversation: past the 2k/4k context of most local
 servers, minutes per write on two CPU cores, ~8k paid input tokens per write.
-With ``extraction="compact"`` the chat-model adapter replaces it, for the
-calls of one ``add``, by :data:`COMPACT_SYSTEM_PROMPT` and a user message of
-the same sections (existing memories, the new messages, the observation
-date) cut so that prompt and answer fit in :data:`COMPACT_CONTEXT_TOKENS`.
-The answer keeps mem0's format, ``{"memory": [{"id", "text",
-"attributed_to"}]}``, plus this package's ``event_date``.
+With ``extraction="compact"`` it is replaced, for the calls of one ``add``,
+by :data:`COMPACT_SYSTEM_PROMPT` and a user message of the same sections
+(existing memories, the new messages, the observation date) cut so that
+prompt and answer fit in :data:`COMPACT_CONTEXT_TOKENS`. The answer keeps
+mem0's format, ``{"memory": [{"id", "text", "attributed_to"}]}``, plus this
+package's ``event_date``.
 
 :func:`repair_extraction_answer` takes the JSON out of a small model's
 wrapping (a code fence, a sentence around it) and turns a bare list of
@@ -17,30 +26,30 @@ strings into mem0's items, where that is unambiguous.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import json
 import re
-from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 from .._exceptions import ConfigurationError
+from .._memories.lifecycle import EVENT_DATE, is_event_date
+from .._text.model_json import find_json_object
 from .._text.tokens import estimate_tokens, prefix_within
-from .model_json import find_json_object
+from .call_context import ExtractionStyle, WriteTime, current
 
 __all__ = [
     "COMPACT_CONTEXT_TOKENS",
     "COMPACT_SYSTEM_PROMPT",
+    "EVENT_DATE_INSTRUCTIONS",
     "EXTRACTION_STYLES",
     "ExtractionStyle",
+    "annotate_results",
     "check_extraction",
     "compact_extraction",
-    "extraction_style",
+    "prepare_extraction",
+    "read_extraction_answer",
     "repair_extraction_answer",
-    "use_extraction",
 ]
 
-ExtractionStyle = Literal["mem0", "compact"]
 EXTRACTION_STYLES: tuple[ExtractionStyle, ...] = ("mem0", "compact")
 
 COMPACT_CONTEXT_TOKENS = 4096
@@ -81,10 +90,6 @@ Answer with JSON only, in this shape:
 {"id": "1", "text": "<fact>", "attributed_to": "assistant", "event_date": "<date>"}]}"""
 """The compact extraction's system prompt (about 380 tokens)."""
 
-_STYLE: contextvars.ContextVar[ExtractionStyle] = contextvars.ContextVar(
-    "agentscope_mem0_extraction", default="mem0"
-)
-
 
 def check_extraction(value: Any) -> ExtractionStyle:
     """``value`` if it names an extraction style, else a clear error.
@@ -100,19 +105,61 @@ def check_extraction(value: Any) -> ExtractionStyle:
     return value
 
 
-@contextlib.contextmanager
-def use_extraction(style: ExtractionStyle) -> Iterator[None]:
-    """Extract with ``style`` within the block (mem0's worker threads inherit it)."""
-    token = _STYLE.set(style)
-    try:
-        yield
-    finally:
-        _STYLE.reset(token)
+# -- the said time ------------------------------------------------------------------
+
+_OBSERVATION = re.compile(r"(## Observation Date\n)([^\n]*)")
+_OUTPUT = "# Output:"
+
+EVENT_DATE_INSTRUCTIONS = (
+    "## Event Dates\n"
+    'Give each memory an "event_date" field when the messages say when the event it '
+    'describes happened or will happen ("last month", "in 2019", "next Friday", '
+    '"on May 3"): resolve it against the Observation Date and write it as YYYY-MM-DD, '
+    "or YYYY-MM / YYYY when only the month or year is known. Leave the field out when "
+    "the messages give no date for the event; the Observation Date itself is not an "
+    "event date."
+)
+"""Appended to mem0's extraction prompt while a write's said time is known."""
 
 
-def extraction_style() -> ExtractionStyle:
-    """The style of the ``add`` running in this context."""
-    return _STYLE.get()
+def prepare_extraction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """mem0's prompt as this call's extraction sends it.
+
+    With a said time, the said date is the observation date and event dates
+    are asked for; with ``extraction="compact"``, the compact prompt
+    (:func:`compact_extraction`). Other prompts, and calls outside an ``add``
+    of this package, pass unchanged.
+    """
+    return compact_extraction(_with_said_date(messages, current().said))
+
+
+def _with_said_date(messages: list[dict[str, Any]], said: WriteTime | None) -> list[dict[str, Any]]:
+    if said is None or not messages:
+        return messages
+    last = messages[-1]
+    content = last.get("content")
+    if last.get("role") != "user" or not isinstance(content, str):
+        return messages
+    if "## New Messages" not in content or _OBSERVATION.search(content) is None:
+        return messages
+    day = said.said_at.date().isoformat()
+    content = _OBSERVATION.sub(lambda m: m.group(1) + day, content, count=1)
+    if _OUTPUT in content:
+        head, _, tail = content.rpartition(_OUTPUT)
+        content = f"{head}{EVENT_DATE_INSTRUCTIONS}\n\n{_OUTPUT}{tail}"
+    else:
+        content = f"{content}\n\n{EVENT_DATE_INSTRUCTIONS}"
+    return [*messages[:-1], {**last, "content": content}]
+
+
+def annotate_results(results: list[Any], said: WriteTime) -> None:
+    """Add each memory's event date, found by the extraction, to mem0's results."""
+    for item in results:
+        if not isinstance(item, dict):
+            continue
+        when = said.event_dates.get(str(item.get("memory", "")))
+        if when:
+            item.setdefault(EVENT_DATE, when)
 
 
 # -- the compact prompt -------------------------------------------------------------
@@ -202,12 +249,12 @@ def _fit(turns: list[tuple[str, str]], budget: int) -> list[tuple[str, str]]:
 def compact_extraction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """mem0's extraction messages as the compact prompt; others unchanged.
 
-    Only calls inside :func:`use_extraction` ``("compact")`` change, and only
+    Only calls of an ``add`` with ``extraction="compact"`` change, and only
     when the messages are mem0 2.2's extraction prompt (a system message and
     a user message with a ``## New Messages`` and an ``## Observation Date``
     section).
     """
-    if _STYLE.get() != "compact" or len(messages) != 2:
+    if current().extraction != "compact" or len(messages) != 2:
         return messages
     system, user = messages
     prompt = user.get("content")
@@ -239,6 +286,28 @@ def compact_extraction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # -- the answer ---------------------------------------------------------------------
+
+
+def read_extraction_answer(
+    answer: str | dict[str, Any], *, json_mode: bool
+) -> str | dict[str, Any]:
+    """mem0's answer as this package hands it back: a JSON-mode answer repaired
+    (:func:`repair_extraction_answer`); the event dates it gives kept for the
+    write under way."""
+    if json_mode and isinstance(answer, str):
+        answer = repair_extraction_answer(answer)
+    said = current().said
+    if said is None or not isinstance(answer, str) or '"event_date"' not in answer:
+        return answer
+    parsed = find_json_object(answer)
+    items = parsed.get("memory") if parsed is not None else None
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        memory, when = item.get("text"), item.get("event_date")
+        if isinstance(memory, str) and isinstance(when, str) and is_event_date(when):
+            said.event_dates[memory] = when
+    return answer
 
 
 def repair_extraction_answer(answer: str) -> str:

@@ -1,4 +1,4 @@
-"""One memory as the package passes it around, and mem0's answers turned into them.
+r"""mem0's answers turned into :class:`~.._memories.hit.MemoryHit`\ s.
 
 mem0's OSS and hosted clients answer ``search`` and ``get_all`` in slightly
 different shapes (a dict with ``results`` or a bare list; ``memory``, ``text``
@@ -7,36 +7,11 @@ or ``data`` for the text); :func:`normalise_hits` reads them all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from .dates import parse_time
+from .._memories.hit import MemoryHit
 
-__all__ = ["MemoryHit", "entries_of", "normalise_hits", "results_of"]
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryHit:
-    """One memory as mem0 returned it."""
-
-    id: str | None
-    memory: str
-    score: float | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
-    metadata: dict[str, Any] | None = field(default=None, compare=False)
-    """mem0's metadata of the memory (``said_at``, ``superseded_by``, ... see :mod:`.timeline`)."""
-
-    @property
-    def date(self) -> str | None:
-        """When the memory was last true: updated, else created."""
-        return self.updated_at or self.created_at
-
-    @property
-    def when(self) -> datetime | None:
-        """:attr:`date` read as an aware UTC datetime; ``None`` when undated."""
-        return parse_time(self.date)
+__all__ = ["entries_of", "normalise_hits", "results_of"]
 
 
 def results_of(raw: Any) -> list[Any]:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._vectors.keywords_only import is_keywords_only
-from .bridge import current_lane
+from .call_context import current
 
 __all__ = [
     "DEFAULT_QUERY_CACHE_SIZE",
@@ -31,7 +31,6 @@ __all__ = [
     "CachingEmbedder",
     "QueryEmbeddingCache",
     "install_query_cache",
-    "query_cache_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -127,7 +126,7 @@ class CachingEmbedder:
         return getattr(self.inner, name)
 
     def _cached(self, memory_action: str | None) -> bool:
-        return memory_action == _SEARCH and self.cache.enabled and current_lane() != "write"
+        return memory_action == _SEARCH and self.cache.enabled and current().lane != "write"
 
     def embed(self, text: Any, memory_action: str | None = None) -> Any:
         """The wrapped ``embed``; a search's text is looked up first."""
@@ -183,9 +182,3 @@ def install_query_cache(
         "query embedding cache on %s (%d entries, %.0f s)", type(embedder).__name__, maxsize, ttl
     )
     return cache
-
-
-def query_cache_of(client: Any) -> QueryEmbeddingCache | None:
-    """The query cache installed on ``client``, if any."""
-    embedder = getattr(client, "embedding_model", None)
-    return embedder.cache if isinstance(embedder, CachingEmbedder) else None

@@ -1,22 +1,68 @@
-"""Keep mem0's notices about optional extras out of users' logs.
+"""Keep mem0 quiet: its telemetry off, its notices about optional extras below WARNING.
 
-mem0 2.2 logs at WARNING when spaCy (``mem0ai[nlp]``) or fastembed is
-missing: "Failed to load spaCy lemma model ... pip install mem0ai[nlp]", once
-per model and process, and "fastembed not installed - BM25 keyword search
-disabled". Neither is something to fix here: this package lemmatises and
-encodes keywords without them. A filter on those two mem0 loggers turns these
-records (and only these) into DEBUG records, so they reach a handler only when
-the user asked for mem0's logs at DEBUG, e.g.
+Telemetry: mem0 2.2 reads ``MEM0_TELEMETRY`` once, when
+``mem0.memory.telemetry`` is imported, and with telemetry on every
+``AsyncMemory`` opens a second local Qdrant under ``$MEM0_DIR`` and phones
+home. This module is imported before anything that imports mem0. When mem0
+came first, its import already built the hosted client's PostHog client
+(``client_telemetry``), which sends an ``$identify`` event on its own checks:
+that client is dropped too. A user who set ``MEM0_TELEMETRY`` is left alone.
+
+Notices: mem0 2.2 logs at WARNING when spaCy (``mem0ai[nlp]``) or fastembed
+is missing: "Failed to load spaCy lemma model ... pip install mem0ai[nlp]",
+once per model and process, and "fastembed not installed - BM25 keyword
+search disabled". Neither is something to fix here: this package lemmatises
+and encodes keywords without them. A filter on those two mem0 loggers turns
+these records (and only these) into DEBUG records, so they reach a handler
+only when the user asked for mem0's logs at DEBUG, e.g.
 ``logging.getLogger("mem0").setLevel(logging.DEBUG)``.
 
-Installing the filter imports nothing; it runs when this package is imported.
+Both happen when this package is imported, and import nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
+from typing import Any
 
-__all__ = ["NOTICE_LOGGERS", "OptionalExtraNotices", "install", "set_demoted"]
+__all__ = [
+    "ENV",
+    "NOTICE_LOGGERS",
+    "USER_CHOSE",
+    "OptionalExtraNotices",
+    "disable_telemetry_unless_chosen",
+    "install",
+    "set_demoted",
+]
+
+# -- telemetry ----------------------------------------------------------------------
+
+ENV = "MEM0_TELEMETRY"
+
+USER_CHOSE = ENV in os.environ
+"""Whether the user set ``MEM0_TELEMETRY`` themselves; then we leave it alone."""
+
+
+def disable_telemetry_unless_chosen() -> None:
+    """Turn telemetry off, also in mem0 modules imported before this package."""
+    if USER_CHOSE:
+        return
+    os.environ[ENV] = "False"
+    for name in ("mem0.memory.telemetry", "mem0.memory.main", "mem0.client.main"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, ENV):
+            setattr(module, ENV, False)
+    module = sys.modules.get("mem0.memory.telemetry")
+    for attribute in ("client_telemetry", "_oss_telemetry_instance"):
+        client: Any = getattr(module, attribute, None)
+        if getattr(client, "posthog", None) is not None:
+            # Dropped, not closed: closing would flush whatever it queued over the network.
+            client.posthog = None
+
+
+# -- notices about optional extras ------------------------------------------------------
 
 NOTICE_LOGGERS = ("mem0.utils.spacy_models", "mem0.vector_stores.qdrant")
 """The mem0 loggers that report missing optional extras."""
@@ -62,4 +108,5 @@ def install() -> None:
             logger.addFilter(_FILTER)
 
 
+disable_telemetry_unless_chosen()
 install()

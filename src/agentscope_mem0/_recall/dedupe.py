@@ -33,7 +33,7 @@ from .._text.lexicon import ENGLISH, any_of
 from .._text.same_fact import FactShape, as_user, cosine, fact_shape, same_fact, user_names
 
 if TYPE_CHECKING:
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
 
 __all__ = ["Embed", "dedupe_by_meaning", "dedupe_hits", "memory_key"]
 

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 
 from agentscope.message import AssistantMsg, HintBlock, Msg
 
-from .._mem0.timeline import time_label
+from .._memories.lifecycle import time_label
 from .._text.escape import escape_memory
 from .._text.tokens import estimate_tokens, prefix_within
 
 if TYPE_CHECKING:
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
 
 __all__ = [
     "DEFAULT_MEMORY_RULES",

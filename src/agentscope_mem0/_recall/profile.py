@@ -18,7 +18,7 @@ from .dedupe import dedupe_hits
 
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
 
 __all__ = ["DEFAULT_PROFILE_SCAN", "DEFAULT_PROFILE_TTL", "ProfileCache", "recall_profile"]
 

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from .._mem0.bounded import bounded
-from .._mem0.tracing import skipped_search, traced_search
+from .._observe.tracing import skipped_search, traced_search
 from .._scope import Scope
 from .dedupe import dedupe_by_meaning
 from .note import is_memory_note
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from .._mem0.backend import Mem0Backend
     from .._mem0.breaker import CircuitBreaker
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
 
 __all__ = ["RecallMode", "build_query", "retrieve"]
 

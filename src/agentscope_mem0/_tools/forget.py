@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MemoryUnavailableError
-from .._mem0.timeline import time_label
+from .._memories.lifecycle import time_label
 from .._text.escape import escape_memory
 from .memory import (
     UNAVAILABLE,
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from agentscope.state import AgentState
     from agentscope.tool import ToolChunk
 
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
     from .._scope import Scope
 
 

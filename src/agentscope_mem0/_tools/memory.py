@@ -26,7 +26,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
 from .._mem0.bounded import bounded
-from .._mem0.tracing import traced_search
+from .._observe.tracing import traced_search
 from .._recall.dedupe import dedupe_by_meaning
 from .._scope import Scope
 from .._text.escape import escape_memory
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .._client_state import ClientState
     from .._mem0.backend import Mem0Backend
     from .._mem0.breaker import CircuitBreaker
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
     from .._parameters import Mem0MiddlewareParameters
     from .._write.queue import WriteQueue
 

@@ -13,7 +13,7 @@ fused; see ``docs/benchmarks/embedded-recall.md``). Nothing else changes:
 the memories are still the user's, filtered the same way.
 
 Only what a reply waits for may be refused (see
-:func:`~agentscope_mem0._mem0.bridge.a_reply_waits`): its query, on mem0's
+:attr:`~agentscope_mem0._mem0.call_context.Mem0Call.serves_a_reply`): its query, on mem0's
 read lane, and the memory texts its note is deduplicated by (the words then
 decide alone). A write's embeddings and a background judgement's searches
 always wait their turn.

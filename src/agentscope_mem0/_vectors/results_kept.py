@@ -12,23 +12,21 @@ payload file; a search reads 60), so the store reads payloads only for as
 many candidates as mem0 can keep, and mem0's answer stays the same.
 
 :func:`results_kept` is set around the search by the package's ``AsyncMemory``
-(:class:`~agentscope_mem0._mem0.memory.SharedStoreMemory`); mem0's worker
-threads inherit it, and a store reads it with :func:`kept_of_search`.
+(:class:`~agentscope_mem0._mem0.async_memory.SharedStoreMemory`), as the
+search's ``results_kept`` (:mod:`.search_terms`); a store reads it with
+:func:`kept_of_search`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import importlib.util
 from collections.abc import Iterator
 
-__all__ = ["entity_scores_possible", "kept_of_search", "results_kept"]
+from .search_terms import search_terms, searching_with
 
-_kept: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "agentscope_mem0_results_kept", default=None
-)
+__all__ = ["entity_scores_possible", "kept_of_search", "results_kept"]
 
 
 @functools.cache
@@ -46,13 +44,10 @@ def results_kept(top_k: int, *, show_expired: bool = False) -> Iterator[int | No
     expired ones too.
     """
     kept = None if show_expired or entity_scores_possible() else max(int(top_k), 1)
-    token = _kept.set(kept)
-    try:
+    with searching_with(results_kept=kept):
         yield kept
-    finally:
-        _kept.reset(token)
 
 
 def kept_of_search() -> int | None:
     """How many unexpired hits the current search keeps, or ``None`` when unknown."""
-    return _kept.get()
+    return search_terms().results_kept

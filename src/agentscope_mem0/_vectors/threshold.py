@@ -6,26 +6,23 @@ when none is given) before it ranks. On mem0's Qdrant and pgvector stores
 that score is the cosine similarity. The embedded Qdrant Edge store ranks by
 meaning and keywords fused, so the score it gives mem0 is a rank, not a
 similarity: it drops a hit itself when the hit's cosine is below the
-threshold handed to it here for the call, and mem0's own gate is opened
-(0.0). Whatever the fusion, the rule stays the same. The hosted platform
+threshold handed to it here for the call (:mod:`.search_terms`), and mem0's
+own gate is opened (0.0). Whatever the fusion, the rule stays the same. The hosted platform
 applies the threshold to its own score.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Iterator
 from typing import Any
+
+from .search_terms import search_terms, searching_with
 
 __all__ = ["MEM0_DEFAULT_THRESHOLD", "cosine_floor", "gates_itself", "mem0_threshold"]
 
 MEM0_DEFAULT_THRESHOLD = 0.1
 """mem0 2.2's ``search`` threshold when none is given."""
-
-_floor: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "agentscope_mem0_cosine_floor", default=None
-)
 
 
 def gates_itself(client: Any) -> bool:
@@ -39,19 +36,16 @@ def mem0_threshold(client: Any, threshold: float | None) -> Iterator[float | Non
     """The threshold to give mem0's ``search`` of ``client`` within the block.
 
     For a store that gates by cosine itself, the threshold (mem0's default
-    when ``None``) is handed to it through the context, which mem0's worker
-    threads inherit, and mem0 is given 0.0; otherwise mem0 gets ``threshold``.
+    when ``None``) is handed to it as the search's ``cosine_floor``, and mem0
+    is given 0.0; otherwise mem0 gets ``threshold``.
     """
     if not gates_itself(client):
         yield threshold
         return
-    token = _floor.set(MEM0_DEFAULT_THRESHOLD if threshold is None else threshold)
-    try:
+    with searching_with(cosine_floor=MEM0_DEFAULT_THRESHOLD if threshold is None else threshold):
         yield 0.0
-    finally:
-        _floor.reset(token)
 
 
 def cosine_floor() -> float | None:
     """The least cosine a hit of the current search must have, if a caller set one."""
-    return _floor.get()
+    return search_terms().cosine_floor

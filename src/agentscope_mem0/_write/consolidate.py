@@ -8,7 +8,7 @@ memories of the scope the reads search (the writing agent's memories, or all
 of the user's with ``scope_search_by_agent=False``); one that states a fact
 one of them already states is marked, not deleted: ``duplicate_of`` names
 the one kept (the older), ``valid_until`` says when they were merged, and the
-kept one lists it under ``duplicates`` (see :mod:`.._mem0.timeline`). Reads
+kept one lists it under ``duplicates`` (see :mod:`.._memories.lifecycle`). Reads
 leave it out, ``export`` and ``history`` keep it, and forgetting the kept one
 brings it back.
 
@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .._mem0.breaker import LatencyRecorder
-from .._mem0.dates import iso
-from .._mem0.timeline import DUPLICATE_OF, DUPLICATES, VALID_UNTIL, ids_of
-from .._mem0.tracing import span
+from .._memories.lifecycle import DUPLICATE_OF, DUPLICATES, VALID_UNTIL, ids_of
+from .._observe.latency import LatencyRecorder
+from .._observe.tracing import span
+from .._text.dates import iso
 from .._text.same_fact import (
     DEFAULT_SAME_FACT_RULE,
     FactShape,

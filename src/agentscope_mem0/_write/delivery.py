@@ -37,8 +37,8 @@ from .._exceptions import (
     PermanentBackendError,
 )
 from .._mem0.add_check import watch_add
-from .._mem0.durable import store_sync
-from .._mem0.tracing import note_write
+from .._mem0.durable import disk_sync_of
+from .._observe.tracing import note_write
 from .._scope import Scope
 from .outbox_rows import FACTS
 from .store_sync import StoreSync
@@ -133,7 +133,7 @@ class Delivery:
         durable: bool = False,
     ) -> None:
         self._backend = backend
-        sync = store_sync(backend.client) if durable else None
+        sync = disk_sync_of(backend.client) if durable else None
         # The embedded store syncs its writes only when told: rows are retired after that.
         self._store_sync = StoreSync(sync) if sync is not None else None
         self._owner = owner

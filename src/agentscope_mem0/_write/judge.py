@@ -9,7 +9,7 @@ to each, one pair at a time (:mod:`.judge_pairs`): a change marks the older
 memory superseded, a detail marks the new one as extending it, and a repeat
 marks the new one a duplicate of the older (consolidation, see
 :mod:`.consolidate`). The verdicts are metadata (:mod:`.judge_plan`,
-:mod:`.._mem0.timeline`): nothing is deleted, superseded memories and
+:mod:`.._memories.lifecycle`): nothing is deleted, superseded memories and
 repeats are only left out of reads.
 
 A repeat the words already show (:func:`~.._recall.same_fact.same_fact`)
@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentscope.message import SystemMsg, UserMsg
 
-from .._mem0.breaker import LatencyRecorder
-from .._mem0.tracing import SpanHandle, model_span, span
-from .._mem0.usage import CallTokens, TokenMeter, metered, record_call
+from .._mem0.call_context import metered, record_call
+from .._observe.latency import LatencyRecorder
+from .._observe.tracing import SpanHandle, model_span, span
+from .._observe.usage import CallTokens, TokenMeter
 from .._text.same_fact import FactShape, fact_shape, kept_apart, same_fact, user_names
 from .consolidate import DEFAULT_CONSOLIDATION_CANDIDATES, new_memories
 from .judge_lanes import Lanes

@@ -7,7 +7,7 @@ key runs that key's jobs one after another. A key whose backlog is full gets
 its jobs marked as overflow (the job decides what it still does).
 
 No reply waits for these jobs, so they run under
-:func:`~.._mem0.bridge.no_reply_waits`: their mem0 reads take the write lane
+:func:`~.._mem0.call_context.no_reply_waits`: their mem0 reads take the write lane
 and their embeddings wait for every reply's query.
 """
 
@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 
-from .._mem0.bridge import no_reply_waits
+from .._mem0.call_context import no_reply_waits
 
 __all__ = ["Job", "Lanes"]
 

@@ -1,7 +1,7 @@
 """What one write's judgement changes, planned before anything is stored.
 
 The time judgement (:mod:`.judge`) decides pair by pair; :class:`ChangePlan`
-turns its verdicts into metadata changes (:mod:`.._mem0.timeline`), keeps
+turns its verdicts into metadata changes (:mod:`.._memories.lifecycle`), keeps
 the rules that span pairs (the later said of two conflicting memories wins;
 at most ``max_superseded`` memories superseded per write; a repeat merged
 into the memory kept) and stores them in an order that hides nothing if it
@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .._mem0.dates import parse_time
-from .._mem0.timeline import (
+from .._memories.lifecycle import (
     DUPLICATE_OF,
     DUPLICATES,
     EVENT_DATE,
@@ -32,12 +31,13 @@ from .._mem0.timeline import (
     ids_of,
     retired_since,
 )
+from .._text.dates import parse_time
 from .consolidate import duplicate_marks
 from .judge_pairs import FACT_ANSWER, FACT_QUESTION, Fact, question_of_metadata
 
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
-    from .._mem0.hits import MemoryHit
+    from .._memories.hit import MemoryHit
     from .._scope import Scope
 
 __all__ = ["ChangePlan", "fact_of_hit", "fact_of_result"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .._mem0.model_json import find_json_object
 from .._text.escape import escape_memory
+from .._text.model_json import find_json_object
 
 __all__ = [
     "JUDGE_MARK",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .._mem0.dates import iso, parse_time
+from .._text.dates import iso, parse_time
 from .outbox_db import Migration
 
 __all__ = [

@@ -30,10 +30,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._mem0.breaker import LatencyRecorder
-from .._mem0.dates import check_said_at
-from .._mem0.tracing import remember_origin
+from .._observe.latency import LatencyRecorder
+from .._observe.tracing import remember_origin
 from .._scope import Scope
+from .._text.dates import check_said_at
 from .delivery import METADATA_KEY, AfterStore, Delivery, RetryPolicy
 from .outbox import OUTBOX_FILENAME, Outbox, OutboxRow
 from .outbox_place import default_outbox_dir

@@ -3,7 +3,7 @@
 mem0 answering ``add`` means the embedded store has the write in its
 write-ahead log: safe from the process dying, not from the power going. So
 after mem0 stored a batch, its rows stay in the outbox until the store's
-next sync (:func:`~agentscope_mem0._mem0.durable.store_sync`) has run; a
+next sync (:func:`~agentscope_mem0._mem0.durable.disk_sync_of`) has run; a
 power loss before it leaves them there, and the next process stores them
 again (exactly once: the batch key finds what the log kept).
 

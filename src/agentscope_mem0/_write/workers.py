@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._mem0.tracing import write_span
+from .._observe.tracing import write_span
 from .._scope import Scope
 from .owners import LIVE_OWNERS
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .._mem0.timeline import overfetch
+from .._memories.lifecycle import overfetch
 from .._scope import Scope
 from . import _timeline as timeline
 from ._common import (

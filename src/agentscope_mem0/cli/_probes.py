@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._exceptions import ConfigurationError, StoreLockedError
-from .._mem0.usage import read_usage
+from .._observe.usage import read_usage
 from .._vectors.size import pg_vector_size, qdrant_vector_size
 from .._write.outbox import OUTBOX_FILENAME, Outbox, OutboxRow
 from ._config import Settings
@@ -187,7 +187,7 @@ def _vectors(settings: Settings, store_size: int | None) -> dict[str, Any]:
 
 
 def _telemetry() -> dict[str, Any]:
-    from .._mem0 import telemetry as choice
+    from .._mem0 import quiet as choice
 
     try:
         import mem0.memory.telemetry as mem0_telemetry

@@ -35,8 +35,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from .._mem0.dates import parse_time
 from .._scope import check_id
+from .._text.dates import parse_time
 
 __all__ = [
     "CORE_PAYLOAD_KEYS",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._exceptions import ConfigurationError
 from .._mem0.backend import Mem0Backend
-from .._mem0.bridge import caller_loop_scope
+from .._mem0.call_context import caller_loop_scope
 from .._mem0.errors import mapped_errors
 from . import _history_db
 from ._models import ChatChoice

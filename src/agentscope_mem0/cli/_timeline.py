@@ -1,4 +1,4 @@
-"""What the CLI shows of the memories' timeline (see ``agentscope_mem0._mem0.timeline``).
+"""What the CLI shows of the memories' timeline (see ``agentscope_mem0._memories.lifecycle``).
 
 ``list`` and ``search`` leave superseded and duplicate memories out unless
 ``--all``, which marks them; ``history ID`` adds the memories the given one
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._mem0.timeline import (
+from .._memories.lifecycle import (
     DUPLICATE_OF,
     DUPLICATES,
     EXTENDS,

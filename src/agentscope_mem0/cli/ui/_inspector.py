@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._mem0.backend import Mem0Backend
-from ..._mem0.dates import parse_time
-from ..._mem0.hits import MemoryHit
-from ..._mem0.timeline import (
+from ..._memories.hit import MemoryHit
+from ..._memories.lifecycle import (
     DUPLICATE_OF,
     EVENT_DATE,
     EXTENDS,
@@ -29,6 +28,7 @@ from ..._mem0.timeline import (
     VALID_UNTIL,
 )
 from ..._scope import Scope
+from ..._text.dates import parse_time
 from ..._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
 
 if TYPE_CHECKING:

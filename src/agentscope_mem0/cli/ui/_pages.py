@@ -13,7 +13,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from ..._mem0.hits import MemoryHit
+from ..._memories.hit import MemoryHit
 from .._output import short_date
 from ._inspector import MemoryView, OutboxView, UserSummary, WriteView
 

@@ -12,7 +12,8 @@ spans and this costs next to nothing.
   reply that started the scope's writer task (a task inherits its starter's
   context) and linked to the reply spans that queued its exchanges (see
   :func:`remember_origin`).
-* ``agentscope_mem0.extract``: one per mem0 LLM call through the adapter.
+* ``agentscope_mem0.extract``: one per mem0 LLM call through the adapter
+  (:func:`model_span`, with the prompt's message count and size in characters).
 * ``agentscope_mem0.judge``: opened by the time judgement with :func:`span`;
   each of its model calls is a ``agentscope_mem0.judge_call`` (:func:`model_span`).
 
@@ -43,15 +44,12 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode
 
 if TYPE_CHECKING:
     from .._scope import Scope
-    from .breaker import CircuitBreaker
-    from .hits import MemoryHit
     from .usage import CallTokens
 
 __all__ = [
     "CONTENT_ENV",
     "PREFIX",
     "SpanHandle",
-    "extract_span",
     "model_span",
     "note_write",
     "record_content",
@@ -208,17 +206,17 @@ def span(
 
 
 async def traced_search(
-    call: Awaitable[list[MemoryHit]],
+    call: Awaitable[list[T]],
     scope: Scope,
     *,
     query: str,
     top_k: int,
     source: str,
-    breaker: CircuitBreaker | None = None,
-) -> list[MemoryHit]:
+    breaker: object | None = None,
+) -> list[T]:
     """Await a mem0 search inside an ``agentscope_mem0.search`` span.
 
-    The caller's deadline (a ``TimeoutError`` from :func:`.bounded.bounded`
+    The caller's deadline (a ``TimeoutError`` from :func:`~agentscope_mem0._mem0.bounded.bounded`
     inside, or a cancellation from outside) is recorded as ``timed_out``.
 
     Args:
@@ -227,16 +225,9 @@ async def traced_search(
         query: The query (on the span only with content recording).
         top_k: Memories asked for.
         source: ``auto`` (the reply's search) or ``tool`` (``search_memory``).
-        breaker: The breaker guarding the search, for its state.
+        breaker: The circuit breaker guarding the search (its ``state`` is recorded).
     """
-    with span(
-        "search",
-        user_id=scope.user_id,
-        agent_id=scope.agent_id,
-        top_k=top_k,
-        source=source,
-        breaker_state=_breaker_state(breaker),
-    ) as handle:
+    with _search_span(scope, top_k, source, breaker) as handle:
         handle.set_text("query", query)
         try:
             hits = await call
@@ -247,24 +238,25 @@ async def traced_search(
         return hits
 
 
-def skipped_search(scope: Scope, *, top_k: int, breaker: CircuitBreaker | None) -> None:
+def skipped_search(scope: Scope, *, top_k: int, breaker: object | None) -> None:
     """Record a search the open breaker skipped, as an empty ``search`` span."""
-    with span(
+    with _search_span(scope, top_k, "auto", breaker, skipped=True, hits=0):
+        pass
+
+
+def _search_span(
+    scope: Scope, top_k: int, source: str, breaker: object | None, **attrs: Any
+) -> contextlib.AbstractContextManager[SpanHandle]:
+    state = getattr(breaker, "state", None)
+    return span(
         "search",
         user_id=scope.user_id,
         agent_id=scope.agent_id,
         top_k=top_k,
-        source="auto",
-        skipped=True,
-        breaker_state=_breaker_state(breaker),
-        hits=0,
-    ):
-        pass
-
-
-def _breaker_state(breaker: CircuitBreaker | None) -> str | None:
-    state = getattr(breaker, "state", None)
-    return None if state is None else str(getattr(state, "value", state))
+        source=source,
+        breaker_state=None if state is None else str(getattr(state, "value", state)),
+        **attrs,
+    )
 
 
 # -- writes -------------------------------------------------------------------
@@ -334,24 +326,7 @@ def note_write(*, retries: int = 0, stored: int = 0, failed: int = 0) -> None:
         )
 
 
-# -- extraction ---------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def extract_span(
-    model: Any, messages: Sequence[dict[str, Any]], *, tools: bool
-) -> Iterator[SpanHandle]:
-    """The ``agentscope_mem0.extract`` span of one mem0 LLM call through the adapter.
-
-    Records the model name, the prompt's message count and size in characters
-    (its text only with content recording) and, through ``handle.set`` and
-    ``handle.usage``, the answer's size and tokens.
-    """
-    size = sum(len(str(m.get("content") or "")) for m in messages)
-    with model_span(
-        "extract", model, messages=len(messages), prompt_chars=size, tools=tools
-    ) as handle:
-        yield handle
+# -- model calls ----------------------------------------------------------------
 
 
 @contextlib.contextmanager

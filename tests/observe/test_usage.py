@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentscope_mem0._mem0.usage import CallTokens, TokenMeter, read_usage
+from agentscope_mem0._observe.usage import CallTokens, TokenMeter, read_usage
 
 
 def test_a_failing_file_is_said_once_and_its_recovery_too(
@@ -20,7 +20,7 @@ def test_a_failing_file_is_said_once_and_its_recovery_too(
     broken.close()  # every statement on it raises sqlite3.ProgrammingError
     meter._db = broken
     tokens = CallTokens(input_tokens=10, output_tokens=2, estimated=False)
-    with caplog.at_level(logging.INFO, logger="agentscope_mem0._mem0.usage"):
+    with caplog.at_level(logging.INFO, logger="agentscope_mem0._observe.usage"):
         for _ in range(5):
             meter.add("extraction", tokens, writes=1)
         meter._db = working

@@ -1,6 +1,6 @@
 """What forgetting a memory brings back.
 
-A superseded memory or a repeat (:mod:`.timeline`) is hidden because of
+A superseded memory or a repeat (:mod:`.lifecycle`) is hidden because of
 another memory. When that one is deleted, what it hid is true again as far
 as the store knows: the memories it superseded become current, and so does
 the oldest repeat merged into it, which keeps the other repeats. Forgetting
@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .timeline import (
+from .lifecycle import (
     DUPLICATE_OF,
     DUPLICATES,
     SUPERSEDED_BY,
@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 
 
 class Memories(Protocol):
-    """What releasing needs of :class:`~.backend.Mem0Backend` (which calls it)."""
+    """What releasing needs of :class:`~agentscope_mem0._mem0.backend.Mem0Backend`
+    (which calls it)."""
 
     async def get(self, memory_id: str) -> dict[str, Any] | None: ...
 

@@ -26,28 +26,23 @@ A superseded or duplicate memory is kept; reads leave it out unless asked for
 it (duplicates always: they add nothing a reader does not already get).
 
 A queued write keeps its said time in its outbox row (the ``said_at``
-column), so it survives a restart; :meth:`.backend.Mem0Backend.add` takes it
-as one value. While mem0 extracts, a context variable tells the chat-model
-adapter the said time, so mem0's "Observation Date" is the said date and
-event dates can be asked for.
+column), so it survives a restart; the backend's ``add`` takes it as one
+value and hands it to the extraction (:mod:`agentscope_mem0._mem0.extraction`),
+so mem0's "Observation Date" is the said date and event dates can be asked for.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .dates import iso, parse_time
+from .._text.dates import iso, parse_time
 
 if TYPE_CHECKING:
-    from .hits import MemoryHit
+    from .hit import MemoryHit
 
 __all__ = [
     "DUPLICATES",
@@ -57,22 +52,18 @@ __all__ = [
     "SAID_AT",
     "SUPERSEDED_BY",
     "SUPERSEDES",
-    "TIME_KEYS",
     "VALID_FROM",
     "VALID_UNTIL",
-    "WriteTime",
     "event_date_of",
     "ids_of",
     "is_duplicate",
+    "is_event_date",
     "is_superseded",
-    "prepare_extraction",
     "read_current",
-    "record_extraction",
     "retired_since",
     "said_at_of",
     "time_label",
     "write_metadata",
-    "write_time",
 ]
 
 logger = logging.getLogger(__name__)
@@ -86,18 +77,13 @@ EXTENDS = "extends"
 EVENT_DATE = "event_date"
 DUPLICATE_OF = "duplicate_of"
 DUPLICATES = "duplicates"
-TIME_KEYS = (
-    SAID_AT,
-    VALID_FROM,
-    EVENT_DATE,
-    VALID_UNTIL,
-    SUPERSEDED_BY,
-    SUPERSEDES,
-    EXTENDS,
-    DUPLICATE_OF,
-    DUPLICATES,
-)
-"""The metadata keys this module owns, in the order they are shown."""
+
+_EVENT_DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
+
+
+def is_event_date(value: Any) -> bool:
+    """Whether ``value`` is an event date: ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``."""
+    return isinstance(value, str) and _EVENT_DATE.fullmatch(value) is not None
 
 
 # -- the said time of a reply -------------------------------------------------------
@@ -155,7 +141,7 @@ def ids_of(value: Any) -> list[str]:
 def event_date_of(hit: MemoryHit) -> str | None:
     """``hit``'s event date (``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``), if it has one."""
     value = _metadata(hit).get(EVENT_DATE)
-    return value if isinstance(value, str) and _EVENT_DATE.fullmatch(value) else None
+    return value if is_event_date(value) else None
 
 
 def valid_until_of(hit: MemoryHit) -> str | None:
@@ -164,7 +150,7 @@ def valid_until_of(hit: MemoryHit) -> str | None:
     if not is_superseded(hit):
         return None
     value = _metadata(hit).get(VALID_UNTIL)
-    if isinstance(value, str) and _EVENT_DATE.fullmatch(value):
+    if is_event_date(value):
         return value
     moment = parse_time(value)
     return f"{moment:%Y-%m-%d}" if moment is not None else None
@@ -182,7 +168,7 @@ def retired_since(
     """
     if (
         event_date
-        and _EVENT_DATE.fullmatch(event_date)
+        and is_event_date(event_date)
         and (older_said is None or event_date >= older_said.date().isoformat()[: len(event_date)])
     ):
         return event_date
@@ -233,107 +219,3 @@ def time_label(hit: MemoryHit) -> str | None:
     elif is_superseded(hit):
         parts.append("no longer true")
     return ", ".join(parts)
-
-
-# -- during extraction ------------------------------------------------------------------
-
-
-@dataclass
-class WriteTime:
-    """What the extraction of one write needs to know and found out about time."""
-
-    said_at: datetime
-    event_dates: dict[str, str] = field(default_factory=dict)
-    """Event date per extracted memory text."""
-
-
-_CURRENT: contextvars.ContextVar[WriteTime | None] = contextvars.ContextVar(
-    "agentscope_mem0_write_time", default=None
-)
-
-
-@contextlib.contextmanager
-def write_time(said_at: datetime) -> Iterator[WriteTime]:
-    """Make ``said_at`` the extraction's observation date within the block.
-
-    mem0 runs its LLM call through ``asyncio.to_thread``, which copies the
-    context, so the adapter sees the value and fills :attr:`WriteTime.event_dates`.
-    """
-    current = WriteTime(said_at=said_at)
-    token = _CURRENT.set(current)
-    try:
-        yield current
-    finally:
-        _CURRENT.reset(token)
-
-
-_EXTRACTION_MARK = "## New Messages"
-_OBSERVATION = re.compile(r"(## Observation Date\n)([^\n]*)")
-_OUTPUT = "# Output:"
-_EVENT_DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
-
-EVENT_DATE_INSTRUCTIONS = (
-    "## Event Dates\n"
-    'Give each memory an "event_date" field when the messages say when the event it '
-    'describes happened or will happen ("last month", "in 2019", "next Friday", '
-    '"on May 3"): resolve it against the Observation Date and write it as YYYY-MM-DD, '
-    "or YYYY-MM / YYYY when only the month or year is known. Leave the field out when "
-    "the messages give no date for the event; the Observation Date itself is not an "
-    "event date."
-)
-"""Appended to mem0's extraction prompt while a write's said time is known."""
-
-
-def prepare_extraction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """mem0's prompt with the said date as its observation date and event dates asked for.
-
-    Prompts other than mem0 2.2's extraction prompt, and calls outside a
-    :func:`write_time` block, pass unchanged.
-    """
-    current = _CURRENT.get()
-    if current is None or not messages:
-        return messages
-    last = messages[-1]
-    content = last.get("content")
-    if last.get("role") != "user" or not isinstance(content, str):
-        return messages
-    if _EXTRACTION_MARK not in content or _OBSERVATION.search(content) is None:
-        return messages
-    said = current.said_at.date().isoformat()
-    content = _OBSERVATION.sub(lambda m: m.group(1) + said, content, count=1)
-    if _OUTPUT in content:
-        head, _, tail = content.rpartition(_OUTPUT)
-        content = f"{head}{EVENT_DATE_INSTRUCTIONS}\n\n{_OUTPUT}{tail}"
-    else:
-        content = f"{content}\n\n{EVENT_DATE_INSTRUCTIONS}"
-    return [*messages[:-1], {**last, "content": content}]
-
-
-def record_extraction(answer: Any) -> None:
-    """Note the event dates in mem0's extraction answer for the current write."""
-    current = _CURRENT.get()
-    if current is None or not isinstance(answer, str) or '"event_date"' not in answer:
-        return
-    text = answer.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
-    try:
-        items = json.loads(text, strict=False).get("memory", [])
-    except (ValueError, AttributeError):
-        return
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict):
-            continue
-        memory, when = item.get("text"), item.get("event_date")
-        if isinstance(memory, str) and isinstance(when, str) and _EVENT_DATE.fullmatch(when):
-            current.event_dates[memory] = when
-
-
-def annotate_results(results: list[Any], current: WriteTime) -> None:
-    """Add each memory's event date, found by the extraction, to mem0's results."""
-    for item in results:
-        if not isinstance(item, dict):
-            continue
-        when = current.event_dates.get(str(item.get("memory", "")))
-        if when:
-            item.setdefault(EVENT_DATE, when)

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentscope_mem0 import Mem0Middleware
-from agentscope_mem0._mem0 import tracing as _tracing
+from agentscope_mem0._observe import tracing as _tracing
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import RecordingClient, real_memory
 

@@ -9,20 +9,18 @@ estimated (:func:`estimate_tokens`, which errs high) and the calls counted
 as estimated.
 
 The totals are also kept in ``usage.sqlite3`` next to the write outbox, so
-``agentscope-mem0 status`` can show them from another process. The calls
-are attributed through a context variable (:func:`metered`) that mem0's
-worker threads inherit.
+``agentscope-mem0 status`` can show them from another process. Which meter
+and kind a model call counts on travels with the call (see
+:func:`agentscope_mem0._mem0.call_context.metered`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +29,7 @@ from typing import Any, Literal
 from .._sqlite.wal import enable_wal
 from .._text.tokens import estimate_tokens
 
-__all__ = ["USAGE_FILENAME", "CallTokens", "TokenMeter", "metered", "read_usage", "record_call"]
+__all__ = ["USAGE_FILENAME", "CallTokens", "Kind", "TokenMeter", "read_usage"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +55,21 @@ class CallTokens:
     output_tokens: int
     estimated: bool
     """The model reported no usage; these are :func:`estimate_tokens` figures."""
+
+    @classmethod
+    def of(cls, usage: Any, prompt: str, answer: str) -> CallTokens:
+        """The tokens of one call: as reported, else estimated.
+
+        Args:
+            usage: The response's ``ChatUsage`` (``input_tokens``/``output_tokens``), or ``None``.
+            prompt: The prompt's text, estimated when ``usage`` is missing.
+            answer: The answer's text, likewise.
+        """
+        reported_in = getattr(usage, "input_tokens", None)
+        reported_out = getattr(usage, "output_tokens", None)
+        if isinstance(reported_in, int) and isinstance(reported_out, int):
+            return cls(reported_in, reported_out, estimated=False)
+        return cls(estimate_tokens(prompt), estimate_tokens(answer), estimated=True)
 
 
 class TokenMeter:
@@ -163,15 +176,11 @@ def _open(path: Path) -> sqlite3.Connection:
 def _store(db: sqlite3.Connection, kind: str, change: dict[str, int]) -> None:
     now = time.time()
     db.execute(
-        "INSERT INTO usage (kind, calls, writes, input_tokens, output_tokens, estimated_calls, "
-        "since, updated) VALUES (?, 0, 0, 0, 0, 0, ?, ?) ON CONFLICT(kind) DO NOTHING",
-        (kind, now, now),
-    )
-    db.execute(
-        "UPDATE usage SET calls = calls + ?, writes = writes + ?, input_tokens = input_tokens + ?, "
-        "output_tokens = output_tokens + ?, estimated_calls = estimated_calls + ?, updated = ? "
-        "WHERE kind = ?",
-        (*(change[name] for name in _FIELDS), now, kind),
+        f"INSERT INTO usage (kind, {', '.join(_FIELDS)}, since, updated) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(kind) DO UPDATE SET "
+        + ", ".join(f"{name} = {name} + excluded.{name}" for name in _FIELDS)
+        + ", updated = excluded.updated",
+        (kind, *(change[name] for name in _FIELDS), now, now),
     )
 
 
@@ -196,41 +205,3 @@ def read_usage(folder: Path) -> dict[str, Any] | None:
     since = min((row[6] for row in rows), default=None)
     out["since"] = datetime.fromtimestamp(since, UTC).isoformat() if since else None
     return out
-
-
-# -- attributing calls ----------------------------------------------------------------
-
-_CURRENT: contextvars.ContextVar[tuple[TokenMeter, Kind] | None] = contextvars.ContextVar(
-    "agentscope_mem0_meter", default=None
-)
-
-
-@contextlib.contextmanager
-def metered(meter: TokenMeter | None, kind: Kind) -> Iterator[None]:
-    """Count the model calls made within the block on ``meter`` under ``kind``."""
-    token = _CURRENT.set((meter, kind) if meter is not None else None)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
-
-
-def record_call(usage: Any, prompt: str, answer: str) -> CallTokens:
-    """The tokens of one call, counted on the current meter (if any).
-
-    Args:
-        usage: The response's ``ChatUsage`` (``input_tokens``/``output_tokens``), or ``None``.
-        prompt: The prompt's text, estimated when ``usage`` is missing.
-        answer: The answer's text, likewise.
-    """
-    reported_in = getattr(usage, "input_tokens", None)
-    reported_out = getattr(usage, "output_tokens", None)
-    if isinstance(reported_in, int) and isinstance(reported_out, int):
-        tokens = CallTokens(reported_in, reported_out, estimated=False)
-    else:
-        tokens = CallTokens(estimate_tokens(prompt), estimate_tokens(answer), estimated=True)
-    current = _CURRENT.get()
-    if current is not None:
-        meter, kind = current
-        meter.add(kind, tokens)
-    return tokens

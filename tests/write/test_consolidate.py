@@ -149,7 +149,7 @@ async def _store(mw: Mem0Middleware, text: str, scope: Scope) -> list[dict[str, 
     results = await backend.add(
         [{"role": "user", "content": text}], scope, infer=False, said_at=said
     )
-    await mw.client_state._after_store(scope, results, said)
+    mw.client_state.follow_up.stored(scope, results, said)
     assert await mw.flush(timeout=60)
     return results
 

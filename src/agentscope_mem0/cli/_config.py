@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
-from .._write.outbox_place import hosted_outbox_dir, outbox_dir_for_config
+from .._write.outbox import hosted_outbox_dir, outbox_dir_for_config
 from ..backends import DEFAULT_COLLECTION
 
 __all__ = [

@@ -170,9 +170,17 @@ def test_rows_of_a_dead_process_are_claimed_at_once(box: Outbox) -> None:
     me = new_owner_id()
     assert [r.key for r in box.claim_orphans(owner=me, lease=30)] == ["k"]
     assert [r.key for r in box.held(me)] == ["k"]
-    assert box.renew(owner=me, lease=30) == 1
     assert box.release(owner=me) == 1
     assert box.held(me) == []
+
+
+def test_claiming_orphans_renews_the_claimers_own_leases(box: Outbox) -> None:
+    me, other = new_owner_id(), "elsewhere:1:x"
+    box.insert(key="k", user_id="u", agent_id="a", messages=[], owner=me, lease=-1)
+    assert box.claim_orphans(owner=me, lease=30) == []  # its own row is no orphan
+    # Renewed: another writer finds a live lease (it cannot tell whether "me" lives).
+    assert box.claim_orphans(owner=other, lease=30, live_here={me}) == []
+    assert [r.key for r in box.held(me)] == ["k"]
 
 
 def test_claims_are_atomic_across_connections(tmp_path: Path) -> None:

@@ -68,6 +68,7 @@ __all__ = [
     "hosted_outbox_dir",
     "new_owner_id",
     "outbox_dir_for_config",
+    "outbox_on",
     "owner_is_dead",
 ]
 
@@ -223,14 +224,11 @@ class BaseOutbox(abc.ABC):
         """Keep rows as failed, with ``reason``, unclaimed and not retried."""
 
     @abc.abstractmethod
-    def renew(self, *, owner: str, lease: float) -> int:
-        """Extend the lease on every pending row ``owner`` holds; returns how many."""
-
-    @abc.abstractmethod
     def claim_orphans(
         self, *, owner: str, lease: float, live_here: Iterable[str] = ()
     ) -> list[OutboxRow]:
-        """Take over the pending rows no live writer holds, atomically.
+        """Renew ``owner``'s leases and take over the pending rows no live
+        writer holds, in one transaction (two writers never take one row).
 
         A row is an orphan when it is unclaimed, its lease ran out, or its
         owner is known to be dead (:func:`owner_is_dead`). The other pending
@@ -470,28 +468,32 @@ def _rows_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> list[OutboxRow]
 class Outbox(BaseOutbox):
     """The outbox in an SQLite file (or in memory); callable from any thread.
 
-    Close it when done (``with Outbox(path) as box:`` does).
+    Its connection lives on a thread of its own; close it when done
+    (``with Outbox(path) as box:`` does).
 
     Args:
         path: The database file; ``None`` keeps it in memory (no durability).
         busy_timeout: Seconds to wait for another process's write lock.
-        thread: The thread that owns the connection (a write queue's file and
-            its in-memory stand-in share one, which the queue closes); by
-            default one of its own, ended by :meth:`close`.
     """
 
-    def __init__(
+    def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout: float = 10.0) -> None:
+        where = os.fspath(path) if path is not None else ":memory:"
+        thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {where}")
+        self._open_on(thread, path, busy_timeout, owns_thread=True)
+
+    def _open_on(
         self,
+        thread: ConnectionThread,
         path: str | os.PathLike[str] | None,
+        busy_timeout: float,
         *,
-        busy_timeout: float = 10.0,
-        thread: ConnectionThread | None = None,
+        owns_thread: bool,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.where = os.fspath(self.path) if self.path is not None else ":memory:"
+        self.thread = thread
+        self._own_thread = owns_thread
         self._busy_timeout = busy_timeout
-        self._own_thread = thread is None
-        self.thread = thread or ConnectionThread(OUTBOX_THREAD, what=f"the outbox {self.where}")
         self.recovered_at_open: int | None = None
         """Rows carried over from a damaged file replaced at open (``None``: none was)."""
         # The highest row id committed, beside the file: a lost WAL shows as less.
@@ -517,7 +519,6 @@ class Outbox(BaseOutbox):
     def add(
         self, rows: Sequence[OutboxRow], owner: str | None = None, lease: float = 0.0
     ) -> list[int]:
-        """See :meth:`BaseOutbox.add`."""
         now = time.time()
         until = now + lease if owner is not None else None
         values = [
@@ -550,7 +551,6 @@ class Outbox(BaseOutbox):
         return [_row_of(v) for v in self._read(sql, (owner, PENDING, batch_key))]
 
     def start_attempt(self, ids: Sequence[int], *, owner: str, batch_key: str) -> bool:
-        """See :meth:`BaseOutbox.start_attempt`."""
 
         def work(conn: sqlite3.Connection) -> bool:
             (held,) = conn.execute(
@@ -570,17 +570,14 @@ class Outbox(BaseOutbox):
         return bool(self._write(work))
 
     def uncount_attempt(self, ids: Sequence[int]) -> None:
-        """See :meth:`BaseOutbox.uncount_attempt`."""
         sql = f"UPDATE writes SET attempts = max(attempts - 1, 0) WHERE id IN ({_marks(ids)})"
         self._write(lambda c: c.execute(sql, ids))
 
     def complete(self, ids: Sequence[int]) -> None:
-        """See :meth:`BaseOutbox.complete`."""
         if ids:
             self._write(lambda c: c.execute(f"DELETE FROM writes WHERE id IN ({_marks(ids)})", ids))
 
     def fail(self, ids: Sequence[int], reason: str) -> None:
-        """See :meth:`BaseOutbox.fail`."""
         sql = (
             "UPDATE writes SET status = ?, error = ?, claimed_by = NULL, lease_until = NULL,"
             f" updated_at = ? WHERE id IN ({_marks(ids)})"
@@ -588,20 +585,17 @@ class Outbox(BaseOutbox):
         if ids:
             self._write(lambda c: c.execute(sql, (FAILED, reason, time.time(), *ids)))
 
-    def renew(self, *, owner: str, lease: float) -> int:
-        """See :meth:`BaseOutbox.renew`."""
-        sql = "UPDATE writes SET lease_until = ? WHERE claimed_by = ? AND status = ?"
-        params = (time.time() + lease, owner, PENDING)
-        return int(self._write(lambda c: c.execute(sql, params).rowcount))
-
     def claim_orphans(
         self, *, owner: str, lease: float, live_here: Iterable[str] = ()
     ) -> list[OutboxRow]:
-        """See :meth:`BaseOutbox.claim_orphans`."""
         live = set(live_here)
 
         def work(conn: sqlite3.Connection) -> list[OutboxRow]:
             now = time.time()
+            conn.execute(
+                "UPDATE writes SET lease_until = ? WHERE claimed_by = ? AND status = ?",
+                (now + lease, owner, PENDING),
+            )
             owners = conn.execute(
                 "SELECT DISTINCT claimed_by FROM writes WHERE status = ?"
                 " AND claimed_by IS NOT NULL AND claimed_by != ?",
@@ -635,12 +629,10 @@ class Outbox(BaseOutbox):
         return list(self._write(work))
 
     def held(self, owner: str) -> list[OutboxRow]:
-        """See :meth:`BaseOutbox.held`."""
         sql = f"{_SELECT} WHERE claimed_by = ? AND status = ? ORDER BY id"
         return [_row_of(v) for v in self._read(sql, (owner, PENDING))]
 
     def release(self, *, owner: str, keep: Collection[str] = ()) -> int:
-        """See :meth:`BaseOutbox.release`."""
         kept = list(keep)
         sql = (
             "UPDATE writes SET claimed_by = NULL, lease_until = NULL WHERE claimed_by = ?"
@@ -649,7 +641,6 @@ class Outbox(BaseOutbox):
         return int(self._write(lambda c: c.execute(sql, (owner, PENDING, *kept)).rowcount))
 
     def failed(self) -> list[OutboxRow]:
-        """See :meth:`BaseOutbox.failed`."""
         return [
             _row_of(v) for v in self._read(f"{_SELECT} WHERE status = ? ORDER BY id", (FAILED,))
         ]
@@ -657,7 +648,6 @@ class Outbox(BaseOutbox):
     def requeue_failed(
         self, *, owner: str, lease: float, user_id: str | None = None
     ) -> list[OutboxRow]:
-        """See :meth:`BaseOutbox.requeue_failed`."""
 
         def work(conn: sqlite3.Connection) -> list[OutboxRow]:
             where = "status = ?" + (" AND user_id = ?" if user_id is not None else "")
@@ -675,7 +665,6 @@ class Outbox(BaseOutbox):
         return list(self._write(work))
 
     def counts(self) -> dict[str, int]:
-        """See :meth:`BaseOutbox.counts`."""
         found = dict(self._read("SELECT status, count(*) FROM writes GROUP BY status"))
         return {"pending": found.get(PENDING, 0), "failed": found.get(FAILED, 0)}
 
@@ -873,6 +862,14 @@ class Outbox(BaseOutbox):
         if conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
+
+
+def outbox_on(thread: ConnectionThread, path: str | os.PathLike[str] | None) -> Outbox:
+    """An :class:`Outbox` whose connection lives on ``thread``, which the caller
+    owns and closes (a write queue's file and its in-memory stand-in share one)."""
+    outbox = Outbox.__new__(Outbox)
+    outbox._open_on(thread, path, 10.0, owns_thread=False)
+    return outbox
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

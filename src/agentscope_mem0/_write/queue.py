@@ -40,7 +40,7 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +64,7 @@ from .outbox import (
     OutboxRow,
     default_outbox_dir,
     new_owner_id,
+    outbox_on,
 )
 
 if TYPE_CHECKING:
@@ -191,9 +192,9 @@ class WriteQueue:
         # The file and its in-memory stand-in share one thread, which this queue closes.
         self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {path or MEMORY_ONLY}")
         try:
-            self._outbox = Outbox(path, thread=self._thread)
+            self._outbox = outbox_on(self._thread, path)
             # Where writes wait, in memory, while the file cannot record.
-            self._spill: BaseOutbox = Outbox(None, thread=self._thread) if path else self._outbox
+            self._spill: BaseOutbox = outbox_on(self._thread, None) if path else self._outbox
         except BaseException:
             self._thread.close()
             raise
@@ -215,7 +216,7 @@ class WriteQueue:
         self._unrecorded: set[str] = set()  # keys of writes kept in memory only
         self._failing: str | None = None  # why the file refuses, while it does
         self._dropped = 0  # writes kept in memory and lost at close or exit, logged as such
-        self._elsewhere: set[asyncio.Task[bool]] = set()  # rows the file refused, in hand
+        self._elsewhere: set[asyncio.Task[None]] = set()  # rows the file refused, in hand
         self._submitted_at: dict[str, float] = {}
         self._results: dict[str, list[dict[str, Any]]] = {}
         self._latency = LatencyRecorder()
@@ -505,9 +506,9 @@ class WriteQueue:
                     told(True)
                     continue
                 # Each row finds its own way.
-                task = rt.loop.create_task(self._record_elsewhere(row, failure))
+                task = rt.loop.create_task(self._record_elsewhere(row, failure, told))
                 self._elsewhere.add(task)
-                task.add_done_callback(lambda done, told=told: self._recorded_elsewhere(done, told))
+                task.add_done_callback(self._elsewhere.discard)
 
         rows = [row for row, _ in taken]
         try:
@@ -515,12 +516,18 @@ class WriteQueue:
         except Exception as exc:  # the thread is closed
             inserted(None, exc)
 
-    def _recorded_elsewhere(self, task: asyncio.Task[bool], told: Recorded) -> None:
-        self._elsewhere.discard(task)
-        told(not task.cancelled() and task.exception() is None and task.result())
+    async def _record_elsewhere(self, row: OutboxRow, exc: Exception, told: Recorded) -> None:
+        """Record a row the file refused (in a repaired file, else in memory) and
+        tell ``told`` whether it is."""
+        recorded = False
+        try:
+            recorded = await self._keep_elsewhere(row, exc)
+        except Exception:
+            logger.exception("could not record a memory write for user %s", row.user_id)
+        finally:  # cancelled too
+            told(recorded)
 
-    async def _record_elsewhere(self, row: OutboxRow, exc: Exception) -> bool:
-        """Record a row the file refused: in a repaired file, else in memory."""
+    async def _keep_elsewhere(self, row: OutboxRow, exc: Exception) -> bool:
         self._stats.outbox_errors += 1
         if isinstance(exc, DamagedFileError):
             with contextlib.suppress(Exception):
@@ -558,6 +565,26 @@ class WriteQueue:
         """Memory first (it always progresses), then the file."""
         return (self._outbox,) if self._spill is self._outbox else (self._spill, self._outbox)
 
+    def _unspill(self, scope: Scope | None = None, skip: Collection[str] = ()) -> list[str]:
+        """Move the writes kept in memory (``scope``'s, or all) into the file, but
+        those whose key is in ``skip``; returns their keys. On the outbox's thread.
+
+        A scope's rows stay held by this queue; all of them (at close or exit)
+        are left for whoever opens the file next.
+        """
+        if self._spill is self._outbox:
+            return []
+        rows = [
+            row
+            for row in self._spill.held(self._owner)
+            if (scope is None or (row.user_id, row.agent_id) == (scope.user_id, scope.agent_id))
+            and row.key not in skip
+        ]
+        if rows:
+            self._outbox.add(rows, self._owner if scope else None, self._lease)
+            self._spill.complete([row.id for row in rows])
+        return [row.key for row in rows]
+
     async def _move_spilled(self, scope: Scope) -> None:
         """Move ``scope``'s writes kept in memory into the file once it takes them again.
 
@@ -566,24 +593,10 @@ class WriteQueue:
         sync stay where they are. While the file still refuses, they stay in
         memory and nothing is logged again.
         """
-        if self._spill is self._outbox or not self._unrecorded:
+        if not self._unrecorded:
             return
-        unsynced = frozenset(self._delivery.unsynced)
-
-        def move() -> list[str]:
-            rows = [
-                row
-                for row in self._spill.held(self._owner)
-                if (row.user_id, row.agent_id) == (scope.user_id, scope.agent_id)
-                and row.key not in unsynced
-            ]
-            if rows:
-                self._outbox.add(rows, self._owner, self._lease)
-                self._spill.complete([row.id for row in rows])
-            return [row.key for row in rows]
-
         try:
-            keys = await self._thread.run(move)
+            keys = await self._thread.run(self._unspill, scope, frozenset(self._delivery.unsynced))
         except Exception as exc:
             logger.debug("memory writes kept in memory stay there for now: %s", exc)
             return
@@ -597,29 +610,20 @@ class WriteQueue:
             )
 
     def _save_spilled(self) -> None:
-        """Move the writes kept in memory into the file, unclaimed (at close and exit).
-
-        Those the file still refuses are lost, and logged.
-        """
-        if self._spill is self._outbox:
-            return
-        rows = self._spill.held(self._owner)
-        if not rows:
-            return
+        """At close and exit: the writes kept in memory into the file, or lost (and logged)."""
         try:
-            self._outbox.add(rows)
+            self._unspill()
         except Exception as exc:
-            self._stats.lost += len(rows)
-            self._dropped += len(rows)
+            left = len(self._spill.held(self._owner))
+            self._stats.lost += left
+            self._dropped += left
             logger.error(
                 "%d memory writes kept in memory (the outbox %s could not record them: %s) "
                 "are lost",
-                len(rows),
+                left,
                 self._outbox.where,
                 exc,
             )
-            return
-        self._spill.complete([row.id for row in rows])
 
     def _close_boxes(self) -> None:
         for box in self._boxes():
@@ -666,7 +670,8 @@ class WriteQueue:
         ]
 
     async def _claim_orphans(self) -> list[OutboxRow]:
-        """Take over the rows whose writer died; counted as replayed."""
+        """Renew this queue's leases and take over the rows whose writer died
+        (counted as replayed)."""
         if not self._outbox.durable:
             return []
         rows = await self._thread.run(
@@ -684,9 +689,7 @@ class WriteQueue:
             await asyncio.sleep(self._lease / 3)
             try:
                 self._adopt(rt, await self._held())
-                if self._outbox.durable:
-                    await self._thread.run(self._outbox.renew, owner=self._owner, lease=self._lease)
-                    self._adopt(rt, await self._claim_orphans())
+                self._adopt(rt, await self._claim_orphans())  # renews this queue's leases too
             except Exception as exc:
                 self._stats.outbox_errors += 1
                 logger.warning(

@@ -308,7 +308,7 @@ def load_settings(
     return replace(settings, outbox_dir=store_outbox_dir(settings))
 
 
-# The vector size does not name a store (see outbox_place); the config
+# The vector size does not name a store (see _write.outbox); the config
 # builders only need a valid one.
 _ANY_DIMS = 8
 
@@ -321,7 +321,7 @@ def store_outbox_dir(settings: Settings) -> Path:
 
     Returns:
         The data folder for the embedded store; for a server store, the folder
-        :func:`~agentscope_mem0._write.outbox_place.outbox_dir_for_config` gives its
+        :func:`~agentscope_mem0._write.outbox.outbox_dir_for_config` gives its
         mem0 config; for the hosted platform, the one of its host and API key.
 
     Raises:

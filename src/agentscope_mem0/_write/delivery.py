@@ -250,6 +250,8 @@ class Delivery:
         return sent
 
     async def _send(self, batch: _Batch, semaphore: asyncio.Semaphore, sent: Sent) -> None:
+        """Attempt after attempt: undo what an unconfirmed one may have stored,
+        commit the next one, call mem0; what a failure means decides what follows."""
         while True:
             undone = not batch.sent_before or await self._undo(batch)
             if not undone and batch.attempt < self._retry.max_attempts:
@@ -257,19 +259,8 @@ class Delivery:
             if batch.attempt >= self._retry.max_attempts:
                 await self._fail(batch, self._gave_up(batch.last_error), sent)
                 return
-            held = await batch.run(
-                batch.outbox.start_attempt, batch.ids, owner=self._owner, batch_key=batch.key
-            )
-            if not held:
-                logger.warning(
-                    "another writer took over %d memory writes for user %s; leaving them to it",
-                    len(batch.rows),
-                    batch.scope.user_id,
-                )
-                sent.dropped += batch.rows
+            if not await self._start_attempt(batch, sent):
                 return
-            batch.attempt += 1
-            batch.sent_before = True
             try:
                 results = await self._call(batch, semaphore)
             except asyncio.CancelledError:
@@ -286,6 +277,23 @@ class Delivery:
                 continue
             await self._stored(batch, results, sent)
             return
+
+    async def _start_attempt(self, batch: _Batch, sent: Sent) -> bool:
+        """Commit the batch key and the attempt; False when another writer took the rows."""
+        held = await batch.run(
+            batch.outbox.start_attempt, batch.ids, owner=self._owner, batch_key=batch.key
+        )
+        if not held:
+            logger.warning(
+                "another writer took over %d memory writes for user %s; leaving them to it",
+                len(batch.rows),
+                batch.scope.user_id,
+            )
+            sent.dropped += batch.rows
+            return False
+        batch.attempt += 1
+        batch.sent_before = True
+        return True
 
     async def _call(self, batch: _Batch, semaphore: asyncio.Semaphore) -> list[dict[str, Any]]:
         """One mem0 call for the batch, within ``write_timeout``; raises when mem0

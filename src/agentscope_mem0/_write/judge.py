@@ -166,9 +166,9 @@ class FollowUp:
         consolidation); returns at once (see :class:`~.queue.AfterStore`)."""
         self._profiles.invalidate(scope)
         judge, consolidator = self._judge, self._consolidator
-        if (judge is None and not consolidator.enabled) or (
-            judge is not None and not new_memories(results)
-        ):
+        if not results or (judge is None and not consolidator.enabled):
+            return
+        if judge is not None and not new_memories(results):
             return
 
         async def follow(overflow: bool) -> None:

@@ -98,7 +98,7 @@ class AfterStore(Protocol):
 
     def stored(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
         """Take note of a batch of ``scope`` said at ``said_at`` that mem0 stored
-        as ``results`` (its result entries).
+        as ``results`` (its result entries; none when it found nothing to keep).
 
         Called in the scope's worker, inside the batch's write span, before
         the scope's next batch: it must return at once (queueing any work for
@@ -788,7 +788,7 @@ class WriteQueue:
             self._settle([row.key for row in rows], stored=True, results=results)
         self._settle([row.key for row in sent.dropped], stored=False)
         for rows, results in sent.stored:
-            if self._after_store is None or not results:
+            if self._after_store is None:
                 continue
             try:
                 self._after_store.stored(scope, results, max(row.said_at for row in rows))

@@ -346,6 +346,7 @@ async def judge_part(
 async def _judge_pair(
     backend: Any, model: Any, pair: dict[str, Any], name: str, timeout: float
 ) -> dict[str, Any]:
+    from agentscope_mem0._mem0.call_context import no_reply_waits
     from agentscope_mem0._observe.usage import TokenMeter
     from agentscope_mem0._write.judge import TimeJudge
 
@@ -353,8 +354,8 @@ async def _judge_pair(
     judge.meter = TokenMeter(None)
     scope, results = await _pair_scope(backend, pair, f"judge-{name}")
     started = time.perf_counter()
-    await judge.after_store(scope, results, SAID)
-    await judge.flush()
+    with no_reply_waits():  # as after a stored write: background work
+        await judge.judge(scope, results, SAID)
     took = time.perf_counter() - started
     stats, tokens = judge.stats(), judge.meter.stats()
     calls = tokens.get("model_calls_judge", 0)

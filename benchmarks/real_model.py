@@ -248,8 +248,8 @@ async def judge_scenario(scenario: dict[str, Any], model: Any, folder: Path) -> 
     new = await store(scenario["new"], SAID)
     before, first_call = state.meter.stats(), len(CALLS)
     started = time.perf_counter()
-    await state.judge.after_store(scope, new, SAID)
-    await state.judge.flush()
+    state.follow_up.stored(scope, new, SAID)
+    await state.follow_up.flush()
     seconds = time.perf_counter() - started
     after = state.meter.stats()
     stored = {m["id"]: m for m in await state.backend.get_all_raw(scope, limit=50)}

@@ -42,8 +42,7 @@ from agentscope_mem0 import (
     Scope,
     WriteQueue,
 )
-from agentscope_mem0._write.outbox import OUTBOX_FILENAME
-from agentscope_mem0._write.owners import new_owner_id
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME, new_owner_id
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import outbox_counts, real_memory
 
@@ -272,8 +271,8 @@ class FullDisk:
     def fill(self, box: Outbox) -> None:
         self._box = box
         if not self.tmpfs:
-            ((pages,),) = box.db.read("PRAGMA page_count")
-            box.db.read(f"PRAGMA max_page_count = {pages}")
+            ((pages,),) = box.read("PRAGMA page_count")
+            box.read(f"PRAGMA max_page_count = {pages}")
             return
         fd = os.open(self.folder / "filler", os.O_WRONLY | os.O_CREAT)
         try:
@@ -287,7 +286,7 @@ class FullDisk:
     def free(self) -> None:
         if not self.tmpfs:
             assert self._box is not None
-            self._box.db.read("PRAGMA max_page_count = 1073741823")
+            self._box.read("PRAGMA max_page_count = 1073741823")
             return
         (self.folder / "filler").unlink()
 
@@ -459,7 +458,7 @@ async def test_a_corrupted_page_keeps_every_row_still_readable(
         f.write(random.Random(3).randbytes(4096))
     with caplog.at_level(logging.ERROR):
         queue = await _replay(memory, folder)
-    kept = queue.outbox.db.recovered_at_open
+    kept = queue.outbox.recovered_at_open
     assert kept is not None and 30 <= kept < 40
     assert "some rows could not be read and are lost" in caplog.text
     found = await fruit_counts(memory)

@@ -65,13 +65,14 @@ if TYPE_CHECKING:
     from ._working.store import SqliteWorkingStore, WorkingRecord, WorkingStore
     from ._write.delivery import RetryPolicy
     from ._write.outbox import Outbox, OutboxRow
-    from ._write.queue import WriteQueue, WriteResult
+    from ._write.queue import AfterStore, WriteQueue, WriteResult
 
 __version__ = "0.2.0"
 
 # Public name -> the private module defining it. Keep in step with __all__
 # (tests/test_lazy_import.py checks the two) and the TYPE_CHECKING imports above.
 _LAZY: dict[str, str] = {
+    "AfterStore": "._write.queue",
     "AgentScopeEmbedding": "._mem0.adapters",
     "AgentScopeLLM": "._mem0.adapters",
     "BackendError": "._exceptions",
@@ -131,6 +132,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
+    "AfterStore",
     "AgentScopeEmbedding",
     "AgentScopeLLM",
     "BackendError",

@@ -25,16 +25,13 @@ from ._parameters import Mem0MiddlewareParameters
 from ._recall.profile import ProfileCache
 from ._vectors.keywords_only import allow_keywords_only, keyword_only_queries
 from ._write.consolidate import Consolidator
-from ._write.judge import build_time_judge
+from ._write.judge import FollowUp, build_time_judge
 from ._write.queue import WriteQueue
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
 
-    from ._scope import Scope
 
 __all__ = ["ClientState", "closed_error", "state_for"]
 
@@ -107,14 +104,17 @@ class ClientState:
         self.judge = build_time_judge(
             self.backend,
             judge_model if judge_model is not None else parameters.judge,
-            self.profiles.invalidate,
             search_by_agent=search_by_agent,
         )
         """Marks what new memories supersede or extend; ``None`` when off."""
         self.consolidator = Consolidator(self.backend, search_by_agent=search_by_agent)
         """Marks new memories that repeat a current one when no judge runs
         (with a judge, the judge does, on its own candidate search)."""
-        self.consolidator.on_change = self.profiles.invalidate
+        self.follow_up = FollowUp(
+            self.profiles, self.judge, self.consolidator, search_by_agent=search_by_agent
+        )
+        """What follows each stored write: the profile cache refreshed, then the
+        judgement (or consolidation) in the background."""
         self.query_cache = install_query_cache(client)
         """Search embeddings of recent queries; ``None`` for hosted mem0."""
         allow_keywords_only(client)
@@ -125,8 +125,7 @@ class ClientState:
             else WriteQueue(
                 self.backend,
                 outbox_dir=parameters.outbox,
-                on_stored=self.profiles.invalidate,
-                after_store=self._after_store,
+                after_store=self.follow_up,
             )
         )
         """The write queue, ordered per scope."""
@@ -143,19 +142,6 @@ class ClientState:
             self.judge.meter = self.meter
         self._closed = False
 
-    async def _after_store(
-        self, scope: Scope, results: list[dict[str, Any]], said_at: datetime
-    ) -> None:
-        """After a batch said at ``said_at`` was stored, in the scope's worker:
-        queue it for the time judge, which consolidates too, or, without a
-        judge, for consolidation; both run in the background (:meth:`flush`
-        waits for them).
-        """
-        if self.judge is not None:
-            await self.judge.after_store(scope, results, said_at)
-        else:
-            self.consolidator.after_store(scope, results, said_at)
-
     @property
     def client(self) -> Any:
         """The mem0 client."""
@@ -171,16 +157,13 @@ class ClientState:
         ``WriteQueue.stats``. Model tokens: ``tokens_in/out_per_write`` and
         the totals, see ``TokenMeter.stats``. Latencies are in seconds.
         """
-        judge = self.judge.stats() if self.judge else {}
         cache = self.query_cache.stats() if self.query_cache else {}
         cache["searches_by_keywords_alone"] = keyword_only_queries(self.client)
-        merged = self.consolidator.stats()
         tokens = self.meter.stats()
         return {
             **self.breaker.stats(),
             **self.writer.stats(),
-            **merged,
-            **judge,
+            **self.follow_up.stats(),
             **cache,
             **tokens,
         }
@@ -193,9 +176,7 @@ class ClientState:
             True when all drained within ``timeout``.
         """
         flushed = await self.writer.flush(timeout)
-        flushed = await self.consolidator.flush(timeout) and flushed
-        if self.judge is not None:
-            flushed = await self.judge.flush(timeout) and flushed
+        flushed = await self.follow_up.flush(timeout) and flushed
         return flushed
 
     async def aclose(self, timeout: float | None = None) -> bool:
@@ -209,9 +190,7 @@ class ClientState:
             return True
         self._closed = True
         flushed = await self.flush(timeout)
-        self.consolidator.stop()
-        if self.judge is not None:
-            self.judge.stop()
+        self.follow_up.stop()
         if self._owns_writer:
             flushed = await self.writer.aclose(timeout) and flushed
         if self._owns_meter:

@@ -1,7 +1,7 @@
 """``status``, ``retry-failed`` and ``ui`` find the outbox the middleware used for a store.
 
 Without ``outbox`` the middleware keeps a server store's outbox next to
-mem0's history database (see ``agentscope_mem0._write.outbox_place``); the CLI,
+mem0's history database (see ``agentscope_mem0._write.outbox``); the CLI,
 opened on the same store with ``--config``, must see and requeue those writes.
 Real mem0 on a real PostgreSQL with pgvector; only the chat model is scripted.
 """
@@ -30,7 +30,7 @@ from agentscope_mem0 import (
     build_memory,
 )
 from agentscope_mem0._mem0.clients import close_memory
-from agentscope_mem0._write.outbox_place import default_outbox_dir
+from agentscope_mem0._write.outbox import default_outbox_dir
 from agentscope_mem0.backends import pgvector_config
 from agentscope_mem0.cli._config import load_settings
 from agentscope_mem0.cli._open import open_store
@@ -228,7 +228,7 @@ def test_the_cli_and_the_writer_pick_one_folder_for_each_backend(
     # Hosted: the folder of the host and the key's hash, as for mem0's client.
     import hashlib
 
-    from agentscope_mem0._write.outbox_place import hosted_outbox_dir
+    from agentscope_mem0._write.outbox import hosted_outbox_dir
 
     monkeypatch.setenv("MEM0_API_KEY", "m0-key")
     hosted = tmp_path / "hosted.toml"

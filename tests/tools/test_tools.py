@@ -269,8 +269,8 @@ async def test_add_memory_says_when_a_write_is_held_in_memory_only(
     agent = await _bound_agent(mw)
     tools = await _tools(mw)
     outbox = mw._state.writer.outbox
-    ((pages,),) = outbox.db.read("PRAGMA page_count")
-    outbox.db.read(f"PRAGMA max_page_count = {pages}")  # SQLITE_FULL from now on
+    ((pages,),) = outbox.read("PRAGMA page_count")
+    outbox.read(f"PRAGMA max_page_count = {pages}")  # SQLITE_FULL from now on
     content = [f"I keep note {i:02d} with some words to fill pages. " * 400 for i in range(3)]
     added = await tools["add_memory"](thinking="", content=content, _agent_state=agent.state)
     assert added.state == ToolResultState.SUCCESS

@@ -18,6 +18,7 @@ from agentscope_mem0._text.same_fact import (
     as_user,
     blocker,
     fact_shape,
+    first_repeat,
     kept_apart,
     same_fact,
     user_names,
@@ -133,6 +134,29 @@ def test_a_stricter_rule_merges_less() -> None:
     assert not same_fact(a, b, similarity=0.96)
 
 
+async def test_one_function_decides_a_repeat_by_words_then_by_embeddings() -> None:
+    names = user_names("alice")
+    shape = fact_shape("User practices yoga.", names)
+    others = [
+        fact_shape(text, names)
+        for text in ("User's sister practices yoga.", "User does yoga.", "User practices yoga!")
+    ]
+    asked: list[list[int]] = []
+
+    async def similarities(indices: list[int]) -> list[float | None]:
+        asked.append(indices)
+        return [0.99 for _ in indices]
+
+    # The words show the third: nothing is embedded.
+    assert await first_repeat(shape, others, similarities=similarities) == 2
+    assert asked == []
+    # Without it, only the pair the words leave open is embedded, never the sister's.
+    assert await first_repeat(shape, others[:2], similarities=similarities) == 1
+    assert asked == [[1]]
+    # Without embeddings (hosted mem0) the words decide alone.
+    assert await first_repeat(shape, others[:2]) is None
+
+
 def _middleware(tmp_path: Path, **options: Any) -> Mem0Middleware:
     return Mem0Middleware.local(
         user_id="alice",
@@ -149,7 +173,7 @@ async def _store(mw: Mem0Middleware, text: str, scope: Scope) -> list[dict[str, 
     results = await backend.add(
         [{"role": "user", "content": text}], scope, infer=False, said_at=said
     )
-    await mw.client_state._after_store(scope, results, said)
+    mw.client_state.follow_up.stored(scope, results, said)
     assert await mw.flush(timeout=60)
     return results
 

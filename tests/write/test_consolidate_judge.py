@@ -21,8 +21,8 @@ from agentscope_mem0._memories.lifecycle import (
     VALID_UNTIL,
 )
 from agentscope_mem0._text.dates import iso
+from agentscope_mem0._write.judge import ChangePlan
 from agentscope_mem0._write.judge_pairs import Fact
-from agentscope_mem0._write.judge_plan import ChangePlan
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 QUESTIONS = {
@@ -75,7 +75,7 @@ async def _store(mw: Mem0Middleware, text: str, agent: str | None = "helper") ->
     results = await state.backend.add(
         [{"role": "user", "content": text}], scope, infer=False, said_at=said
     )
-    await state._after_store(scope, results, said)
+    state.follow_up.stored(scope, results, said)
     assert await mw.flush(timeout=60)
     return str(results[0]["id"])
 

@@ -16,7 +16,7 @@ from agentscope_mem0._text.fact_words import (
     tells_of_past,
     year_told,
 )
-from agentscope_mem0._write.judge_lanes import Lanes
+from agentscope_mem0._write.judge import Lanes
 
 
 @pytest.mark.parametrize(

@@ -44,13 +44,13 @@ _APP = """
 import asyncio, json, os, sys, time
 from pathlib import Path
 from agentscope_mem0 import Mem0Middleware
-from agentscope_mem0._write import delivery, store_sync
+from agentscope_mem0._write import delivery
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import UniqueFacts, one_session
 
 mount, mode = Path(sys.argv[1]), sys.argv[2]
 before, during = int(sys.argv[3]), int(sys.argv[4])
-delivery.SPACE_RETRY_DELAY = store_sync.RETRY_DELAY = 0.5
+delivery.SPACE_RETRY_DELAY = delivery.RETRY_DELAY = 0.5
 
 def fill(path):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT)

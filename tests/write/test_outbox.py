@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import InvalidStateError, Outbox
-from agentscope_mem0._write.outbox import OUTBOX_FILENAME, count_held, new_owner_id, owner_is_dead
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME, new_owner_id, owner_is_dead
 
 
 def _msgs(text: str) -> list[dict[str, str]]:
@@ -168,10 +169,18 @@ def test_rows_of_a_dead_process_are_claimed_at_once(box: Outbox) -> None:
     _insert(box, dead, "k")
     me = new_owner_id()
     assert [r.key for r in box.claim_orphans(owner=me, lease=30)] == ["k"]
-    assert count_held(box.path, me) == 1
-    assert box.renew(owner=me, lease=30) == 1
+    assert [r.key for r in box.held(me)] == ["k"]
     assert box.release(owner=me) == 1
-    assert count_held(box.path, me) == 0
+    assert box.held(me) == []
+
+
+def test_claiming_orphans_renews_the_claimers_own_leases(box: Outbox) -> None:
+    me, other = new_owner_id(), "elsewhere:1:x"
+    box.insert(key="k", user_id="u", agent_id="a", messages=[], owner=me, lease=-1)
+    assert box.claim_orphans(owner=me, lease=30) == []  # its own row is no orphan
+    # Renewed: another writer finds a live lease (it cannot tell whether "me" lives).
+    assert box.claim_orphans(owner=other, lease=30, live_here={me}) == []
+    assert [r.key for r in box.held(me)] == ["k"]
 
 
 def test_claims_are_atomic_across_connections(tmp_path: Path) -> None:
@@ -206,7 +215,8 @@ def test_claims_are_atomic_across_connections(tmp_path: Path) -> None:
 def test_keep_holds_rows_in_flight_on_release(box: Outbox) -> None:
     me = new_owner_id()
     ids = [_insert(box, me, f"k{i}") for i in range(3)]
-    assert box.release(owner=me, keep=[ids[1]]) == 2
+    assert len(ids) == 3
+    assert box.release(owner=me, keep=["k1"]) == 2
     assert [r.key for r in box.held(me)] == ["k1"]
 
 
@@ -226,8 +236,8 @@ def test_every_call_runs_on_the_thread_that_owns_the_connection(box: Outbox) -> 
     assert len(callers) == 4 and len(box.held(me)) == 4
     # SQLite's own check: the connection refuses any other thread.
     with pytest.raises(sqlite3.ProgrammingError, match="same thread"):
-        box.db._conn.execute("SELECT 1")
-    assert box.db.thread.call(threading.current_thread).name == "agentscope-mem0-outbox"
+        box._conn.execute("SELECT 1")
+    assert box.thread.call(threading.current_thread).name == "agentscope-mem0-outbox"
 
 
 def test_a_closed_outbox_says_so(tmp_path: Path) -> None:
@@ -250,7 +260,7 @@ def _client_with(config: dict[str, Any]) -> Any:
 
 
 def test_the_outbox_lives_with_a_store_that_keeps_its_files_together(tmp_path: Path) -> None:
-    from agentscope_mem0._write.outbox_place import default_outbox_dir
+    from agentscope_mem0._write.outbox import default_outbox_dir
 
     client = _client_with(
         {
@@ -262,7 +272,7 @@ def test_the_outbox_lives_with_a_store_that_keeps_its_files_together(tmp_path: P
 
 
 def test_a_server_store_gets_its_own_outbox_folder_by_identity(tmp_path: Path) -> None:
-    from agentscope_mem0._write.outbox_place import default_outbox_dir
+    from agentscope_mem0._write.outbox import default_outbox_dir
 
     def server(collection: str, password: str) -> Any:
         return _client_with(
@@ -290,56 +300,44 @@ def test_a_server_store_gets_its_own_outbox_folder_by_identity(tmp_path: Path) -
 
 
 def test_a_client_whose_store_cannot_be_told_keeps_writes_in_memory() -> None:
-    from agentscope_mem0._write.outbox_place import default_outbox_dir
+    from agentscope_mem0._write.outbox import default_outbox_dir
 
     assert default_outbox_dir(object()) is None
+
+
+class _NeverStores:
+    """A mem0 client whose ``add`` never answers: the writes stay queued."""
+
+    async def add(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()
 
 
 async def test_writes_recorded_while_an_insert_runs_share_the_next_one(tmp_path: Path) -> None:
     """Many replies ending together: the first write goes into the file at once
     (no turn of the loop waited for), and all that come while it is inserted
     share the next insert (one sync to disk)."""
-    import asyncio
+    from agentscope_mem0 import Mem0Backend, Scope, WriteQueue
 
-    from agentscope_mem0 import Scope
-    from agentscope_mem0._write.recording import Recorder
-
-    recorder = Recorder(tmp_path / OUTBOX_FILENAME, owner="me", counts={})
+    queue = WriteQueue(Mem0Backend(_NeverStores()), outbox_dir=tmp_path)
     inserts: list[int] = []
-    insert_many = recorder.outbox.insert_many
+    add = queue.outbox.add
 
-    def counted(rows: list[dict[str, Any]]) -> list[int]:
+    def counted(rows: list[Any], *args: Any) -> list[int]:
         inserts.append(len(rows))
-        return insert_many(rows)
+        return add(rows, *args)
 
-    recorder.outbox.insert_many = counted  # type: ignore[method-assign]
-
-    async def record(scope: Scope, row: dict[str, Any]) -> bool:
-        outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        recorder.start_recording(scope, row, outcome.set_result)
-        return await outcome
-
-    rows = [
-        {
-            "key": f"k{i}",
-            "user_id": f"u{i}",
-            "agent_id": None,
-            "messages": [{"role": "user", "content": f"fact {i}"}],
-            "owner": "me",
-            "lease": 60.0,
-        }
-        for i in range(20)
-    ]
+    queue.outbox.add = counted  # type: ignore[method-assign]
+    users = [f"u{i}" for i in range(20)]
     try:
-        done = await asyncio.gather(*(record(Scope(r["user_id"]), r) for r in rows))
-        assert all(done)
+        keys = await asyncio.gather(*(queue.submit(Scope(u), _msgs(u)) for u in users))
+        assert all(keys)
         assert inserts == [1, 19]
-        stored = recorder.outbox.db.read("SELECT user_id FROM writes ORDER BY id")
-        assert [user for (user,) in stored] == [f"u{i}" for i in range(20)]
+        stored = queue.outbox.read("SELECT user_id FROM writes ORDER BY id")
+        assert [user for (user,) in stored] == users
         # Once the inserts are over, the next write again goes in at once.
-        more = [dict(r, key=f"again{r['key']}") for r in rows[:3]]
-        assert await record(Scope("u0"), more[0])
-        assert all(await asyncio.gather(*(record(Scope("u1"), r) for r in more[1:])))
+        assert await queue.submit(Scope("u0"), _msgs("again"))
+        more = await asyncio.gather(*(queue.submit(Scope("u1"), _msgs(f"m{i}")) for i in (1, 2)))
+        assert all(more)
         assert inserts[2:] == [1, 1, 1]
     finally:
-        await recorder.aclose()
+        await queue.aclose(timeout=0)

@@ -20,7 +20,7 @@ import pytest
 
 from agentscope_mem0 import Outbox
 from agentscope_mem0._sqlite.salvage import HighWater
-from agentscope_mem0._write.outbox_db import Database
+from agentscope_mem0._write import outbox as outbox_module
 
 
 def test_the_second_opener_finds_the_schema_the_first_built(
@@ -51,19 +51,20 @@ def test_the_second_opener_finds_the_schema_the_first_built(
         return conn
 
     monkeypatch.setattr(sqlite3, "connect", traced)
-    first: list[Database] = []
+    monkeypatch.setattr(outbox_module, "MIGRATIONS", migrations)
+    first: list[Outbox] = []
     failed: list[BaseException] = []
 
     def open_first() -> None:
         try:
-            first.append(Database(path, migrations=migrations, table="writes"))
+            first.append(Outbox(path))
         except BaseException as exc:
             failed.append(exc)
 
     opener = threading.Thread(target=open_first)
     opener.start()
     assert inside.wait(10)
-    second = Database(path, migrations=migrations, table="writes")
+    second = Outbox(path)
     opener.join(10)
     assert not failed and first
     try:
@@ -77,7 +78,9 @@ def test_the_second_opener_finds_the_schema_the_first_built(
         second.close()
 
 
-def test_a_file_newer_than_this_code_is_left_as_it_is(tmp_path: Path) -> None:
+def test_a_file_newer_than_this_code_is_left_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "outbox.sqlite3"
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT, later TEXT)")
@@ -85,11 +88,9 @@ def test_a_file_newer_than_this_code_is_left_as_it_is(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
 
-    Database(
-        path,
-        migrations=("CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT)",),
-        table="writes",
-    ).close()
+    only_the_first = ("CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT)",)
+    monkeypatch.setattr(outbox_module, "MIGRATIONS", only_the_first)
+    Outbox(path).close()
 
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone() == (5,)
@@ -125,7 +126,7 @@ def test_a_commit_made_while_another_process_opens_is_not_taken_for_lost_rows(
     opener = Outbox.in_folder(tmp_path)
     try:
         assert raced == [4]
-        assert opener.db.lost_at_open == 0
+        assert opener.lost_at_open == 0
         assert opener.counts() == {"pending": 4, "failed": 0}
     finally:
         opener.close()

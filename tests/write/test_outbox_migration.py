@@ -147,7 +147,7 @@ def test_a_damaged_0_2_outbox_is_repaired_into_the_new_schema(tmp_path: Path) ->
         f.write(b"\xa5" * size)
 
     box = Outbox.in_folder(folder)
-    assert box.db.recovered_at_open == 7
+    assert box.recovered_at_open == 7
     box.close()
     repaired = _raw(path)
     assert [row["key"] for row in repaired] == [row["key"] for row in expected]

@@ -54,13 +54,13 @@ _LIVE = """
 import asyncio, os, shutil, sys
 from pathlib import Path
 from agentscope_mem0 import Mem0Backend, RetryPolicy, Scope, WriteQueue, build_local_memory
-from agentscope_mem0._write import store_sync
+from agentscope_mem0._write import delivery
 from agentscope_mem0.local._edge import SharedShard
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import UniqueFacts
 
 live, synced, mode, count = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-store_sync.SYNC_WINDOW = float(sys.argv[5])
+delivery.SYNC_WINDOW = float(sys.argv[5])
 copies = 0
 
 def copy(shard):
@@ -211,7 +211,7 @@ def test_the_outbox_commits_durably(tmp_path: Path) -> None:
 
     box = Outbox(tmp_path / OUTBOX_FILENAME)
     try:
-        (level,) = box.db.read("PRAGMA synchronous")[0]
+        (level,) = box.read("PRAGMA synchronous")[0]
         assert level == 2  # FULL: every commit is fsynced (NORMAL, 1, was before)
     finally:
         box.close()

@@ -13,8 +13,7 @@ import pytest
 
 from agentscope_mem0 import Mem0Backend, RetryPolicy, Scope, WriteQueue, build_local_memory
 from agentscope_mem0._write import delivery as delivery_module
-from agentscope_mem0._write import store_sync as store_sync_module
-from agentscope_mem0._write.store_sync import StoreSync
+from agentscope_mem0._write.delivery import StoreSync
 from agentscope_mem0.local import close_shared_clients
 from agentscope_mem0.local._folder import COLLECTION
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
@@ -58,7 +57,7 @@ async def test_someone_waiting_for_the_queue_does_not_wait_for_the_window() -> N
 async def test_an_idle_process_syncs_its_last_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_sync_module, "SYNC_WINDOW", 0.3)
+    monkeypatch.setattr(delivery_module, "SYNC_WINDOW", 0.3)
     memory = build_local_memory(
         ScriptedChatModel(), embedding_model=HashEmbedding(64), folder=tmp_path
     )
@@ -116,7 +115,7 @@ async def test_a_store_out_of_disk_space_defers_writes_without_failing_them(
     assert queue.stats()["writes_deferred"] >= 6  # three times the attempts allowed
     assert queue.stats()["writes_failed"] == 0 and queue.stats()["writes_stored"] == 0
     # Nor does the outbox, where a restart would read them as attempts made.
-    ((attempts,),) = queue.outbox.db.read("SELECT max(attempts) FROM writes")
+    ((attempts,),) = queue.outbox.read("SELECT max(attempts) FROM writes")
     assert attempts <= 1  # the one in flight now, if any
     monkeypatch.delenv("AGENTSCOPE_MEM0_MIN_FREE_MB")  # space is back
     assert await queue.flush(60)
@@ -133,7 +132,7 @@ async def test_rows_waiting_for_a_sync_are_not_taken_for_unsent_writes(
     """The lease keeper looks for held rows several times while stored rows
     wait for their sync; it must not queue them again (their writes are
     settled), or flush() waits for writes that never come."""
-    monkeypatch.setattr(store_sync_module, "SYNC_WINDOW", 1.5)
+    monkeypatch.setattr(delivery_module, "SYNC_WINDOW", 1.5)
     memory = build_local_memory(
         ScriptedChatModel(), embedding_model=HashEmbedding(64), folder=tmp_path
     )

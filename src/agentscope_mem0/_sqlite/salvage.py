@@ -32,7 +32,6 @@ __all__ = [
     "SalvagedRows",
     "check_history_db",
     "is_damage",
-    "is_storage_failure",
     "quarantine",
     "read_rows",
     "sqlite_code",
@@ -42,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
-# SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (primary codes)
-_STORAGE_CODES = {8, 10, 13, 14}
 _COMPANIONS = ("-wal", "-shm", "-seen")
 
 
@@ -61,18 +58,6 @@ def is_damage(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return "malformed" in text or "not a database" in text
-
-
-def is_storage_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` is the disk refusing a write (full, read-only, I/O error)."""
-    if isinstance(exc, OSError):
-        return True
-    if not isinstance(exc, sqlite3.DatabaseError):
-        return False
-    if sqlite_code(exc) in _STORAGE_CODES:
-        return True
-    text = str(exc).lower()
-    return "disk" in text or "i/o" in text or "readonly" in text
 
 
 def quarantine(path: Path) -> Path:

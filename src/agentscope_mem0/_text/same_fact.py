@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .lexicon import CJK_NEGATIONS, CJK_RUN, UNREAD, WORD, Lexicon, fold, lexicon_for
@@ -45,6 +45,7 @@ __all__ = [
     "blocker",
     "cosine",
     "fact_shape",
+    "first_repeat",
     "kept_apart",
     "same_fact",
     "user_names",
@@ -294,3 +295,36 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else None
+
+
+async def first_repeat(
+    shape: FactShape,
+    others: Sequence[FactShape],
+    *,
+    similarities: Callable[[list[int]], Awaitable[Sequence[float | None] | None]] | None = None,
+    rule: SameFactRule = DEFAULT_SAME_FACT_RULE,
+) -> int | None:
+    """Where ``others`` first state ``shape``'s fact: the one place that decides a repeat.
+
+    The words decide first (:func:`same_fact`). The pairs they leave open, those
+    that would be the same fact were their embeddings alike, are then decided
+    with ``similarities(indices)``, when given: the cosine similarity of
+    ``shape``'s embedding with each of those ``others`` (``None`` for one, or
+    for all, when there is none at hand). Only those pairs need embedding.
+
+    Returns:
+        The index of the first of ``others`` stating the same fact, or ``None``.
+    """
+    open_pairs = [
+        i for i, other in enumerate(others) if same_fact(shape, other, similarity=1.0, rule=rule)
+    ]
+    for i in open_pairs:
+        if same_fact(shape, others[i], rule=rule):
+            return i  # the words show it: nothing to embed
+    found = await similarities(open_pairs) if similarities is not None and open_pairs else None
+    if found is None:
+        return None
+    for i, similarity in zip(open_pairs, found, strict=True):
+        if similarity is not None and same_fact(shape, others[i], similarity=similarity, rule=rule):
+            return i
+    return None

@@ -17,15 +17,17 @@ Who decides "the same fact":
 * with a time judge (:mod:`.judge`), the judge, in the same background pass
   and on the same candidate search as its supersede/extend verdicts: the
   words when they already show it, else the model's readings, vetoed by the
-  words (:func:`~.._recall.same_fact.kept_apart`);
+  words (:func:`~.._text.same_fact.kept_apart`);
 * without one (``judge=False``, hosted mem0, a client that extracts with
-  another LLM), :class:`Consolidator`: the same-fact rule
-  (:func:`~.._recall.same_fact.same_fact`), the embeddings' cosine
-  similarity for the pairs the words leave open (the client's own embedder;
-  none on hosted mem0, where the words decide alone). No model is asked.
+  another LLM), :class:`Consolidator`: the same-fact rule, then the
+  embeddings' cosine similarity for the pairs the words leave open (the
+  client's own embedder; none on hosted mem0, where the words decide alone).
+  No model is asked.
 
-Either way it runs in the background after the write was stored, in order
-per searched scope, never on a reply and never holding up the next write; a
+Both ask :func:`~.._text.same_fact.first_repeat`, the one place that decides
+a repeat. Either way it runs in the background after the write was stored, in
+order per searched scope (:class:`~.judge.FollowUp`'s lanes), never on a
+reply and never holding up the next write; a
 failure or a late answer only leaves a repeat current. Hosted mem0 answers a
 write with a pending event: the memories it became are looked up by the
 write's key once the platform has them (:data:`HOSTED_WAITS`).
@@ -36,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -52,11 +54,10 @@ from .._text.same_fact import (
     as_user,
     cosine,
     fact_shape,
-    same_fact,
+    first_repeat,
     user_names,
 )
 from .delivery import METADATA_KEY
-from .judge_lanes import Lanes
 
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
@@ -76,8 +77,6 @@ DEFAULT_CONSOLIDATION_CANDIDATES = 5
 """Current memories compared per new memory."""
 
 _TIMEOUT = 30.0
-_BACKLOG = 64
-"""Writes waiting per searched scope; beyond it new ones are not consolidated."""
 
 HOSTED_WAITS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Seconds between looks for a hosted write's memories (about a minute in all)."""
@@ -145,53 +144,20 @@ class Consolidator:
         self._search_by_agent = search_by_agent
         self._latency = LatencyRecorder()
         self._counts = dict.fromkeys(("batches", "compared", "merged", "embedded", "skipped"), 0)
-        self._lanes = Lanes(backlog=_BACKLOG)
         self.enabled = True
         """``False`` leaves repeats current (to measure what consolidation costs)."""
-        self.on_change: Callable[[Scope], None] | None = None
-        """Called with the scope after some memory was marked a repeat."""
         self.hosted_waits: Sequence[float] = HOSTED_WAITS
         """Seconds between looks for a hosted write's memories."""
 
     def stats(self) -> dict[str, Any]:
         """``consolidation_*`` counters and the background latency per batch."""
         out: dict[str, Any] = {f"consolidation_{k}": v for k, v in self._counts.items()}
-        out["consolidation_waiting"] = self._lanes.waiting
         out.update(self._latency.summary("consolidation_latency"))
         return out
 
-    def after_store(self, scope: Scope, results: Sequence[Any], said_at: datetime) -> None:
-        """Queue a stored write's consolidation and return at once.
-
-        The writes of one searched scope are consolidated in order, one at a
-        time, so two writers can never mark each other's memory a repeat.
-        """
-        if not self.enabled:
-            return
-        searched = scope.searched(by_agent=self._search_by_agent)
-
-        async def run(overflow: bool) -> None:
-            if overflow:
-                self._counts["skipped"] += 1
-                return
-            remaining = await self.consolidate(scope, results, said_at)
-            if len(remaining) < len(results) and self.on_change is not None:
-                self.on_change(scope)
-
-        if not self._lanes.submit(searched, run):
-            logger.warning(
-                "over %d writes of user %s wait for consolidation; repeats may stay current",
-                _BACKLOG,
-                scope.user_id,
-            )
-
-    async def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the writes queued so far are consolidated; True when in time."""
-        return await self._lanes.flush(timeout)
-
-    def stop(self) -> int:
-        """Drop the writes waiting for consolidation; returns how many there were."""
-        return self._lanes.stop()
+    def skip(self) -> None:
+        """Count a write left unconsolidated: too many were waiting."""
+        self._counts["skipped"] += 1
 
     async def consolidate(
         self, scope: Scope, results: Sequence[Any], said_at: datetime
@@ -307,36 +273,22 @@ class Consolidator:
     async def _same_as(
         self, mine: _Memory, candidates: list[_Memory], names: frozenset[str]
     ) -> _Memory | None:
-        """The first candidate stating ``mine``'s fact.
+        """The first candidate stating ``mine``'s fact (words, then the
+        embeddings of the pairs the words leave open; without an embedder,
+        on hosted mem0, the words decide alone)."""
+        self._counts["compared"] += len(candidates)
 
-        Only the pairs the words leave open are embedded; without an embedder
-        (hosted mem0) the words decide alone.
-        """
-        open_pairs: list[_Memory] = []
-        for other in candidates:
-            self._counts["compared"] += 1
-            if same_fact(mine.shape, other.shape, similarity=1.0, rule=self._rule):
-                open_pairs.append(other)
-        if not open_pairs:
-            return None
-        by_words = next(
-            (o for o in open_pairs if same_fact(mine.shape, o.shape, rule=self._rule)), None
-        )
-        if by_words is not None:
-            return by_words  # the words show it: nothing to embed
-        vectors = await self._backend.embed(
-            [as_user(mine.text, names), *(as_user(o.text, names) for o in open_pairs)]
-        )
-        if vectors is None:
-            return None
-        self._counts["embedded"] += len(vectors)
-        for other, vector in zip(open_pairs, vectors[1:], strict=True):
-            similarity = cosine(vectors[0], vector)
-            if similarity is not None and same_fact(
-                mine.shape, other.shape, similarity=similarity, rule=self._rule
-            ):
-                return other
-        return None
+        async def similarities(open_pairs: list[int]) -> list[float | None] | None:
+            texts = [mine.text, *(candidates[i].text for i in open_pairs)]
+            vectors = await self._backend.embed([as_user(text, names) for text in texts])
+            if vectors is None:
+                return None
+            self._counts["embedded"] += len(vectors)
+            return [cosine(vectors[0], vector) for vector in vectors[1:]]
+
+        shapes = [other.shape for other in candidates]
+        at = await first_repeat(mine.shape, shapes, similarities=similarities, rule=self._rule)
+        return None if at is None else candidates[at]
 
 
 def _is_one_of(item: Any, ids: set[str]) -> bool:

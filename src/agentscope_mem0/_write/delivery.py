@@ -7,14 +7,22 @@ one mem0 call, and decides what a failure means:
   embedding that failed inside mem0's ``add``): retried with the backoff of
   :class:`RetryPolicy`, then kept as failed with its last reason;
 * permanent: the batch is split to find the exchange mem0 rejects, which is
-  kept as failed; the others are stored.
+  kept as failed; the others are stored;
+* the store out of disk space: the write waits (:data:`SPACE_RETRY_DELAY`)
+  without using up its attempts, as long as the disk is full.
 
 Every call carries a key in mem0's metadata (:data:`METADATA_KEY`) committed
 to the outbox before the call; a batch that may have reached mem0 without
 confirmation first has whatever mem0 holds under its key deleted, so it ends
-up stored once. A write the store refuses for want of disk space waits
-(:data:`SPACE_RETRY_DELAY`) without using up its attempts; a stored batch's
-rows are retired once the store has synced them (:mod:`.store_sync`).
+up stored once.
+
+A stored batch's rows leave the outbox at once when the store's answers are
+durable (a server store, hosted mem0). The embedded store's answer only
+means the write is in its write-ahead log, safe from the process dying but
+not from the power going: its rows stay until the store's next sync
+(:class:`StoreSync`, one sync for every batch stored within
+:data:`SYNC_WINDOW`), so a power loss before it leaves them to be stored
+again (exactly once: the batch key finds what the log kept).
 """
 
 from __future__ import annotations
@@ -25,10 +33,10 @@ import dataclasses
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import (
     BackendError,
@@ -39,24 +47,38 @@ from .._exceptions import (
 from .._mem0.add_check import watch_add
 from .._mem0.durable import disk_sync_of
 from .._observe.tracing import note_write
-from .._scope import Scope
-from .outbox_rows import FACTS
-from .store_sync import StoreSync
+from .outbox import FACTS
 
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
-    from .outbox import Outbox, OutboxRow
+    from .._scope import Scope
+    from .outbox import BaseOutbox, OutboxRow
 
-__all__ = ["METADATA_KEY", "AfterStore", "Delivery", "RetryPolicy"]
+__all__ = [
+    "METADATA_KEY",
+    "RETRY_DELAY",
+    "SPACE_RETRY_DELAY",
+    "SYNC_WINDOW",
+    "Delivery",
+    "RetryPolicy",
+    "Sent",
+    "StoreSync",
+    "WriteStats",
+]
 
 logger = logging.getLogger(__name__)
 
+METADATA_KEY = "agentscope_mem0_write"
+"""The mem0 metadata field holding a write's idempotency key."""
 
 SPACE_RETRY_DELAY = 5.0
 """Seconds between tries of a write the store refused for want of disk space."""
 
-METADATA_KEY = "agentscope_mem0_write"
-"""The mem0 metadata field holding a write's idempotency key."""
+SYNC_WINDOW = 5.0
+"""Seconds between the first stored batch waiting for the store's sync and that sync."""
+
+RETRY_DELAY = 5.0
+"""Seconds before a failed sync of the store is tried again."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,16 +108,90 @@ class RetryPolicy:
         return base * (1 - self.jitter * random.random())
 
 
-AfterStore = Callable[[Scope, list[dict[str, Any]], datetime], Awaitable[None]]
-"""Awaited after a stored batch with its scope, mem0's result entries and its said time."""
+@dataclass
+class WriteStats:
+    """A write queue's counters since it was built: the queue counts what it
+    records and replays, its :class:`Delivery` what mem0 made of each batch."""
+
+    queued: int = 0
+    """Writes submitted."""
+    replayed: int = 0
+    """Rows taken over from a writer that ended (its process, or its lease)."""
+    stored: int = 0
+    """Writes mem0 stored."""
+    redone: int = 0
+    """Writes of an unconfirmed attempt that had reached mem0: removed, sent again."""
+    retried: int = 0
+    """Calls repeated after a transient failure."""
+    deferred: int = 0
+    """Sends put off because the store's disk was nearly full (no attempt used)."""
+    failed: int = 0
+    """Writes kept as failed (retryable)."""
+    requeued: int = 0
+    """Failed writes queued again."""
+    lost: int = 0
+    """Writes not recorded at all, or found missing from the outbox (a lost WAL)."""
+    unrecorded: int = 0
+    """Writes the outbox file refused, kept in memory instead."""
+    batches: int = 0
+    """mem0 calls that stored a batch."""
+    outbox_errors: int = 0
+    """Outbox operations that failed."""
+
+    def as_stats(self) -> dict[str, int]:
+        """The counters under the names ``WriteQueue.stats()`` gives them."""
+        named = {"batches": "write_batches", "outbox_errors": "outbox_errors"}
+        return {
+            named.get(f.name, f"writes_{f.name}"): getattr(self, f.name)
+            for f in dataclasses.fields(self)
+        }
 
 
-class Settle(Protocol):
-    """How a delivery reports the end of its rows to the queue."""
+@dataclass
+class Sent:
+    """How a batch ended."""
 
-    def __call__(
-        self, keys: list[str], *, stored: bool, results: list[dict[str, Any]] | None = None
-    ) -> None: ...
+    stored: list[tuple[list[OutboxRow], list[dict[str, Any]]]] = field(default_factory=list)
+    """The rows of each mem0 call that stored some, with mem0's result entries."""
+    dropped: list[OutboxRow] = field(default_factory=list)
+    """Rows not stored here: kept as failed, or taken over by another writer."""
+
+
+@dataclass
+class _Batch:
+    """One batch on its way to mem0 and where its attempts stand."""
+
+    outbox: BaseOutbox
+    scope: Scope
+    rows: list[OutboxRow]
+    key: str
+    """The batch key in mem0's metadata."""
+    attempt: int
+    """Attempts made so far, by any writer: a write that kills its process is
+    not retried forever across restarts."""
+    sent_before: bool
+    """Whether an earlier attempt may have reached mem0 unconfirmed."""
+    last_error: str = "interrupted before mem0 confirmed"
+
+    @classmethod
+    def of(cls, outbox: BaseOutbox, scope: Scope, rows: list[OutboxRow]) -> _Batch:
+        first = rows[0]
+        key = first.batch_key or (first.key if len(rows) == 1 else uuid.uuid4().hex)
+        attempts = max(row.attempts for row in rows)
+        return cls(outbox, scope, rows, key, attempts, first.batch_key is not None)
+
+    @property
+    def ids(self) -> list[int]:
+        return [row.id for row in self.rows]
+
+    @property
+    def said_at(self) -> datetime:
+        """The newest exchange's said time: one mem0 call has one date."""
+        return max(row.said_at for row in self.rows)
+
+    async def run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``method`` of the outbox, on the outbox's thread."""
+        return await self.outbox.thread.run(method, *args, **kwargs)
 
 
 class Delivery:
@@ -106,16 +202,10 @@ class Delivery:
         owner: The queue's claim id in the outbox.
         retry: Backoff for transient failures.
         write_timeout: Seconds one mem0 call may take.
-        io: Runs a blocking outbox call on the queue's outbox thread.
-        counts: The queue's counters, updated in place.
-        settle: Reports rows stored or given up.
-        on_stored: Called with the scope after each stored batch.
-        after_store: Awaited with the scope, mem0's result entries and the
-            batch's said time after each stored batch, in the scope's worker
-            (the time judgement).
+        stats: The queue's counters.
         durable: Whether the outbox survives the process: then a stored
-            batch's rows leave it only once the store has synced them
-            (:mod:`.store_sync`; at once for a store whose answers are durable).
+            batch's rows leave it only once the store has synced them (at
+            once for a store whose answers are durable).
     """
 
     def __init__(
@@ -125,12 +215,8 @@ class Delivery:
         owner: str,
         retry: RetryPolicy,
         write_timeout: float | None,
-        io: Callable[..., Awaitable[Any]],
-        counts: dict[str, int],
-        settle: Settle,
-        on_stored: Callable[[Scope], None] | None = None,
-        after_store: AfterStore | None = None,
-        durable: bool = False,
+        stats: WriteStats,
+        durable: bool,
     ) -> None:
         self._backend = backend
         sync = disk_sync_of(backend.client) if durable else None
@@ -139,147 +225,93 @@ class Delivery:
         self._owner = owner
         self._retry = retry
         self._write_timeout = write_timeout
-        self._io = io
-        self._counts = counts
-        self._settle = settle
-        self._on_stored = on_stored
-        self._after_store = after_store
-        self.in_flight: set[tuple[int, int]] = set()
-        """``(id(outbox), row id)`` of rows whose mem0 call is running."""
+        self._stats = stats
+        self.in_flight: set[str] = set()
+        """Keys of the rows whose mem0 call is running."""
+        self.unsynced: set[str] = set()
+        """Keys of the rows mem0 stored that wait for the store's sync."""
+        self._retiring: set[asyncio.Task[None]] = set()
         self._undo_unsupported_logged = False
         self._waiting_for_space = False
-        self.unsynced: set[tuple[int, int]] = set()
-        """``(id(outbox), row id)`` of rows mem0 stored that wait for the store's sync."""
-        self._retiring: set[asyncio.Task[None]] = set()
 
     async def send(
-        self, outbox: Outbox, scope: Scope, rows: list[OutboxRow], semaphore: asyncio.Semaphore
-    ) -> bool:
+        self,
+        outbox: BaseOutbox,
+        scope: Scope,
+        rows: list[OutboxRow],
+        semaphore: asyncio.Semaphore,
+    ) -> Sent:
         """Store ``rows`` (one scope, in order) in one mem0 call, retrying as needed.
 
         Returns:
-            Whether anything was stored.
+            What was stored (with mem0's answer) and what was not.
         """
-        ids = [row.id for row in rows]
-        keys = [row.key for row in rows]
-        # A batch key on the rows means an earlier call may have reached mem0.
-        sent_before = rows[0].batch_key is not None
-        batch_key = rows[0].batch_key or (rows[0].key if len(rows) == 1 else uuid.uuid4().hex)
-        # Attempts already made count, so a write that kills its process is
-        # not retried forever across restarts.
-        attempt = max(row.attempts for row in rows)
-        last_error = "interrupted before mem0 confirmed"
+        sent = Sent()
+        await self._send(_Batch.of(outbox, scope, rows), semaphore, sent)
+        return sent
+
+    async def _send(self, batch: _Batch, semaphore: asyncio.Semaphore, sent: Sent) -> None:
+        """Attempt after attempt: undo what an unconfirmed one may have stored,
+        commit the next one, call mem0; what a failure means decides what follows."""
         while True:
-            if sent_before:
-                try:
-                    removed = await self._undo(scope, batch_key)
-                except DiskFullError as exc:
-                    await self._wait_for_space(scope, exc)
-                    continue
-                if removed is None:
-                    # mem0 cannot be asked now; sending again could store twice.
-                    attempt += 1
-                    last_error = "could not remove what an unconfirmed attempt stored"
-                    if attempt >= self._retry.max_attempts:
-                        await self._fail(outbox, scope, ids, keys, self._gave_up(last_error))
-                        return False
-                    await asyncio.sleep(self._retry.delay(attempt))
-                    continue
-                if removed:
-                    self._counts["redone"] += len(rows)
-                    logger.info(
-                        "an unconfirmed write for user %s had reached mem0 (%d memories); "
-                        "removed them to store the exchange once",
-                        scope.user_id,
-                        removed,
-                    )
-            if attempt >= self._retry.max_attempts:
-                await self._fail(outbox, scope, ids, keys, self._gave_up(last_error))
-                return False
-            held = await self._io(outbox.start_attempt, ids, owner=self._owner, batch_key=batch_key)
-            if not held:
-                logger.warning(
-                    "another writer took over %d memory writes for user %s; leaving them to it",
-                    len(rows),
-                    scope.user_id,
-                )
-                self._settle(keys, stored=False)
-                return False
-            attempt += 1
-            sent_before = True
-            flights = {(id(outbox), i) for i in ids}
-            self.in_flight.update(flights)
+            undone = not batch.sent_before or await self._undo(batch)
+            if not undone and batch.attempt < self._retry.max_attempts:
+                continue  # it waited; the undo is tried again
+            if batch.attempt >= self._retry.max_attempts:
+                await self._fail(batch, self._gave_up(batch.last_error), sent)
+                return
+            if not await self._start_attempt(batch, sent):
+                return
             try:
-                async with semaphore:
-                    results = await asyncio.wait_for(
-                        self._store(rows, scope, batch_key), self._write_timeout
-                    )
+                results = await self._call(batch, semaphore)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if _disk_full(exc):
-                    # Nothing is wrong with the write: it waits for space, and
-                    # the attempt is not counted (in the outbox too, for a restart).
-                    attempt -= 1
-                    with contextlib.suppress(Exception):  # its disk may be full too
-                        await self._io(outbox.uncount_attempt, ids)
-                    await self._wait_for_space(scope, exc)
-                    continue
-                # The backend named mem0's failure (_mem0.errors); anything else
-                # here, a write_timeout included, may pass.
-                if isinstance(exc, PermanentBackendError | ConfigurationError):
-                    if len(rows) > 1:
-                        # Find the exchange mem0 rejects; store the others.
-                        stored_any = False
-                        for row in rows:
-                            fresh = dataclasses.replace(row, batch_key=None, attempts=0)
-                            stored_any |= await self.send(outbox, scope, [fresh], semaphore)
-                        return stored_any
-                    await self._fail(outbox, scope, ids, keys, _reason(exc))
-                    return False
-                last_error = _reason(exc)
-                if attempt < self._retry.max_attempts:
-                    delay = self._retry.delay(attempt)
-                    self._counts["retried"] += 1
-                    note_write(retries=1)
-                    logger.warning(
-                        "memory write for user %s failed (%s); retry %d of %d in %.2f s",
-                        scope.user_id,
-                        last_error,
-                        attempt,
-                        self._retry.max_attempts - 1,
-                        delay,
-                    )
-                    await asyncio.sleep(delay)
+                    await self._defer(batch, exc)
+                elif isinstance(exc, PermanentBackendError | ConfigurationError):
+                    # The backend named mem0's failure (_mem0.errors) as for good.
+                    await self._refused(batch, exc, semaphore, sent)
+                    return
+                else:  # anything else, a write_timeout included, may pass
+                    await self._pause_before_retry(batch, exc)
                 continue
-            finally:
-                self.in_flight.difference_update(flights)
-            await self._retire(outbox, ids)
-            if self._waiting_for_space:
-                self._waiting_for_space = False
-                logger.warning("the memory store has disk space again; writes go on")
-            self._counts["stored"] += len(rows)
-            self._counts["batches"] += 1
-            note_write(stored=len(rows))
-            self._settle(keys, stored=True, results=results)
-            if self._on_stored is not None:
-                self._on_stored(scope)
-            if self._after_store is not None and results:
-                # Queues the time judgement (or consolidation) and returns.
-                try:
-                    await self._after_store(scope, results, _said_at(rows))
-                except Exception:
-                    logger.exception("after_store failed for user %s", scope.user_id)
-            return True
+            await self._stored(batch, results, sent)
+            return
 
-    async def _store(
-        self, rows: list[OutboxRow], scope: Scope, batch_key: str
-    ) -> list[dict[str, Any]]:
-        """One mem0 call for ``rows``; raises when mem0 swallowed a failure."""
-        metadata = {METADATA_KEY: batch_key}
-        said_at = _said_at(rows)
-        messages = [message for row in rows for message in row.messages]
-        facts = rows[0].kind == FACTS
+    async def _start_attempt(self, batch: _Batch, sent: Sent) -> bool:
+        """Commit the batch key and the attempt; False when another writer took the rows."""
+        held = await batch.run(
+            batch.outbox.start_attempt, batch.ids, owner=self._owner, batch_key=batch.key
+        )
+        if not held:
+            logger.warning(
+                "another writer took over %d memory writes for user %s; leaving them to it",
+                len(batch.rows),
+                batch.scope.user_id,
+            )
+            sent.dropped += batch.rows
+            return False
+        batch.attempt += 1
+        batch.sent_before = True
+        return True
+
+    async def _call(self, batch: _Batch, semaphore: asyncio.Semaphore) -> list[dict[str, Any]]:
+        """One mem0 call for the batch, within ``write_timeout``; raises when mem0
+        swallowed a failure."""
+        keys = {row.key for row in batch.rows}
+        self.in_flight |= keys
+        try:
+            async with semaphore:
+                return await asyncio.wait_for(self._store(batch), self._write_timeout)
+        finally:
+            self.in_flight -= keys
+
+    async def _store(self, batch: _Batch) -> list[dict[str, Any]]:
+        metadata = {METADATA_KEY: batch.key}
+        said_at, scope = batch.said_at, batch.scope
+        messages = [message for row in batch.rows for message in row.messages]
+        facts = batch.rows[0].kind == FACTS
         if facts:
             joined = "\n".join(str(m["content"]) for m in messages)
             messages = [{**messages[0], "content": joined}]
@@ -292,7 +324,7 @@ class Delivery:
                 if facts and not stored:
                     # Extraction judged nothing worth keeping, but the agent asked
                     # explicitly: keep each fact as written, one memory each.
-                    verbatim = [message for row in rows for message in row.messages]
+                    verbatim = [message for row in batch.rows for message in row.messages]
                     stored = await self._backend.add(
                         verbatim, scope, infer=False, metadata=metadata, said_at=said_at
                     )
@@ -303,67 +335,162 @@ class Delivery:
                 raise
         # The key goes with the results: hosted mem0 answers with a pending event,
         # and consolidation finds the memories it became by this key.
-        return [{**item, METADATA_KEY: batch_key} for item in stored if isinstance(item, dict)]
+        return [{**item, METADATA_KEY: batch.key} for item in stored if isinstance(item, dict)]
+
+    async def _stored(self, batch: _Batch, results: list[dict[str, Any]], sent: Sent) -> None:
+        await self._retire(batch)
+        if self._waiting_for_space:
+            self._waiting_for_space = False
+            logger.warning("the memory store has disk space again; writes go on")
+        self._stats.stored += len(batch.rows)
+        self._stats.batches += 1
+        note_write(stored=len(batch.rows))
+        sent.stored.append((batch.rows, results))
+
+    # -- what a failure means ---------------------------------------------------
+
+    async def _undo(self, batch: _Batch) -> bool:
+        """Delete what an unconfirmed attempt stored under the batch key.
+
+        Returns:
+            True when the batch may be sent now (nothing was there, it is
+            gone, or this client cannot be asked, which is logged once: the
+            write is then sent again as it is); False when mem0 could not
+            answer now: that counts as an attempt, waited out unless it was
+            the last.
+        """
+        while True:
+            try:
+                removed = await self._backend.delete_batch(
+                    batch.scope, METADATA_KEY, batch.key, timeout=self._write_timeout
+                )
+                break
+            except DiskFullError as exc:
+                await self._wait_for_space(batch.scope, exc)
+            except asyncio.CancelledError:
+                raise
+            except PermanentBackendError as exc:
+                self._log_undo_unsupported(str(exc))
+                return True
+            except Exception as exc:
+                logger.warning("could not ask mem0 about unconfirmed write %s: %s", batch.key, exc)
+                # Sending again could store twice: wait, as after a failed attempt.
+                batch.attempt += 1
+                batch.last_error = "could not remove what an unconfirmed attempt stored"
+                if batch.attempt < self._retry.max_attempts:
+                    await asyncio.sleep(self._retry.delay(batch.attempt))
+                return False
+        if removed:
+            self._stats.redone += len(batch.rows)
+            logger.info(
+                "an unconfirmed write for user %s had reached mem0 (%d memories); "
+                "removed them to store the exchange once",
+                batch.scope.user_id,
+                removed,
+            )
+        return True
+
+    async def _defer(self, batch: _Batch, exc: BaseException) -> None:
+        """The store refused for want of disk space: nothing is wrong with the
+        write, so the attempt is taken back (in the outbox too, for a restart)
+        and the write waits for space."""
+        batch.attempt -= 1
+        with contextlib.suppress(Exception):  # its disk may be full too
+            await batch.run(batch.outbox.uncount_attempt, batch.ids)
+        await self._wait_for_space(batch.scope, exc)
+
+    async def _refused(
+        self, batch: _Batch, exc: BaseException, semaphore: asyncio.Semaphore, sent: Sent
+    ) -> None:
+        """mem0 refused the batch for good: find the exchange it rejects, store the others."""
+        if len(batch.rows) == 1:
+            await self._fail(batch, _reason(exc), sent)
+            return
+        for row in batch.rows:
+            fresh = dataclasses.replace(row, batch_key=None, attempts=0)
+            await self._send(_Batch.of(batch.outbox, batch.scope, [fresh]), semaphore, sent)
+
+    async def _pause_before_retry(self, batch: _Batch, exc: BaseException) -> None:
+        batch.last_error = _reason(exc)
+        if batch.attempt >= self._retry.max_attempts:
+            return
+        delay = self._retry.delay(batch.attempt)
+        self._stats.retried += 1
+        note_write(retries=1)
+        logger.warning(
+            "memory write for user %s failed (%s); retry %d of %d in %.2f s",
+            batch.scope.user_id,
+            batch.last_error,
+            batch.attempt,
+            self._retry.max_attempts - 1,
+            delay,
+        )
+        await asyncio.sleep(delay)
+
+    async def _fail(self, batch: _Batch, reason: str, sent: Sent) -> None:
+        await batch.run(batch.outbox.fail, batch.ids, reason)
+        self._stats.failed += len(batch.rows)
+        note_write(failed=len(batch.rows))
+        logger.error(
+            "memory write for user %s failed and is kept in the outbox as failed: %s; "
+            "fix the cause and call retry_failed()",
+            batch.scope.user_id,
+            reason,
+        )
+        sent.dropped += batch.rows
 
     def _gave_up(self, error: str) -> str:
         return f"gave up after {self._retry.max_attempts} attempts; last error: {error}"
 
-    async def _fail(
-        self, outbox: Outbox, scope: Scope, ids: list[int], keys: list[str], reason: str
-    ) -> None:
-        await self._io(outbox.fail, ids, reason)
-        self._counts["failed"] += len(ids)
-        note_write(failed=len(ids))
-        logger.error(
-            "memory write for user %s failed and is kept in the outbox as failed: %s; "
-            "fix the cause and call retry_failed()",
-            scope.user_id,
-            reason,
-        )
-        self._settle(keys, stored=False)
+    async def _wait_for_space(self, scope: Scope, exc: BaseException) -> None:
+        """Wait before sending a write the store refused for want of disk space.
 
-    async def _undo(self, scope: Scope, key: str) -> int | None:
-        """Delete the memories an unconfirmed attempt stored under ``key``.
-
-        Returns:
-            How many were deleted (0 as well when this client cannot be asked,
-            which is logged once: the write is then sent again as it is), or
-            ``None`` when mem0 failed to answer now.
+        Not an attempt: the write is fine, and it waits as long as the disk
+        is full, then goes on by itself.
         """
-        try:
-            return await self._backend.delete_batch(
-                scope, METADATA_KEY, key, timeout=self._write_timeout
+        self._stats.deferred += 1
+        if not self._waiting_for_space:
+            self._waiting_for_space = True
+            logger.error(
+                "memory writes wait for disk space (user %s): %s; they stay queued and "
+                "are sent again every %.0f s",
+                scope.user_id,
+                exc,
+                SPACE_RETRY_DELAY,
             )
-        except (asyncio.CancelledError, DiskFullError):
-            raise
-        except PermanentBackendError as exc:
-            self._log_undo_unsupported(str(exc))
-            return 0
-        except Exception as exc:
-            logger.warning("could not ask mem0 about unconfirmed write %s: %s", key, exc)
-            return None
+        await asyncio.sleep(SPACE_RETRY_DELAY)
 
-    async def _retire(self, outbox: Outbox, ids: list[int]) -> None:
+    def _log_undo_unsupported(self, reason: str) -> None:
+        if not self._undo_unsupported_logged:
+            self._undo_unsupported_logged = True
+            logger.warning(
+                "this mem0 client cannot list and delete memories by write key (%s); a "
+                "write interrupted mid-call is sent again and may be stored twice",
+                reason,
+            )
+
+    # -- retiring stored rows -------------------------------------------------------
+
+    async def _retire(self, batch: _Batch) -> None:
         """Remove stored rows from the outbox, once the store has synced them.
 
-        Without a store to sync (a server store, hosted mem0) at once. Else in
-        the background: the scope's next batch goes on, these rows are not
-        sent again (:attr:`unsynced`), and a power loss before the sync
-        leaves them for the next process to store again.
+        Without a store to sync at once. Else in the background: the scope's
+        next batch goes on, these rows are not sent again (:attr:`unsynced`),
+        and a power loss before the sync leaves them for the next process.
         """
         store_sync = self._store_sync
         if store_sync is None:
-            await self._io(outbox.complete, ids)
+            await batch.run(batch.outbox.complete, batch.ids)
             return
-        pairs = {(id(outbox), i) for i in ids}
-        self.unsynced.update(pairs)
+        keys = {row.key for row in batch.rows}
+        self.unsynced |= keys
 
         async def retire() -> None:
             try:
                 await store_sync.wait()
-                await self._io(outbox.complete, ids)
+                await batch.run(batch.outbox.complete, batch.ids)
             finally:
-                self.unsynced.difference_update(pairs)
+                self.unsynced -= keys
 
         task = asyncio.get_running_loop().create_task(retire())
         self._retiring.add(task)
@@ -398,37 +525,112 @@ class Delivery:
         if self._store_sync is not None:
             await self._store_sync.aclose()
 
-    async def _wait_for_space(self, scope: Scope, exc: BaseException) -> None:
-        """Wait before sending a write the store refused for want of disk space.
 
-        Not an attempt: the write is fine, and it waits as long as the disk
-        is full, then goes on by itself.
+class StoreSync:
+    """One sync of the store for the stored batches that wait together.
+
+    The first batch that waits schedules a sync :data:`SYNC_WINDOW` seconds
+    later (the store's own flush interval), and every batch stored meanwhile
+    waits for that same sync: the engine holds the GIL while it flushes, so
+    one sync for many writes also keeps the event loop responsive. Someone
+    waiting for the queue to drain (``flush()``, ``aclose()``) cuts the
+    window short (:meth:`hurrying`). A sync that fails (a full disk) is tried
+    again every :data:`RETRY_DELAY` seconds; its rows wait in the outbox.
+
+    Args:
+        sync: Puts everything stored so far on disk (blocking; run in a thread).
+        window: Seconds the first waiter's sync waits for more writes
+            (default :data:`SYNC_WINDOW`).
+        retry_delay: Seconds between attempts when a sync fails (default
+            :data:`RETRY_DELAY`).
+    """
+
+    def __init__(
+        self,
+        sync: Callable[[], None],
+        *,
+        window: float | None = None,
+        retry_delay: float | None = None,
+    ) -> None:
+        self._sync = sync
+        self._window = SYNC_WINDOW if window is None else window
+        self._retry_delay = RETRY_DELAY if retry_delay is None else retry_delay
+        self._next: asyncio.Future[None] | None = None
+        self._hurry: asyncio.Event | None = None
+        self._hurrying = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.syncs = 0
+        """Syncs that completed."""
+        self.failures = 0
+        """Sync attempts that failed (each is tried again)."""
+
+    async def wait(self) -> None:
+        """Return once a sync that started after this call has completed.
+
+        Raises:
+            asyncio.CancelledError: The queue closed first; the rows stay.
         """
-        self._counts["deferred"] += 1
-        if not self._waiting_for_space:
-            self._waiting_for_space = True
-            logger.error(
-                "memory writes wait for disk space (user %s): %s; they stay queued and "
-                "are sent again every %.0f s",
-                scope.user_id,
-                exc,
-                SPACE_RETRY_DELAY,
-            )
-        await asyncio.sleep(SPACE_RETRY_DELAY)
+        loop = asyncio.get_running_loop()
+        if self._next is None or self._next.done() or self._next.get_loop() is not loop:
+            self._next = loop.create_future()
+            self._hurry = asyncio.Event()
+            task = loop.create_task(self._run(self._next, self._hurry))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        await asyncio.shield(self._next)
 
-    def _log_undo_unsupported(self, reason: str) -> None:
-        if not self._undo_unsupported_logged:
-            self._undo_unsupported_logged = True
-            logger.warning(
-                "this mem0 client cannot list and delete memories by write key (%s); a "
-                "write interrupted mid-call is sent again and may be stored twice",
-                reason,
-            )
+    @contextlib.contextmanager
+    def hurrying(self) -> Iterator[None]:
+        """While inside, syncs run at once: someone waits for the queue to drain."""
+        self._hurrying += 1
+        if self._hurry is not None:
+            self._hurry.set()
+        try:
+            yield
+        finally:
+            self._hurrying -= 1
 
+    async def _run(self, done: asyncio.Future[None], hurry: asyncio.Event) -> None:
+        try:
+            await self._synced(done, hurry)
+        finally:
+            if not done.done():  # cancelled: the waiters' rows stay in the outbox
+                done.cancel()
+            if self._next is done:
+                self._next = self._hurry = None
 
-def _said_at(rows: list[OutboxRow]) -> datetime:
-    """A batch's said time: its newest exchange's (one mem0 call has one date)."""
-    return max(row.said_at for row in rows)
+    async def _synced(self, done: asyncio.Future[None], hurry: asyncio.Event) -> None:
+        if not self._hurrying:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hurry.wait(), self._window)
+        # Writes stored from now on wait for the next sync: this one may
+        # start before they reached the store.
+        if self._next is done:
+            self._next = self._hurry = None
+        while True:
+            try:
+                await asyncio.to_thread(self._sync)
+            except Exception as exc:
+                self.failures += 1
+                logger.warning(
+                    "the memory store could not sync (%s); its writes stay in the outbox "
+                    "and the sync is tried again in %.0f s",
+                    exc,
+                    self._retry_delay,
+                )
+                await asyncio.sleep(self._retry_delay)
+                continue
+            self.syncs += 1
+            done.set_result(None)
+            return
+
+    async def aclose(self) -> None:
+        """Stop waiting: a sync not done yet leaves its rows in the outbox."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._next is not None and not self._next.done():
+            self._next.cancel()
+        self._next = None
 
 
 def _disk_full(exc: BaseException) -> bool:

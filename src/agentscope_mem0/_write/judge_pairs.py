@@ -34,7 +34,7 @@ A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model
 call only the first time it is a candidate. The same readings find repeats
 (:attr:`Relation.SAME`), which the judge merges unless the words keep the
-two apart (:func:`~.._recall.same_fact.kept_apart`).
+two apart (:func:`~.._text.same_fact.kept_apart`).
 """
 
 from __future__ import annotations

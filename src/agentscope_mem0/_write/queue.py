@@ -1,18 +1,32 @@
 """Write-behind: a finished exchange is recorded, queued, and the reply goes on.
 
-:class:`WriteQueue` is the async front end of the :mod:`.outbox` tables,
-whose calls all run on one thread that owns the outbox's connections;
-sending a batch to mem0, its retries and exactly-once are :mod:`.delivery`'s.
+:class:`WriteQueue` records each write in the outbox (:mod:`.outbox`) before
+``submit`` returns, then stores it in the background: a worker per scope
+sends the scope's rows oldest first, joining those that piled up and were
+said on one day into one call (``max_batch``), through
+:class:`~.delivery.Delivery` (retries, exactly once); at most
+``max_concurrency`` calls run at once. After each stored batch it tells its
+:class:`AfterStore` (the time judgement or consolidation, the profile cache).
 
-* ``submit`` records the exchange (:mod:`.recording`) and returns; a
-  worker per scope (:mod:`.workers`) sends the scope's rows oldest first,
-  joining those that piled up and were said on one day into one call
-  (``max_batch``); at most ``max_concurrency`` calls run at once.
 * The outbox is a SQLite file in ``outbox_dir``, else next to the store's own
-  files (:mod:`.outbox_place`): writes survive the process on every path and
-  the next queue on the same store replays them.
-* What the outbox cannot record is kept in memory until mem0 has it; a loop
-  torn down with writes pending stores for up to ``exit_grace`` seconds.
+  files (:func:`~.outbox.default_outbox_dir`): writes survive the process on
+  every path, the next queue on the same store replays them, and a lease
+  keeper renews this queue's claims and takes over rows whose writer died.
+* The rows of replies ending while an insert runs go into the file together,
+  in the next insert: one transaction and one sync to disk for many users.
+* When the file cannot record a write (a full disk, a read-only file, a
+  damaged one that cannot be replaced), the write is kept in an in-memory
+  outbox on the same thread, so mem0 still gets it. The error is logged once
+  per episode with its real cause; recording in the file resumes at the next
+  write that succeeds, and the writes kept in memory move into the file as
+  soon as it takes them again (each user's between two of that user's
+  batches), or at close or exit.
+* Threads: every outbox call runs on the outbox's one thread
+  (:class:`~.._sqlite.thread.ConnectionThread`, which calls back when an
+  insert is done); the workers and the lease keeper are tasks of the event
+  loop that uses the queue (a later loop gets new ones, rebuilt from the
+  outbox). A loop torn down with writes pending stores for up to
+  ``exit_grace`` seconds; what is left stays in the outbox.
 """
 
 from __future__ import annotations
@@ -20,35 +34,52 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import contextvars
 import logging
 import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .._exceptions import DamagedFileError, LocalFileError
 from .._observe.latency import LatencyRecorder
-from .._observe.tracing import remember_origin
+from .._observe.tracing import remember_origin, write_span
 from .._scope import Scope
+from .._sqlite.thread import ConnectionThread
 from .._text.dates import check_said_at
-from .delivery import METADATA_KEY, AfterStore, Delivery, RetryPolicy
-from .outbox import OUTBOX_FILENAME, Outbox, OutboxRow
-from .outbox_place import default_outbox_dir
-from .outbox_rows import EXCHANGE, FACTS
-from .owners import LIVE_OWNERS, new_owner_id
-from .recording import Recorder
-from .workers import Workers
-from .write_result import WriteResult
+from .delivery import METADATA_KEY, Delivery, RetryPolicy, Sent, WriteStats
+from .outbox import (
+    EXCHANGE,
+    FACTS,
+    LIVE_OWNERS,
+    OUTBOX_FILENAME,
+    OUTBOX_THREAD,
+    BaseOutbox,
+    Outbox,
+    OutboxRow,
+    default_outbox_dir,
+    new_owner_id,
+    outbox_on,
+)
 
 if TYPE_CHECKING:
     import os
 
     from .._mem0.backend import Mem0Backend
 
-__all__ = ["MEMORY_ONLY", "METADATA_KEY", "RetryPolicy", "WriteQueue", "WriteResult"]
+__all__ = [
+    "MEMORY_ONLY",
+    "METADATA_KEY",
+    "AfterStore",
+    "RetryPolicy",
+    "WriteQueue",
+    "WriteResult",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +87,58 @@ MEMORY_ONLY = ":memory:"
 """``outbox_dir`` value that keeps queued writes in memory only (lost with the process)."""
 
 _OPEN_QUEUES: weakref.WeakSet[WriteQueue] = weakref.WeakSet()
-# What stats() reports as writes_<name> (and write_batches).
-_COUNTERS = "queued replayed stored redone retried deferred failed requeued lost unrecorded"
+
+Recorded = Callable[[bool], None]
+"""Told, on the recording loop, whether a write was recorded (in the file or in memory)."""
+
+
+class AfterStore(Protocol):
+    """What follows each batch a :class:`WriteQueue` stored (the time judgement,
+    consolidation, the profile cache)."""
+
+    def stored(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
+        """Take note of a batch of ``scope`` said at ``said_at`` that mem0 stored
+        as ``results`` (its result entries; none when it found nothing to keep).
+
+        Called in the scope's worker, inside the batch's write span, before
+        the scope's next batch: it must return at once (queueing any work for
+        the background). What it raises is logged and changes nothing.
+        """
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Where a write stands after :meth:`WriteQueue.submit_facts`."""
+
+    state: str
+    """``"stored"``, ``"queued"`` (recorded, stored in the background),
+    ``"failed"`` (kept as failed, retryable) or ``"lost"`` (not recorded)."""
+    memories: list[str] = field(default_factory=list)
+    """What mem0 stored, when ``state == "stored"``."""
+    recorded: bool = True
+    """False when the outbox could not record it (a full disk): until mem0
+    stores it, it is kept in this process's memory only."""
+
+
+@dataclass(eq=False)
+class _Runtime:
+    """What a queue holds on one event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    semaphore: asyncio.Semaphore
+    workers: dict[Scope, asyncio.Task[None]] = field(default_factory=dict)
+    wake: set[Scope] = field(default_factory=set)
+    waiters: dict[str, asyncio.Future[bool]] = field(default_factory=dict)
+    started: asyncio.Task[None] | None = None
+    maintenance: asyncio.Task[None] | None = None
+    teardown_deadline: float | None = None
+    recording: list[tuple[OutboxRow, Recorded]] = field(default_factory=list)
+    """Rows waiting for the insert under way to end."""
+    inserting: bool = False
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        """Every task of this runtime."""
+        return [t for t in (self.started, self.maintenance, *self.workers.values()) if t]
 
 
 class WriteQueue:
@@ -76,9 +157,7 @@ class WriteQueue:
             transient failure; ``None`` waits indefinitely.
         lease: Seconds a claim on a row lasts without renewal; another writer
             takes over rows whose writer stopped renewing (or died).
-        on_stored: Called with the scope after each stored batch.
-        after_store: Awaited with the scope, mem0's results and the batch's
-            said time after each stored batch, before the scope's next one.
+        after_store: Told after each stored batch (see :class:`AfterStore`).
         exit_grace: Seconds the workers keep storing when the event loop is
             torn down with writes pending (``asyncio.run`` returning).
     """
@@ -93,7 +172,6 @@ class WriteQueue:
         retry: RetryPolicy | None = None,
         write_timeout: float | None = 300.0,
         lease: float = 30.0,
-        on_stored: Callable[[Scope], None] | None = None,
         after_store: AfterStore | None = None,
         exit_grace: float = 5.0,
     ) -> None:
@@ -103,56 +181,58 @@ class WriteQueue:
             raise ValueError(f"lease must be positive, got {lease!r}")
         self._backend = backend
         self._lease = lease
+        self._max_batch = max_batch
+        self._max_concurrency = max_concurrency
+        self._exit_grace = exit_grace
+        self._after_store = after_store
         folder = outbox_dir if outbox_dir is not None else default_outbox_dir(backend.client)
         path = None
         if folder is not None and str(folder) != MEMORY_ONLY:
             path = Path(folder).expanduser() / OUTBOX_FILENAME
+        # The file and its in-memory stand-in share one thread, which this queue closes.
+        self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {path or MEMORY_ONLY}")
+        try:
+            self._outbox = outbox_on(self._thread, path)
+            # Where writes wait, in memory, while the file cannot record.
+            self._spill: BaseOutbox = outbox_on(self._thread, None) if path else self._outbox
+        except BaseException:
+            self._thread.close()
+            raise
+        # Dropped unclosed: the thread ends (the rows stay in the file). A weakref
+        # callback runs before the thread's own finaliser, which would warn; not
+        # at exit, where _report_at_exit still uses the thread.
+        weakref.finalize(self, self._thread.close, wait=False).atexit = False
         self._owner = new_owner_id()
-        self._counts = dict.fromkeys([*_COUNTERS.split(), "batches"], 0)
-        self._recorder = Recorder(path, owner=self._owner, counts=self._counts)
-        self._outbox = self._recorder.outbox
-        self._io = self._recorder.io
-        self._submitted_at: dict[str, float] = {}
-        self._results: dict[str, list[dict[str, Any]]] = {}
-        self._latency = LatencyRecorder()
-        self._closed = False
-        self._counts["lost"] = self._outbox.db.lost_at_open
-        self._lost_unreported = self._outbox.db.lost_at_open > 0
+        self._stats = WriteStats(lost=self._outbox.lost_at_open)
+        self._lost_unreported = self._outbox.lost_at_open > 0
         self._delivery = Delivery(
             backend,
             owner=self._owner,
             retry=retry or RetryPolicy(),
             write_timeout=write_timeout,
-            io=self._io,
-            counts=self._counts,
-            settle=self._settle,
-            on_stored=on_stored,
-            after_store=after_store,
+            stats=self._stats,
             durable=self._outbox.durable,
         )
-        self._workers = Workers(
-            recorder=self._recorder,
-            delivery=self._delivery,
-            owner=self._owner,
-            lease=lease,
-            max_batch=max_batch,
-            max_concurrency=max_concurrency,
-            exit_grace=exit_grace,
-            counts=self._counts,
-            io=self._io,
-            closed=lambda: self._closed,
-        )
+        self._unrecorded: set[str] = set()  # keys of writes kept in memory only
+        self._failing: str | None = None  # why the file refuses, while it does
+        self._dropped = 0  # writes kept in memory and lost at close or exit, logged as such
+        self._elsewhere: set[asyncio.Task[None]] = set()  # rows the file refused, in hand
+        self._submitted_at: dict[str, float] = {}
+        self._results: dict[str, list[dict[str, Any]]] = {}
+        self._latency = LatencyRecorder()
+        self._rt: _Runtime | None = None
+        self._closed = False
         LIVE_OWNERS.add(self._owner)
         _OPEN_QUEUES.add(self)
         with contextlib.suppress(RuntimeError):
             asyncio.get_running_loop()
-            self._workers.runtime()  # replay what an earlier process left, right away
+            self._runtime()  # replay what an earlier process left, right away
 
     # -- public surface ---------------------------------------------------
 
     @property
     def outbox(self) -> Outbox:
-        """The outbox tables (for inspection)."""
+        """The outbox file (or, without one, the in-memory outbox), for inspection."""
         return self._outbox
 
     @property
@@ -168,7 +248,7 @@ class WriteQueue:
     @property
     def pending(self) -> int:
         """Writes queued or in flight on this queue (failed ones excluded)."""
-        return len(self._workers.rt.waiters) if self._workers.rt is not None else 0
+        return len(self._rt.waiters) if self._rt is not None else 0
 
     async def submit(
         self,
@@ -225,7 +305,7 @@ class WriteQueue:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(done), timeout)
             if not done.done():
-                return WriteResult("queued", recorded=key not in self._recorder.unrecorded)
+                return WriteResult("queued", recorded=key not in self._unrecorded)
         results = self._results.pop(key, None)
         if results is None:
             return WriteResult("failed")
@@ -243,14 +323,14 @@ class WriteQueue:
         """
         if self._closed:
             return not self._take_lost()
-        rt = self._workers.runtime()
+        rt = self._runtime()
         deadline = None if timeout is None else time.monotonic() + timeout
         assert rt.started is not None
         try:
             await asyncio.wait_for(asyncio.shield(rt.started), timeout)
             if self._outbox.durable:
                 # Writes another process left since the start are ours to store too.
-                self._workers.adopt(rt, await self._workers.claim_orphans())
+                self._adopt(rt, await self._claim_orphans())
         except TimeoutError:
             return False
         except Exception as exc:
@@ -273,21 +353,21 @@ class WriteQueue:
         Returns:
             How many were requeued.
         """
-        rt = self._workers.runtime()
+        rt = self._runtime()
         rows: list[OutboxRow] = []
-        for box in self._recorder.boxes():
-            rows += await self._io(
+        for box in self._boxes():
+            rows += await self._thread.run(
                 box.requeue_failed, owner=self._owner, lease=self._lease, user_id=user_id
             )
-        self._counts["requeued"] += len(rows)
-        self._workers.adopt(rt, rows)
+        self._stats.requeued += len(rows)
+        self._adopt(rt, rows)
         return len(rows)
 
     async def failed(self) -> list[OutboxRow]:
         """The writes kept as failed, oldest first, with their ``error``."""
         rows: list[OutboxRow] = []
-        for box in self._recorder.boxes():
-            rows += await self._io(box.failed)
+        for box in self._boxes():
+            rows += await self._thread.run(box.failed)
         return rows
 
     async def aclose(self, timeout: float | None = None) -> bool:
@@ -305,21 +385,21 @@ class WriteQueue:
         self._closed = True
         # Rows whose mem0 call is running now keep their claim until the lease
         # runs out: cancelling the task does not stop mem0's worker threads.
-        in_flight = sorted(i for box, i in self._delivery.in_flight if box == id(self._outbox))
-        left = await self._workers.stop()
+        in_flight = set(self._delivery.in_flight)
+        left = await self._stop_workers()
         try:
-            await self._io(self._recorder.save_spilled)
-            await self._io(self._outbox.release, owner=self._owner, keep=in_flight)
+            await self._thread.run(self._save_spilled)
+            await self._thread.run(self._outbox.release, owner=self._owner, keep=in_flight)
         except Exception:
             logger.exception("could not release the outbox cleanly")
         await self._delivery.stop_retiring()
-        await self._recorder.aclose()
+        await self._thread.aclose(self._close_boxes)
         self._submitted_at.clear()
         if not (in_flight and self._outbox.durable):
             LIVE_OWNERS.discard(self._owner)
         _OPEN_QUEUES.discard(self)
         if left:
-            self._recorder.report_left(left, "at close")
+            self._report_left(left, "at close")
         return flushed
 
     def stats(self) -> dict[str, Any]:
@@ -334,26 +414,14 @@ class WriteQueue:
         for the embedded store's sync; ``outbox_errors`` failed outbox
         operations; ``write_latency_*`` is submit-to-stored, in seconds.
         """
-        out: dict[str, Any] = {
-            f"writes_{name}": value for name, value in self._counts.items() if name != "batches"
-        }
-        out["write_batches"] = self._counts["batches"]
+        out: dict[str, Any] = self._stats.as_stats()
         out["writes_pending"] = self.pending
-        out["writes_in_memory_only"] = len(self._recorder.unrecorded)
+        out["writes_in_memory_only"] = len(self._unrecorded)
         out["writes_unsynced"] = len(self._delivery.unsynced)
-        out["outbox_errors"] = self._recorder.errors
         out.update(self._latency.summary("write_latency"))
         return out
 
-    # -- runtime ----------------------------------------------------------
-
-    def _waiter(self, key: str | None) -> asyncio.Future[bool] | None:
-        rt = self._workers.rt
-        return rt.waiters.get(key) if key is not None and rt is not None else None
-
-    def _take_lost(self) -> bool:
-        lost, self._lost_unreported = self._lost_unreported, False
-        return lost
+    # -- recording ------------------------------------------------------------
 
     async def _submit(
         self,
@@ -370,25 +438,16 @@ class WriteQueue:
                 "it is not stored",
                 scope.user_id,
             )
-            self._counts["lost"] += 1
+            self._stats.lost += 1
             self._lost_unreported = True
             return None
-        rt = self._workers.runtime()
+        rt = self._runtime()
         key = uuid.uuid4().hex
         remember_origin(key)  # the write span of its batch links to this reply
         rt.waiters[key] = rt.loop.create_future()
         self._submitted_at[key] = time.perf_counter()
-        self._counts["queued"] += 1
-        row: dict[str, Any] = {
-            "key": key,
-            "user_id": scope.user_id,
-            "agent_id": scope.agent_id,
-            "messages": list(messages),
-            "owner": self._owner,
-            "lease": self._lease,
-            "kind": kind,
-            "said_at": when,
-        }
+        self._stats.queued += 1
+        row = OutboxRow(key, scope.user_id, scope.agent_id, list(messages), when, kind)
         # Recording and queueing go on when the reply is cancelled (a row
         # recorded but never queued would wait for an unrelated write to wake
         # the workers); the reply waits on a future of its own.
@@ -396,21 +455,350 @@ class WriteQueue:
 
         def recorded(ok: bool) -> None:
             if ok:
-                self._workers.kick(rt, scope)
+                self._kick(rt, scope)
             else:
-                self._counts["lost"] += 1
+                self._stats.lost += 1
                 self._lost_unreported = True
                 self._settle([key], stored=False)
             if not outcome.done():
                 outcome.set_result(key if ok else None)
 
-        self._recorder.start_recording(scope, row, recorded)
+        self._record(rt, row, recorded)
         return await outcome
+
+    def _record(self, rt: _Runtime, row: OutboxRow, recorded: Recorded) -> None:
+        """Record ``row``; ``recorded(ok)`` runs on this loop once it is, or (``ok``
+        False) once neither the file nor memory took it.
+
+        Nothing here waits on the loop: the outbox's thread calls back, so a
+        write recorded in the file is told so one turn of the loop after the
+        insert, whoever awaits what.
+        """
+        context = contextvars.copy_context()
+
+        def told(ok: bool) -> None:  # in the caller's context (its trace span), as after an await
+            try:
+                context.run(recorded, ok)
+            except Exception:  # one caller's failure must not keep the others waiting
+                logger.exception("a recorded write's follow-up failed")
+
+        rt.recording.append((row, told))
+        if not rt.inserting:
+            self._insert_next(rt)
+
+    def _insert_next(self, rt: _Runtime) -> None:
+        """Insert the rows waiting in one transaction, then the ones that came meanwhile."""
+        taken, rt.recording = rt.recording, []
+        rt.inserting = True
+
+        def inserted(_: object, error: BaseException | None) -> None:
+            rt.inserting = False
+            if rt.recording:
+                self._insert_next(rt)
+            if error is None and self._failing is not None:
+                logger.warning("the outbox %s records writes again", self._outbox.where)
+                self._failing = None
+            failure = (
+                error if error is None or isinstance(error, Exception) else RuntimeError(error)
+            )
+            for row, told in taken:
+                if failure is None:
+                    told(True)
+                    continue
+                # Each row finds its own way.
+                task = rt.loop.create_task(self._record_elsewhere(row, failure, told))
+                self._elsewhere.add(task)
+                task.add_done_callback(self._elsewhere.discard)
+
+        rows = [row for row, _ in taken]
+        try:
+            self._thread.send(self._outbox.add, rows, self._owner, self._lease, then=inserted)
+        except Exception as exc:  # the thread is closed
+            inserted(None, exc)
+
+    async def _record_elsewhere(self, row: OutboxRow, exc: Exception, told: Recorded) -> None:
+        """Record a row the file refused (in a repaired file, else in memory) and
+        tell ``told`` whether it is."""
+        recorded = False
+        try:
+            recorded = await self._keep_elsewhere(row, exc)
+        except Exception:
+            logger.exception("could not record a memory write for user %s", row.user_id)
+        finally:  # cancelled too
+            told(recorded)
+
+    async def _keep_elsewhere(self, row: OutboxRow, exc: Exception) -> bool:
+        self._stats.outbox_errors += 1
+        if isinstance(exc, DamagedFileError):
+            with contextlib.suppress(Exception):
+                await self._thread.run(self._outbox.repair)
+                await self._thread.run(self._outbox.add, [row], self._owner, self._lease)
+                return True
+        cause = exc.__cause__ if isinstance(exc, LocalFileError) and exc.__cause__ else exc
+        reason = f"{type(cause).__name__}: {cause}"
+        if self._spill is not self._outbox:
+            if self._failing is None:
+                logger.error(
+                    "could not record memory writes in the outbox %s (%s); they are kept "
+                    "in memory until mem0 stores them or the file takes them again, and "
+                    "recording resumes once it works again",
+                    self._outbox.where,
+                    reason,
+                )
+            self._failing = reason
+            try:
+                await self._thread.run(self._spill.add, [row], self._owner, self._lease)
+            except Exception:
+                logger.exception("could not keep a memory write in memory either")
+            else:
+                self._stats.unrecorded += 1
+                self._unrecorded.add(row.key)
+                return True
+        logger.error(
+            "could not record a memory write for user %s (%s); it is not stored",
+            row.user_id,
+            reason,
+        )
+        return False
+
+    def _boxes(self) -> tuple[BaseOutbox, ...]:
+        """Memory first (it always progresses), then the file."""
+        return (self._outbox,) if self._spill is self._outbox else (self._spill, self._outbox)
+
+    def _unspill(self, scope: Scope | None = None, skip: Collection[str] = ()) -> list[str]:
+        """Move the writes kept in memory (``scope``'s, or all) into the file, but
+        those whose key is in ``skip``; returns their keys. On the outbox's thread.
+
+        A scope's rows stay held by this queue; all of them (at close or exit)
+        are left for whoever opens the file next.
+        """
+        if self._spill is self._outbox:
+            return []
+        rows = [
+            row
+            for row in self._spill.held(self._owner)
+            if (scope is None or (row.user_id, row.agent_id) == (scope.user_id, scope.agent_id))
+            and row.key not in skip
+        ]
+        if rows:
+            self._outbox.add(rows, self._owner if scope else None, self._lease)
+            self._spill.complete([row.id for row in rows])
+        return [row.key for row in rows]
+
+    async def _move_spilled(self, scope: Scope) -> None:
+        """Move ``scope``'s writes kept in memory into the file once it takes them again.
+
+        For the scope's worker, between two of its batches: then none of
+        these rows is being sent. Rows stored and waiting for the store's
+        sync stay where they are. While the file still refuses, they stay in
+        memory and nothing is logged again.
+        """
+        if not self._unrecorded:
+            return
+        try:
+            keys = await self._thread.run(self._unspill, scope, frozenset(self._delivery.unsynced))
+        except Exception as exc:
+            logger.debug("memory writes kept in memory stay there for now: %s", exc)
+            return
+        if keys:
+            self._unrecorded.difference_update(keys)
+            logger.warning(
+                "moved %d memory writes of user %s kept in memory into the outbox %s",
+                len(keys),
+                scope.user_id,
+                self._outbox.where,
+            )
+
+    def _save_spilled(self) -> None:
+        """At close and exit: the writes kept in memory into the file, or lost (and logged)."""
+        try:
+            self._unspill()
+        except Exception as exc:
+            left = len(self._spill.held(self._owner))
+            self._stats.lost += left
+            self._dropped += left
+            logger.error(
+                "%d memory writes kept in memory (the outbox %s could not record them: %s) "
+                "are lost",
+                left,
+                self._outbox.where,
+                exc,
+            )
+
+    def _close_boxes(self) -> None:
+        for box in self._boxes():
+            box.close()
+
+    # -- the workers ---------------------------------------------------------------
+
+    def _runtime(self) -> _Runtime:
+        """The runtime of the running loop, started (replaying the outbox) if new."""
+        loop = asyncio.get_running_loop()
+        rt = self._rt
+        if rt is not None and rt.loop is loop:
+            return rt
+        if rt is not None and rt.loop.is_running():
+            raise RuntimeError("a WriteQueue serves one event loop at a time; create one per loop")
+        # First use, or the earlier loop has ended: rebuild from the outbox.
+        rt = _Runtime(loop, asyncio.Semaphore(self._max_concurrency))
+        self._rt = rt
+        rt.started = loop.create_task(self._replay(rt), name="agentscope-mem0-outbox-replay")
+        return rt
+
+    async def _replay(self, rt: _Runtime) -> None:
+        try:
+            own = await self._held()
+            orphans = await self._claim_orphans()
+            if orphans:
+                logger.info(
+                    "replaying %d memory writes left in the outbox by an earlier process",
+                    len(orphans),
+                )
+            self._adopt(rt, [*own, *orphans])
+        except Exception as exc:
+            logger.warning("could not read the outbox at start (%s); trying again later", exc)
+
+    async def _held(self) -> list[OutboxRow]:
+        """The pending rows this queue holds, in memory and in the file, but those
+        stored and waiting for the store's sync (their writes are settled)."""
+        unsynced = self._delivery.unsynced
+        return [
+            row
+            for box in self._boxes()
+            for row in await self._thread.run(box.held, self._owner)
+            if row.key not in unsynced
+        ]
+
+    async def _claim_orphans(self) -> list[OutboxRow]:
+        """Renew this queue's leases and take over the rows whose writer died
+        (counted as replayed)."""
+        if not self._outbox.durable:
+            return []
+        rows = await self._thread.run(
+            self._outbox.claim_orphans,
+            owner=self._owner,
+            lease=self._lease,
+            live_here=frozenset(LIVE_OWNERS),
+        )
+        self._stats.replayed += len(rows)
+        return rows
+
+    async def _maintain(self, rt: _Runtime) -> None:
+        """Keep the leases of held writes, take over orphans, restart stalled scopes."""
+        while rt.waiters:
+            await asyncio.sleep(self._lease / 3)
+            try:
+                self._adopt(rt, await self._held())
+                self._adopt(rt, await self._claim_orphans())  # renews this queue's leases too
+            except Exception as exc:
+                self._stats.outbox_errors += 1
+                logger.warning(
+                    "outbox maintenance failed (%s); trying again in %.1f s", exc, self._lease / 3
+                )
+
+    def _adopt(self, rt: _Runtime, rows: list[OutboxRow]) -> None:
+        """Track rows this queue holds and make sure their scopes are draining."""
+        scopes: dict[Scope, None] = {}
+        for row in rows:
+            if row.key not in rt.waiters:
+                rt.waiters[row.key] = rt.loop.create_future()
+            scopes[Scope(row.user_id, row.agent_id)] = None
+        for scope in scopes:
+            self._kick(rt, scope)
+
+    def _kick(self, rt: _Runtime, scope: Scope) -> None:
+        """Make sure ``scope`` has a worker (and the leases a keeper)."""
+        if rt.maintenance is None or rt.maintenance.done():
+            rt.maintenance = rt.loop.create_task(
+                self._maintain(rt), name="agentscope-mem0-outbox-lease"
+            )
+        worker = rt.workers.get(scope)
+        if worker is not None and not worker.done():
+            rt.wake.add(scope)
+            return
+        rt.workers[scope] = rt.loop.create_task(
+            self._drain(rt, scope), name=f"agentscope-mem0-write-{scope.user_id}"
+        )
+
+    async def _drain(self, rt: _Runtime, scope: Scope) -> None:
+        """Send ``scope``'s rows to mem0, oldest first, until none is left."""
+        me = asyncio.current_task()
+        try:
+            while True:
+                try:
+                    await self._drain_once(rt, scope)
+                    return
+                except asyncio.CancelledError:
+                    if not self._keep_going_at_teardown(rt, me):
+                        raise
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception(
+                "memory writes for user %s stopped; they stay queued and resume shortly",
+                scope.user_id,
+            )
+        finally:
+            if rt.workers.get(scope) is me:
+                del rt.workers[scope]
+
+    async def _drain_once(self, rt: _Runtime, scope: Scope) -> None:
+        assert rt.started is not None
+        # Replayed rows go before new ones; wait() neither cancels the replay
+        # nor raises when the loop's teardown cancelled it.
+        await asyncio.wait({rt.started})
+        while True:
+            rt.wake.discard(scope)
+            await self._move_spilled(scope)
+            found = await self._next_rows(scope)
+            if found is None:
+                if scope in rt.wake:
+                    continue
+                return
+            box, rows = found
+            attempts = max(r.attempts for r in rows)
+            with write_span(scope, [row.key for row in rows], attempts_before=attempts):
+                sent = await self._delivery.send(box, scope, rows, rt.semaphore)
+                self._settle_sent(scope, sent)
+
+    async def _next_rows(self, scope: Scope) -> tuple[BaseOutbox, list[OutboxRow]] | None:
+        """The next batch of ``scope`` and the outbox holding it, or ``None``."""
+        unsynced = frozenset(self._delivery.unsynced)  # stored, waiting for the sync
+        for box in self._boxes():
+            try:
+                rows = await self._thread.run(
+                    box.next_batch,
+                    owner=self._owner,
+                    user_id=scope.user_id,
+                    agent_id=scope.agent_id,
+                    limit=self._max_batch,
+                    skip=unsynced,
+                )
+            except LocalFileError as exc:
+                self._stats.outbox_errors += 1
+                logger.warning("could not read the outbox (%s); trying again shortly", exc)
+                continue
+            if rows:
+                return box, rows
+        return None
+
+    def _settle_sent(self, scope: Scope, sent: Sent) -> None:
+        """Settle a sent batch's writes, then tell :attr:`_after_store` what was stored."""
+        for rows, results in sent.stored:
+            self._settle([row.key for row in rows], stored=True, results=results)
+        self._settle([row.key for row in sent.dropped], stored=False)
+        for rows, results in sent.stored:
+            if self._after_store is None:
+                continue
+            try:
+                self._after_store.stored(scope, results, max(row.said_at for row in rows))
+            except Exception:
+                logger.exception("what follows a stored write failed for user %s", scope.user_id)
 
     def _settle(
         self, keys: list[str], *, stored: bool, results: list[dict[str, Any]] | None = None
     ) -> None:
-        rt = self._workers.rt
+        rt = self._rt
         now = time.perf_counter()
         for key in keys:
             done = rt.waiters.pop(key, None) if rt is not None else None
@@ -423,13 +811,96 @@ class WriteQueue:
                 self._latency.record(now - started)
         while len(self._results) > 1000:  # answers nobody collected
             self._results.pop(next(iter(self._results)))
-        self._recorder.unrecorded.difference_update(keys)
+        self._unrecorded.difference_update(keys)
 
-    # -- exit ---------------------------------------------------------------
+    def _keep_going_at_teardown(self, rt: _Runtime, task: asyncio.Task[Any] | None) -> bool:
+        """Whether a worker cancelled by the loop's teardown goes on storing.
+
+        Only ``aclose`` cancels the workers on purpose (after marking the
+        queue closed); any other cancellation is the loop ending.
+        """
+        if self._closed or task is None or self._exit_grace <= 0:
+            return False
+        now = time.monotonic()
+        if rt.teardown_deadline is None:
+            rt.teardown_deadline = now + self._exit_grace
+            logger.info(
+                "the event loop is ending with %d memory writes pending; storing them "
+                "for up to %.1f s",
+                len(rt.waiters),
+                self._exit_grace,
+            )
+        if now >= rt.teardown_deadline:
+            return False
+        task.uncancel()
+        rt.loop.call_at(
+            rt.loop.time() + (rt.teardown_deadline - now),
+            lambda: None if task.done() else task.cancel(),
+        )
+        return True
+
+    async def _stop_workers(self) -> int:
+        """Cancel every task; returns how many writes were still pending."""
+        rt = self._rt
+        if rt is None:
+            return 0
+        tasks = rt.tasks()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        left = len(rt.waiters)
+        for done in rt.waiters.values():
+            if not done.done():
+                done.set_result(False)
+        rt.waiters.clear()
+        return left
+
+    def _waiter(self, key: str | None) -> asyncio.Future[bool] | None:
+        rt = self._rt
+        return rt.waiters.get(key) if key is not None and rt is not None else None
+
+    def _take_lost(self) -> bool:
+        lost, self._lost_unreported = self._lost_unreported, False
+        return lost
+
+    # -- what is left at close or exit ---------------------------------------------
+
+    def _report_left(self, count: int, when: str) -> None:
+        """Log ``count`` writes left unstored (``when``: "at close", "at exit").
+
+        Those :meth:`_save_spilled` reported lost are not counted again.
+        """
+        count, self._dropped = count - self._dropped, 0
+        if count <= 0:
+            return
+        if self._outbox.durable:
+            logger.warning(
+                "%d memory writes not stored %s; they stay in the outbox %s and the next "
+                "writer on that folder stores them",
+                count,
+                when,
+                self._outbox.where,
+            )
+        else:
+            self._stats.lost += count
+            logger.warning(
+                "%d memory writes not stored %s are lost: no outbox folder is configured",
+                count,
+                when,
+            )
 
     def _report_at_exit(self) -> None:
-        if not self._closed:
-            self._recorder.at_exit(self.pending)
+        """At interpreter exit: save what memory holds, report what is left."""
+        if self._closed:
+            return
+        with contextlib.suppress(Exception):
+            self._save_spilled()
+        count = self.pending
+        if self._outbox.durable:
+            with contextlib.suppress(Exception):
+                count = len(self._outbox.held(self._owner))
+        if count:
+            self._report_left(count, "at exit")
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True) or not self.pending:

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
-from .._write.outbox_place import hosted_outbox_dir, outbox_dir_for_config
+from .._write.outbox import hosted_outbox_dir, outbox_dir_for_config
 from ..backends import DEFAULT_COLLECTION
 
 __all__ = [
@@ -315,7 +315,7 @@ def load_settings(
     return replace(settings, outbox=store_outbox_dir(settings))
 
 
-# The vector size does not name a store (see outbox_place); the config
+# The vector size does not name a store (see _write.outbox); the config
 # builders only need a valid one.
 _ANY_DIMS = 8
 
@@ -328,7 +328,7 @@ def store_outbox_dir(settings: Settings) -> Path:
 
     Returns:
         The data folder for the embedded store; for a server store, the folder
-        :func:`~agentscope_mem0._write.outbox_place.outbox_dir_for_config` gives its
+        :func:`~agentscope_mem0._write.outbox.outbox_dir_for_config` gives its
         mem0 config; for the hosted platform, the one of its host and API key.
 
     Raises:

@@ -67,8 +67,13 @@ if TYPE_CHECKING:
     )
     from ._scope import Scope
     from ._working.manager import WorkingMemory, WorkingScope
-    from ._working.remote import PostgresWorkingStore, QdrantWorkingStore
-    from ._working.store import SqliteWorkingStore, WorkingRecord, WorkingStore
+    from ._working.stores import (
+        PostgresWorkingStore,
+        QdrantWorkingStore,
+        SqliteWorkingStore,
+        WorkingRecord,
+        WorkingStore,
+    )
     from ._write.delivery import RetryPolicy
     from ._write.outbox import Outbox, OutboxRow
     from ._write.queue import WriteQueue, WriteResult
@@ -115,22 +120,22 @@ _LAZY: dict[str, str] = {
     "OutboxRow": "._write.outbox",
     "OutboxWriteError": "._exceptions",
     "PermanentBackendError": "._exceptions",
-    "PostgresWorkingStore": "._working.remote",
-    "QdrantWorkingStore": "._working.remote",
+    "PostgresWorkingStore": "._working.stores",
+    "QdrantWorkingStore": "._working.stores",
     "RecallMode": "._options",
     "RecallOptions": "._options",
     "RetryPolicy": "._write.delivery",
     "Scope": "._scope",
-    "SqliteWorkingStore": "._working.store",
+    "SqliteWorkingStore": "._working.stores",
     "StoreDamagedError": "._exceptions",
     "StoreLockedError": "._exceptions",
     "StringContentFormatter": "._formatter",
     "TransientBackendError": "._exceptions",
     "WorkingContentError": "._exceptions",
     "WorkingMemory": "._working.manager",
-    "WorkingRecord": "._working.store",
+    "WorkingRecord": "._working.stores",
     "WorkingScope": "._working.manager",
-    "WorkingStore": "._working.store",
+    "WorkingStore": "._working.stores",
     "WriteOptions": "._options",
     "WriteQueue": "._write.queue",
     "WriteResult": "._write.queue",

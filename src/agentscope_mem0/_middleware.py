@@ -37,7 +37,7 @@ from ._recall.note import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_
 from ._reply import ReplyWatch, query_text, recall_note
 from ._scope import Scope, check_user_id, resolve_agent_id
 from ._tools.choose import build_tools, check_tool_names
-from ._tools.memory import STATE_KEY, ToolContext
+from ._tools.long_term import STATE_KEY, ToolContext
 from ._working.manager import WorkingMemory, WorkingScope, build_working_memory
 
 if TYPE_CHECKING:

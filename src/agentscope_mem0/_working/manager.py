@@ -132,7 +132,8 @@ class WorkingMemory:
                 f"the header and instructions take about {frame} tokens; use at least "
                 f"{frame + _MIN_CONTENT_TOKENS} or shorten the instructions"
             )
-        initial = len(WorkingFormat(template=self.template, schema=self.schema).initial())
+        working_format = WorkingFormat(template=self.template, schema=self.schema)
+        initial = len(working_format.initial())
         if not isinstance(self.max_chars, int) or self.max_chars < max(initial + 1, 100):
             raise ConfigurationError(
                 f"working memory max_chars must be an integer >= {max(initial + 1, 100)} "
@@ -142,9 +143,7 @@ class WorkingMemory:
             seconds = getattr(self, name)
             if seconds is not None and seconds <= 0:
                 raise ConfigurationError(f"{name} must be positive or None, got {seconds!r}")
-        object.__setattr__(
-            self, "format", WorkingFormat(template=self.template, schema=self.schema)
-        )
+        object.__setattr__(self, "format", working_format)
 
     @classmethod
     def coerce(cls, value: Any) -> WorkingMemory | None:

@@ -134,9 +134,12 @@ def _next_record(
     new = write(old)
     if new is None:
         return None
-    stamp = datetime.now(UTC).isoformat(timespec="seconds")
     version = (old.version if old else 0) + 1
-    return WorkingRecord(user_id, conversation, new[0], new[1], version, stamp)
+    return WorkingRecord(user_id, conversation, new[0], new[1], version, _now())
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _row_record(row: Any) -> WorkingRecord:
@@ -166,10 +169,87 @@ class _ReadChangeWrite:
         )
 
 
-# -- SQLite ---------------------------------------------------------------------
+# -- SQL: SQLite and PostgreSQL ----------------------------------------------------
 
 
-class SqliteWorkingStore(_ReadChangeWrite):
+class _SqlStore(_ReadChangeWrite):
+    """The SQL the SQLite and PostgreSQL stores share (``?`` placeholders, the
+    table as ``{table}``); each brings its connection and runs the work in a
+    transaction (:meth:`_run`)."""
+
+    location: str
+    _table = "working_memory"
+    _updated_at = "updated_at"
+    """The ``updated_at`` column read as ISO 8601 text."""
+    _for_update = ""
+    """What makes a read lock the row it reads (nothing where the transaction
+    already holds the lock)."""
+
+    def load(self, user_id: str, conversation: str = "") -> WorkingRecord | None:
+        """The record, or ``None`` when there is none."""
+        result: WorkingRecord | None = self._run(
+            lambda conn: self._select(conn, user_id, conversation), write=False
+        )
+        return result
+
+    def conversations(self, user_id: str) -> list[str]:
+        """The user's conversations with a non-empty record, newest first."""
+        query = (
+            "SELECT conversation FROM {table} WHERE user_id = ? AND conversation <> ''"
+            " AND content <> '' AND version > 0 ORDER BY updated_at DESC"
+        )
+        rows = self._run(lambda conn: self._execute(conn, query, (user_id,)).fetchall())
+        return [r[0] for r in rows]
+
+    def _run(self, work: Callable[[Any], T], *, write: bool = False) -> T:
+        """``work(connection)`` in one transaction; a write whose work returns
+        ``None`` changes nothing."""
+        raise NotImplementedError
+
+    def _sql(self, query: str) -> str:
+        return query.replace("{table}", self._table)
+
+    def _execute(self, conn: Any, query: str, params: tuple[Any, ...]) -> Any:
+        return conn.execute(self._sql(query), params)
+
+    def _select(
+        self, conn: Any, user_id: str, conversation: str, *, lock: bool = False
+    ) -> WorkingRecord | None:
+        query = (
+            f"SELECT user_id, conversation, content, kind, version, {self._updated_at}"
+            " FROM {table} WHERE user_id = ? AND conversation = ?"
+        )
+        row = self._execute(
+            conn, query + (self._for_update if lock else ""), (user_id, conversation)
+        ).fetchone()
+        # Version 0 is the placeholder row a first writer locks (see _write).
+        return None if row is None or int(row[4]) == 0 else _row_record(row)
+
+    def _write(self, user_id: str, conversation: str, write: _Write) -> WorkingRecord | None:
+        def work(conn: Any) -> WorkingRecord | None:
+            # A placeholder row (version 0) gives the first writers a row to lock.
+            self._execute(
+                conn,
+                "INSERT INTO {table} (user_id, conversation, content, kind, version, updated_at)"
+                " VALUES (?, ?, '', 'text', 0, ?) ON CONFLICT DO NOTHING",
+                (user_id, conversation, _now()),
+            )
+            old = self._select(conn, user_id, conversation, lock=True)
+            record = _next_record(old, user_id, conversation, write)
+            if record is not None:
+                values = (record.content, record.kind, record.version, record.updated_at)
+                self._execute(
+                    conn,
+                    "UPDATE {table} SET content = ?, kind = ?, version = ?, updated_at = ?"
+                    " WHERE user_id = ? AND conversation = ?",
+                    (*values, user_id, conversation),
+                )
+            return record
+
+        return self._run(work, write=True)
+
+
+class SqliteWorkingStore(_SqlStore):
     """Working memory in one SQLite file (WAL), safe across threads and processes.
 
     Its connection lives on a thread of its own (see
@@ -197,14 +277,6 @@ class SqliteWorkingStore(_ReadChangeWrite):
         """``method(*args)`` (one of this store's) on its connection's thread, awaited."""
         return await self._owner().run(method, *args)
 
-    def load(self, user_id: str, conversation: str = "") -> WorkingRecord | None:
-        """The record, or ``None`` when there is none."""
-        return self._owner().call(self._select, user_id, conversation)
-
-    def conversations(self, user_id: str) -> list[str]:
-        """The user's conversations with a non-empty record, newest first."""
-        return self._owner().call(self._conversations, user_id)
-
     def close(self) -> None:
         """Close the connection and end its thread. Idempotent."""
         with self._starting:
@@ -213,8 +285,8 @@ class SqliteWorkingStore(_ReadChangeWrite):
         if thread is not None:
             thread.close(self._close_connection)
 
-    def _write(self, user_id: str, conversation: str, write: _Write) -> WorkingRecord | None:
-        return self._owner().call(self._write_now, user_id, conversation, write)
+    def _run(self, work: Callable[[Any], T], *, write: bool = False) -> T:
+        return self._owner().call(self._run_here, work, write)
 
     # -- on the connection's thread -------------------------------------------
 
@@ -250,62 +322,20 @@ class SqliteWorkingStore(_ReadChangeWrite):
             self._conn.close()
             self._conn = None
 
-    def _select(self, user_id: str, conversation: str) -> WorkingRecord | None:
-        row = (
-            self._connection()
-            .execute(
-                "SELECT user_id, conversation, content, kind, version, updated_at "
-                "FROM working_memory WHERE user_id = ? AND conversation = ?",
-                (user_id, conversation),
-            )
-            .fetchone()
-        )
-        return None if row is None else _row_record(row)
-
-    def _conversations(self, user_id: str) -> list[str]:
-        rows = (
-            self._connection()
-            .execute(
-                "SELECT conversation FROM working_memory WHERE user_id = ? AND conversation != ''"
-                " AND content != '' ORDER BY updated_at DESC",
-                (user_id,),
-            )
-            .fetchall()
-        )
-        return [r[0] for r in rows]
-
-    def _write_now(self, user_id: str, conversation: str, write: _Write) -> WorkingRecord | None:
+    def _run_here(self, work: Callable[[Any], T], write: bool) -> T:
         conn = self._connection()
+        if not write:
+            return work(conn)
         # IMMEDIATE takes the write lock before reading: no lost update.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            record = _next_record(self._select(user_id, conversation), user_id, conversation, write)
-            if record is None:
-                conn.execute("ROLLBACK")
-                return None
-            conn.execute(
-                "INSERT INTO working_memory VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (user_id, conversation) DO UPDATE SET content = excluded.content,"
-                " kind = excluded.kind, version = excluded.version,"
-                " updated_at = excluded.updated_at",
-                (
-                    user_id,
-                    conversation,
-                    record.content,
-                    record.kind,
-                    record.version,
-                    record.updated_at,
-                ),
-            )
-            conn.execute("COMMIT")
-            return record
+            result = work(conn)
+            conn.execute("COMMIT" if result is not None else "ROLLBACK")
+            return result
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-
-
-# -- PostgreSQL -----------------------------------------------------------------
 
 
 def pgvector_dsn(settings: Any) -> str:
@@ -320,7 +350,7 @@ def pgvector_dsn(settings: Any) -> str:
     return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
 
 
-class PostgresWorkingStore(_ReadChangeWrite):
+class PostgresWorkingStore(_SqlStore):
     """Working memory in one PostgreSQL table; a row lock serialises updates.
 
     Args:
@@ -329,35 +359,20 @@ class PostgresWorkingStore(_ReadChangeWrite):
         timeout: Seconds to wait for a connection and for a row lock.
     """
 
+    _updated_at = "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"')"
+    _for_update = " FOR UPDATE"
+
     def __init__(self, dsn: str, *, table: str = "agentscope_mem0_working", timeout: float = 10.0):
         if not table.replace("_", "a").isalnum() or table[0].isdigit():
             raise ConfigurationError(f"table {table!r} must be a plain SQL identifier")
         self.dsn = dsn
         self.table = table
+        # A plain identifier (checked above), quoted: safe to put in the SQL.
+        self._table = f'"{table}"'
         self.timeout = timeout
         self.location = f"PostgreSQL table {table!r}"
         self._conn: Any = None
         self._lock = threading.Lock()
-
-    def load(self, user_id: str, conversation: str = "") -> WorkingRecord | None:
-        """The record, or ``None`` when there is none."""
-        result: WorkingRecord | None = self._run(
-            lambda conn: self._select(conn, user_id, conversation, lock=False)
-        )
-        return result
-
-    def conversations(self, user_id: str) -> list[str]:
-        """The user's conversations with a non-empty record, newest first."""
-        rows = self._run(
-            lambda conn: conn.execute(
-                self._sql(
-                    "SELECT conversation FROM {} WHERE user_id = %s AND conversation <> ''"
-                    " AND content <> '' AND version > 0 ORDER BY updated_at DESC"
-                ),
-                (user_id,),
-            ).fetchall()
-        )
-        return [r[0] for r in rows]
 
     def close(self) -> None:
         """Close the connection; idempotent."""
@@ -366,11 +381,8 @@ class PostgresWorkingStore(_ReadChangeWrite):
                 self._conn.close()
                 self._conn = None
 
-    def _sql(self, query: str) -> Any:
-        """``query`` with this store's table in place of ``{}``."""
-        from psycopg import sql
-
-        return sql.SQL(query).format(sql.Identifier(self.table))  # type: ignore[arg-type]
+    def _sql(self, query: str) -> str:
+        return super()._sql(query).replace("?", "%s")
 
     def _connection(self) -> Any:
         try:
@@ -391,7 +403,7 @@ class PostgresWorkingStore(_ReadChangeWrite):
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"asm0:{self.table}",))
             conn.execute(
                 self._sql(
-                    "CREATE TABLE IF NOT EXISTS {} (user_id text NOT NULL,"
+                    "CREATE TABLE IF NOT EXISTS {table} (user_id text NOT NULL,"
                     " conversation text NOT NULL, content text NOT NULL, kind text NOT NULL,"
                     " version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),"
                     " PRIMARY KEY (user_id, conversation))"
@@ -400,13 +412,14 @@ class PostgresWorkingStore(_ReadChangeWrite):
         self._conn = conn
         return conn
 
-    def _run(self, work: Callable[[Any], Any]) -> Any:
+    def _run(self, work: Callable[[Any], T], *, write: bool = False) -> T:
         import psycopg
 
         with self._lock:
             for attempt in (1, 2):
                 conn = self._connection()
                 try:
+                    # A write that changes nothing keeps its placeholder row: it is never read.
                     with conn.transaction():
                         return work(conn)
                 except psycopg.OperationalError as exc:
@@ -416,48 +429,6 @@ class PostgresWorkingStore(_ReadChangeWrite):
                     if attempt == 2 or not conn.broken:
                         raise BackendError(f"working memory in {self.location}: {exc}") from exc
         raise AssertionError("unreachable")
-
-    def _select(self, conn: Any, user_id: str, conversation: str, *, lock: bool) -> Any:
-        query = self._sql(
-            "SELECT user_id, conversation, content, kind, version,"
-            " to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"')"
-            " FROM {} WHERE user_id = %s AND conversation = %s" + (" FOR UPDATE" if lock else "")
-        )
-        row = conn.execute(query, (user_id, conversation)).fetchone()
-        # Version 0 is the placeholder row a first writer locks (see _write).
-        return None if row is None or int(row[4]) == 0 else _row_record(row)
-
-    def _write(self, user_id: str, conversation: str, write: _Write) -> WorkingRecord | None:
-        def work(conn: Any) -> WorkingRecord | None:
-            # A placeholder row (version 0) gives the first writers a row to lock.
-            conn.execute(
-                self._sql(
-                    "INSERT INTO {} (user_id, conversation, content, kind, version)"
-                    " VALUES (%s, %s, '', 'text', 0) ON CONFLICT DO NOTHING"
-                ),
-                (user_id, conversation),
-            )
-            old = self._select(conn, user_id, conversation, lock=True)
-            record = _next_record(old, user_id, conversation, write)
-            if record is not None:
-                conn.execute(
-                    self._sql(
-                        "UPDATE {} SET content = %s, kind = %s, version = %s, updated_at = %s"
-                        " WHERE user_id = %s AND conversation = %s"
-                    ),
-                    (
-                        record.content,
-                        record.kind,
-                        record.version,
-                        record.updated_at,
-                        user_id,
-                        conversation,
-                    ),
-                )
-            return record
-
-        result: WorkingRecord | None = self._run(work)
-        return result
 
 
 # -- Qdrant ---------------------------------------------------------------------

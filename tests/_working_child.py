@@ -1,6 +1,6 @@
 """A child process that appends to one user's working memory many times.
 
-Run by tests/test_working_store.py: ``python _working_child.py KIND TARGET USER WORKER COUNT``,
+Run by tests/working/test_store.py: ``python _working_child.py KIND TARGET USER WORKER COUNT``,
 KIND being ``sqlite`` (TARGET a folder) or ``postgres`` (TARGET a DSN, TABLE as 6th argument).
 """
 

@@ -113,7 +113,7 @@ def test_the_checker_sees_function_level_and_type_only_imports() -> None:
     # the client builder imports the embedded store only inside its functions
     assert f"{ROOT}.local" in graph[f"{ROOT}._mem0.clients"]
     # the middleware names WorkingStore only for the type checker
-    assert f"{ROOT}._working.store" in graph[f"{ROOT}._middleware"]
+    assert f"{ROOT}._working.stores" in graph[f"{ROOT}._middleware"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

@@ -61,8 +61,13 @@ if TYPE_CHECKING:
     from ._recall.recall import RecallMode
     from ._scope import Scope
     from ._working.manager import WorkingMemory, WorkingScope
-    from ._working.remote import PostgresWorkingStore, QdrantWorkingStore
-    from ._working.store import SqliteWorkingStore, WorkingRecord, WorkingStore
+    from ._working.stores import (
+        PostgresWorkingStore,
+        QdrantWorkingStore,
+        SqliteWorkingStore,
+        WorkingRecord,
+        WorkingStore,
+    )
     from ._write.delivery import RetryPolicy
     from ._write.outbox import Outbox, OutboxRow
     from ._write.queue import AfterStore, WriteQueue, WriteResult
@@ -108,12 +113,12 @@ _LAZY: dict[str, str] = {
     "OutboxRow": "._write.outbox",
     "OutboxWriteError": "._exceptions",
     "PermanentBackendError": "._exceptions",
-    "PostgresWorkingStore": "._working.remote",
-    "QdrantWorkingStore": "._working.remote",
+    "PostgresWorkingStore": "._working.stores",
+    "QdrantWorkingStore": "._working.stores",
     "RecallMode": "._recall.recall",
     "RetryPolicy": "._write.delivery",
     "Scope": "._scope",
-    "SqliteWorkingStore": "._working.store",
+    "SqliteWorkingStore": "._working.stores",
     "StoreDamagedError": "._exceptions",
     "StoreLockedError": "._exceptions",
     "StringContentFormatter": "._formatter",
@@ -121,9 +126,9 @@ _LAZY: dict[str, str] = {
     "TransientBackendError": "._exceptions",
     "WorkingContentError": "._exceptions",
     "WorkingMemory": "._working.manager",
-    "WorkingRecord": "._working.store",
+    "WorkingRecord": "._working.stores",
     "WorkingScope": "._working.manager",
-    "WorkingStore": "._working.store",
+    "WorkingStore": "._working.stores",
     "WriteQueue": "._write.queue",
     "WriteResult": "._write.queue",
     "build_local_memory": "._mem0.clients",

@@ -33,7 +33,7 @@ from ._recall.note import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_
 from ._reply import ReplyWatch, query_text, recall_note
 from ._scope import Scope, check_user_id, resolve_agent_id
 from ._tools.choose import build_tools
-from ._tools.memory import STATE_KEY, ToolContext
+from ._tools.long_term import STATE_KEY, ToolContext
 from ._working.manager import WorkingMemoryManager
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
     from agentscope.tool import ToolBase
 
-    from ._working.store import WorkingStore
+    from ._working.stores import WorkingStore
 
 __all__ = ["Mem0Middleware"]
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from agentscope.agent import Agent
     from agentscope.model import ChatModelBase
 
-    from ._working.store import WorkingStore
+    from ._working.stores import WorkingStore
 
 __all__ = [
     "DEFAULT_TOOL_INSTRUCTIONS",

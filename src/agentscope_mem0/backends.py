@@ -118,23 +118,16 @@ def pgvector_config(
         if not isinstance(ef_search, int) or not 1 <= ef_search <= 1000:
             raise ConfigurationError(f"ef_search must be an integer in 1..1000, got {ef_search!r}")
         dsn = _with_option(dsn, f"-c hnsw.ef_search={ef_search}")
-    config: dict[str, Any] = {
-        "vector_store": {
-            "provider": "pgvector",
-            "config": {
-                "connection_string": dsn,
-                "collection_name": collection,
-                "embedding_model_dims": dims,
-                "hnsw": hnsw,
-                "diskann": False,
-                "minconn": min_connections,
-                "maxconn": max_connections,
-            },
-        }
+    store = {
+        "connection_string": dsn,
+        "collection_name": collection,
+        "embedding_model_dims": dims,
+        "hnsw": hnsw,
+        "diskann": False,
+        "minconn": min_connections,
+        "maxconn": max_connections,
     }
-    if history_db_path is not None:
-        config["history_db_path"] = history_db_path
-    return config
+    return _fields("pgvector", store, history_db_path)
 
 
 def qdrant_server_config(
@@ -197,16 +190,11 @@ def qdrant_server_config(
         # without a key the server is addressed by host and port.
         port = parts.port or (443 if parts.scheme == "https" else 6333)
         store.update(host=parts.hostname, port=port, https=parts.scheme == "https")
-    if hybrid:
-        from ._server.qdrant_config import PROVIDER
+    if not hybrid:
+        return _fields("qdrant", store, history_db_path)
+    from ._server.qdrant_config import PROVIDER
 
-        provider = PROVIDER
-    else:
-        provider = "qdrant"
-    config: dict[str, Any] = {"vector_store": {"provider": provider, "config": store}}
-    if history_db_path is not None:
-        config["history_db_path"] = history_db_path
-    return config
+    return _fields(PROVIDER, store, history_db_path)
 
 
 def prepare_pgvector(
@@ -284,6 +272,14 @@ def prepare_pgvector(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"agentscope_mem0:{base}",))
     logger.info("pgvector schema for %r is ready", base)
+
+
+def _fields(provider: str, store: dict[str, Any], history_db_path: str | None) -> dict[str, Any]:
+    """The ``MemoryConfig`` fields naming ``provider`` with ``store``'s settings."""
+    fields: dict[str, Any] = {"vector_store": {"provider": provider, "config": store}}
+    if history_db_path is not None:
+        fields["history_db_path"] = history_db_path
+    return fields
 
 
 def _check_dims(dims: int) -> None:

@@ -20,9 +20,12 @@ from mem0 import AsyncMemory
 from agentscope_mem0 import build_local_memory, build_mem0_config, build_memory
 from agentscope_mem0._mem0.backend import Mem0Backend
 from agentscope_mem0._scope import Scope
-from agentscope_mem0._server.keywords import METADATA_KEY, collection_keyword_record
 from agentscope_mem0._server.qdrant_config import PROVIDER
-from agentscope_mem0._server.qdrant_store import HybridQdrant
+from agentscope_mem0._server.qdrant_store import (
+    METADATA_KEY,
+    HybridQdrant,
+    collection_keyword_record,
+)
 from agentscope_mem0.backends import qdrant_server_config
 from agentscope_mem0.local import KeywordEncoder
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel

@@ -28,8 +28,7 @@ from agentscope_mem0 import (
 )
 from agentscope_mem0._text.tokens import estimate_tokens
 from agentscope_mem0._working.format import WorkingFormat, merge_json
-from agentscope_mem0._working.manager import is_working_block
-from agentscope_mem0._working.render import truncate_block
+from agentscope_mem0._working.manager import is_working_block, truncate_block
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import RecordingClient, load_working, real_memory
 

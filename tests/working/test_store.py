@@ -23,8 +23,7 @@ import pytest
 from _pgfixture import fresh_collection, postgres_dsn
 from agentscope_mem0 import InvalidStateError, SqliteWorkingStore, WorkingRecord, WorkingStore
 from agentscope_mem0._working.format import WorkingFormat
-from agentscope_mem0._working.select import store_for_client
-from agentscope_mem0._working.store import WORKING_THREAD
+from agentscope_mem0._working.stores import WORKING_THREAD, store_for_client
 from fakes import load_working
 
 CHILD = Path(__file__).parents[1] / "_working_child.py"

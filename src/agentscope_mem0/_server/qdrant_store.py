@@ -9,7 +9,7 @@ search like the embedded store:
   (the engine's BM25), the same vectors the embedded store holds, so a
   folder copied to the server (``agentscope-mem0 migrate --to``) is searched
   the same way; collections written otherwise are rewritten on first open
-  (see :mod:`.keywords`);
+  (:func:`rewrite_collection_keywords`);
 * ``search`` is one Query API call: the dense and the keyword top hits under
   the same filter, fused by the engine with the same settings and the same
   score scale as the embedded store (see
@@ -23,11 +23,23 @@ search like the embedded store:
 
 It speaks qdrant-client's Query API, which qdrant-client's local mode
 (``path=...``) speaks too; the tests run it there.
+
+Keeping a collection's keyword vectors in step with the encoder is the server
+counterpart of :mod:`agentscope_mem0.local._keyword_upgrade`. A collection
+records which encoder wrote its keyword vectors in its metadata (Qdrant 1.16
+or later). A collection written by mem0's own Qdrant provider has no record:
+its points carry fastembed's vectors, or none when fastembed was not
+installed. When the provider opens a collection whose record is missing or
+names other settings, every point's keyword vector is rewritten from its
+payload text, in batches; ids, payloads and dense vectors are not touched.
+The record is written last, so an interrupted rewrite is done again by the
+next client that opens the collection.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from mem0.vector_stores.qdrant import Qdrant
@@ -46,11 +58,24 @@ from .._vectors.fusion import (
 from .._vectors.threshold import cosine_floor
 from ..local._edge import SCOPE_FIELDS, TENANT_FIELD
 from ..local._keyword import KeywordEncoder, keyword_text
-from .keywords import SPARSE, rewrite_collection_keywords
 
-__all__ = ["HybridQdrant"]
+__all__ = [
+    "METADATA_KEY",
+    "SPARSE",
+    "HybridQdrant",
+    "collection_keyword_record",
+    "rewrite_collection_keywords",
+]
 
 logger = logging.getLogger(__name__)
+
+METADATA_KEY = "agentscope_mem0_keywords"
+"""The collection-metadata key holding the keyword encoder's settings."""
+
+SPARSE = "bm25"
+"""The keyword vector's name (mem0's Qdrant provider's, and the embedded store's)."""
+
+_BATCH = 256
 
 _ENTITY_SUFFIX = "_entities"  # mem0 2.2's entity collection, searched by meaning only
 
@@ -76,39 +101,23 @@ class HybridQdrant(Qdrant):
         self,
         *,
         collection_name: str,
-        embedding_model_dims: int,
-        client: Any = None,
-        host: str | None = None,
-        port: int | None = None,
-        path: str | None = None,
-        url: str | None = None,
-        api_key: str | None = None,
-        https: bool | None = None,
-        on_disk: bool = False,
         fusion: Fusion = "rrf",
         rrf_k: int = DEFAULT_RRF_K,
         dense_weight: float = DEFAULT_DENSE_WEIGHT,
         feedback_docs: int = DEFAULT_FEEDBACK_DOCS,
         feedback_weight: float = DEFAULT_FEEDBACK_WEIGHT,
+        **qdrant: Any,
     ) -> None:
+        """``qdrant``: mem0's own Qdrant settings (``embedding_model_dims``,
+        ``client`` or ``host``/``port``/``url``/``api_key``/``https``/``path``,
+        ``on_disk``), passed on as they are."""
         self._entities = collection_name.endswith(_ENTITY_SUFFIX)
         self.fusion: Fusion = "none" if self._entities else fusion
         self.rrf_k = rrf_k
         self.dense_weight = dense_weight
         self.feedback_docs = feedback_docs
         self.feedback_weight = feedback_weight
-        super().__init__(
-            collection_name=collection_name,
-            embedding_model_dims=embedding_model_dims,
-            client=client,
-            host=host,
-            port=port,
-            path=path,
-            url=url,
-            api_key=api_key,
-            https=https,
-            on_disk=on_disk,
-        )
+        super().__init__(collection_name=collection_name, **qdrant)
         # mem0 2.2.1 would lazily load fastembed here; a preset encoder is used as is.
         self._bm25_encoder: Any = KeywordEncoder()
         if self._has_bm25_slot:
@@ -143,15 +152,11 @@ class HybridQdrant(Qdrant):
     # --- search --------------------------------------------------------------
 
     def _query_terms(self, query: Any) -> Any | None:
-        from qdrant_client import models
-
         encoder = self._get_bm25_encoder()
         if encoder is None or not isinstance(query, str) or not self._has_bm25_slot:
             return None
         terms = next(iter(encoder.query_embed(query)))
-        if not len(terms.indices):
-            return None
-        return models.SparseVector(indices=terms.indices.tolist(), values=terms.values.tolist())
+        return _sparse(terms) if len(terms.indices) else None
 
     def search(
         self,
@@ -257,21 +262,85 @@ class HybridQdrant(Qdrant):
 
         (mem0 2.2.1's own Qdrant store leaves it stale.)
         """
-        from qdrant_client import models
-
         super().update(vector_id, vector=vector, payload=payload)
         encoder = self._get_bm25_encoder()
-        if vector is not None or payload is None or encoder is None or not self._has_bm25_slot:
+        if vector is not None or not payload or not keyword_text(payload) or encoder is None:
             return
-        text = keyword_text(payload)
-        if not text:
-            return
-        terms = next(iter(encoder.embed([text])))
-        if not len(terms.indices):
-            self.client.delete_vectors(self.collection_name, vectors=[SPARSE], points=[vector_id])
-            return
-        sparse = models.SparseVector(indices=terms.indices.tolist(), values=terms.values.tolist())
-        self.client.update_vectors(
-            self.collection_name,
-            points=[models.PointVectors(id=vector_id, vector={SPARSE: sparse})],
+        if self._has_bm25_slot:
+            _write_keywords(self.client, self.collection_name, encoder, [(vector_id, payload)])
+
+
+# --- keyword vectors in step with the encoder ----------------------------------
+
+
+def collection_keyword_record(client: Any, collection: str) -> dict[str, Any] | None:
+    """The encoder settings recorded in ``collection``'s metadata, or ``None``."""
+    metadata = getattr(client.get_collection(collection).config, "metadata", None) or {}
+    record = metadata.get(METADATA_KEY)
+    return record if isinstance(record, dict) else None
+
+
+def rewrite_collection_keywords(
+    client: Any, collection: str, encoder: KeywordEncoder
+) -> int | None:
+    """Re-encode every point's keyword vector unless the collection's record matches.
+
+    Args:
+        client: A ``QdrantClient`` (a server, or local mode).
+        collection: The collection, which has the ``bm25`` sparse slot.
+        encoder: The encoder the provider searches with.
+
+    Returns:
+        How many points were rewritten, or ``None`` when the record was current.
+    """
+    if collection_keyword_record(client, collection) == encoder.settings():
+        return None
+    started = time.monotonic()
+    rewritten = 0
+    offset: Any = None
+    while True:
+        records, offset = client.scroll(
+            collection, limit=_BATCH, offset=offset, with_payload=True, with_vectors=False
         )
+        points = [(record.id, dict(record.payload or {})) for record in records]
+        _write_keywords(client, collection, encoder, points)
+        rewritten += len(records)
+        if offset is None:
+            break
+    client.update_collection(collection, metadata={METADATA_KEY: encoder.settings()})
+    if rewritten:
+        logger.warning(
+            "rewrote the keyword vectors of %d memories in the Qdrant collection %r with "
+            "the engine's BM25 (%.1f s; ids, texts and dense vectors unchanged)",
+            rewritten,
+            collection,
+            time.monotonic() - started,
+        )
+    return rewritten
+
+
+def _write_keywords(
+    client: Any, collection: str, encoder: KeywordEncoder, points: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    """Set each ``(id, payload)`` point's keyword vector from its payload text;
+    a point whose text has no terms is left without one."""
+    from qdrant_client import models
+
+    updates, cleared = [], []
+    for point_id, payload in points:
+        terms = encoder.document(keyword_text(payload))
+        if len(terms.indices):
+            updates.append(models.PointVectors(id=point_id, vector={SPARSE: _sparse(terms)}))
+        else:
+            cleared.append(point_id)
+    if updates:
+        client.update_vectors(collection, points=updates)
+    if cleared:
+        client.delete_vectors(collection, vectors=[SPARSE], points=cleared)
+
+
+def _sparse(terms: Any) -> Any:
+    """A keyword encoder's terms as qdrant-client's ``SparseVector``."""
+    from qdrant_client import models
+
+    return models.SparseVector(indices=terms.indices.tolist(), values=terms.values.tolist())

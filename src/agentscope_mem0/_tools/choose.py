@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .forget import ForgetMemoryTool, SearchMemoryWithIdsTool
-from .memory import AddMemoryTool, SearchMemoryTool, ToolContext
+from .long_term import AddMemoryTool, ForgetMemoryTool, SearchMemoryTool, ToolContext
 from .working import UpdateWorkingMemoryTool
 
 if TYPE_CHECKING:
@@ -43,8 +42,8 @@ def build_tools(
     ``working`` memory is on and the agent may update it."""
     with_ids = "forget_memory" in names
     tools = [
-        SearchMemoryWithIdsTool(context)
-        if name == "search_memory" and with_ids
+        SearchMemoryTool(context, show_ids=with_ids)
+        if name == "search_memory"
         else TOOL_NAMES[name](context)
         for name in names
     ]

@@ -6,32 +6,24 @@ middleware and the calling agent's live state.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
-from agentscope.permission import PermissionBehavior, PermissionDecision
-from agentscope.tool import ToolBase, ToolChunk
-
 from .._exceptions import WorkingContentError
-from .memory import _chunk, store_failed
+from .long_term import MemoryToolBase, tool_failed, tool_result
 
 if TYPE_CHECKING:
     from agentscope.state import AgentState
+    from agentscope.tool import ToolChunk
 
     from .._working.manager import WorkingMemoryManager
 
 __all__ = ["UpdateWorkingMemoryTool"]
 
-logger = logging.getLogger(__name__)
 
-
-class UpdateWorkingMemoryTool(ToolBase):
+class UpdateWorkingMemoryTool(MemoryToolBase):
     """Appends to or rewrites the working memory shown every turn."""
 
     name = "update_working_memory"
-    is_state_injected = True
-    is_external_tool = False
-    is_mcp = False
     is_concurrency_safe = False
     is_read_only = False
 
@@ -76,13 +68,6 @@ class UpdateWorkingMemoryTool(ToolBase):
             "required": ["content"],
         }
 
-    async def check_permissions(self, *args: Any, **kwargs: Any) -> PermissionDecision:
-        """The agent's own scratchpad needs no permission."""
-        return PermissionDecision(
-            behavior=PermissionBehavior.ALLOW,
-            message="update_working_memory writes the agent's own working memory",
-        )
-
     async def call(
         self,
         content: Any,
@@ -93,18 +78,14 @@ class UpdateWorkingMemoryTool(ToolBase):
         try:
             report = await self._manager.update(_agent_state, content, mode)  # type: ignore[arg-type]
         except WorkingContentError as exc:
-            return _chunk(f"Working memory not changed: {exc}", error=True)
-        except TimeoutError:
-            logger.warning(
-                "update_working_memory took over %s s", self._manager.options.update_timeout
-            )
-            return _chunk(
-                "Updating working memory timed out; it may still be stored. "
-                "It will show next turn if it was.",
-                error=True,
-            )
+            return tool_result(f"Working memory not changed: {exc}", error=True)
         except Exception as exc:
-            return store_failed(
-                "update_working_memory", exc, "Working memory not changed: the store failed."
+            return tool_failed(
+                self.name,
+                exc,
+                timeout=self._manager.options.update_timeout,
+                timed_out="Updating working memory timed out; it may still be stored. "
+                "It will show next turn if it was.",
+                failed="Working memory not changed: the store failed.",
             )
-        return _chunk(report)
+        return tool_result(report)

@@ -9,8 +9,12 @@ user (``scope="user"``), written by the agent with the
   it is saved and loaded with the state; a copy goes to the store under the
   state's ``session_id`` for the command line (``agentscope-mem0 working``).
   When both exist, the newer version wins.
-- A user's memory lives in the store (see :mod:`.store`) and is
+- A user's memory lives in the store (see :mod:`.stores`) and is
   shared by every session and agent of that user.
+
+The block is escaped with :func:`agentscope_mem0._text.escape.escape_text`
+in multi-line mode (working memory is Markdown or JSON, so its lines stay)
+and cut to its token budget with a marker saying so.
 """
 
 from __future__ import annotations
@@ -28,11 +32,9 @@ from agentscope.message import AssistantMsg, HintBlock, Msg
 from .._exceptions import ConfigurationError, WorkingContentError
 from .._recall.note import place_note
 from .._text.escape import escape_text
-from .._text.tokens import estimate_tokens
+from .._text.tokens import estimate_tokens, prefix_within
 from .format import UpdateMode, WorkingFormat
-from .render import TRUNCATION_MARKER, truncate_block
-from .select import shared_store_for_client
-from .store import SqliteWorkingStore, WorkingRecord, WorkingStore
+from .stores import SqliteWorkingStore, WorkingRecord, WorkingStore, shared_store_for_client
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -47,6 +49,7 @@ __all__ = [
     "WorkingScope",
     "is_working_block",
     "place_working_block",
+    "truncate_block",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,6 +66,7 @@ _MIN_CONTENT_TOKENS = 40
 
 DEFAULT_WORKING_MAX_CHARS = 20_000
 """Default cap of working memory: five times what the default 1000-token block shows."""
+TRUNCATION_MARKER = "[… working memory truncated here: about {hidden} more tokens not shown]"
 _UNAVAILABLE = "(not available this turn: its store did not answer; do not overwrite it)"
 
 DEFAULT_WORKING_INSTRUCTIONS = (
@@ -195,7 +199,7 @@ class WorkingMemoryManager:
             ``agent_control`` and ``both`` modes; in ``static_control`` the
             block is shown read-only (when not empty).
         store: Where records are kept; default: beside the mem0 client's
-            data (see :mod:`agentscope_mem0._working.store`).
+            data (see :mod:`agentscope_mem0._working.stores`).
     """
 
     def __init__(
@@ -396,3 +400,31 @@ def _too_long(what: str, size: int, limit: int) -> str:
         f"{limit}. Keep only what must stay in view every turn: rewrite it shorter "
         "with mode='replace'; long material belongs in long-term memory."
     )
+
+
+def truncate_block(text: str, max_tokens: int) -> str:
+    """``text`` within ``max_tokens``: whole lines from the top, then a marker.
+
+    The marker says how much was left out, so the model knows the memory goes
+    on and can rewrite it shorter.
+    """
+    total = estimate_tokens(text)
+    if total <= max_tokens:
+        return text
+    lines = text.split("\n")
+    kept: list[str] = []
+    used = 0
+    marker_room = estimate_tokens(TRUNCATION_MARKER.format(hidden=total)) + 1
+    for line in lines:
+        cost = estimate_tokens(line) + 1
+        if used + cost > max_tokens - marker_room:
+            break
+        kept.append(line)
+        used += cost
+    if not kept and lines:
+        # One long first line: keep as much of it as fits.
+        cut = prefix_within(lines[0], max_tokens - marker_room)
+        kept = [cut]
+        used = estimate_tokens(cut)
+    hidden = max(1, total - used)
+    return "\n".join([*kept, TRUNCATION_MARKER.format(hidden=hidden)])

@@ -18,7 +18,7 @@ from ._common import store_command, user_option
 from ._errors import NotFoundError
 
 if TYPE_CHECKING:
-    from .._working.store import WorkingRecord, WorkingStore
+    from .._working.stores import WorkingRecord, WorkingStore
     from ._config import Settings
     from ._output import Output
 
@@ -27,10 +27,10 @@ __all__ = ["working"]
 
 def open_working_store(settings: Settings) -> WorkingStore:
     """The store the middleware uses for the configured backend."""
-    from .._working.store import SqliteWorkingStore, working_table_name
+    from .._working.stores import SqliteWorkingStore, working_table_name
 
     if settings.backend == "pgvector":
-        from .._working.remote import PostgresWorkingStore
+        from .._working.stores import PostgresWorkingStore
 
         return PostgresWorkingStore(
             settings.dsn or "", table=working_table_name(settings.collection)
@@ -38,7 +38,7 @@ def open_working_store(settings: Settings) -> WorkingStore:
     if settings.backend == "qdrant":
         from qdrant_client import QdrantClient
 
-        from .._working.remote import QdrantWorkingStore
+        from .._working.stores import QdrantWorkingStore
 
         client = QdrantClient(url=settings.url, api_key=settings.api_key, check_compatibility=False)
         return QdrantWorkingStore(client, collection=working_table_name(settings.collection))

@@ -7,7 +7,7 @@ One data folder holds everything::
       qdrant/                 release 0.1's store, migrated to edge/ on the first open
       history.db              mem0's SQLite history, in WAL mode
       outbox.sqlite3          the durable write outbox (see agentscope_mem0._write.outbox)
-      working_memory.sqlite3  working memory kept per user (agentscope_mem0._working.store)
+      working_memory.sqlite3  working memory kept per user (agentscope_mem0._working.stores)
 
 :class:`FolderLayout` names these places, and nothing else spells them out.
 """

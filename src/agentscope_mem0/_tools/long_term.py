@@ -1,6 +1,6 @@
-"""The agent-control tools: ``search_memory`` and ``add_memory``.
+"""The long-term memory tools: ``search_memory``, ``add_memory`` and ``forget_memory``.
 
-Both take no user or scope argument: the scope comes from the middleware
+They take no user or scope argument: the scope comes from the middleware
 and from the calling agent's live state, never from what the model writes.
 Called without that state (a custom executor, a direct call), they act for
 the middleware's own user and fixed ``agent_id`` (the user alone when it has
@@ -10,6 +10,8 @@ write queue, the middleware's parameters (deadlines) and the scope rules. Search
 ``forget_memory``) go through :meth:`ToolContext.call`, the same bounded call
 as the automatic search; ``add_memory`` hands its facts to the write queue,
 as the automatic writes are, and waits up to ``tool_timeout`` for mem0.
+``forget_memory`` is opt-in; with it on, ``search_memory`` shows each
+memory's id and date, which is what ``forget_memory`` takes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from agentscope.message import TextBlock, ToolResultState
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
+from .._exceptions import MemoryUnavailableError
 from .._mem0.bounded import bounded
+from .._memories.lifecycle import time_label
 from .._observe.tracing import traced_search
 from .._recall.dedupe import dedupe_by_meaning
 from .._scope import Scope
@@ -41,7 +45,16 @@ if TYPE_CHECKING:
     from .._parameters import Mem0MiddlewareParameters
     from .._write.queue import WriteQueue
 
-__all__ = ["STATE_KEY", "AddMemoryTool", "SearchMemoryTool", "ToolContext"]
+__all__ = [
+    "STATE_KEY",
+    "AddMemoryTool",
+    "ForgetMemoryTool",
+    "MemoryToolBase",
+    "SearchMemoryTool",
+    "ToolContext",
+    "tool_failed",
+    "tool_result",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -134,39 +147,56 @@ class ToolContext:
         )
 
 
-def store_failed(tool: str, exc: BaseException, told: str) -> ToolChunk:
-    """The error result of ``tool`` when the store failed: the model is
-    ``told`` what happened, never the error itself (its text may name the
-    server's files, hosts or settings); the log keeps it."""
-    logger.warning("%s failed: %r", tool, exc)
-    return _chunk(f"{told} The details are in the server's log.", error=True)
-
-
-def _chunk(text: str, *, error: bool = False) -> ToolChunk:
+def tool_result(text: str, *, error: bool = False) -> ToolChunk:
+    """A tool's answer to the model (``error``: the call failed)."""
     state = ToolResultState.ERROR if error else ToolResultState.SUCCESS
     return ToolChunk(content=[TextBlock(text=text)], state=state)
 
 
-class _MemoryTool(ToolBase):
+def tool_failed(
+    tool: str, exc: Exception, *, timeout: float | None, timed_out: str, failed: str
+) -> ToolChunk:
+    """The error result of ``tool`` ended by ``exc``: the model is told that it
+    ``timed_out`` (over ``timeout`` seconds) or that the store ``failed``, never
+    the error itself (its text may name the server's files, hosts or
+    settings); the log keeps it."""
+    if isinstance(exc, TimeoutError):
+        logger.warning("%s took over %s s", tool, timeout)
+        return tool_result(timed_out, error=True)
+    logger.warning("%s failed: %r", tool, exc)
+    return tool_result(f"{failed} The details are in the server's log.", error=True)
+
+
+class MemoryToolBase(ToolBase):
+    """What the package's tools share: the live agent state comes in, and the
+    user is never asked for permission (the tools touch the agent's own memory)."""
+
     is_state_injected = True
     is_external_tool = False
     is_mcp = False
-
-    def __init__(self, context: ToolContext) -> None:
-        super().__init__()
-        self._ctx = context
 
     async def check_permissions(self, *args: Any, **kwargs: Any) -> PermissionDecision:
         """Memory tools never ask the user for permission."""
         return PermissionDecision(
             behavior=PermissionBehavior.ALLOW,
-            message=f"{self.name} is part of the agent's long-term memory",
+            message=f"{self.name} is part of the agent's own memory",
         )
 
 
-class SearchMemoryTool(_MemoryTool):
+class _LongTermTool(MemoryToolBase):
+    def __init__(self, context: ToolContext) -> None:
+        super().__init__()
+        self._ctx = context
+
+
+class SearchMemoryTool(_LongTermTool):
     """Searches the user's memories of the calling agent (of every agent without
-    ``scope_search_by_agent``), one query per keyword."""
+    ``scope_search_by_agent``), one query per keyword.
+
+    Args:
+        context: What the tool needs from the middleware.
+        show_ids: Show each memory's id and date (``forget_memory`` takes the ids).
+    """
 
     name = "search_memory"
     description = (
@@ -197,6 +227,10 @@ class SearchMemoryTool(_MemoryTool):
     is_concurrency_safe = True
     is_read_only = True
 
+    def __init__(self, context: ToolContext, *, show_ids: bool = False) -> None:
+        super().__init__(context)
+        self.show_ids = show_ids
+
     async def call(
         self,
         keywords: list[str],
@@ -207,11 +241,11 @@ class SearchMemoryTool(_MemoryTool):
         scope = self._ctx.scope(_agent_state, for_search=True)
         queries = [k.strip() for k in keywords if isinstance(k, str) and k.strip()]
         if not queries:
-            return _chunk("No keywords were given, so nothing was searched.", error=True)
+            return tool_result("No keywords were given, so nothing was searched.", error=True)
         limit = max(1, min(int(limit), 50))
         backend, threshold = self._ctx.backend, self._ctx.threshold
         if self._ctx.breaker is not None and not self._ctx.breaker.allow():
-            return _chunk(UNAVAILABLE, error=True)
+            return tool_result(UNAVAILABLE, error=True)
         # Each search is bounded inside its span: the span ends when the tool
         # stops waiting, while a late search goes on for the breaker.
         searches = (
@@ -228,36 +262,40 @@ class SearchMemoryTool(_MemoryTool):
             for q in queries
         )
         started = time.monotonic()
+        timeout = self._ctx.parameters.search_timeout
         try:
             per_query = await asyncio.gather(*searches)
-        except TimeoutError:
-            logger.warning("search_memory took over %s s", self._ctx.parameters.search_timeout)
-            return _chunk("Memory search timed out; go on without it.", error=True)
         except Exception as exc:
-            return store_failed(
-                "search_memory", exc, "Memory search failed: the store failed; go on without it."
+            return tool_failed(
+                self.name,
+                exc,
+                timeout=timeout,
+                timed_out="Memory search timed out; go on without it.",
+                failed="Memory search failed: the store failed; go on without it.",
             )
-        # Repeats across keywords, and memories saying the same in other words, appear
-        # once (as in the note); escaped here, once, whatever ``line`` a subclass draws.
-        timeout = self._ctx.parameters.search_timeout
+        # Repeats across keywords, and memories saying the same in other words,
+        # appear once (as in the note); escaped here, once.
         unique = await dedupe_by_meaning(
             (hit for hits in per_query for hit in hits),
             user_id=scope.user_id,
             embed=backend.embed,
             budget=None if timeout is None else timeout - (time.monotonic() - started),
         )
-        lines = [self.line(replace(hit, memory=escape_memory(hit.memory))) for hit in unique]
+        lines = [self._line(replace(hit, memory=escape_memory(hit.memory))) for hit in unique]
         if not lines:
-            return _chunk("No relevant memories found.")
-        return _chunk("\n".join(lines))
+            return tool_result("No relevant memories found.")
+        return tool_result("\n".join(lines))
 
-    def line(self, hit: MemoryHit) -> str:
-        """How one memory reads in the result (:class:`~.forget.SearchMemoryWithIdsTool`
-        adds its id and date)."""
-        return f"- {hit.memory}"
+    def _line(self, hit: MemoryHit) -> str:
+        """``- memory``; with ids ``- [id] [said date] memory``."""
+        if not self.show_ids:
+            return f"- {hit.memory}"
+        label = time_label(hit)
+        dated = f"[{label}] " if label else ""
+        return f"- [{hit.id}] {dated}{hit.memory}" if hit.id else f"- {dated}{hit.memory}"
 
 
-class AddMemoryTool(_MemoryTool):
+class AddMemoryTool(_LongTermTool):
     """Stores facts in the calling agent's memory."""
 
     name = "add_memory"
@@ -304,31 +342,31 @@ class AddMemoryTool(_MemoryTool):
         scope = self._ctx.scope(_agent_state, for_search=False)
         facts = [c.strip() for c in content if isinstance(c, str) and c.strip()]
         if not facts:
-            return _chunk("`content` is empty, so nothing was recorded.", error=True)
+            return tool_result("`content` is empty, so nothing was recorded.", error=True)
         result = await self._ctx.writer.submit_facts(
             scope, facts, timeout=self._ctx.parameters.tool_timeout
         )
         if result.state == "stored":
             self._ctx.after_write(scope)
-            return _chunk(_recorded(result.memories or facts, thinking))
+            return tool_result(_recorded(result.memories or facts, thinking))
         if result.state == "queued" and not result.recorded:
-            return _chunk(
+            return tool_result(
                 f"Queued for memory{_rationale(thinking)}: {'; '.join(facts)}, but it could "
                 "not be saved to disk (is the disk full?), so it is kept in memory only until "
                 "it is stored: if the service stops first, it is lost. Do not add it again."
             )
         if result.state == "queued":
-            return _chunk(
+            return tool_result(
                 f"Queued for memory{_rationale(thinking)}: {'; '.join(facts)}. It is saved "
                 "and will be stored shortly; do not add it again."
             )
         if result.state == "failed":
-            return _chunk(
+            return tool_result(
                 "Recording to memory failed; the facts are kept as a failed write that "
                 "can be retried later (agentscope-mem0 retry-failed). Go on without it.",
                 error=True,
             )
-        return _chunk("Could not record to memory: nothing was stored.", error=True)
+        return tool_result("Could not record to memory: nothing was stored.", error=True)
 
 
 def _rationale(thinking: str) -> str:
@@ -340,3 +378,96 @@ def _recorded(memories: Iterable[str], thinking: str) -> str:
     """``add_memory``'s answer once stored; it starts as the built-in's does."""
     summary = "; ".join(m.rstrip(". ") for m in memories if m)
     return f"Successfully recorded to memory{_rationale(thinking)}: {summary}."
+
+
+class ForgetMemoryTool(_LongTermTool):
+    """Deletes memories by id: only those ``search_memory`` can show this agent
+    (the user's, of this agent unless ``scope_search_by_agent`` is off)."""
+
+    name = "forget_memory"
+    description = (
+        "Forget memories the user asked you to forget or that are wrong. Pass the "
+        "ids shown by search_memory; only this user's memories can be forgotten."
+    )
+    input_schema: dict[str, Any] = {  # noqa: RUF012
+        "type": "object",
+        "properties": {
+            "memory_ids": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Ids of the memories to forget, as search_memory shows them.",
+            },
+        },
+        "required": ["memory_ids"],
+    }
+    is_concurrency_safe = False
+    is_read_only = False
+
+    async def call(
+        self,
+        memory_ids: list[str],
+        _agent_state: AgentState | None = None,
+    ) -> ToolChunk:
+        """Delete each memory that belongs to the calling agent's scope."""
+        # The memories search_memory can show are the ones it may forget.
+        scope = self._ctx.scope(_agent_state, for_search=True)
+        wanted = [i.strip() for i in memory_ids or [] if isinstance(i, str) and i.strip()]
+        if not wanted:
+            return tool_result("No memory ids were given, so nothing was forgotten.", error=True)
+        backend = self._ctx.backend
+        forgotten: list[str] = []
+        refused: list[str] = []
+        back: dict[str, str] = {}
+
+        async def forget_all() -> None:
+            for memory_id in dict.fromkeys(wanted):
+                entry = await backend.get(memory_id)
+                if entry is None or not _belongs(entry, scope):
+                    # Someone else's memory reads the same as a missing one.
+                    refused.append(memory_id)
+                    continue
+                done = await backend.forget(memory_id)
+                forgotten.append(memory_id)
+                back.pop(memory_id, None)
+                for other_id in done.current_again:
+                    other = await backend.get(other_id)
+                    if other is not None:
+                        back[other_id] = str(other.get("memory") or "")
+
+        try:
+            await self._ctx.call(forget_all(), write=True)
+        except MemoryUnavailableError:
+            return tool_result(f"{UNAVAILABLE} Nothing was forgotten.", error=True)
+        except Exception as exc:
+            return tool_failed(
+                self.name,
+                exc,
+                timeout=self._ctx.parameters.tool_timeout,
+                timed_out="Forgetting timed out; some memories may remain.",
+                failed="Forgetting failed: the store failed; some memories may remain.",
+            )
+        if forgotten:
+            self._ctx.after_write(scope)
+        parts = []
+        if forgotten:
+            parts.append(f"Forgot {len(forgotten)} memories: {', '.join(forgotten)}.")
+        if back:
+            # A fact said twice (or replaced by the forgotten memory) is remembered
+            # again: the model must know, to tell the user or forget it too.
+            lines = "\n".join(f"- [{i}] {escape_memory(text)}" for i, text in back.items())
+            parts.append(
+                "These memories were hidden behind the forgotten ones and are current "
+                f"again (the same fact said another time, or what it had replaced):\n{lines}\n"
+                "Forget them too if the user wants the fact itself gone."
+            )
+        if refused:
+            parts.append(f"No memory of this user with id {', '.join(refused)}.")
+        return tool_result(" ".join(parts), error=not forgotten)
+
+
+def _belongs(entry: dict[str, Any], scope: Scope) -> bool:
+    """Whether mem0's entry is a memory ``scope``'s search can show."""
+    if entry.get("user_id") != scope.user_id:
+        return False
+    agent = entry.get("agent_id")
+    return scope.agent_id in (None, agent) or (scope.with_user_level and not agent)

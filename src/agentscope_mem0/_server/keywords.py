@@ -1,6 +1,6 @@
 """Keeping a Qdrant collection's keyword vectors in step with the keyword encoder.
 
-The server counterpart of :mod:`agentscope_mem0.local._keyword_upgrade`. A
+The server counterpart of :func:`agentscope_mem0.local._keyword.rewrite_keywords`. A
 collection records which encoder wrote its keyword (sparse) vectors in its
 metadata (Qdrant 1.16 or later). A collection written by mem0's own Qdrant
 provider has no record: its points carry fastembed's vectors, or none when

@@ -323,8 +323,7 @@ class SharedShard:
         self.dims = dims
         """The dense vector size."""
         self._lock = threading.RLock()
-        self._closed = False
-        self._abandoned = False
+        self._unusable: str | None = None  # why calls are refused, once closed
         self._flushed_at = time.monotonic()
         self._unsynced = False  # written since the last flush
         self.users: weakref.WeakSet[object] = weakref.WeakSet()
@@ -380,8 +379,8 @@ class SharedShard:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
+        """Whether :meth:`close` was called (or the shard came through ``fork()``)."""
+        return self._unusable is not None
 
     def call(self, what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Run ``method(shard, *args, **kwargs)`` under the lock, mapping engine errors.
@@ -485,10 +484,9 @@ class SharedShard:
         crash the process): the write-ahead log keeps every write.
         """
         with self._lock:
-            if self._closed or self._abandoned:
-                self._closed = True
+            if self._unusable is not None:
                 return
-            self._closed = True
+            self._unusable = "was closed; build a new memory client to reopen it"
             try:
                 check_free_space(self.path, "flush")
             except DiskFullError:
@@ -516,16 +514,8 @@ class SharedShard:
                 os.close(fd)
 
     def _ensure_usable(self, what: str) -> None:
-        if self._abandoned:
-            raise RuntimeError(
-                f"Qdrant Edge {what}: this store was inherited through fork() and belongs "
-                f"to the parent process; open {self.path} again in this process"
-            )
-        if self._closed:
-            raise RuntimeError(
-                f"Qdrant Edge {what}: the shared store {self.path} was closed; build a "
-                "new memory client to reopen it"
-            )
+        if self._unusable is not None:
+            raise RuntimeError(f"Qdrant Edge {what}: the shared store {self.path} {self._unusable}")
 
 
 def _new_config(dims: int) -> Any:
@@ -667,7 +657,10 @@ def _forget_after_fork() -> None:
     global _registry_lock
     _registry_lock = threading.Lock()
     for shard in _shards.values():
-        shard._abandoned = True
+        shard._unusable = (
+            "was inherited through fork() and belongs to the parent process; open it "
+            "again in this process"
+        )
         shard._unlock_folder()
     _shards.clear()
 

@@ -34,7 +34,6 @@ are found or the candidates end (:func:`hits_with_payloads`).
 from __future__ import annotations
 
 import builtins
-import functools
 import logging
 import os
 import uuid
@@ -48,10 +47,6 @@ from mem0.vector_stores.base import VectorStoreBase
 from pydantic import ConfigDict, Field
 
 from .._vectors.fusion import (
-    DEFAULT_DENSE_WEIGHT,
-    DEFAULT_FEEDBACK_DOCS,
-    DEFAULT_FEEDBACK_WEIGHT,
-    DEFAULT_RRF_K,
     Fusion,
     FusionSettings,
     expand_terms,
@@ -124,9 +119,14 @@ def edge_vector_store_config(
     return edge_config_class()(provider=PROVIDER, config=store.model_dump())
 
 
-@functools.cache
+_config_class: type | None = None
+
+
 def edge_config_class() -> type:
     """``VectorStoreConfig`` subclass that accepts :data:`PROVIDER` and nothing else."""
+    global _config_class
+    if _config_class is not None:
+        return _config_class
     from mem0.utils.factory import VectorStoreFactory
     from mem0.vector_stores.configs import VectorStoreConfig
     from pydantic import model_validator
@@ -147,7 +147,8 @@ def edge_config_class() -> type:
             return self
 
     VectorStoreFactory.provider_to_class[PROVIDER] = f"{__name__}.EdgeVectorStore"
-    return EdgeVectorStoreConfig
+    _config_class = EdgeVectorStoreConfig
+    return _config_class
 
 
 @dataclass(slots=True)
@@ -177,14 +178,11 @@ def point_id(value: Any) -> int | str:
         ) from None
 
 
-def _retrieve(
-    shard: SharedShard, ids: Iterable[Any], *, payload: bool = False, vector: str | None = None
-) -> list[Any]:
-    """The engine records of those of ``ids`` the shard holds, with what was asked for."""
+def _retrieve(shard: SharedShard, ids: Iterable[Any], *, payload: bool = False) -> list[Any]:
+    """The engine records of those of ``ids`` the shard holds, with their payloads or not."""
     wanted = [point_id(i) for i in ids]
-    vectors: Any = [vector] if vector is not None else False
     return shard.call(
-        "retrieve", lambda s: s.retrieve(wanted, with_payload=payload, with_vector=vectors)
+        "retrieve", lambda s: s.retrieve(wanted, with_payload=payload, with_vector=False)
     )
 
 
@@ -237,6 +235,7 @@ class EdgeVectorStore(VectorStoreBase):
     Built by mem0's ``VectorStoreFactory`` from :class:`EdgeStoreConfig`'s fields.
 
     Raises:
+        pydantic.ValidationError: A field is unknown or out of range.
         StoreLockedError: Another process holds the shard.
         DimensionMismatchError: The shard holds vectors of another size.
     """
@@ -248,35 +247,25 @@ class EdgeVectorStore(VectorStoreBase):
     """A search given :data:`~agentscope_mem0._vectors.keywords_only.KEYWORDS_ONLY`
     as its vector ranks by keywords alone."""
 
-    def __init__(
-        self,
-        *,
-        path: str,
-        collection_name: str = COLLECTION,
-        embedding_model_dims: int | None = None,
-        fusion: Fusion = "rrf",
-        rrf_k: int = DEFAULT_RRF_K,
-        dense_weight: float = DEFAULT_DENSE_WEIGHT,
-        feedback_docs: int = DEFAULT_FEEDBACK_DOCS,
-        feedback_weight: float = DEFAULT_FEEDBACK_WEIGHT,
-    ) -> None:
-        if not embedding_model_dims:
+    def __init__(self, **config: Any) -> None:
+        settings = EdgeStoreConfig(**config)
+        if not settings.embedding_model_dims:
             raise ValueError("the Qdrant Edge store needs embedding_model_dims")
-        self.root = Path(path)
-        self.collection_name = collection_name
-        self.embedding_model_dims = int(embedding_model_dims)
-        self.entities = collection_name.endswith(ENTITY_SUFFIX)
+        self.root = Path(settings.path)
+        self.collection_name = settings.collection_name
+        self.embedding_model_dims = settings.embedding_model_dims
+        self.entities = self.collection_name.endswith(ENTITY_SUFFIX)
         """mem0's entity collection: searched by meaning only."""
-        self.fusion: Fusion = "none" if self.entities else fusion
-        self.rrf_k = rrf_k
-        self.dense_weight = dense_weight
-        self.feedback_docs = feedback_docs
-        self.feedback_weight = feedback_weight
+        self.fusion: Fusion = "none" if self.entities else settings.fusion
+        self.rrf_k = settings.rrf_k
+        self.dense_weight = settings.dense_weight
+        self.feedback_docs = settings.feedback_docs
+        self.feedback_weight = settings.feedback_weight
         # The slot names install_keyword_encoder() and mem0's Qdrant store use.
         self._bm25_encoder: Any = KeywordEncoder()
         self._has_bm25_slot = True
         self.shard: SharedShard = shared_shard(
-            self.root / collection_name, self.embedding_model_dims, user=self
+            self.root / self.collection_name, self.embedding_model_dims, user=self
         )
         # A folder written by release 0.2 (the former encoder) is brought up to date here.
         rewrite_keywords(self.shard, self._bm25_encoder)
@@ -531,14 +520,6 @@ class EdgeVectorStore(VectorStoreBase):
     def existing_ids(self, ids: builtins.list[str]) -> set[str]:
         """Which of ``ids`` the collection holds."""
         return {str(r.id) for r in _retrieve(self.shard, ids)}
-
-    def vectors(self, ids: list[str]) -> dict[str, list[float]]:
-        """The dense vectors of ``ids`` (for export and migration checks)."""
-        out: dict[str, list[float]] = {}
-        for record in _retrieve(self.shard, ids, vector=DENSE):
-            vector = record.vector
-            out[str(record.id)] = list(vector[DENSE] if isinstance(vector, dict) else vector)
-        return out
 
     def list(
         self, filters: dict[str, Any] | None = None, top_k: int | None = None

@@ -149,12 +149,8 @@ def lock_path(shard: Path) -> Path:
 
 
 def check_free_space(folder: Path, what: str) -> None:
-    """Refuse an engine write while ``folder``'s filesystem is nearly full.
-
-    Raises:
-        DiskFullError: Less than the reserve is free.
-        ConfigurationError: ``$AGENTSCOPE_MEM0_MIN_FREE_MB`` is not a number >= 0.
-    """
+    """Refuse an engine write (:class:`DiskFullError`) while ``folder``'s filesystem
+    has less than the reserve free."""
     raw = os.environ.get(RESERVE_ENV, "").strip()
     try:
         needed = int(float(raw) * 1024 * 1024) if raw else DEFAULT_RESERVE
@@ -214,22 +210,14 @@ class HighWaterMark:
 
     def check_before_open(self) -> None:
         """Refuse a shard whose WAL is gone while a mark exists (the engine would
-        start an empty log and serve the store without the writes the old one held).
-
-        Raises:
-            StoreDamagedError: The ``wal`` folder is missing.
-        """
+        start an empty log and serve the store without the writes the old one held)."""
         if self.path.exists() and not (self.shard / "wal").is_dir():
             raise self._damaged(
                 "lost its write-ahead log (wal/ is missing): the writes it held are gone"
             )
 
     def check_opened(self, points: int) -> None:
-        """Refuse a shard that opened with fewer points than the mark.
-
-        Raises:
-            StoreDamagedError: Points are missing.
-        """
+        """Refuse a shard that opened with fewer points than the mark."""
         if self.points is not None and points < self.points:
             raise self._damaged(
                 f"holds {points} memories but held {self.points} when it was last synced: "
@@ -278,11 +266,7 @@ def _locked_message(path: Path) -> str:
 
 
 def _lock_folder(path: Path) -> int | None:
-    """Take the folder lock of shard folder ``path`` without waiting; its descriptor.
-
-    Raises:
-        StoreLockedError: Another process holds it (nothing was touched).
-    """
+    """Take the folder lock of shard folder ``path`` without waiting; its descriptor."""
     if fcntl is None:
         return None
     lock = lock_path(path)

@@ -30,6 +30,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ._edge import close_shards, index_state, shard_dims, shard_exists, shared_shard
 from ._folder import COLLECTION, ENTITIES, FolderLayout, data_dir, prepare_history_db
+from ._migrate import MIGRATION_RECORD, migrate_if_needed
 
 __all__ = [
     "RETIRED_ENGINE_ENV",
@@ -120,8 +121,6 @@ def embedded_store_config(
         DimensionMismatchError: The folder holds vectors of another size.
         MigrationError: A release-0.1 folder could not be migrated (it is left as it was).
     """
-    from ._migrate import migrate_if_needed
-
     refuse_retired_engine()
     layout = FolderLayout(data_dir(folder))
     migrate_if_needed(layout.root, dims=dims)
@@ -179,7 +178,7 @@ def store_status(edge: Path, collection: str) -> dict[str, Any]:
         return out
     out.update(index_state(shared_shard(path, dims)))
     out["size_bytes"] = folder_size(path)
-    record = edge / "migrated-from-0.1.json"
+    record = edge / MIGRATION_RECORD
     if record.is_file():
         with contextlib.suppress(OSError, ValueError):
             out["migrated_from_0_1"] = json.loads(record.read_text(encoding="utf-8"))

@@ -1,16 +1,15 @@
 """Moving a release-0.1 data folder (on-disk local Qdrant) onto Qdrant Edge.
 
 Release 0.1 kept memories in ``<folder>/qdrant/`` through qdrant-client's
-local mode. On the folder's first open, every point of the memory and
-entity collections there is read with a plain ``QdrantClient(path=...)``
-(one thread, only while migrating) and copied, with its id, payload and dense
-vector, into shards under ``<folder>/edge.migrating/`` through the Qdrant Edge
-provider, its keyword vector written anew from its text with the engine's BM25;
-the copy is counted and checked point by point, and only then renamed to
-``<folder>/edge/`` in one step. The old ``qdrant/`` folder is left alone (delete
-it once you are satisfied). A failure removes the half-built copy, leaves the
-folder as it was and raises :class:`MigrationError` saying why; the next open
-tries again.
+local mode. On the folder's first open, every point of the memory and entity
+collections there is read with a ``QdrantClient(path=...)`` and copied, with
+its id, payload and dense vector, into shards under ``<folder>/edge.migrating/``
+through the Qdrant Edge provider, its keyword vector written anew from its text
+with the engine's BM25; the copy is counted and checked point by point, and
+only then renamed to ``<folder>/edge/`` in one step. The old ``qdrant/``
+folder is left alone (delete it once you are satisfied). A failure removes the
+half-built copy, leaves the folder as it was and raises :class:`MigrationError`
+saying why; the next open tries again.
 
 Run it by hand with ``agentscope-mem0 migrate`` or :func:`migrate_folder`.
 """
@@ -74,7 +73,10 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
     Raises:
         MigrationError: There is nothing to migrate, the new store already
             exists, or the copy failed (the folder is then unchanged).
+        StoreLockedError: Another process holds the old store.
     """
+    from ._qdrant_path import LockedQdrantClient
+
     root = Path(root).expanduser().resolve()
     old = FolderLayout(root).qdrant
     target = FolderLayout(root).edge
@@ -92,7 +94,15 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
     started = time.monotonic()
     logger.warning("migrating the release-0.1 store in %s to Qdrant Edge", old)
     shutil.rmtree(staging, ignore_errors=True)
-    client = _open_old_store(old)
+    try:
+        client = LockedQdrantClient(old)
+    except StoreLockedError as exc:
+        raise StoreLockedError(
+            f"the release-0.1 store {old} is in use by another process, so it cannot "
+            "be moved to Qdrant Edge now: stop that process (an older release of this "
+            "package, most likely) and open the folder again, or use another data folder "
+            f"(folder=... or ${DATA_DIR_ENV})"
+        ) from exc
     counts: dict[str, int] = {}
     try:
         for name in names:
@@ -122,29 +132,6 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
         old,
     )
     return counts
-
-
-def _open_old_store(storage: Path) -> Any:
-    """A plain qdrant-client local mode client on release 0.1's storage folder.
-
-    Raises:
-        StoreLockedError: Another process (a release before this one) holds it.
-    """
-    from qdrant_client import QdrantClient
-
-    from ._qdrant_path import FOLDER_LOCKED
-
-    try:
-        return QdrantClient(path=os.fspath(storage))
-    except RuntimeError as exc:
-        if FOLDER_LOCKED not in str(exc):
-            raise
-        raise StoreLockedError(
-            f"the release-0.1 store {storage} is in use by another process, so it cannot "
-            "be moved to Qdrant Edge now: stop that process (an older release of this "
-            "package, most likely) and open the folder again, or use another data folder "
-            f"(folder=... or ${DATA_DIR_ENV})"
-        ) from exc
 
 
 def _copy_collection(client: Any, name: str, staging: Path, dims: int | None) -> int:

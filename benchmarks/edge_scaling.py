@@ -79,7 +79,7 @@ def rss_mb() -> float:
 
 
 def dir_mb(path: Path) -> float:
-    from agentscope_mem0.local._edge_index import folder_size
+    from agentscope_mem0.local._embedded import folder_size
 
     return folder_size(path) / 1e6
 
@@ -183,7 +183,7 @@ async def measure(
 
 async def search_during_optimize(store: Store, corpus: Corpus, rng: random.Random) -> dict:
     """Build HNSW in a thread; keep searching from the event loop meanwhile."""
-    from agentscope_mem0.local._edge_index import optimize_store
+    from agentscope_mem0.local._embedded import optimize_store
 
     edge = store.memory.vector_store.root
     done = threading.Event()
@@ -256,7 +256,7 @@ async def run_engine(args: argparse.Namespace) -> dict[str, Any]:
         }
         row.update(await measure(store, corpus, args, rng))
         if args.engine == "edge":
-            from agentscope_mem0.local._edge_index import index_state
+            from agentscope_mem0.local._edge import index_state
 
             row["index"] = index_state(store.memory.vector_store.shard)["index"]
         logger.info("%s", json.dumps(row))
@@ -264,7 +264,7 @@ async def run_engine(args: argparse.Namespace) -> dict[str, Any]:
     if args.engine == "edge" and args.hnsw:
         during = await search_during_optimize(store, corpus, rng)
         logger.info("during optimize: %s", during)
-        from agentscope_mem0.local._edge_index import index_state
+        from agentscope_mem0.local._edge import index_state
 
         after = {"engine": "edge-hnsw", "size": store.count}
         after.update(await measure(store, corpus, args, rng))

@@ -198,7 +198,8 @@ async def measure(
 
 async def run_mix(mix: Mix, args: argparse.Namespace) -> dict[str, Any]:
     from agentscope_mem0.local import close_shared_clients
-    from agentscope_mem0.local._edge_index import folder_size, index_state
+    from agentscope_mem0.local._edge import index_state
+    from agentscope_mem0.local._embedded import folder_size
 
     folder = Path(tempfile.mkdtemp(prefix=f"edge-tenants-{mix.name}-", dir=args.tmp))
     memory = open_memory(folder)

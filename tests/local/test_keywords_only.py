@@ -22,7 +22,7 @@ from agentscope_mem0._mem0.adapters import AgentScopeEmbedding
 from agentscope_mem0._mem0.call_context import no_reply_waits
 from agentscope_mem0._vectors.keywords_only import allow_keywords_only
 from agentscope_mem0.local import OfflineE5Embedding
-from agentscope_mem0.local._embedder_turns import EngineTurns, Rank
+from agentscope_mem0.local._embedder import EngineTurns, Rank
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import note_text
 

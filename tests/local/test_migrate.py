@@ -30,6 +30,7 @@ from agentscope_mem0.local import EdgeVectorStore, close_shared_clients, install
 from agentscope_mem0.local._folder import COLLECTION, FolderLayout
 from agentscope_mem0.local._migrate import MIGRATION_RECORD
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+from fakes import shard_records
 
 DIMS = 64
 USERS = ("user-0", "user-1", "user-2")
@@ -119,9 +120,6 @@ async def test_a_release_0_1_folder_opens_with_everything_kept(tmp_path: Path) -
     assert store.count() == 12
     got = {h.id: h.payload for h in store.list(top_k=100)[0]}
     assert got == {mid: payload for mid, (payload, _) in before.items()}
-    vectors = store.vectors(list(before))
-    for mid, (_, vector) in before.items():
-        assert vectors[mid] == pytest.approx(vector, abs=1e-6)
     record = json.loads((folder / "edge" / MIGRATION_RECORD).read_text())
     assert record["points"][COLLECTION] == 12
     assert (folder / "qdrant" / "collection" / COLLECTION).is_dir()  # old files left alone
@@ -129,6 +127,9 @@ async def test_a_release_0_1_folder_opens_with_everything_kept(tmp_path: Path) -
     assert found["results"][0]["memory"] == "old fact 7 about item7"
 
     close_shared_clients(folder)
+    vectors = {str(r.id): r.vector[""] for r in shard_records(folder / "edge" / COLLECTION, DIMS)}
+    for mid, (_, vector) in before.items():
+        assert vectors[mid] == pytest.approx(vector, abs=1e-6)
     again = memory_on(folder)  # no second migration
     assert again.vector_store.count() == 12
 

@@ -23,7 +23,7 @@ from agentscope_mem0._scope import Scope
 from agentscope_mem0.local import KeywordEncoder, close_shared_clients
 from agentscope_mem0.local._edge import DENSE, SPARSE, SharedShard
 from agentscope_mem0.local._folder import COLLECTION
-from agentscope_mem0.local._keyword_upgrade import (
+from agentscope_mem0.local._keyword import (
     KEYWORD_RECORD,
     keyword_record,
     rewrite_keywords,
@@ -144,7 +144,7 @@ def tenant_keys(path: Path) -> dict[str, bool | None]:
 
 
 def test_user_id_becomes_the_tenant_key(tmp_path: Path) -> None:
-    from agentscope_mem0.local._edge_index import store_status
+    from agentscope_mem0.local._embedded import store_status
 
     folder = tmp_path / "data"
     unpack_v02(folder)

@@ -173,8 +173,8 @@ def _memory_config(fields: dict[str, Any]) -> MemoryConfig:
 
     from .._server.qdrant_config import PROVIDER as SERVER_PROVIDER
     from .._server.qdrant_config import qdrant_config_class
-    from ..local._edge_config import PROVIDER as EDGE_PROVIDER
-    from ..local._edge_config import edge_config_class
+    from ..local._edge_provider import PROVIDER as EDGE_PROVIDER
+    from ..local._edge_provider import edge_config_class
 
     store = fields.get("vector_store")
     classes = {EDGE_PROVIDER: edge_config_class, SERVER_PROVIDER: qdrant_config_class}

@@ -33,8 +33,7 @@ import numpy as np
 from .._exceptions import MigrationError
 from ..local._edge import DENSE, SPARSE, SharedShard, shard_dims, shard_exists, shared_shard
 from ..local._folder import COLLECTION, FolderLayout
-from ..local._keyword import KeywordEncoder
-from ..local._keyword_upgrade import rewrite_keywords
+from ..local._keyword import KeywordEncoder, rewrite_keywords
 
 __all__ = ["CopyReport", "copy_folder", "progress_file"]
 

@@ -25,7 +25,7 @@ It speaks qdrant-client's Query API, which qdrant-client's local mode
 (``path=...``) speaks too; the tests run it there.
 
 Keeping a collection's keyword vectors in step with the encoder is the server
-counterpart of :mod:`agentscope_mem0.local._keyword_upgrade`. A collection
+counterpart of :func:`agentscope_mem0.local._keyword.rewrite_keywords`. A collection
 records which encoder wrote its keyword vectors in its metadata (Qdrant 1.16
 or later). A collection written by mem0's own Qdrant provider has no record:
 its points carry fastembed's vectors, or none when fastembed was not

@@ -43,7 +43,7 @@ def lock_file(folder: Path) -> Path:
     release-0.1 folder not migrated yet has qdrant-client's ``qdrant/.lock``,
     held by a process of a release that still ran that engine.
     """
-    from ..local._edge_lock import lock_path
+    from ..local._edge import lock_path
     from ..local._folder import COLLECTION, FolderLayout
 
     layout = FolderLayout(folder)

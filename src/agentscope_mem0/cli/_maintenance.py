@@ -162,7 +162,7 @@ def optimize(*, settings: Settings, out: Output) -> None:
     Searches are exact (and fast enough to 100k) without it.
     """
     from ..local import close_shared_clients
-    from ..local._edge_index import optimize_store
+    from ..local._embedded import optimize_store
     from ..local._folder import FolderLayout
     from ..local._migrate import migrate_if_needed
 

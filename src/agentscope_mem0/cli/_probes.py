@@ -35,8 +35,7 @@ def _held_elsewhere(holder: LockHolder | None, info: dict[str, Any]) -> bool:
 
 def _embedded_backend(settings: Settings) -> dict[str, Any]:
     from ..local import close_shared_clients
-    from ..local._edge_index import store_status
-    from ..local._embedded import refuse_retired_engine
+    from ..local._embedded import refuse_retired_engine, store_status
     from ..local._folder import COLLECTION, FolderLayout
     from ..local._migrate import migrate_if_needed
 

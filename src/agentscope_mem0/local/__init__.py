@@ -1,8 +1,9 @@
 """The embedded default: one data folder holding the vector store (Qdrant
 Edge), mem0's history database and the middleware's own files.
 
-The names below are imported on first use: reading ``DATA_DIR_ENV`` (the
-command line does, to find the folder) must not import mem0 and the engine.
+The data folder's names are light and imported at once; the others on first
+use: reading ``DATA_DIR_ENV`` (the command line does, to find the folder) must
+not import mem0 and the engine.
 """
 
 from __future__ import annotations
@@ -10,18 +11,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._folder import DATA_DIR_ENV, data_dir, history_db_path
+
 if TYPE_CHECKING:
     from ._edge_provider import PROVIDER as EDGE_PROVIDER
     from ._edge_provider import EdgeVectorStore, edge_vector_store_config
     from ._embedded import close_shared_clients, embedded_store_config, embedded_store_fields
     from ._embedder import E5_DIMENSIONS, OfflineE5Embedding, default_embedding_model
-    from ._folder import DATA_DIR_ENV, data_dir, history_db_path
     from ._keyword import KeywordEncoder, SparseTerms, install_keyword_encoder
     from ._qdrant_path import LockedQdrantClient, share_local_qdrant
 
 # Public name -> (module, name there).
 _LAZY: dict[str, tuple[str, str]] = {
-    "DATA_DIR_ENV": ("._folder", "DATA_DIR_ENV"),
     "E5_DIMENSIONS": ("._embedder", "E5_DIMENSIONS"),
     "EDGE_PROVIDER": ("._edge_provider", "PROVIDER"),
     "EdgeVectorStore": ("._edge_provider", "EdgeVectorStore"),
@@ -30,12 +31,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "OfflineE5Embedding": ("._embedder", "OfflineE5Embedding"),
     "SparseTerms": ("._keyword", "SparseTerms"),
     "close_shared_clients": ("._embedded", "close_shared_clients"),
-    "data_dir": ("._folder", "data_dir"),
     "default_embedding_model": ("._embedder", "default_embedding_model"),
     "edge_vector_store_config": ("._edge_provider", "edge_vector_store_config"),
     "embedded_store_config": ("._embedded", "embedded_store_config"),
     "embedded_store_fields": ("._embedded", "embedded_store_fields"),
-    "history_db_path": ("._folder", "history_db_path"),
     "install_keyword_encoder": ("._keyword", "install_keyword_encoder"),
     "share_local_qdrant": ("._qdrant_path", "share_local_qdrant"),
 }

@@ -1,17 +1,10 @@
-"""One Qdrant Edge shard per collection folder per process, shared and serialised.
+"""One Qdrant Edge shard per collection folder per process, shared, serialised and guarded.
 
 Qdrant Edge (``qdrant-edge-py``) is Qdrant's storage engine in-process. A
 shard holds an exclusive lock on its WAL, so a second ``EdgeShard.load`` of
 the same folder fails, in this process or in another. This module keeps a
 process-wide registry that hands every caller the same :class:`SharedShard`
 for a folder and turns another process's lock into :class:`StoreLockedError`.
-
-Before the engine touches a folder, the process takes the package's own lock
-on it (:mod:`._edge_lock`: another process's refused ``EdgeShard.load`` used
-to break the live process's flushes) and checks the folder against its
-high-water mark (:mod:`._edge_mark`: a store that lost files is refused, not
-served). Every write first checks the free space (:mod:`._edge_space`: on a
-full disk the engine's memory-mapped files crash the process with SIGBUS).
 
 Every call into the engine goes through :meth:`SharedShard.call`, which
 
@@ -21,16 +14,52 @@ Every call into the engine goes through :meth:`SharedShard.call`, which
   ``pyo3_runtime.PanicException``, a ``BaseException`` that would otherwise
   sail past ``except Exception`` and kill the write queue's task.
 
+Three guards, each against a failure measured on qdrant-edge-py 0.9:
+
+* **The folder lock.** ``EdgeShard.load`` opens the segments before it
+  reaches its WAL lock: a second process's refused ``load`` of a live folder
+  left the live process's next flush failing ("Tracker journal ... is shorter
+  than expected") and its close logging an error. So a process first takes an
+  exclusive ``flock`` on ``.<shard folder name>.lock`` beside the shard folder
+  (not inside it: the folder is the engine's); a second process is refused
+  there, with the engine's files untouched. The kernel drops the lock when the
+  process ends, however it ends; ``/proc/locks`` names its holder (see
+  :mod:`agentscope_mem0.cli._lock`).
+* **The high-water mark.** The engine reopens whatever files it finds: a
+  shard whose ``wal/`` was deleted after a crash opened empty (30 of 30
+  memories gone), one whose ``segments/`` were deleted after a clean close
+  opened with 1 of 30, both without a word. So ``.<shard folder name>.mark.json``
+  beside the shard records the points it held at its last sync (a flush or a
+  close), lowered before a deletion by the most it can remove (so that a
+  deletion the WAL replays never looks like a loss). A shard that opens with
+  fewer points, or without its WAL while a mark exists, is refused with
+  :class:`StoreDamagedError` instead of being served (and then written over).
+* **Free space.** The segments are memory-mapped files that grow as points
+  arrive; on a full filesystem a write into a new page is not an error the
+  engine can return: the kernel sends SIGBUS and the process dies (with the
+  data folder on a full tmpfs, at the first write). So every write first
+  checks the free space and refuses with :class:`DiskFullError` (transient:
+  the write stays queued) while less than a reserve is left:
+  ``$AGENTSCOPE_MEM0_MIN_FREE_MB``, by default :data:`DEFAULT_RESERVE`. An
+  ``add`` took at most 0.4 MB, but the engine also starts a new WAL segment
+  (32 MB) and rewrites segments when it flushes or optimizes. A shard closed
+  on a nearly full disk is never released either: dropping it writes into
+  those files too (SIGBUS while the interpreter's exit garbage-collected a
+  shard left on a full tmpfs); its WAL holds every write.
+
 Building the HNSW index never happens here (it would hold the GIL for
-seconds): see :mod:`._edge_index`.
+seconds): see :func:`~._embedded.optimize_store`.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import ctypes
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 import weakref
@@ -43,18 +72,23 @@ from .._exceptions import (
     DimensionMismatchError,
     DiskFullError,
     EdgeEngineError,
+    StoreDamagedError,
     StoreLockedError,
 )
-from ._edge_lock import ShardLock
-from ._edge_mark import HighWaterMark, check_before_open
-from ._edge_space import check_free_space, never_drop
 from ._folder import DATA_DIR_ENV
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the engine's own WAL lock only
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "DENSE",
     "SPARSE",
     "SharedShard",
     "close_shards",
+    "index_state",
+    "lock_path",
     "release_user",
     "shard_dims",
     "shared_shard",
@@ -78,6 +112,12 @@ TENANT_FIELD = "user_id"
 
 FLUSH_EVERY = 5.0
 """Seconds between segment flushes while writing (Qdrant server's default too)."""
+
+RESERVE_ENV = "AGENTSCOPE_MEM0_MIN_FREE_MB"
+"""Environment variable: megabytes the embedded store leaves free on its filesystem."""
+
+DEFAULT_RESERVE = 64 * 1024 * 1024
+"""Bytes left free by default: two write-ahead-log segments."""
 
 _CONFIG_FILE = "edge_config.json"
 # qdrant-edge 0.9 words the WAL lock failure this way (a plain Exception).
@@ -103,19 +143,106 @@ def shard_exists(path: Path) -> bool:
     return (path / _CONFIG_FILE).is_file()
 
 
-def _new_config(dims: int) -> Any:
-    from qdrant_edge import (
-        Distance,
-        EdgeConfig,
-        EdgeSparseVectorParams,
-        EdgeVectorParams,
-        Modifier,
-    )
+def lock_path(shard: Path) -> Path:
+    """The lock file of the shard folder ``shard``."""
+    return shard.parent / f".{shard.name}.lock"
 
-    return EdgeConfig(
-        vectors=EdgeVectorParams(size=dims, distance=Distance.Cosine),
-        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
-    )
+
+def check_free_space(folder: Path, what: str) -> None:
+    """Refuse an engine write (:class:`DiskFullError`) while ``folder``'s filesystem
+    has less than the reserve free."""
+    raw = os.environ.get(RESERVE_ENV, "").strip()
+    try:
+        needed = int(float(raw) * 1024 * 1024) if raw else DEFAULT_RESERVE
+    except ValueError:
+        needed = -1
+    if needed < 0:
+        raise ConfigurationError(f"${RESERVE_ENV} must be a number of megabytes >= 0, got {raw!r}")
+    if needed == 0:
+        return
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:  # the folder is gone or unreadable: the engine will say so
+        logger.debug("free space of %s unknown: %s", folder, exc)
+        return
+    if free < needed:
+        raise DiskFullError(
+            f"not writing to the memory store {folder} ({what}): its disk has "
+            f"{free / 1e6:.1f} MB free and the store keeps {needed / 1e6:.0f} MB free "
+            f"(${RESERVE_ENV}), because writing on a full disk crashes its engine. The "
+            "write stays queued and is sent again once space is freed"
+        )
+
+
+class HighWaterMark:
+    """The mark of one shard folder: the points it must hold when it opens.
+
+    Args:
+        shard: The shard folder.
+    """
+
+    def __init__(self, shard: Path) -> None:
+        self.shard = shard
+        self.path = shard.parent / f".{shard.name}.mark.json"
+        self.points = self._read()
+        """The points the shard held at its last sync (``None``: no mark yet)."""
+
+    def _read(self) -> int | None:
+        try:
+            return int(json.loads(self.path.read_text(encoding="utf-8"))["points"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            # A mark that cannot be read protects nothing; it is rewritten at the next sync.
+            logger.warning(
+                "the store's mark %s is unreadable (%s); starting a new one", self.path, exc
+            )
+            return None
+
+    def _damaged(self, what: str) -> StoreDamagedError:
+        return StoreDamagedError(
+            f"the memory store {self.shard} {what}. Restore the folder from a copy, or its "
+            "memories from an export (agentscope-mem0 import); or, to serve what is left "
+            f"and accept the loss, delete {self.path} and open it again. Writes still in "
+            "the outbox are stored again once it opens",
+            path=self.shard,
+        )
+
+    def check_before_open(self) -> None:
+        """Refuse a shard whose WAL is gone while a mark exists (the engine would
+        start an empty log and serve the store without the writes the old one held)."""
+        if self.path.exists() and not (self.shard / "wal").is_dir():
+            raise self._damaged(
+                "lost its write-ahead log (wal/ is missing): the writes it held are gone"
+            )
+
+    def check_opened(self, points: int) -> None:
+        """Refuse a shard that opened with fewer points than the mark."""
+        if self.points is not None and points < self.points:
+            raise self._damaged(
+                f"holds {points} memories but held {self.points} when it was last synced: "
+                "some of its files are missing or older than the rest"
+            )
+
+    def synced(self, points: int) -> None:
+        """Record that the shard holds ``points`` points, all of them on disk."""
+        if points != self.points:
+            self._write(points)
+
+    def lower(self, removable: int) -> None:
+        """Lower the mark before a deletion that removes at most ``removable`` points."""
+        if self.points is not None and removable > 0:
+            self._write(max(0, self.points - removable))
+
+    def _write(self, points: int) -> None:
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        try:
+            temporary.write_text(json.dumps({"points": points}) + "\n", encoding="utf-8")
+            os.replace(temporary, self.path)
+        except OSError as exc:  # a full disk: an older mark only misses a loss, never invents one
+            logger.warning("could not update the store's mark %s: %s", self.path, exc)
+            return
+        self.points = points
 
 
 def _dims_message(path: Path, dims: int, existing: int) -> str:
@@ -138,6 +265,26 @@ def _locked_message(path: Path) -> str:
     )
 
 
+def _lock_folder(path: Path) -> int | None:
+    """Take the folder lock of shard folder ``path`` without waiting; its descriptor."""
+    if fcntl is None:
+        return None
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException as exc:
+        os.close(fd)
+        if not isinstance(exc, BlockingIOError):
+            raise
+        raise StoreLockedError(_locked_message(path)) from None
+    # Who holds it, for a person reading the file (the kernel knows anyway).
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
 class SharedShard:
     """A Qdrant Edge shard shared by every store object on one folder in the process.
 
@@ -151,6 +298,7 @@ class SharedShard:
     Raises:
         StoreLockedError: Another process holds the shard.
         DimensionMismatchError: The shard holds vectors of another size.
+        StoreDamagedError: The shard lost files since its last sync.
     """
 
     def __init__(self, path: Path, dims: int) -> None:
@@ -159,42 +307,28 @@ class SharedShard:
         self.dims = dims
         """The dense vector size."""
         self._lock = threading.RLock()
-        self._closed = False
-        self._abandoned = False
+        self._unusable: str | None = None  # why calls are refused, once closed
         self._flushed_at = time.monotonic()
         self._unsynced = False  # written since the last flush
         self.users: weakref.WeakSet[object] = weakref.WeakSet()
         """The live stores on this shard that :func:`release_user` has not released."""
-        self._folder_lock = ShardLock(path)
-        if not self._folder_lock.acquire():  # before the engine reads a byte of it
-            raise StoreLockedError(_locked_message(path))
+        self._lock_fd = _lock_folder(path)  # before the engine reads a byte of it
         try:
-            self.mark = self._open_checked()
+            self.mark = HighWaterMark(path)
+            self._shard = self._open()
+            try:
+                self.mark.check_opened(self._points())
+                self._ensure_scope_indexes()
+                self.mark.synced(self._points())
+            except BaseException:
+                self._shard.close()
+                raise
         except BaseException:
-            self._folder_lock.release()
+            self._unlock_folder()
             raise
 
-    def _open_checked(self) -> HighWaterMark:
-        """Open the shard, refusing one that lost files; returns its mark."""
-        existing = shard_dims(self.path) if shard_exists(self.path) else None
-        if existing is not None and existing != self.dims:
-            raise DimensionMismatchError(_dims_message(self.path, self.dims, existing))
-        if existing is not None:
-            check_before_open(self.path)
-        else:
-            check_free_space(self.path.parent, "create")
-        mark = HighWaterMark(self.path)
-        self._shard = self._open(existing is not None)
-        try:
-            mark.check_opened(self._points())
-            self.ensure_scope_indexes()
-            mark.synced(self._points())
-        except BaseException:
-            self._shard.close()
-            raise
-        return mark
-
-    def _open(self, existing: bool) -> Any:
+    def _open(self) -> Any:
+        """The engine's shard, created, or loaded once it passed the mark's check."""
         try:
             from qdrant_edge import EdgeShard
         except ImportError as exc:
@@ -204,8 +338,15 @@ class SharedShard:
                 "(agentscope_mem0.backends)"
             ) from exc
 
+        existing = shard_dims(self.path) if shard_exists(self.path) else None
+        if existing is not None and existing != self.dims:
+            raise DimensionMismatchError(_dims_message(self.path, self.dims, existing))
+        if existing is not None:
+            self.mark.check_before_open()
+        else:
+            check_free_space(self.path.parent, "create")
         try:
-            if existing:
+            if existing is not None:
                 return EdgeShard.load(os.fspath(self.path))
             self.path.mkdir(parents=True, exist_ok=True)
             return EdgeShard.create(os.fspath(self.path), _new_config(self.dims))
@@ -222,8 +363,8 @@ class SharedShard:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
+        """Whether :meth:`close` was called (or the shard came through ``fork()``)."""
+        return self._unusable is not None
 
     def call(self, what: str, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Run ``method(shard, *args, **kwargs)`` under the lock, mapping engine errors.
@@ -296,7 +437,7 @@ class SharedShard:
     def _points(self) -> int:
         return int(self.call("info", lambda s: s.info().points_count))
 
-    def ensure_scope_indexes(self) -> None:
+    def _ensure_scope_indexes(self) -> None:
         """Create the keyword payload indexes on the scope fields (idempotent).
 
         ``user_id`` is the tenant key; a folder from release 0.2 indexed it as
@@ -306,25 +447,19 @@ class SharedShard:
 
         schema = self.call("info", lambda s: s.info().payload_schema)
         for field in SCOPE_FIELDS:
+            index: Any = PayloadSchemaType.Keyword
             if field == TENANT_FIELD:
                 params = getattr(schema.get(field), "params", None)
-                if getattr(params, "is_tenant", None) is not True:
-                    self._unsynced = True
-                    index: Any = KeywordIndexParams(is_tenant=True)
-                    self.call(
-                        "create_field_index",
-                        lambda s, f=field, i=index: s.update(
-                            UpdateOperation.create_field_index(f, i)
-                        ),
-                    )
-            elif field not in schema:
-                self._unsynced = True
-                self.call(
-                    "create_field_index",
-                    lambda s, f=field: s.update(
-                        UpdateOperation.create_field_index(f, PayloadSchemaType.Keyword)
-                    ),
-                )
+                if getattr(params, "is_tenant", None) is True:
+                    continue
+                index = KeywordIndexParams(is_tenant=True)
+            elif field in schema:
+                continue
+            self._unsynced = True
+            self.call(
+                "create_field_index",
+                lambda s, f=field, i=index: s.update(UpdateOperation.create_field_index(f, i)),
+            )
 
     def close(self) -> None:
         """Flush and release the shard. Idempotent; later calls raise ``RuntimeError``.
@@ -333,16 +468,17 @@ class SharedShard:
         crash the process): the write-ahead log keeps every write.
         """
         with self._lock:
-            if self._closed or self._abandoned:
-                self._closed = True
+            if self._unusable is not None:
                 return
-            self._closed = True
+            self._unusable = "was closed; build a new memory client to reopen it"
             try:
                 check_free_space(self.path, "flush")
             except DiskFullError:
                 logger.warning("closing %s without a flush: its disk is nearly full", self.path)
-                never_drop(self._shard)  # dropping it would write, and SIGBUS
-                self._folder_lock.release()
+                # Kept alive until the process ends, through the interpreter's final
+                # garbage collection too: dropping it would write, and SIGBUS.
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._shard))
+                self._unlock_folder()
                 return  # the engine's own lock ends with the process
             try:
                 self._shard.flush()
@@ -351,19 +487,75 @@ class SharedShard:
                 try:
                     self._shard.close()
                 finally:
-                    self._folder_lock.release()
+                    self._unlock_folder()
+
+    def _unlock_folder(self) -> None:
+        """Close the folder lock's descriptor: the lock goes with it, except after
+        ``fork()``, where the parent's descriptor keeps holding it."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _ensure_usable(self, what: str) -> None:
-        if self._abandoned:
-            raise RuntimeError(
-                f"Qdrant Edge {what}: this store was inherited through fork() and belongs "
-                f"to the parent process; open {self.path} again in this process"
-            )
-        if self._closed:
-            raise RuntimeError(
-                f"Qdrant Edge {what}: the shared store {self.path} was closed; build a "
-                "new memory client to reopen it"
-            )
+        if self._unusable is not None:
+            raise RuntimeError(f"Qdrant Edge {what}: the shared store {self.path} {self._unusable}")
+
+
+def _new_config(dims: int) -> Any:
+    from qdrant_edge import (
+        Distance,
+        EdgeConfig,
+        EdgeSparseVectorParams,
+        EdgeVectorParams,
+        Modifier,
+    )
+
+    return EdgeConfig(
+        vectors=EdgeVectorParams(size=dims, distance=Distance.Cosine),
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+    )
+
+
+def _segment_kinds(path: Path) -> dict[str, int]:
+    kinds = {"hnsw": 0, "plain": 0}
+    for segment in (path / "segments").glob("*/segment.json"):
+        try:
+            config = json.loads(segment.read_text(encoding="utf-8"))["config"]
+            kind = config["vector_data"][DENSE]["index"]["type"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        kinds["hnsw" if kind == "hnsw" else "plain"] += 1
+    return kinds
+
+
+def index_state(shard: SharedShard) -> dict[str, Any]:
+    """Points, indexed vectors and segment kinds of one open shard.
+
+    ``index`` is ``"exact"`` (no HNSW segment: every search scans its scope)
+    or ``"hnsw"`` (an optimized segment has HNSW; points written since land in
+    a plain appendable segment and are searched exactly, see ``plain_segments``).
+    """
+    info = shard.call("info", lambda s: s.info())
+    kinds = _segment_kinds(shard.path)
+    state = "hnsw" if kinds["hnsw"] else "exact"
+    return {
+        "points": int(info.points_count),
+        "indexed_vectors": int(info.indexed_vectors_count),
+        "segments": int(info.segments_count),
+        "hnsw_segments": kinds["hnsw"],
+        "plain_segments": kinds["plain"],
+        "index": state,
+        "payload_indexes": sorted(info.payload_schema),
+        "tenant_key": next(
+            (
+                name
+                for name, index in info.payload_schema.items()
+                if getattr(index.params, "is_tenant", None)
+            ),
+            None,
+        ),
+    }
 
 
 _shards: dict[Path, SharedShard] = {}
@@ -449,8 +641,11 @@ def _forget_after_fork() -> None:
     global _registry_lock
     _registry_lock = threading.Lock()
     for shard in _shards.values():
-        shard._abandoned = True
-        shard._folder_lock.forget()
+        shard._unusable = (
+            "was inherited through fork() and belongs to the parent process; open it "
+            "again in this process"
+        )
+        shard._unlock_folder()
     _shards.clear()
 
 

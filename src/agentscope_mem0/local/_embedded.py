@@ -1,33 +1,52 @@
-"""The embedded store of one data folder: its mem0 config, opening and closing it.
+"""The embedded store of one data folder: its mem0 config, opening, closing and upkeep.
 
 The embedded store is Qdrant Edge (``<folder>/edge/``, see :mod:`._edge`).
 Release 0.1's qdrant-client local mode (``<folder>/qdrant/``) is no longer an
 engine: such a folder is migrated to Qdrant Edge on its first open (see
 :mod:`._migrate`), and asking for that engine with ``$AGENTSCOPE_MEM0_ENGINE``
 is refused with what to do instead.
+
+A new store is searched exactly: points land in an appendable segment with
+keyword payload indexes on the scope fields, and a filtered search scans only
+the points of that scope (a few milliseconds at 100k memories, see
+docs/benchmarks/edge-scaling.md). Building HNSW is ``EdgeShard.optimize()``,
+which on qdrant-edge-py 0.9.0 holds the GIL for its whole run (38 s for 50k x
+384 here): in a thread of a serving process it would stop every reply, every
+write and the event loop for that long. So the package never optimizes on
+its own; :func:`optimize_store` (``agentscope-mem0 optimize``) does it while
+nothing else uses the folder. :func:`store_status` is what ``status`` shows.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ._folder import COLLECTION, FolderLayout, data_dir, prepare_history_db
+from ._edge import close_shards, index_state, shard_dims, shard_exists, shared_shard
+from ._folder import COLLECTION, ENTITIES, FolderLayout, data_dir, prepare_history_db
+from ._migrate import MIGRATION_RECORD, migrate_if_needed
 
 __all__ = [
     "RETIRED_ENGINE_ENV",
     "close_shared_clients",
     "embedded_store_config",
     "embedded_store_fields",
+    "folder_size",
+    "optimize_store",
     "refuse_retired_engine",
+    "store_status",
 ]
+
+logger = logging.getLogger(__name__)
 
 RETIRED_ENGINE_ENV = "AGENTSCOPE_MEM0_ENGINE"
 """The variable that chose the embedded engine in releases 0.2 and 0.3."""
-
-ENTITIES = f"{COLLECTION}_entities"
-"""mem0 2.2 keeps entity links in a second collection, ``<name>_entities``."""
 
 
 def refuse_retired_engine() -> None:
@@ -65,7 +84,7 @@ def embedded_store_fields(
     Returns:
         ``vector_store`` and ``history_db_path`` entries.
     """
-    from ._edge_config import PROVIDER
+    from ._edge_provider import PROVIDER
 
     layout = FolderLayout.of(folder)
     store = {
@@ -102,9 +121,6 @@ def embedded_store_config(
         DimensionMismatchError: The folder holds vectors of another size.
         MigrationError: A release-0.1 folder could not be migrated (it is left as it was).
     """
-    from ._edge import shared_shard
-    from ._migrate import migrate_if_needed
-
     refuse_retired_engine()
     layout = FolderLayout(data_dir(folder))
     migrate_if_needed(layout.root, dims=dims)
@@ -123,9 +139,78 @@ def close_shared_clients(folder: str | os.PathLike[str] | None = None) -> None:
     closed store fail on their next call; build new ones. Mostly for tests
     and for handing a folder to another process.
     """
-    from ._edge import close_shards
     from ._qdrant_path import close_qdrant_clients
 
     root = None if folder is None else FolderLayout.of(folder).root
     close_shards(root)
     close_qdrant_clients(root)
+
+
+def folder_size(path: Path) -> int:
+    """Bytes on disk under ``path`` (files only, sparse WAL files counted as allocated)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+def store_status(edge: Path, collection: str) -> dict[str, Any]:
+    """What ``status`` shows about one collection of the Qdrant Edge store in ``edge``.
+
+    Opens the shard through this process's registry (reusing it when open).
+
+    Raises:
+        StoreLockedError: Another process holds it.
+    """
+    path = edge / collection
+    out: dict[str, Any] = {"engine": "qdrant-edge", "path": str(path)}
+    if not shard_exists(path):
+        out.update(points=0, vector_size=None, index="empty", note="nothing stored yet")
+        return out
+    dims = shard_dims(path)
+    out["vector_size"] = dims
+    if dims is None:
+        out["note"] = "the store's configuration file is unreadable"
+        return out
+    out.update(index_state(shared_shard(path, dims)))
+    out["size_bytes"] = folder_size(path)
+    record = edge / MIGRATION_RECORD
+    if record.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            out["migrated_from_0_1"] = json.loads(record.read_text(encoding="utf-8"))
+    return out
+
+
+def optimize_store(edge: Path, collections: list[str] | None = None) -> dict[str, Any]:
+    """Build HNSW (and vacuum deletions) in every collection of the store in ``edge``.
+
+    Blocks the calling process for the whole run (the engine holds the GIL):
+    run it from the ``agentscope-mem0 optimize`` command or a maintenance
+    script, not in a process that is serving replies.
+
+    Returns:
+        Per collection: seconds taken, whether anything changed, the index state after.
+
+    Raises:
+        StoreLockedError: Another process holds the store.
+    """
+    names = collections or sorted(p.name for p in edge.iterdir() if shard_exists(p))
+    report: dict[str, Any] = {}
+    for name in names:
+        path = edge / name
+        dims = shard_dims(path)
+        if dims is None:
+            continue
+        shard = shared_shard(path, dims)
+        started = time.perf_counter()
+        changed = shard.call("optimize", lambda s: s.optimize())
+        shard.call("flush", lambda s: s.flush())
+        seconds = time.perf_counter() - started
+        logger.info("optimized %s in %.1f s (changed: %s)", path, seconds, changed)
+        report[name] = {"seconds": round(seconds, 2), "changed": bool(changed)}
+        report[name].update(index_state(shard))
+    return report

@@ -26,6 +26,8 @@ from .._sqlite.wal import enable_wal
 __all__ = [
     "COLLECTION",
     "DATA_DIR_ENV",
+    "ENTITIES",
+    "ENTITY_SUFFIX",
     "HISTORY_BUSY_TIMEOUT",
     "FolderLayout",
     "data_dir",
@@ -41,6 +43,13 @@ DATA_DIR_ENV = "AGENTSCOPE_MEM0_DIR"
 
 COLLECTION = "agentscope_mem0"
 """The Qdrant collection the embedded default stores memories in."""
+
+ENTITY_SUFFIX = "_entities"
+"""mem0 2.2 keeps entity links in a second collection, ``<name>_entities``
+(its ``_entity_collection_name`` for every store but s3)."""
+
+ENTITIES = f"{COLLECTION}{ENTITY_SUFFIX}"
+"""The embedded default's entity collection."""
 
 HISTORY_BUSY_TIMEOUT = 30.0
 """Seconds a history-database connection waits for another writer's lock."""

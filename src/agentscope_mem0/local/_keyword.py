@@ -18,33 +18,60 @@ the sum of IDF x term weight over the query's terms.
 
 :func:`install_keyword_encoder` hands the encoder to mem0's own Qdrant store
 (named in a ``mem0_config``), which otherwise loads fastembed and downloads.
+
+A point's keyword vector is derived data, so :func:`rewrite_keywords` keeps a
+Qdrant Edge shard's vectors in step with the encoder. Each shard folder
+records which encoder wrote them (``keywords.json``: the encoder's settings);
+a folder written by release 0.2, whose vectors come from the package's
+former encoder, has no record. When a shard opens and its record is missing
+or names other settings, every point's keyword vector is rewritten from its
+payload text, in batches; ids, payloads and dense vectors are not touched,
+so nothing is lost. The record is written last: an interrupted rewrite is
+done again on the next open (it is idempotent).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._edge import SPARSE
+
+if TYPE_CHECKING:
+    from ._edge import SharedShard
+
 __all__ = [
     "ENCODER_NAME",
+    "KEYWORD_RECORD",
     "KeywordEncoder",
     "SparseTerms",
     "install_keyword_encoder",
+    "keyword_record",
     "keyword_text",
+    "rewrite_keywords",
     "sparse_vector",
+    "write_keyword_record",
 ]
 
 logger = logging.getLogger(__name__)
 
 ENCODER_NAME = "qdrant-bm25"
-"""Names the encoder in a store's keyword record (see :mod:`._keyword_upgrade`)."""
+"""Names the encoder in a store's keyword record (:data:`KEYWORD_RECORD`)."""
+
+KEYWORD_RECORD = "keywords.json"
+"""The file in a shard folder naming the encoder of its keyword vectors."""
+
+_REWRITE_BATCH = 512
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
 
@@ -130,14 +157,9 @@ class KeywordEncoder:
             return _terms(self._model.embed_query(split_cjk(text)))
 
     def embed(self, documents: str | Iterable[str], **kwargs: Any) -> Iterator[SparseTerms]:
-        """Encode each document, as fastembed's ``SparseTextEmbedding.embed`` does.
-
-        mem0 2.2's own Qdrant store calls this for stored texts and queries alike.
-
-        Args:
-            documents: One text or many.
-            **kwargs: Accepted for fastembed compatibility and ignored.
-        """
+        """Encode each document (one text or many), as fastembed's
+        ``SparseTextEmbedding.embed`` does; mem0 2.2's own Qdrant store calls it
+        for stored texts and queries alike. ``kwargs`` are fastembed's, ignored."""
         if isinstance(documents, str):
             documents = [documents]
         return (self.document(str(d)) for d in documents)
@@ -161,8 +183,9 @@ def keyword_text(payload: dict[str, Any]) -> str:
     return str(payload.get("text_lemmatized") or payload.get("data") or "")
 
 
-def sparse_vector(terms: SparseTerms | Any) -> Any:
-    """A validated qdrant-edge ``SparseVector`` (a mismatched one panics inside the engine).
+def sparse_vector(terms: SparseTerms | Any) -> Any | None:
+    """A validated qdrant-edge ``SparseVector``, or ``None`` when ``terms`` is empty
+    (a mismatched one panics inside the engine).
 
     Raises:
         ValueError: Indices and values differ in length, an index is not a
@@ -172,6 +195,8 @@ def sparse_vector(terms: SparseTerms | Any) -> Any:
 
     indices = [int(i) for i in terms.indices]
     values = [float(v) for v in terms.values]
+    if not indices and not values:
+        return None
     if len(indices) != len(values):
         raise ValueError(
             f"sparse vector has {len(indices)} indices but {len(values)} values; "
@@ -217,3 +242,67 @@ def install_keyword_encoder(target: Any, encoder: KeywordEncoder | None = None) 
         )
         return False
     return True
+
+
+def keyword_record(path: Path) -> dict[str, Any] | None:
+    """The encoder settings recorded in shard folder ``path``, or ``None``."""
+    try:
+        record = json.loads((path / KEYWORD_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def write_keyword_record(path: Path, encoder: KeywordEncoder) -> None:
+    """Record that ``encoder`` wrote every keyword vector in shard folder ``path``."""
+    temp = path / f"{KEYWORD_RECORD}.tmp"
+    temp.write_text(json.dumps(encoder.settings(), indent=2), encoding="utf-8")
+    temp.replace(path / KEYWORD_RECORD)
+
+
+def rewrite_keywords(shard: SharedShard, encoder: KeywordEncoder) -> int | None:
+    """Re-encode every point's keyword vector unless the shard's record matches ``encoder``.
+
+    Returns:
+        How many points were rewritten, or ``None`` when the record was current.
+
+    Raises:
+        EdgeEngineError: The engine failed; the record is left as it was.
+    """
+    from qdrant_edge import PointVectors, ScrollRequest, UpdateOperation
+
+    if keyword_record(shard.path) == encoder.settings():
+        return None
+    started = time.monotonic()
+    rewritten = 0
+    offset: Any = None
+    while True:
+        request = ScrollRequest(offset=offset, limit=_REWRITE_BATCH, with_payload=True)
+        records, offset = shard.call("scroll", lambda s, r=request: s.scroll(r))
+        updates, cleared = [], []
+        for record in records:
+            vector = sparse_vector(encoder.document(keyword_text(dict(record.payload or {}))))
+            if vector is not None:
+                updates.append(PointVectors(id=record.id, vector={SPARSE: vector}))
+            else:
+                cleared.append(record.id)
+        if updates:
+            operation = UpdateOperation.update_vectors(updates)
+            shard.call("rewrite keywords", lambda s, o=operation: s.update(o))
+        if cleared:
+            operation = UpdateOperation.delete_vectors(cleared, [SPARSE])
+            shard.call("rewrite keywords", lambda s, o=operation: s.update(o))
+        rewritten += len(records)
+        if offset is None:
+            break
+    shard.call("flush", lambda s: s.flush())
+    write_keyword_record(shard.path, encoder)
+    if rewritten:
+        logger.warning(
+            "rewrote the keyword vectors of %d memories in %s with the engine's BM25 "
+            "(%.1f s; ids, texts and dense vectors unchanged)",
+            rewritten,
+            shard.path,
+            time.monotonic() - started,
+        )
+    return rewritten

@@ -1,16 +1,15 @@
 """Moving a release-0.1 data folder (on-disk local Qdrant) onto Qdrant Edge.
 
 Release 0.1 kept memories in ``<folder>/qdrant/`` through qdrant-client's
-local mode. On the folder's first open, every point of the memory and
-entity collections there is read with a plain ``QdrantClient(path=...)``
-(one thread, only while migrating) and copied, with its id, payload and dense
-vector, into shards under ``<folder>/edge.migrating/``, its keyword vector
-written anew from its text with the engine's BM25 (see :mod:`._keyword`);
-the copy is counted and checked point by point, and only then renamed to
-``<folder>/edge/`` in one step. The old ``qdrant/`` folder is left alone (delete
-it once you are satisfied). A failure removes the half-built copy, leaves the
-folder as it was and raises :class:`MigrationError` saying why; the next open
-tries again.
+local mode. On the folder's first open, every point of the memory and entity
+collections there is read with a ``QdrantClient(path=...)`` and copied, with
+its id, payload and dense vector, into shards under ``<folder>/edge.migrating/``
+through the Qdrant Edge provider, its keyword vector written anew from its text
+with the engine's BM25; the copy is counted and checked point by point, and
+only then renamed to ``<folder>/edge/`` in one step. The old ``qdrant/``
+folder is left alone (delete it once you are satisfied). A failure removes the
+half-built copy, leaves the folder as it was and raises :class:`MigrationError`
+saying why; the next open tries again.
 
 Run it by hand with ``agentscope-mem0 migrate`` or :func:`migrate_folder`.
 """
@@ -26,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import DimensionMismatchError, MigrationError, StoreLockedError
-from ._edge import DENSE, is_panic
-from ._folder import COLLECTION, DATA_DIR_ENV, FolderLayout
+from ._edge import DENSE, close_shards, is_panic
+from ._folder import COLLECTION, DATA_DIR_ENV, ENTITIES, FolderLayout
 
 __all__ = ["MIGRATION_RECORD", "migrate_folder", "migrate_if_needed"]
 
@@ -36,7 +35,7 @@ logger = logging.getLogger(__name__)
 MIGRATION_RECORD = "migrated-from-0.1.json"
 """Written into ``<folder>/edge/`` after a migration: counts and time."""
 
-_COLLECTIONS = (COLLECTION, f"{COLLECTION}_entities")
+_COLLECTIONS = (COLLECTION, ENTITIES)
 _BATCH = 256
 
 
@@ -74,7 +73,10 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
     Raises:
         MigrationError: There is nothing to migrate, the new store already
             exists, or the copy failed (the folder is then unchanged).
+        StoreLockedError: Another process holds the old store.
     """
+    from ._qdrant_path import LockedQdrantClient
+
     root = Path(root).expanduser().resolve()
     old = FolderLayout(root).qdrant
     target = FolderLayout(root).edge
@@ -92,17 +94,26 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
     started = time.monotonic()
     logger.warning("migrating the release-0.1 store in %s to Qdrant Edge", old)
     shutil.rmtree(staging, ignore_errors=True)
-    client = _open_old_store(old)
+    try:
+        client = LockedQdrantClient(old)
+    except StoreLockedError as exc:
+        raise StoreLockedError(
+            f"the release-0.1 store {old} is in use by another process, so it cannot "
+            "be moved to Qdrant Edge now: stop that process (an older release of this "
+            "package, most likely) and open the folder again, or use another data folder "
+            f"(folder=... or ${DATA_DIR_ENV})"
+        ) from exc
     counts: dict[str, int] = {}
     try:
         for name in names:
-            counts[name] = _copy_collection(client, name, staging / name, dims)
+            counts[name] = _copy_collection(client, name, staging, dims)
+        close_shards(staging)
         os.replace(staging, target)
-    except (DimensionMismatchError, MigrationError):
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     except BaseException as exc:
+        close_shards(staging)
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, DimensionMismatchError | MigrationError):
+            raise
         if not (isinstance(exc, Exception) or is_panic(exc)):
             raise
         raise MigrationError(
@@ -123,36 +134,10 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
     return counts
 
 
-def _open_old_store(storage: Path) -> Any:
-    """A plain qdrant-client local mode client on release 0.1's storage folder.
-
-    Raises:
-        StoreLockedError: Another process (a release before this one) holds it.
-    """
-    from qdrant_client import QdrantClient
-
-    from ._qdrant_path import FOLDER_LOCKED
-
-    try:
-        return QdrantClient(path=os.fspath(storage))
-    except RuntimeError as exc:
-        if FOLDER_LOCKED not in str(exc):
-            raise
-        raise StoreLockedError(
-            f"the release-0.1 store {storage} is in use by another process, so it cannot "
-            "be moved to Qdrant Edge now: stop that process (an older release of this "
-            "package, most likely) and open the folder again, or use another data folder "
-            f"(folder=... or ${DATA_DIR_ENV})"
-        ) from exc
-
-
-def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> int:
-    from qdrant_edge import Point, UpdateOperation
-
+def _copy_collection(client: Any, name: str, staging: Path, dims: int | None) -> int:
+    """Copy collection ``name`` into a shard under ``staging``, checked; the points copied."""
     from .._vectors.size import qdrant_vector_size
-    from ._edge import SPARSE, SharedShard
-    from ._keyword import KeywordEncoder, keyword_text, sparse_vector
-    from ._keyword_upgrade import write_keyword_record
+    from ._edge_provider import EdgeVectorStore, point_id
 
     size = qdrant_vector_size(client, name)
     if size is None:
@@ -160,71 +145,52 @@ def _copy_collection(client: Any, name: str, path: Path, dims: int | None) -> in
     if dims is not None and size != dims:
         raise DimensionMismatchError(
             f"the embedding model makes {dims}-dimensional vectors, but the release-0.1 "
-            f"store in {FolderLayout(path.parents[1]).qdrant} holds {size}-dimensional "
+            f"store in {FolderLayout(staging.parent).qdrant} holds {size}-dimensional "
             "ones. Use the embedding model these memories were stored with, or another "
             f"data folder (folder=... or ${DATA_DIR_ENV})"
         )
-    encoder = KeywordEncoder()
-    shard = SharedShard(path, size)
+    # The provider writes each point as mem0's writes do: its keyword vector
+    # anew from its text with the engine's BM25 (0.1's came from the former encoder).
+    store = EdgeVectorStore(
+        path=os.fspath(staging), collection_name=name, embedding_model_dims=size
+    )
     copied: dict[str, tuple[list[float], dict[str, Any]]] = {}
-    try:
-        offset = None
-        while True:
-            records, offset = client.scroll(
-                name, limit=_BATCH, offset=offset, with_payload=True, with_vectors=True
-            )
-            points = []
-            for record in records:
-                vectors = (
-                    record.vector if isinstance(record.vector, dict) else {DENSE: record.vector}
-                )
-                dense = [float(v) for v in vectors[DENSE]]
-                payload = dict(record.payload or {})
-                named: dict[str, Any] = {DENSE: dense}
-                # The keyword vector is derived from the text: written anew with
-                # the engine's BM25 (0.1's vectors came from the former encoder).
-                terms = encoder.document(keyword_text(payload))
-                if len(terms.indices):
-                    named[SPARSE] = sparse_vector(terms)
-                points.append(Point(id=str(record.id), vector=named, payload=payload))
-                copied[str(record.id)] = (dense, payload)
-            if points:
-                shard.call(
-                    "migrate", lambda s, p=points: s.update(UpdateOperation.upsert_points(p))
-                )
-            if offset is None:
-                break
-        _verify(shard, copied, name)
-        write_keyword_record(path, encoder)
-    finally:
-        shard.close()
-    return len(copied)
-
-
-def _verify(shard: Any, copied: dict[str, tuple[list[float], dict[str, Any]]], name: str) -> None:
-    from qdrant_edge import CountRequest
-
-    count = shard.call("count", lambda s: s.count(CountRequest(exact=True)))
-    if count != len(copied):
-        raise MigrationError(f"{name}: copied {len(copied)} points but the new store holds {count}")
+    offset = None
+    while True:
+        records, offset = client.scroll(
+            name, limit=_BATCH, offset=offset, with_payload=True, with_vectors=True
+        )
+        vectors, payloads = [], []
+        for record in records:
+            vector = record.vector[DENSE] if isinstance(record.vector, dict) else record.vector
+            vectors.append([float(v) for v in vector])
+            payloads.append(dict(record.payload or {}))
+            copied[str(point_id(record.id))] = (vectors[-1], payloads[-1])
+        store.insert(vectors, payloads, [record.id for record in records])
+        if offset is None:
+            break
+    if store.count() != len(copied):
+        raise MigrationError(
+            f"{name}: copied {len(copied)} points but the new store holds {store.count()}"
+        )
     ids = list(copied)
     for start in range(0, len(ids), _BATCH):
         chunk = ids[start : start + _BATCH]
-        records = shard.call(
+        records = store.shard.call(
             "verify", lambda s, c=chunk: s.retrieve(c, with_payload=True, with_vector=[DENSE])
         )
+        if len(records) != len(chunk):
+            missing = len(chunk) - len(records)
+            raise MigrationError(f"{name}: {missing} points missing after the copy")
         for record in records:
             dense, payload = copied[str(record.id)]
             vector = record.vector[DENSE] if isinstance(record.vector, dict) else record.vector
-            if dict(record.payload or {}) != payload or not _close(vector, dense):
+            if dict(record.payload or {}) != payload or not _same_direction(vector, dense):
                 raise MigrationError(f"{name}: point {record.id} differs after the copy")
-        if len(records) != len(chunk):
-            raise MigrationError(
-                f"{name}: {len(chunk) - len(records)} points missing after the copy"
-            )
+    return len(copied)
 
 
-def _close(a: Any, b: list[float]) -> bool:
+def _same_direction(a: Any, b: list[float]) -> bool:
     # Cosine collections store normalised vectors; 0.1's were normalised too.
     import numpy as np
 

@@ -22,15 +22,14 @@ import logging
 import os
 import threading
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from qdrant_client import QdrantClient
 
 from .._exceptions import DimensionMismatchError, StoreLockedError
 from .._vectors.size import qdrant_vector_size
-from ._folder import DATA_DIR_ENV
+from ._folder import DATA_DIR_ENV, ENTITY_SUFFIX
 
 if TYPE_CHECKING:
     from mem0.configs.base import MemoryConfig
@@ -44,22 +43,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
 FOLDER_LOCKED = "already accessed by another instance of Qdrant client"
 """How qdrant-client 1.x words its folder-lock failure (a bare ``RuntimeError``)."""
-
-
-def _serialised(method: _F) -> _F:
-    """Run ``method`` under the client's lock, refusing a closed client."""
-
-    @functools.wraps(method)
-    def call(self: LockedQdrantClient, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            self._ensure_usable(method.__name__)
-            return method(self, *args, **kwargs)
-
-    return call  # type: ignore[return-value]
 
 
 class LockedQdrantClient(QdrantClient):
@@ -80,8 +65,7 @@ class LockedQdrantClient(QdrantClient):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._lock = threading.RLock()
-        self._closed = False
-        self._abandoned = False
+        self._unusable: str | None = None  # why calls are refused, once closed
         self.path = Path(path)
         """The storage folder this client owns."""
         try:
@@ -89,35 +73,26 @@ class LockedQdrantClient(QdrantClient):
         except RuntimeError as exc:
             if FOLDER_LOCKED not in str(exc):
                 raise
-            raise StoreLockedError(_locked_message(self.path)) from exc
+            raise StoreLockedError(
+                f"the vector store folder {self.path} is in use by another process: an "
+                "on-disk (local) Qdrant store can be opened by one process at a time. "
+                "Use the memory from one process only, or run a Qdrant server and point "
+                "mem0_config's vector_store at its url, or give this process another "
+                f"folder (for the embedded default: folder=... or ${DATA_DIR_ENV})"
+            ) from exc
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
+        """Whether :meth:`close` was called (or the client came through ``fork()``)."""
+        return self._unusable is not None
 
     def close(self, grpc_grace: float | None = None, **kwargs: Any) -> None:
         """Release the folder. Idempotent; later calls raise ``RuntimeError``."""
         with self._lock:
-            if self._closed or self._abandoned:
-                self._closed = True
-                return
-            self._closed = True
-            if hasattr(self, "_client"):
-                self._client.close(grpc_grace=grpc_grace, **kwargs)
-
-    def _ensure_usable(self, name: str) -> None:
-        if self._abandoned:
-            raise RuntimeError(
-                f"QdrantClient.{name}: this client was inherited through fork() and "
-                f"belongs to the parent process; open {self.path} again in this process "
-                "(or use a Qdrant server)"
-            )
-        if self._closed:
-            raise RuntimeError(
-                f"QdrantClient.{name}: the shared client of {self.path} was closed; "
-                "build a new memory client to reopen it"
-            )
+            if self._unusable is None:
+                self._unusable = "was closed; build a new memory client to reopen it"
+                if hasattr(self, "_client"):
+                    self._client.close(grpc_grace=grpc_grace, **kwargs)
 
     def __copy__(self) -> LockedQdrantClient:
         return self
@@ -126,10 +101,25 @@ class LockedQdrantClient(QdrantClient):
         return self
 
 
-def _lock_public_methods(cls: type[LockedQdrantClient]) -> None:
-    """Wrap every public method ``QdrantClient`` offers in :func:`_serialised`."""
+def _serialise_public_methods() -> None:
+    """Run every public method ``QdrantClient`` offers under the client's lock,
+    refusing a closed client."""
+
+    def serialised(method: Any) -> Any:
+        @functools.wraps(method)
+        def call(self: LockedQdrantClient, *args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                if self._unusable is not None:
+                    raise RuntimeError(
+                        f"QdrantClient.{method.__name__}: the shared client of {self.path} "
+                        f"{self._unusable}"
+                    )
+                return method(self, *args, **kwargs)
+
+        return call
+
     for name in dir(QdrantClient):
-        if name.startswith("_") or name in vars(cls):
+        if name.startswith("_") or name in vars(LockedQdrantClient):
             continue
         attribute = getattr(QdrantClient, name)
         # Plain functions only: properties, classmethods and constants stay as they are.
@@ -138,10 +128,10 @@ def _lock_public_methods(cls: type[LockedQdrantClient]) -> None:
             and not isinstance(attribute, type)
             and not hasattr(attribute, "__self__")
         ):
-            setattr(cls, name, _serialised(attribute))
+            setattr(LockedQdrantClient, name, serialised(attribute))
 
 
-_lock_public_methods(LockedQdrantClient)
+_serialise_public_methods()
 
 # mem0 2.2 treats any client it is handed as a server and asks it for payload
 # indexes; local Qdrant then warns that they do nothing. Only warnings raised
@@ -153,29 +143,8 @@ warnings.filterwarnings(
     module=__name__,
 )
 
-
-def _locked_message(storage: Path) -> str:
-    return (
-        f"the vector store folder {storage} is in use by another process: an "
-        "on-disk (local) Qdrant store can be opened by one process at a time. "
-        "Use the memory from one process only, or run a Qdrant server and point "
-        "mem0_config's vector_store at its url, or give this process another "
-        f"folder (for the embedded default: folder=... or ${DATA_DIR_ENV})"
-    )
-
-
 _clients: dict[Path, LockedQdrantClient] = {}
 _registry_lock = threading.Lock()
-
-
-def _shared_at(storage: Path) -> LockedQdrantClient:
-    with _registry_lock:
-        client = _clients.get(storage)
-        if client is None or client.closed:
-            client = LockedQdrantClient(storage)
-            _clients[storage] = client
-            logger.debug("opened the local Qdrant store in %s", storage)
-        return client
 
 
 def close_qdrant_clients(under: str | os.PathLike[str] | None = None) -> None:
@@ -196,27 +165,15 @@ def _forget_after_fork() -> None:
     _registry_lock = threading.Lock()
     for client in _clients.values():
         # The child must neither use nor unlock the parent's folder.
-        client._abandoned = True
+        client._unusable = (
+            "was inherited through fork() and belongs to the parent process; open it "
+            "again in this process (or use a Qdrant server)"
+        )
     _clients.clear()
 
 
 atexit.register(close_qdrant_clients)
 os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-def _check_collection_dims(client: LockedQdrantClient, collection: str, dims: int) -> None:
-    """Fail when ``collection`` exists with vectors of another size than ``dims``.
-
-    A missing collection passes: mem0 creates it with ``dims``.
-    """
-    size = qdrant_vector_size(client, collection)
-    if size is not None and size != dims:
-        raise DimensionMismatchError(
-            f"the embedding model makes {dims}-dimensional vectors, but the collection "
-            f"{collection!r} in {client.path} holds {size}-dimensional ones. Use the "
-            "embedding model these memories were stored with, or another path, or "
-            "delete the folder to start over"
-        )
 
 
 def share_local_qdrant(config: MemoryConfig) -> MemoryConfig:
@@ -250,11 +207,23 @@ def share_local_qdrant(config: MemoryConfig) -> MemoryConfig:
     remote = store.api_key or store.url or (store.host and store.port) or store.https is not None
     if store.client is not None or remote or not store.path:
         return config
-    client = _shared_at(Path(store.path).expanduser().resolve())
-    if store.embedding_model_dims:
-        # mem0 2.2 keeps entity links in a second collection, "<name>_entities".
-        for name in (store.collection_name, f"{store.collection_name}_entities"):
-            _check_collection_dims(client, name, store.embedding_model_dims)
+    storage = Path(store.path).expanduser().resolve()
+    with _registry_lock:
+        client = _clients.get(storage)
+        if client is None or client.closed:
+            client = _clients[storage] = LockedQdrantClient(storage)
+            logger.debug("opened the local Qdrant store in %s", storage)
+    dims = store.embedding_model_dims
+    # A missing collection passes: mem0 creates it with the model's size.
+    for name in (store.collection_name, f"{store.collection_name}{ENTITY_SUFFIX}"):
+        size = qdrant_vector_size(client, name) if dims else None
+        if size is not None and size != dims:
+            raise DimensionMismatchError(
+                f"the embedding model makes {dims}-dimensional vectors, but the collection "
+                f"{name!r} in {storage} holds {size}-dimensional ones. Use the embedding "
+                "model these memories were stored with, or another path, or delete the "
+                "folder to start over"
+            )
     vector_store = config.vector_store.model_copy(
         update={"config": store.model_copy(update={"client": client})}
     )

@@ -65,11 +65,17 @@ def read_rows(path: Path) -> list[WriteRow] | None:
         connection.close()
     return [
         WriteRow(
-            *row[:7],
-            queued_at=datetime.fromtimestamp(row[7], UTC).isoformat(timespec="seconds"),
-            messages=json.loads(row[8] or "[]"),
+            id=row_id,
+            key=key,
+            user_id=user_id,
+            agent_id=agent_id,
+            status=status,
+            attempts=attempts,
+            error=error,
+            queued_at=datetime.fromtimestamp(created_at, UTC).isoformat(timespec="seconds"),
+            messages=json.loads(messages or "[]"),
         )
-        for row in rows
+        for row_id, key, user_id, agent_id, status, attempts, error, created_at, messages in rows
     ]
 
 

@@ -1,31 +1,13 @@
 """Memories as the commands see them: the export format, and the timeline's
 links between memories.
 
-The export format is one memory per line of JSON (JSONL).
-
-A line holds the memory's id, text, scopes, dates and metadata::
-
-    {"id": "0b6c…", "text": "User lives in Hangzhou.", "user_id": "alice",
-     "agent_id": "assistant", "role": "user", "created_at": "2025-06-01T08:00:00+00:00",
-     "updated_at": "2025-06-01T08:00:00+00:00", "hash": "5d41…", "metadata": {"topic": "home"}}
-
-Keys, in this order; absent and ``null`` mean the same:
-
-* ``id`` — the memory id, a UUID in canonical form (lowercase, with hyphens).
-  Optional on import: a missing id is derived from scope and text, so
-  re-importing the same file stays idempotent.
-* ``text`` — the memory (mem0's ``memory``/``data``). Required; on import a
-  line may name it ``memory``, as mem0's own answers do.
-* ``user_id``, ``agent_id``, ``run_id`` — the scope; at least one is required.
-* ``actor_id``, ``role``, ``attributed_to`` — who said it, as mem0 recorded it.
-* ``created_at``, ``updated_at`` — ISO 8601; on import ``created_at`` defaults
-  to now and ``updated_at`` to ``created_at``.
-* ``expiration_date`` — ``YYYY-MM-DD``; mem0 hides the memory after it.
-* ``hash`` — mem0's MD5 of the text; computed when missing.
-* ``metadata`` — every other field mem0 stored with the memory, as an object.
-
-Vectors are not exported: the importing store embeds the text with its own
-embedding model, so memories can move between embedders.
+The export format is one memory per line of JSON (JSONL): its id (a canonical
+UUID), text, scope (``user_id``, ``agent_id``, ``run_id``), who said it
+(``actor_id``, ``role``, ``attributed_to``), dates, mem0's ``hash``, and every
+other field mem0 stored with it under ``metadata``, keys in that order, nulls
+left out; docs/cli.md ("The export format") specifies it, what import requires
+and what it derives. Vectors are not exported: the importing store embeds the
+text with its own embedding model, so memories can move between embedders.
 """
 
 from __future__ import annotations

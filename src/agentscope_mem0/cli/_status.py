@@ -41,6 +41,11 @@ _LABELS = {
 # -- what it finds out ------------------------------------------------------------
 
 
+def _info(store: str, **found: Any) -> dict[str, Any]:
+    """A backend's report before it was reached."""
+    return {"store": store, "reachable": False, "memories": None, "vector_size": None, **found}
+
+
 def _embedded_backend(settings: Settings) -> dict[str, Any]:
     from ..local import close_shared_clients
     from ..local._edge_index import store_status
@@ -49,19 +54,10 @@ def _embedded_backend(settings: Settings) -> dict[str, Any]:
     from ..local._migrate import migrate_if_needed
 
     edge = FolderLayout(settings.folder).edge
-    info: dict[str, Any] = {
-        "store": f"Qdrant Edge in {edge}",
-        "collection": COLLECTION,
-        "reachable": True,
-        "locked": False,
-        "lock_holder": None,
-        "memories": None,
-        "vector_size": None,
-    }
+    info = _info(f"Qdrant Edge in {edge}", collection=COLLECTION, locked=False, lock_holder=None)
     holder = lock_holder(settings.folder)
     if holder is not None and not holder.is_self:
         info.update(
-            reachable=False,
             locked=True,
             lock_holder={"pid": holder.pid, "command": holder.command},
             error=f"the data folder is locked by {holder.describe()}",
@@ -72,15 +68,15 @@ def _embedded_backend(settings: Settings) -> dict[str, Any]:
         migrate_if_needed(settings.folder)
         found = store_status(edge, COLLECTION)
     except StoreLockedError as exc:
-        info.update(reachable=False, locked=True, error=str(exc))
+        info.update(locked=True, error=str(exc))
         return info
     except ConfigurationError as exc:
-        info.update(reachable=False, error=str(exc))
+        info["error"] = str(exc)
         return info
     finally:
         if holder is None:  # leave this process's own store open
             close_shared_clients(settings.folder)
-    info.update(found, memories=found.get("points", 0))
+    info.update(found, reachable=True, memories=found.get("points", 0))
     return info
 
 
@@ -90,13 +86,7 @@ def _server_backend(settings: Settings) -> dict[str, Any]:
         if settings.backend == "qdrant"
         else f"PostgreSQL at {mask_url(settings.dsn or '')}"
     )
-    info: dict[str, Any] = {
-        "store": where,
-        "collection": settings.collection,
-        "reachable": False,
-        "memories": None,
-        "vector_size": None,
-    }
+    info = _info(where, collection=settings.collection)
     try:
         probe = _probe_qdrant if settings.backend == "qdrant" else _probe_pgvector
         probe(settings, info)
@@ -155,12 +145,7 @@ def _probe_pgvector(settings: Settings, info: dict[str, Any]) -> None:
 
 
 def _hosted_backend(settings: Settings) -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "store": f"hosted mem0 at {settings.url or 'https://api.mem0.ai'}",
-        "reachable": False,
-        "memories": None,
-        "vector_size": None,
-    }
+    info = _info(f"hosted mem0 at {settings.url or 'https://api.mem0.ai'}")
     if not settings.api_key:
         info["error"] = f"${settings.api_key_env} is not set"
         return info

@@ -175,6 +175,16 @@ def short_id(memory_id: str) -> str:
     return f'<span class="id" title="{e(memory_id)}">{e(memory_id[:8])}</span>'
 
 
+def _table(table_id: str, heads: Sequence[str], rows: Iterable[str], *, cards: bool = True) -> str:
+    """A table; ``cards``: each row a card on a narrow window."""
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    css = ' class="rows"' if cards else ""
+    return (
+        f'<table id="{table_id}"{css}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def pager(path: str, page: int, pages: int, **params: Any) -> str:
     """Previous / next links when there is more than one page."""
     if pages <= 1:
@@ -205,13 +215,8 @@ def users_table(users: Sequence[UserSummary]) -> str:
                 f'<td class="when" data-label="last write">{e(short_date(u.last_write))}</td>'
             )
         rows.append(f"<tr>{cells}</tr>")
-    head = "<th>User</th><th>Memories</th>" + (
-        "<th>Agents</th><th>Last write</th>" if detailed else ""
-    )
-    return (
-        f'<table id="users" class="rows"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
+    heads = ["User", "Memories", *(("Agents", "Last write") if detailed else ())]
+    return _table("users", heads, rows)
 
 
 def search_form(user: str, query: str = "", agent: str | None = None, top_k: int = 10) -> str:
@@ -276,6 +281,16 @@ def _dates(created: str | None, updated: str | None) -> str:
     return shown
 
 
+def _memory_cells(r: MemoryRecord, when: str, dates: str, user: str, csrf: str) -> str:
+    """A memory's agent, date, timeline link and Forget button, as table cells."""
+    return (
+        f'<td data-label="agent">{e(r.agent_id)}</td>'
+        f'<td class="when" data-label="{when}">{dates}</td>'
+        f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
+        f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
+    )
+
+
 def _forget_button(memory_id: str, user: str, csrf: str) -> str:
     return (
         '<form class="inline" method="post" action="forget">'
@@ -291,21 +306,13 @@ def memories_table(
     """One user's memories, each with its links, its timeline link and a Forget button."""
     if not records:
         return "<p>No memories.</p>"
-    rows = []
-    for r in records:
-        rows.append(
-            f'<tr id="m-{e(r.id)}" class="memory{" superseded" if r.hidden else ""}">'
-            f'<td class="text">{e(r.text)}<div>{_relations(r, links.get(r.id, []))}</div></td>'
-            f'<td data-label="agent">{e(r.agent_id)}</td>'
-            f'<td class="when" data-label="created">{_dates(r.created_at, r.updated_at)}</td>'
-            f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
-            f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
-        )
-    return (
-        '<table id="memories" class="rows"><thead><tr><th>Memory</th><th>Agent</th>'
-        "<th>Created</th><th>Id</th><th></th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+    rows = (
+        f'<tr id="m-{e(r.id)}" class="memory{" superseded" if r.hidden else ""}">'
+        f'<td class="text">{e(r.text)}<div>{_relations(r, links.get(r.id, []))}</div></td>'
+        + _memory_cells(r, "created", _dates(r.created_at, r.updated_at), user, csrf)
+        for r in records
     )
+    return _table("memories", ["Memory", "Agent", "Created", "Id", ""], rows)
 
 
 def forget_user_form(user: str, count: int, csrf: str) -> str:
@@ -336,19 +343,13 @@ def hits_table(hits: Sequence[tuple[MemoryRecord, float | None]], user: str, csr
     """Search results, best first, with scores, agents and a Forget button each."""
     if not hits:
         return '<p id="no-hits">No memory matches.</p>'
-    rows = "".join(
+    rows = (
         f'<tr class="hit"><td class="score num">{"-" if score is None else f"{score:.3f}"}</td>'
         f'<td class="text">{e(r.text)}</td>'
-        f'<td data-label="agent">{e(r.agent_id)}</td>'
-        f'<td class="when" data-label="date">{e(short_date(r.date))}</td>'
-        f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
-        f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
+        + _memory_cells(r, "date", e(short_date(r.date)), user, csrf)
         for r, score in hits
     )
-    return (
-        '<table id="hits" class="rows"><thead><tr><th>Score</th><th>Memory</th><th>Agent</th>'
-        f"<th>Date</th><th>Id</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
-    )
+    return _table("hits", ["Score", "Memory", "Agent", "Date", "Id", ""], rows)
 
 
 def memory_page(
@@ -365,20 +366,15 @@ def memory_page(
             f"{e(record.agent_id)} · created {_dates(record.created_at, record.updated_at)} · "
             f"<code>{e(memory_id)}</code> {_forget_button(memory_id, user, csrf)}</p>"
         )
-    rows = "".join(
+    rows = (
         f'<tr><td class="when">{e(short_date(x.get("updated_at") or x.get("created_at")))}</td>'
         f'<td data-label="event"><span class="tag">{e(x.get("event"))}</span></td>'
         f'<td class="text" data-label="before">{e(x.get("old_memory"))}</td>'
         f'<td class="text" data-label="after">{e(x.get("new_memory"))}</td></tr>'
         for x in entries
     )
-    table = (
-        '<table id="timeline" class="rows"><thead><tr><th>When</th><th>Event</th><th>Before</th>'
-        f"<th>After</th></tr></thead><tbody>{rows}</tbody></table>"
-        if entries
-        else "<p>mem0 kept no history of it.</p>"
-    )
-    return head + "<h2>Timeline</h2>" + table
+    table = _table("timeline", ["When", "Event", "Before", "After"], rows)
+    return head + "<h2>Timeline</h2>" + (table if entries else "<p>mem0 kept no history of it.</p>")
 
 
 def working_page(
@@ -419,17 +415,14 @@ def _preview(messages: list[Any]) -> str:
 def _writes_table(rows: Sequence[WriteRow], table_id: str) -> str:
     if not rows:
         return f'<p id="{table_id}-none">None.</p>'
-    body = "".join(
+    cells = (
         f"<tr><td>#{w.id}</td><td>{e(w.user_id)}</td><td>{e(w.agent_id)}</td>"
         f"<td>{e(short_date(w.queued_at))}</td><td>{w.attempts}</td>"
         f'<td class="text">{e(_preview(w.messages))}</td><td class="text">{e(w.error)}</td></tr>'
         for w in rows
     )
-    return (
-        f'<table id="{table_id}"><thead><tr><th>Row</th><th>User</th><th>Agent</th>'
-        "<th>Queued</th><th>Attempts</th><th>Exchange</th><th>Error</th></tr></thead>"
-        f"<tbody>{body}</tbody></table>"
-    )
+    heads = ["Row", "User", "Agent", "Queued", "Attempts", "Exchange", "Error"]
+    return _table(table_id, heads, cells, cards=False)
 
 
 def outbox_body(path: Path, rows: list[WriteRow] | None, csrf: str) -> str:

@@ -150,7 +150,7 @@ class _Pages:
         form: FormData = await request.form()
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
         headers = {k.lower(): v for k, v in request.headers.items()}
-        problem = self.guard.check_form(headers, fields.get("csrf"))
+        problem = self.guard.csrf_problem(headers, fields.get("csrf"))
         if problem is not None:
             logger.warning("refused a %s to %s: %s", request.method, request.url.path, problem)
             raise _Refused(403, problem)

@@ -7,7 +7,6 @@ import contextlib
 import functools
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -21,7 +20,6 @@ from ._models import ChatChoice
 from ._output import Output
 
 __all__ = [
-    "Session",
     "agent_option",
     "check_folder_exists",
     "check_memory_id",
@@ -155,28 +153,16 @@ def store_command(*, json_option: bool = True, reads: bool = False) -> Callable[
     return decorate
 
 
-@dataclass
-class Session:
-    """An open store and one event loop to run its calls on."""
-
-    store: MemoryStore
-    _runner: asyncio.Runner
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` to completion on the session's loop."""
-        return self._runner.run(coroutine)
-
-
 @contextlib.contextmanager
 def session(
     settings: Settings, *, chat: ChatChoice | None = None, embeds: bool = False
-) -> Iterator[Session]:
-    """Open the configured store for one command (see :func:`open_store`) and
-    close it afterwards."""
+) -> Iterator[tuple[MemoryStore, Callable[[Coroutine[Any, Any, T]], T]]]:
+    """Open the configured store for one command (see :func:`open_store`), with a
+    function that runs its calls on one event loop; close it afterwards."""
     store = open_store(settings, chat=chat, embeds=embeds)
     try:
         with asyncio.Runner() as runner:
-            yield Session(store, runner)
+            yield store, runner.run
     finally:
         store.close()
 

@@ -70,13 +70,13 @@ def list_memories(
 ) -> None:
     """List a user's memories, newest first: id, agent, dates, text."""
     scope = Scope(user, agent)
-    with session(settings) as s:
-        records = [r for r in s.run(s.store.records(scope)) if show_all or not r.hidden]
+    with session(settings) as (store, run):
+        records = [r for r in run(store.records(scope)) if show_all or not r.hidden]
     if not records:
         if out.as_json:
             out.json([])  # scripts get valid JSON; the exit code still says "none"
         raise no_memories(scope, settings)
-    hosted_agent_note(out, s.store, scope)
+    hosted_agent_note(out, store, scope)
     newest = sorted(records, key=lambda r: (r.date or "", r.id), reverse=True)[:limit]
     if out.as_json:
         out.json([r.to_json() for r in newest])
@@ -122,14 +122,14 @@ def search(
     if not query.strip():
         raise UsageError("QUERY is empty")
     scope = Scope(user, agent)
-    with session(settings, embeds=True) as s:
-        search = s.store.search(query, scope, top_k=top_k, threshold=threshold, show_all=show_all)
-        hits = s.run(search)
-        if not hits and not s.run(s.store.records(scope)):
+    with session(settings, embeds=True) as (store, run):
+        search = store.search(query, scope, top_k=top_k, threshold=threshold, show_all=show_all)
+        hits = run(search)
+        if not hits and not run(store.records(scope)):
             if out.as_json:
                 out.json([])  # scripts get valid JSON; the exit code still says "none"
             raise no_memories(scope, settings)
-    hosted_agent_note(out, s.store, scope)
+    hosted_agent_note(out, store, scope)
     if out.as_json:
         out.json([{**record.to_json(), "score": score} for record, score in hits])
         return
@@ -171,8 +171,8 @@ def add(
     chat = None if raw else chat_model_from_spec(settings.chat_model)
     if chat is not None:
         out.note(f"extracting with {chat.description}")
-    with session(settings, chat=chat, embeds=True) as s:
-        results = s.run(s.store.add(text, scope, infer=not raw))
+    with session(settings, chat=chat, embeds=True) as (store, run):
+        results = run(store.add(text, scope, infer=not raw))
     if not results:
         raise NotFoundError(
             "the extraction model found nothing worth remembering in TEXT, so nothing was "
@@ -262,14 +262,14 @@ def _confirmed(question: str, yes: bool, out: Output) -> bool:
 
 
 def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, keep: bool) -> None:
-    with session(settings) as s:
-        record = s.run(s.store.get(memory_id))
+    with session(settings) as (store, run):
+        record = run(store.get(memory_id))
         if record is None:
             raise NotFoundError(f"no memory with id {memory_id} in {where(settings)}")
         owner = f" of user {record.user_id!r}" if record.user_id else ""
         if not _confirmed(f"Forget memory {memory_id}{owner}: {record.text!r}?", yes, out):
             return
-        purged, back = s.run(s.store.forget(record, keep_history=keep))
+        purged, back = run(store.forget(record, keep_history=keep))
     report = {
         "removed": 1,
         "remaining": 0,
@@ -290,8 +290,8 @@ def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, k
 
 
 def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, keep: bool) -> None:
-    with session(settings) as s:
-        records = s.run(s.store.records(scope))
+    with session(settings) as (store, run):
+        records = run(store.records(scope))
         if not records:
             raise no_memories(scope, settings)
         which = (
@@ -305,7 +305,7 @@ def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, k
         )
         if not _confirmed(question, yes, out):
             return
-        history, messages, remaining = s.run(s.store.forget_all(scope, records, keep_history=keep))
+        history, messages, remaining = run(store.forget_all(scope, records, keep_history=keep))
     removed = len(records) - remaining
     report = {
         "removed": removed,
@@ -339,8 +339,8 @@ def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, k
 def history(*, settings: Settings, out: Output, memory_id: str) -> None:
     """Show mem0's change history of one memory (adds, updates, deletes) and the
     memories it superseded or extends, or that superseded or extend it."""
-    with session(settings) as s:
-        current, entries = s.run(s.store.history(memory_id))
+    with session(settings) as (store, run):
+        current, entries = run(store.history(memory_id))
     if not entries and current is None:
         raise NotFoundError(f"no memory and no history with id {memory_id} in {where(settings)}")
     if out.as_json:

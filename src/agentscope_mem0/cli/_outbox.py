@@ -175,8 +175,8 @@ def _send(settings: Settings, user: str | None, timeout: float) -> int:
             await queue.aclose(timeout=1.0)
         return count
 
-    with session(settings, chat=chat, embeds=True) as s:
+    with session(settings, chat=chat, embeds=True) as (store, run):
         try:
-            return s.run(work(s.store))
+            return run(work(store))
         except Exception as exc:
             raise failure(f"sending the writes failed: {exc}", exc) from exc

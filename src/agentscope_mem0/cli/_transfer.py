@@ -84,8 +84,8 @@ def export(
     if agent and not user:
         raise UsageError("--agent needs --user")
     scope = Scope(user, agent) if user else None
-    with session(settings) as s:
-        records = s.run(s.store.records(scope))
+    with session(settings) as (store, run):
+        records = run(store.records(scope))
     if scope is not None and not records:
         raise no_memories(scope, settings)
     with _destination(output) as stream:
@@ -155,7 +155,7 @@ def import_memories(
     if progress is None:
         progress = sys.stderr.isatty()
     stored = present = 0
-    with session(settings, embeds=True) as s, open(os.devnull, "w") as devnull:
+    with session(settings, embeds=True) as (store, run), open(os.devnull, "w") as devnull:
         bar_file = sys.stderr if progress else devnull
         with click.progressbar(
             length=len(records), label="Importing", file=bar_file, show_pos=True
@@ -163,7 +163,7 @@ def import_memories(
             for start in range(0, len(records), batch_size):
                 batch = records[start : start + batch_size]
                 try:
-                    new = s.run(s.store.import_batch(batch))
+                    new = run(store.import_batch(batch))
                 except (BackendError, KeyboardInterrupt) as exc:
                     raise _interrupted(exc, stored, present, len(records)) from exc
                 stored += new

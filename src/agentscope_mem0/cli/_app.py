@@ -24,7 +24,11 @@ configuration, 3 backend unreachable or folder locked, 4 backend failure.
 """
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "demo": ("._demo", "demo", "Four sessions: later ones use what was told; a move supersedes."),
+    "demo": (
+        "._demo_command",
+        "demo",
+        "Four sessions: later ones use what was told; a move supersedes.",
+    ),
     "list": ("._memories", "list_memories", "List a user's memories, newest first."),
     "search": ("._memories", "search", "Search a user's memories, best first."),
     "add": ("._memories", "add", "Add a memory, through mem0's extraction or verbatim."),
@@ -32,9 +36,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "history": ("._memories", "history", "Show mem0's change history of one memory."),
     "export": ("._transfer", "export", "Write memories as JSONL."),
     "import": ("._transfer", "import_memories", "Import memories from an export."),
-    "working": ("._working", "working", "Show or clear a user's working memory."),
+    "working": ("._working_memory", "working", "Show or clear a user's working memory."),
     "status": ("._status", "status", "Show the configuration and the store's health."),
-    "retry-failed": ("._outbox", "retry_failed", "Requeue the writes that failed."),
+    "retry-failed": ("._queued_writes", "retry_failed", "Requeue the writes that failed."),
     "migrate": ("._maintenance", "migrate", "Move a release-0.1 folder to Qdrant Edge."),
     "optimize": ("._maintenance", "optimize", "Build the embedded store's HNSW index."),
     "ui": (".ui._serve", "ui", "Browse, search and correct memories in a local web page."),
@@ -62,7 +66,7 @@ class _LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            from ._errors import silence_stdout
+            from ._exit_codes import silence_stdout
 
             silence_stdout()
             raise click.exceptions.Exit(0) from None

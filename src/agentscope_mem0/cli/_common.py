@@ -14,7 +14,7 @@ import click
 from .._exceptions import ConfigurationError
 from .._scope import Scope, agent_id_from_name, check_agent_id, check_user_id
 from ._config import CONFIG_ENV, Settings, load_settings, mask_url
-from ._errors import NotFoundError, UsageError, translate_errors
+from ._exit_codes import NotFoundError, UsageError, translate_errors
 from ._mem0_store import MemoryStore, open_store
 from ._models import ChatChoice
 from ._output import Output

@@ -20,7 +20,7 @@ from ._common import (
     where,
 )
 from ._config import Settings
-from ._errors import CliError, NotFoundError, UsageError
+from ._exit_codes import CliError, NotFoundError, UsageError
 from ._models import chat_model_from_spec
 from ._output import Output, count, short_date
 from ._records import MemoryRecord

@@ -16,11 +16,11 @@ import click
 from .._exceptions import ConfigurationError, StoreLockedError
 from ._common import store_command
 from ._config import Settings, mask_url
-from ._errors import UnreachableError, UsageError
+from ._exit_codes import UnreachableError, UsageError
 from ._lock import LockHolder, lock_holder
 from ._models import embedder_size
-from ._outbox import outbox_path, read_rows
 from ._output import Output, short_date
+from ._queued_writes import outbox_path, read_rows
 
 __all__ = ["gather_status", "status"]
 

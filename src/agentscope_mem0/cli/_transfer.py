@@ -22,7 +22,7 @@ from .._exceptions import BackendError
 from .._scope import Scope
 from ._common import agent_option, describe_scope, no_memories, session, store_command, user_option
 from ._config import Settings
-from ._errors import CliError, Interrupted, UsageError, failure
+from ._exit_codes import CliError, Interrupted, UsageError, failure
 from ._output import Output, count
 from ._records import FormatError, MemoryRecord, parse_line
 

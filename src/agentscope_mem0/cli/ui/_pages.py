@@ -20,7 +20,7 @@ from .._output import short_date
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .._outbox import WriteRow
+    from .._queued_writes import WriteRow
     from .._records import MemoryRecord
 
 __all__ = ["CSS", "UserSummary", "e", "href", "page"]

@@ -16,21 +16,20 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from .._common import store_command, where
-from .._errors import UnreachableError, UsageError
+from .._exit_codes import UnreachableError, UsageError
 from ._security import TOKEN_ENV, check_bind, is_loopback
 
 if TYPE_CHECKING:
     from .._config import Settings
     from .._output import Output
 
-__all__ = ["MOUNT_FILE", "MountedInspector", "mount_inspector", "serve", "ui", "url_of"]
+__all__ = ["MOUNT_FILE", "MountedInspector", "mount_inspector", "ui"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,16 +77,8 @@ def _check_free(settings: Settings) -> None:
     )
 
 
-def url_of(host: str, port: int, token: str | None) -> str:
-    """The address to open in a browser (with the token, when there is one)."""
-    name = f"[{host}]" if ":" in host else host
-    return f"http://{name}:{port}/" + (f"?token={token}" if token else "")
-
-
-async def serve(
-    app: Any, *, host: str, port: int, on_ready: Callable[[int], None] | None = None
-) -> None:
-    """Run ``app`` with uvicorn until interrupted; ``on_ready(port)`` once it listens."""
+async def _serve(app: Any, host: str, port: int, token: str | None, where: str) -> None:
+    """Run ``app`` with uvicorn until interrupted; say where once it listens."""
     import uvicorn
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
@@ -98,8 +89,11 @@ async def serve(
             await task  # it failed to start (port in use): its error surfaces here
             raise UsageError(f"could not listen on {host}:{port}")
         await asyncio.sleep(0.02)
-    if on_ready is not None:
-        on_ready(int(server.servers[0].sockets[0].getsockname()[1]))
+    bound = int(server.servers[0].sockets[0].getsockname()[1])
+    name = f"[{host}]" if ":" in host else host
+    url = f"http://{name}:{bound}/" + (f"?token={token}" if token else "")
+    click.echo(f"Serving {where} at {url}")
+    click.echo("Press Ctrl+C to stop.", err=True)
     await task
 
 
@@ -154,13 +148,8 @@ def ui(*, settings: Settings, out: Output, host: str, port: int, token: str | No
     store = open_store(settings, embeds=True)
     try:
         app = create_app(store, token=token, loopback=is_loopback(host))
-
-        def ready(bound: int) -> None:
-            click.echo(f"Serving {where(settings)} at {url_of(host, bound, token)}")
-            click.echo("Press Ctrl+C to stop.", err=True)
-
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve(app, host=host, port=port, on_ready=ready))
+            asyncio.run(_serve(app, host, port, token, where(settings)))
     except OSError as exc:
         raise click.ClickException(f"could not serve on {host}:{port}: {exc}") from exc
     finally:

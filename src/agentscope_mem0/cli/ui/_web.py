@@ -29,7 +29,7 @@ from ..._exceptions import BackendError, ConfigurationError, PermanentBackendErr
 from ..._scope import Scope, check_agent_id, check_user_id
 from ..._text.dates import parse_time
 from .._common import where
-from .._outbox import outbox_path, read_rows, requeue_failed
+from .._queued_writes import outbox_path, read_rows, requeue_failed
 from .._records import timeline_links
 from . import _pages as pages
 from ._security import Guard
@@ -274,7 +274,7 @@ class _Pages:
         return self._html("A memory and its timeline", body)
 
     async def working(self, request: Request) -> Response:
-        from .._working import open_working_store
+        from .._working_memory import open_working_store
 
         user = _user(request.query_params.get("user"))
         conversation = request.query_params.get("conversation") or None

@@ -19,7 +19,7 @@ import click
 from .._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
 from ._common import session, store_command
 from ._config import Settings
-from ._errors import CliError, failure
+from ._exit_codes import CliError, failure
 from ._models import chat_model_from_spec
 from ._output import Output
 

@@ -43,7 +43,7 @@ from ._records import MemoryRecord, timeline_links
 if TYPE_CHECKING:
     from ._config import Settings
 
-__all__ = ["MemoryStore", "UnsupportedError", "open_store"]
+__all__ = ["MemoryStore", "open_store"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +56,6 @@ _HOSTED_PAGE = 100
 _CONNECT_TIMEOUT = 5
 # History events whose other memory is the newer one.
 _NEWER = frozenset({"SUPERSEDED_BY", "EXTENDED_BY", "DUPLICATES"})
-
-
-class UnsupportedError(ConfigurationError):
-    """The backend cannot do what the command asks."""
 
 
 class MemoryStore:
@@ -109,7 +105,7 @@ class MemoryStore:
 
     async def _hosted_records(self, scope: Scope | None) -> list[MemoryRecord]:
         if scope is None:
-            raise UnsupportedError("the hosted platform lists memories per user: give --user")
+            raise ConfigurationError("the hosted platform lists memories per user: give --user")
         found: list[MemoryRecord] = []
         page, more = 1, True
         while more:
@@ -292,7 +288,7 @@ class MemoryStore:
         no entry for a memory it did not store, and the next run adds it.
         """
         if self.hosted:
-            raise UnsupportedError(
+            raise ConfigurationError(
                 "import into the hosted mem0 platform is not supported: the platform assigns "
                 "its own ids and dates, so an exact and idempotent import is impossible. "
                 "Import into an open-source backend (embedded, pgvector, qdrant) instead"
@@ -400,7 +396,7 @@ def open_store(
                 chat_model, embedding_model=embedding, folder=settings.folder
             )
         except StoreLockedError as exc:
-            raise StoreLockedError(locked_message(settings)) from exc
+            raise StoreLockedError(_locked_message(settings)) from exc
         folder = settings.folder
 
         def release() -> None:
@@ -434,7 +430,7 @@ def open_store(
     return store
 
 
-def locked_message(settings: Settings) -> str:
+def _locked_message(settings: Settings) -> str:
     """Why a command cannot open the embedded folder, and what to do, in flags."""
     holder = lock_holder(settings.folder)
     who = holder.describe() if holder else "another process (which could not be identified)"

@@ -50,14 +50,13 @@ async def _time_pages(folder: Path, runs: int) -> dict[str, Any]:
     import httpx
 
     from agentscope_mem0.cli._config import load_settings
-    from agentscope_mem0.cli._open import open_store
-    from agentscope_mem0.cli.ui._inspector import Inspector
+    from agentscope_mem0.cli._mem0_store import open_store
     from agentscope_mem0.cli.ui._web import create_app
 
     settings = load_settings(folder=str(folder))
-    store = open_store(settings)
+    store = open_store(settings, embeds=True)
     try:
-        app = create_app(Inspector(store, settings), token=None, loopback=True)
+        app = create_app(store, token=None, loopback=True)
         transport = httpx.ASGITransport(app=app)
         results: dict[str, Any] = {}
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from agentscope_mem0.cli._demo import demo
+from agentscope_mem0.cli._demo_command import demo
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.ERROR)

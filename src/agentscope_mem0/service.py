@@ -321,7 +321,7 @@ class Mem0MiddlewareFactory:
         Raises:
             ConfigurationError: The factory does not use the embedded store.
         """
-        from .cli.ui._mount import mount_inspector
+        from .cli.ui._serve import mount_inspector
 
         return mount_inspector(
             self, app, path, token=token, folder=self._shared.folder, embedded=self._shared.embedded

@@ -18,6 +18,7 @@ import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
 from mem0 import AsyncMemory
+from starlette.testclient import TestClient
 
 from _pgfixture import fresh_collection
 from agentscope_mem0 import (
@@ -33,8 +34,8 @@ from agentscope_mem0._mem0.clients import close_memory
 from agentscope_mem0._write.outbox import default_outbox_dir
 from agentscope_mem0.backends import pgvector_config
 from agentscope_mem0.cli._config import load_settings
-from agentscope_mem0.cli._open import open_store
-from agentscope_mem0.cli.ui._inspector import Inspector
+from agentscope_mem0.cli._mem0_store import open_store
+from agentscope_mem0.cli.ui._web import create_app
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from command_line import run, run_json
 
@@ -131,13 +132,16 @@ def test_status_and_retry_failed_see_a_pgvector_stores_failed_write(
     assert failed["user_id"] == "alice" and "not mem0's JSON" in failed["error"]
     assert "retry-failed" in run("status", "--config", str(config)).stdout
     # The inspector's outbox page reads the same rows.
-    settings = load_settings(config_path=config)
-    store = open_store(settings)
+    store = open_store(load_settings(config_path=config))
     try:
-        view = Inspector(store, settings).outbox()
+        client = TestClient(
+            create_app(store, token=None, loopback=True), base_url="http://127.0.0.1"
+        )
+        page = client.get("/outbox").text
     finally:
         store.close()
-    assert [(w.user_id, w.status) for w in view.failed] == [("alice", "failed")]
+    failed_rows = page.split('id="failed"')[1]
+    assert "Failed (1)" in page and "alice" in failed_rows and "Lyon" in failed_rows
 
     assert run_json("retry-failed", "--config", str(config)) == {"requeued": 1, "sent": False}
     assert (_status_outbox(config)["pending"], _status_outbox(config)["failed"]) == (1, 0)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import TransientBackendError
+from agentscope_mem0.cli._mem0_store import MemoryStore
 from agentscope_mem0.cli._records import MemoryRecord, parse_line
-from agentscope_mem0.cli._store import MemoryStore
 from command_line import run, run_json, seed
 
 

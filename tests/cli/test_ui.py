@@ -24,9 +24,8 @@ from agentscope_mem0 import Outbox, Scope
 from agentscope_mem0._write.outbox import OUTBOX_FILENAME, new_owner_id
 from agentscope_mem0.cli import cli
 from agentscope_mem0.cli._config import load_settings
-from agentscope_mem0.cli._open import open_store
+from agentscope_mem0.cli._mem0_store import open_store
 from agentscope_mem0.cli._records import MemoryRecord
-from agentscope_mem0.cli.ui._inspector import Inspector
 from agentscope_mem0.cli.ui._web import create_app
 
 BASE = "http://127.0.0.1:8765"
@@ -43,7 +42,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Any]:
     settings = load_settings(folder=str(tmp_path / "data"), config_path=None)
-    opened = open_store(settings)
+    opened = open_store(settings, embeds=True)
     yield opened
     opened.close()
 
@@ -54,7 +53,7 @@ def add(store: Any, user: str, text: str, agent: str | None = None) -> str:
 
 
 def client_for(store: Any, *, token: str | None = None, loopback: bool = True) -> TestClient:
-    app = create_app(Inspector(store, store.settings), token=token, loopback=loopback)
+    app = create_app(store, token=token, loopback=loopback)
     return TestClient(app, base_url=BASE, follow_redirects=False)
 
 
@@ -407,7 +406,7 @@ def test_the_inspector_works_on_pgvector(pg_dsn: str, tmp_path: Path) -> None:
         'history_db = "pg-history.db"\nfolder = "data"\n'
     )
     settings = load_settings(folder=None, config_path=str(pg_config))
-    store = open_store(settings)
+    store = open_store(settings, embeds=True)
     try:
         kept = add(store, "alice", "Alice drinks green tea.")
         gone = add(store, "alice", "Alice has a cat named Miso.")
@@ -528,7 +527,7 @@ def test_the_app_works_mounted_under_a_path(store: Any) -> None:
     from starlette.routing import Mount
 
     memory_id = add(store, "alice", "Alice drinks green tea.")
-    inner = create_app(Inspector(store, store.settings), token=None, loopback=True)
+    inner = create_app(store, token=None, loopback=True)
     outer = Starlette(routes=[Mount("/memory-inspector", app=inner)])
     client = TestClient(outer, base_url=BASE, follow_redirects=False)
     home = client.get("/memory-inspector/")

@@ -25,8 +25,7 @@ from playwright import sync_api
 
 from agentscope_mem0 import Scope
 from agentscope_mem0.cli._config import load_settings
-from agentscope_mem0.cli._open import open_store
-from agentscope_mem0.cli.ui._inspector import Inspector
+from agentscope_mem0.cli._mem0_store import open_store
 from agentscope_mem0.cli.ui._web import create_app
 
 CHROMIUM = (
@@ -102,11 +101,11 @@ TOKEN = "browser-test-token-0123456789"
 def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
     settings = load_settings(folder=str(tmp_path / "data"), config_path=None)
     settings = dataclasses.replace(settings, embedding_model="hash")
-    store = open_store(settings)
+    store = open_store(settings, embeds=True)
     ids = _seed(store)
     # With the token, the app behaves as when bound to a public address.
     token = TOKEN if request.param else None
-    app = create_app(Inspector(store, settings), token=token, loopback=not token)
+    app = create_app(store, token=token, loopback=not token)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, name="inspector", daemon=True)
     thread.start()
@@ -254,8 +253,7 @@ def _add_timeline(store: Any) -> str:
     )
 
     async def insert() -> None:
-        await store.insert([old, new])
-        await store.ensure_history([old, new])
+        await store.import_batch([old, new])
 
     worker = threading.Thread(target=asyncio.run, args=(insert(),))
     worker.start()

@@ -109,7 +109,7 @@ def test_qdrant_server_config_reads_the_working_collection(tmp_path: Path) -> No
     checked without connecting."""
     from agentscope_mem0 import QdrantWorkingStore
     from agentscope_mem0.cli._config import load_settings
-    from agentscope_mem0.cli._working import open_working_store
+    from agentscope_mem0.cli._working_memory import open_working_store
 
     config = tmp_path / "q.toml"
     config.write_text('backend = "qdrant"\nurl = "http://127.0.0.1:9"\ncollection = "mem"\n')

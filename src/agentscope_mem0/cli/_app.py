@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
-__all__ = ["COMMANDS", "LazyCommand", "cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
 
 _EPILOG = """\
 Configuration: --folder (or $AGENTSCOPE_MEM0_DIR) picks the embedded data folder;
@@ -24,57 +23,42 @@ Qdrant server or hosted mem0. Exit codes: 0 ok, 1 not found, 2 usage or
 configuration, 3 backend unreachable or folder locked, 4 backend failure.
 """
 
-# click's KeyboardInterrupt exit status, kept here so that starting needs no import.
-_INTERRUPTED = 130
-
-
-@dataclass(frozen=True)
-class LazyCommand:
-    """Where a command lives, and the one line ``--help`` shows for it."""
-
-    module: str
-    """Module under ``agentscope_mem0.cli`` (``._memories``)."""
-    attribute: str
-    """The ``click.Command`` in that module."""
-    summary: str
-    """Shown in the group's command list without importing the module."""
-
-
-COMMANDS: dict[str, LazyCommand] = {
-    "demo": LazyCommand(
-        "._demo", "demo", "Four sessions: later ones use what was told; a move supersedes."
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": (
+        "._demo_command",
+        "demo",
+        "Four sessions: later ones use what was told; a move supersedes.",
     ),
-    "list": LazyCommand("._memories", "list_memories", "List a user's memories, newest first."),
-    "search": LazyCommand("._memories", "search", "Search a user's memories, best first."),
-    "add": LazyCommand("._memories", "add", "Add a memory, through mem0's extraction or verbatim."),
-    "forget": LazyCommand("._memories", "forget", "Forget one memory, or all of a user's."),
-    "history": LazyCommand("._memories", "history", "Show mem0's change history of one memory."),
-    "export": LazyCommand("._transfer", "export", "Write memories as JSONL."),
-    "import": LazyCommand("._transfer", "import_memories", "Import memories from an export."),
-    "working": LazyCommand("._working", "working", "Show or clear a user's working memory."),
-    "status": LazyCommand("._status", "status", "Show the configuration and the store's health."),
-    "retry-failed": LazyCommand("._retry", "retry_failed", "Requeue the writes that failed."),
-    "migrate": LazyCommand("._maintenance", "migrate", "Move a release-0.1 folder to Qdrant Edge."),
-    "optimize": LazyCommand("._maintenance", "optimize", "Build the embedded store's HNSW index."),
-    "ui": LazyCommand(
-        ".ui._command", "ui", "Browse, search and correct memories in a local web page."
-    ),
+    "list": ("._memories", "list_memories", "List a user's memories, newest first."),
+    "search": ("._memories", "search", "Search a user's memories, best first."),
+    "add": ("._memories", "add", "Add a memory, through mem0's extraction or verbatim."),
+    "forget": ("._memories", "forget", "Forget one memory, or all of a user's."),
+    "history": ("._memories", "history", "Show mem0's change history of one memory."),
+    "export": ("._transfer", "export", "Write memories as JSONL."),
+    "import": ("._transfer", "import_memories", "Import memories from an export."),
+    "working": ("._working_memory", "working", "Show or clear a user's working memory."),
+    "status": ("._status", "status", "Show the configuration and the store's health."),
+    "retry-failed": ("._queued_writes", "retry_failed", "Requeue the writes that failed."),
+    "migrate": ("._maintenance", "migrate", "Move a release-0.1 folder to Qdrant Edge."),
+    "optimize": ("._maintenance", "optimize", "Build the embedded store's HNSW index."),
+    "ui": (".ui._serve", "ui", "Browse, search and correct memories in a local web page."),
 }
-"""Every command, by name, in the order ``--help`` lists them."""
+"""Every command, in the order ``--help`` lists them: its module under
+``agentscope_mem0.cli``, the ``click.Command`` there, and the line ``--help``
+shows for it without importing the module."""
 
 
 class _LazyGroup(click.Group):
     """A group that imports a command's module only when the command is used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
+        return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = COMMANDS.get(cmd_name)
-        if entry is None:
-            return super().get_command(ctx, cmd_name)
-        module = importlib.import_module(entry.module, __package__)
-        command: click.Command = getattr(module, entry.attribute)
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(module, __package__), attribute)
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -82,21 +66,14 @@ class _LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            from ._errors import silence_stdout
+            from ._exit_codes import silence_stdout
 
             silence_stdout()
             raise click.exceptions.Exit(0) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
-        for name in super().list_commands(ctx):
-            if name not in COMMANDS:
-                command = super().get_command(ctx, name)
-                if command is not None and not command.hidden:
-                    rows.append((name, command.get_short_help_str()))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, _, summary) in COMMANDS.items()])
 
 
 @click.group(
@@ -120,7 +97,4 @@ def cli(verbose: bool) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    try:
-        cli(standalone_mode=True)
-    except KeyboardInterrupt:  # pragma: no cover - click turns it into Abort first
-        raise SystemExit(_INTERRUPTED) from None
+    cli()

@@ -7,7 +7,6 @@ import contextlib
 import functools
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -15,18 +14,16 @@ import click
 from .._exceptions import ConfigurationError
 from .._scope import Scope, agent_id_from_name, check_agent_id, check_user_id
 from ._config import CONFIG_ENV, Settings, load_settings, mask_url
-from ._errors import NotFoundError, UsageError, translate_errors
-from ._hosted import AGENT_NOTE, HostedStore
+from ._exit_codes import NotFoundError, UsageError, translate_errors
+from ._mem0_store import MemoryStore, open_store
 from ._models import ChatChoice
-from ._open import open_store
 from ._output import Output
-from ._store import MemoryStore
 
 __all__ = [
-    "Session",
     "agent_option",
     "check_folder_exists",
     "check_memory_id",
+    "describe_scope",
     "hosted_agent_note",
     "no_memories",
     "session",
@@ -39,23 +36,16 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _check_user(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return check_user_id(value)
-    except ConfigurationError as exc:
-        raise click.BadParameter(str(exc)) from exc
+def _checked(check: Callable[[str], str]) -> Callable[..., str | None]:
+    """A click callback checking an id the way the middleware checks it."""
 
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        try:
+            return None if value is None else check(value)
+        except ConfigurationError as exc:
+            raise click.BadParameter(str(exc)) from exc
 
-def _check_agent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        # The same id the middleware derives from an agent's name.
-        return check_agent_id(agent_id_from_name(value))
-    except ConfigurationError as exc:
-        raise click.BadParameter(str(exc)) from exc
+    return callback
 
 
 def user_option(*, required: bool = True) -> Callable[[F], F]:
@@ -64,7 +54,7 @@ def user_option(*, required: bool = True) -> Callable[[F], F]:
         "--user",
         "-u",
         required=required,
-        callback=_check_user,
+        callback=_checked(check_user_id),
         help="The user id the memories belong to.",
     )
 
@@ -75,7 +65,8 @@ def agent_option(*, writes: bool = False) -> Callable[[F], F]:
         "--agent",
         "-a",
         default=None,
-        callback=_check_agent,
+        # The same id the middleware derives from an agent's name.
+        callback=_checked(lambda name: check_agent_id(agent_id_from_name(name))),
         help=(
             "Store the memory under this agent id too (default: the user only)."
             if writes
@@ -84,9 +75,7 @@ def agent_option(*, writes: bool = False) -> Callable[[F], F]:
     )
 
 
-def check_memory_id(
-    ctx: click.Context | None, param: click.Parameter | None, value: str | None
-) -> str | None:
+def check_memory_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A memory id as mem0 makes them (a UUID): checked when the command line
     is parsed, before any store is opened."""
     if value is None:
@@ -164,25 +153,16 @@ def store_command(*, json_option: bool = True, reads: bool = False) -> Callable[
     return decorate
 
 
-@dataclass
-class Session:
-    """An open store and one event loop to run its calls on."""
-
-    store: MemoryStore | HostedStore
-    _runner: asyncio.Runner
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` to completion on the session's loop."""
-        return self._runner.run(coroutine)
-
-
 @contextlib.contextmanager
-def session(settings: Settings, *, chat: ChatChoice | None = None) -> Iterator[Session]:
-    """Open the configured store for one command and close it afterwards."""
-    store = open_store(settings, chat=chat)
+def session(
+    settings: Settings, *, chat: ChatChoice | None = None, embeds: bool = False
+) -> Iterator[tuple[MemoryStore, Callable[[Coroutine[Any, Any, T]], T]]]:
+    """Open the configured store for one command (see :func:`open_store`), with a
+    function that runs its calls on one event loop; close it afterwards."""
+    store = open_store(settings, chat=chat, embeds=embeds)
     try:
         with asyncio.Runner() as runner:
-            yield Session(store, runner)
+            yield store, runner.run
     finally:
         store.close()
 
@@ -204,10 +184,14 @@ def describe_scope(scope: Scope) -> str:
     return f"{text} and agent {scope.agent_id!r}" if scope.agent_id else text
 
 
-def hosted_agent_note(out: Output, store: MemoryStore | HostedStore, scope: Scope) -> None:
+def hosted_agent_note(out: Output, store: MemoryStore, scope: Scope) -> None:
     """On the hosted platform, say why ``--agent`` did not narrow a read."""
     if store.hosted and scope.agent_id:
-        out.note(AGENT_NOTE.format(agent=scope.agent_id))
+        out.note(
+            "the hosted platform files a user's memories without the agent's id, so --agent "
+            f"does not narrow them: these are the user's memories, which agent "
+            f"{scope.agent_id!r} reads"
+        )
 
 
 def no_memories(scope: Scope, settings: Settings) -> NotFoundError:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -40,8 +39,6 @@ __all__ = [
     "mask_url",
     "store_outbox_dir",
 ]
-
-logger = logging.getLogger(__name__)
 
 CONFIG_ENV = "AGENTSCOPE_MEM0_CONFIG"
 """Environment variable naming the config file."""

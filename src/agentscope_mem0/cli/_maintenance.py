@@ -73,7 +73,7 @@ def migrate(
     point the app at the server (backends.qdrant_server_config).
     """
     from ..local._folder import FolderLayout
-    from ..local._migrate import migrate_folder
+    from ..local._migrate import migrate_if_needed
 
     _embedded_only(settings, "migrate")
     if to_url is not None:
@@ -82,25 +82,24 @@ def migrate(
     if collection is not None:
         raise ConfigurationError("--collection goes with --to URL")
     layout = FolderLayout(settings.folder)
-    old = layout.qdrant
-    nothing = None
-    if not (old / "collection").is_dir():
-        nothing = f"{settings.folder} holds no release-0.1 store (no qdrant/ folder)"
-    elif layout.edge.exists():
-        nothing = f"{settings.folder} was migrated before ({layout.edge} exists)"
-    if nothing is not None:
+    counts = migrate_if_needed(settings.folder)
+    if counts is None:
+        nothing = (
+            f"{settings.folder} was migrated before ({layout.edge} exists)"
+            if (layout.qdrant / "collection").is_dir()
+            else f"{settings.folder} holds no release-0.1 store (no qdrant/ folder)"
+        )
         if out.as_json:
             out.json({"migrated": {}, "folder": str(settings.folder), "nothing_to_do": nothing})
         else:
             out.note(f"nothing to migrate: {nothing}")
         return
-    counts = migrate_folder(settings.folder)
     if out.as_json:
         out.json({"migrated": counts, "folder": str(settings.folder)})
     else:
         for name, count in counts.items():
             out.line(f"{name}: {count} points moved to Qdrant Edge")
-        out.note(f"the old store in {old} is left in place")
+        out.note(f"the old store in {layout.qdrant} is left in place")
 
 
 def _copy_to_server(

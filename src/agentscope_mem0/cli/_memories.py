@@ -6,9 +6,8 @@ from typing import Any
 
 import click
 
-from .._memories.lifecycle import overfetch
+from .._memories.lifecycle import DUPLICATE_OF, SUPERSEDED_BY, VALID_UNTIL
 from .._scope import Scope
-from . import _timeline as timeline
 from ._common import (
     agent_option,
     check_memory_id,
@@ -21,12 +20,26 @@ from ._common import (
     where,
 )
 from ._config import Settings
-from ._errors import CliError, NotFoundError, UsageError
+from ._exit_codes import CliError, NotFoundError, UsageError
 from ._models import chat_model_from_spec
 from ._output import Output, count, short_date
 from ._records import MemoryRecord
 
 __all__ = ["add", "forget", "history", "list_memories", "search"]
+
+
+_ALL_HELP = "Include memories a newer one superseded or that repeat another (marked)."
+
+
+def _marked(record: MemoryRecord) -> str:
+    """The text, with ``(superseded <date> by <id>)`` or ``(duplicate of <id>)`` after it."""
+    meta = record.metadata
+    if meta.get(DUPLICATE_OF):
+        return f"{record.text} (duplicate of {meta[DUPLICATE_OF]})"
+    if meta.get(SUPERSEDED_BY):
+        until = str(meta.get(VALID_UNTIL) or "")[:10]
+        return f"{record.text} (superseded{f' {until}' if until else ''} by {meta[SUPERSEDED_BY]})"
+    return record.text
 
 
 def _row(record: MemoryRecord) -> list[Any]:
@@ -35,7 +48,7 @@ def _row(record: MemoryRecord) -> list[Any]:
         record.agent_id or "-",
         short_date(record.created_at),
         short_date(record.updated_at),
-        timeline.mark(record, record.text),
+        _marked(record),
     ]
 
 
@@ -50,20 +63,20 @@ def _row(record: MemoryRecord) -> list[Any]:
     show_default=True,
     help="Show at most this many, newest first.",
 )
-@click.option("--all", "show_all", is_flag=True, help=timeline.ALL_HELP)
+@click.option("--all", "show_all", is_flag=True, help=_ALL_HELP)
 @store_command(reads=True)
 def list_memories(
     *, settings: Settings, out: Output, user: str, agent: str | None, limit: int, show_all: bool
 ) -> None:
     """List a user's memories, newest first: id, agent, dates, text."""
     scope = Scope(user, agent)
-    with session(settings) as s:
-        records = timeline.current(s.run(s.store.records(scope)), show_all=show_all)
+    with session(settings) as (store, run):
+        records = [r for r in run(store.records(scope)) if show_all or not r.hidden]
     if not records:
         if out.as_json:
             out.json([])  # scripts get valid JSON; the exit code still says "none"
         raise no_memories(scope, settings)
-    hosted_agent_note(out, s.store, scope)
+    hosted_agent_note(out, store, scope)
     newest = sorted(records, key=lambda r: (r.date or "", r.id), reverse=True)[:limit]
     if out.as_json:
         out.json([r.to_json() for r in newest])
@@ -92,7 +105,7 @@ def list_memories(
     default=None,
     help="Minimum similarity score (default: mem0's).",
 )
-@click.option("--all", "show_all", is_flag=True, help=timeline.ALL_HELP)
+@click.option("--all", "show_all", is_flag=True, help=_ALL_HELP)
 @store_command(reads=True)
 def search(
     *,
@@ -109,15 +122,14 @@ def search(
     if not query.strip():
         raise UsageError("QUERY is empty")
     scope = Scope(user, agent)
-    with session(settings) as s:
-        fetch = top_k if show_all else overfetch(top_k)
-        found = s.run(s.store.search(query, scope, top_k=fetch, threshold=threshold))
-        hits = timeline.current(found, show_all=show_all)[:top_k]
-        if not hits and not s.run(s.store.records(scope)):
+    with session(settings, embeds=True) as (store, run):
+        search = store.search(query, scope, top_k=top_k, threshold=threshold, show_all=show_all)
+        hits = run(search)
+        if not hits and not run(store.records(scope)):
             if out.as_json:
                 out.json([])  # scripts get valid JSON; the exit code still says "none"
             raise no_memories(scope, settings)
-    hosted_agent_note(out, s.store, scope)
+    hosted_agent_note(out, store, scope)
     if out.as_json:
         out.json([{**record.to_json(), "score": score} for record, score in hits])
         return
@@ -132,7 +144,7 @@ def search(
                 record.id,
                 record.agent_id or "-",
                 short_date(record.date),
-                timeline.mark(record, record.text),
+                _marked(record),
             ]
             for record, score in hits
         ],
@@ -159,8 +171,8 @@ def add(
     chat = None if raw else chat_model_from_spec(settings.chat_model)
     if chat is not None:
         out.note(f"extracting with {chat.description}")
-    with session(settings, chat=chat) as s:
-        results = s.run(s.store.add(text, scope, infer=not raw))
+    with session(settings, chat=chat, embeds=True) as (store, run):
+        results = run(store.add(text, scope, infer=not raw))
     if not results:
         raise NotFoundError(
             "the extraction model found nothing worth remembering in TEXT, so nothing was "
@@ -230,13 +242,10 @@ def forget(
     _forget_scope(settings, out, Scope(user, agent), yes=yes, keep=keep_history)
 
 
-class _Declined(Exception):
-    """The user answered no: nothing is forgotten and the command exits 0."""
-
-
-def _confirm(question: str, yes: bool) -> None:
+def _confirmed(question: str, yes: bool, out: Output) -> bool:
+    """Whether the user agreed (or gave ``--yes``); a no says nothing was forgotten."""
     if yes:
-        return
+        return True
     try:
         answer = click.confirm(question, default=False, err=True)
     except click.exceptions.Abort as exc:  # end of input before an answer
@@ -245,26 +254,22 @@ def _confirm(question: str, yes: bool) -> None:
             "pass --yes to forget without asking"
         ) from exc
     if not answer:
-        raise _Declined
+        if out.as_json:
+            out.json({"removed": 0, "aborted": True})
+        else:
+            out.note("aborted; nothing was forgotten")
+    return answer
 
 
 def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, keep: bool) -> None:
-    with session(settings) as s:
-        record = s.run(s.store.get(memory_id))
+    with session(settings) as (store, run):
+        record = run(store.get(memory_id))
         if record is None:
             raise NotFoundError(f"no memory with id {memory_id} in {where(settings)}")
         owner = f" of user {record.user_id!r}" if record.user_id else ""
-        try:
-            _confirm(f"Forget memory {memory_id}{owner}: {record.text!r}?", yes)
-        except _Declined:
-            _aborted(out)
+        if not _confirmed(f"Forget memory {memory_id}{owner}: {record.text!r}?", yes, out):
             return
-        back_ids = s.run(s.store.delete(memory_id))
-        purged = 0 if keep else s.run(s.store.purge_history([memory_id]))
-        left = s.run(s.store.get(memory_id))
-        back = [r for r in (s.run(s.store.get(i)) for i in back_ids) if r is not None]
-    if left is not None:
-        raise CliError(f"memory {memory_id} is still there after deleting it")
+        purged, back = run(store.forget(record, keep_history=keep))
     report = {
         "removed": 1,
         "remaining": 0,
@@ -285,8 +290,8 @@ def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, k
 
 
 def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, keep: bool) -> None:
-    with session(settings) as s:
-        records = s.run(s.store.records(scope))
+    with session(settings) as (store, run):
+        records = run(store.records(scope))
         if not records:
             raise no_memories(scope, settings)
         which = (
@@ -294,21 +299,13 @@ def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, k
             if len(records) == 1
             else f"all {count(len(records), 'memory', 'memories')}"
         )
-        try:
-            _confirm(
-                f"Forget {which} of {describe_scope(scope)} in {where(settings)}? "
-                "This cannot be undone.",
-                yes,
-            )
-        except _Declined:
-            _aborted(out)
+        question = (
+            f"Forget {which} of {describe_scope(scope)} in {where(settings)}? "
+            "This cannot be undone."
+        )
+        if not _confirmed(question, yes, out):
             return
-        s.run(s.store.delete_scope(scope, records))
-        history = messages = 0
-        if not keep:
-            history = s.run(s.store.purge_history([r.id for r in records]))
-            messages = s.run(s.store.purge_messages(scope))
-        remaining = s.run(s.store.count(scope))
+        history, messages, remaining = run(store.forget_all(scope, records, keep_history=keep))
     removed = len(records) - remaining
     report = {
         "removed": removed,
@@ -317,15 +314,14 @@ def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, k
         "history_entries_removed": history,
         "messages_removed": messages,
     }
+    if out.as_json:
+        out.json(report)
     if remaining:
-        if out.as_json:
-            out.json(report)
         raise CliError(
             f"removed {removed} memories of {describe_scope(scope)} but {remaining} remain; "
             "run the command again"
         )
     if out.as_json:
-        out.json(report)
         return
     out.line(f"Forgot {count(removed, 'memory', 'memories')} of {describe_scope(scope)}.")
     extra = (
@@ -337,26 +333,14 @@ def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, k
     out.line(f"Verified: none remain.{extra}")
 
 
-def _aborted(out: Output) -> None:
-    if out.as_json:
-        out.json({"removed": 0, "aborted": True})
-    else:
-        out.note("aborted; nothing was forgotten")
-
-
 @click.command()
 @click.argument("memory_id", callback=check_memory_id)
 @store_command(reads=True)
 def history(*, settings: Settings, out: Output, memory_id: str) -> None:
     """Show mem0's change history of one memory (adds, updates, deletes) and the
     memories it superseded or extends, or that superseded or extend it."""
-    with session(settings) as s:
-        entries = s.run(s.store.history(memory_id))
-        current = s.run(s.store.get(memory_id))
-        if current is not None and current.user_id:
-            # The newer and older memories it is linked to, both ways.
-            mine = s.run(s.store.records(Scope(current.user_id)))
-            entries = entries + timeline.chain(current, mine)
+    with session(settings) as (store, run):
+        current, entries = run(store.history(memory_id))
     if not entries and current is None:
         raise NotFoundError(f"no memory and no history with id {memory_id} in {where(settings)}")
     if out.as_json:

@@ -6,6 +6,11 @@ test hook: fast, offline, not semantic), or ``module:attr`` naming a model or a
 function returning one. Chat specs: ``env`` (DashScope or an OpenAI-compatible
 endpoint from the environment, else the offline rule-based extractor),
 ``offline``, or ``module:attr``.
+
+mem0 needs both models to open a store, but most commands never call them:
+those get stand-ins (:func:`inert_embedding_model`, :func:`inert_chat_model`)
+that refuse every call, so ``list`` or ``status`` neither loads the offline
+embedder nor needs the ``[local]`` extra.
 """
 
 from __future__ import annotations
@@ -20,7 +25,14 @@ if TYPE_CHECKING:
     from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
 
-__all__ = ["ChatChoice", "chat_model_from_spec", "embedding_model_from_spec", "inert_chat_model"]
+__all__ = [
+    "ChatChoice",
+    "chat_model_from_spec",
+    "embedder_size",
+    "embedding_model_from_spec",
+    "inert_chat_model",
+    "inert_embedding_model",
+]
 
 OFFLINE_NOTE = (
     "the offline rule-based extractor (it keeps the user's first-person sentences); "
@@ -34,10 +46,10 @@ class ChatChoice:
 
     model: ChatModelBase
     description: str
-    offline: bool
 
 
-def _import_object(spec: str, what: str) -> Any:
+def _built(spec: str, what: str, base: type) -> Any:
+    """The object ``module:attr`` names, called first when it is a factory."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigurationError(
@@ -49,11 +61,6 @@ def _import_object(spec: str, what: str) -> Any:
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
         raise ConfigurationError(f"cannot load {what} {spec!r}: {exc}") from exc
-    return target
-
-
-def _built(spec: str, what: str, base: type) -> Any:
-    target = _import_object(spec, what)
     if not isinstance(target, base) and callable(target):
         target = target()
     if not isinstance(target, base):
@@ -74,15 +81,8 @@ def embedding_model_from_spec(spec: str) -> EmbeddingModelBase:
 
     name, _, arg = spec.partition(":")
     if spec == "default":
-        try:
-            from ..local._embedder import default_embedding_model
-        except ModuleNotFoundError as exc:
-            raise ConfigurationError(
-                f"the default offline embedder is unavailable ({exc}); install "
-                "agentscope-mem0[local], or name the embedder your application uses "
-                "with embedding_model = 'module:attr' in the config file (or "
-                "$AGENTSCOPE_MEM0_EMBEDDER)"
-            ) from exc
+        from ..local import default_embedding_model
+
         model: EmbeddingModelBase = default_embedding_model()
         return model
     if name == "hash":
@@ -93,6 +93,28 @@ def embedding_model_from_spec(spec: str) -> EmbeddingModelBase:
         return HashEmbedding(int(arg)) if arg else HashEmbedding()
     built: EmbeddingModelBase = _built(spec, "embedding model", EmbeddingModelBase)
     return built
+
+
+def embedder_size(spec: str) -> tuple[int, str]:
+    """The vector size and model name of the embedder a spec names; the
+    default one is not loaded (nor needed) to tell."""
+    if spec == "default":
+        from ..local._embedder import E5_DIMENSIONS, E5_MODEL_NAME
+
+        return E5_DIMENSIONS, E5_MODEL_NAME
+    model = embedding_model_from_spec(spec)
+    return model.dimensions, str(getattr(model, "model", type(model).__name__))
+
+
+def inert_embedding_model(dimensions: int) -> EmbeddingModelBase:
+    """A stand-in of the configured vector size for commands that never embed."""
+    from ..testing import HashEmbedding
+
+    class InertEmbedding(HashEmbedding):
+        async def _call_api(self, inputs: list[Any], **kwargs: Any) -> Any:
+            raise RuntimeError("this agentscope-mem0 command does not embed")
+
+    return InertEmbedding(dimensions)
 
 
 def chat_model_from_spec(spec: str) -> ChatChoice:
@@ -106,16 +128,15 @@ def chat_model_from_spec(spec: str) -> ChatChoice:
     from ..testing import ScriptedChatModel
 
     if spec == "offline":
-        return ChatChoice(ScriptedChatModel("OK."), OFFLINE_NOTE, True)
+        return ChatChoice(ScriptedChatModel("OK."), OFFLINE_NOTE)
     if spec == "env":
         from ..demo import chat_model_from_env
 
         model, description = chat_model_from_env()
-        if isinstance(model, ScriptedChatModel):
-            return ChatChoice(model, OFFLINE_NOTE, True)
-        return ChatChoice(model, description, False)
+        offline = isinstance(model, ScriptedChatModel)
+        return ChatChoice(model, OFFLINE_NOTE if offline else description)
     model = _built(spec, "chat model", ChatModelBase)
-    return ChatChoice(model, f"{type(model).__name__} {getattr(model, 'model', '')}".strip(), False)
+    return ChatChoice(model, f"{type(model).__name__} {getattr(model, 'model', '')}".strip())
 
 
 def _refuse(messages: Any, tools: Any) -> str:
@@ -123,7 +144,7 @@ def _refuse(messages: Any, tools: Any) -> str:
 
 
 def inert_chat_model() -> ChatModelBase:
-    """A stand-in for commands that never extract: mem0 needs an LLM to start."""
+    """A stand-in for commands that never extract."""
     from ..testing import ScriptedChatModel
 
     return ScriptedChatModel(_refuse, extractor=None, name="none")

@@ -1,28 +1,13 @@
-"""The export format: one memory per line of JSON (JSONL).
+"""Memories as the commands see them: the export format, and the timeline's
+links between memories.
 
-A line holds the memory's id, text, scopes, dates and metadata::
-
-    {"id": "0b6c…", "text": "User lives in Hangzhou.", "user_id": "alice",
-     "agent_id": "assistant", "role": "user", "created_at": "2025-06-01T08:00:00+00:00",
-     "updated_at": "2025-06-01T08:00:00+00:00", "hash": "5d41…", "metadata": {"topic": "home"}}
-
-Keys, in this order; absent and ``null`` mean the same:
-
-* ``id`` — the memory id, a UUID in canonical form (lowercase, with hyphens).
-  Optional on import: a missing id is derived from scope and text, so
-  re-importing the same file stays idempotent.
-* ``text`` — the memory (mem0's ``memory``/``data``). Required; on import a
-  line may name it ``memory``, as mem0's own answers do.
-* ``user_id``, ``agent_id``, ``run_id`` — the scope; at least one is required.
-* ``actor_id``, ``role``, ``attributed_to`` — who said it, as mem0 recorded it.
-* ``created_at``, ``updated_at`` — ISO 8601; on import ``created_at`` defaults
-  to now and ``updated_at`` to ``created_at``.
-* ``expiration_date`` — ``YYYY-MM-DD``; mem0 hides the memory after it.
-* ``hash`` — mem0's MD5 of the text; computed when missing.
-* ``metadata`` — every other field mem0 stored with the memory, as an object.
-
-Vectors are not exported: the importing store embeds the text with its own
-embedding model, so memories can move between embedders.
+The export format is one memory per line of JSON (JSONL): its id (a canonical
+UUID), text, scope (``user_id``, ``agent_id``, ``run_id``), who said it
+(``actor_id``, ``role``, ``attributed_to``), dates, mem0's ``hash``, and every
+other field mem0 stored with it under ``metadata``, keys in that order, nulls
+left out; docs/cli.md ("The export format") specifies it, what import requires
+and what it derives. Vectors are not exported: the importing store embeds the
+text with its own embedding model, so memories can move between embedders.
 """
 
 from __future__ import annotations
@@ -35,6 +20,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from .._memories.lifecycle import (
+    DUPLICATE_OF,
+    DUPLICATES,
+    EXTENDS,
+    SUPERSEDED_BY,
+    SUPERSEDES,
+    ids_of,
+)
 from .._scope import check_id
 from .._text.dates import parse_time
 
@@ -43,6 +36,7 @@ __all__ = [
     "FormatError",
     "MemoryRecord",
     "parse_line",
+    "timeline_links",
 ]
 
 # Fields mem0 2.2 keeps next to the user's metadata in a memory's payload.
@@ -97,34 +91,35 @@ class MemoryRecord:
         """When the memory was last true: updated, else created."""
         return self.updated_at or self.created_at
 
+    @property
+    def hidden(self) -> bool:
+        """Whether a newer memory replaced this one, or it repeats a memory kept
+        instead: reads leave it out unless asked for everything."""
+        return bool(self.metadata.get(SUPERSEDED_BY) or self.metadata.get(DUPLICATE_OF))
+
     @classmethod
     def from_payload(cls, memory_id: Any, payload: dict[str, Any] | None) -> MemoryRecord:
         """A record from a vector-store row (OSS mem0)."""
         payload = payload or {}
-        known = {key: _text(payload.get(key)) for key in (*_SCOPE_KEYS, *_OPTIONAL_KEYS)}
-        return cls(
-            id=str(memory_id),
-            text=str(payload.get("data", "")),
-            created_at=_text(payload.get("created_at")),
-            updated_at=_text(payload.get("updated_at")),
-            expiration_date=_text(payload.get("expiration_date")),
-            hash=_text(payload.get("hash")),
-            metadata=_sorted_deep({k: v for k, v in payload.items() if k not in CORE_PAYLOAD_KEYS}),
-            **known,
-        )
+        metadata = {k: v for k, v in payload.items() if k not in CORE_PAYLOAD_KEYS}
+        return cls._of(str(memory_id), payload, payload.get("data"), metadata)
 
     @classmethod
     def from_result(cls, item: dict[str, Any]) -> MemoryRecord:
         """A record from a mem0 ``get``/``get_all``/``search`` result entry."""
         metadata = item.get("metadata")
-        known = {key: _text(item.get(key)) for key in (*_SCOPE_KEYS, *_OPTIONAL_KEYS)}
+        text = item.get("memory") or item.get("text") or item.get("data")
+        return cls._of(str(item.get("id")), item, text, metadata)
+
+    @classmethod
+    def _of(cls, memory_id: str, fields: dict[str, Any], text: Any, metadata: Any) -> MemoryRecord:
+        known = {
+            key: _text(fields.get(key)) for key in (*_SCOPE_KEYS, *_OPTIONAL_KEYS, *_DATE_KEYS)
+        }
         return cls(
-            id=str(item.get("id")),
-            text=str(item.get("memory") or item.get("text") or item.get("data") or ""),
-            created_at=_text(item.get("created_at")),
-            updated_at=_text(item.get("updated_at")),
-            expiration_date=_text(item.get("expiration_date")),
-            hash=_text(item.get("hash")),
+            id=memory_id,
+            text=str(text or ""),
+            hash=_text(fields.get("hash")),
             metadata=_sorted_deep(metadata) if isinstance(metadata, dict) else {},
             **known,
         )
@@ -241,3 +236,35 @@ def parse_line(line: str, number: int, *, now: datetime | None = None) -> Memory
         hash=data.get("hash"),
         metadata=_sorted_deep(metadata),
     )
+
+
+# A timeline field of one memory (see agentscope_mem0._memories.lifecycle), and what
+# the memory it names is to this one; in the order a memory's links are shown.
+_LINKS = (
+    (SUPERSEDED_BY, SUPERSEDES),
+    (SUPERSEDES, SUPERSEDED_BY),
+    (EXTENDS, "extended_by"),
+    (DUPLICATE_OF, DUPLICATES),
+    (DUPLICATES, DUPLICATE_OF),
+)
+_EVENTS = ("SUPERSEDED_BY", "SUPERSEDES", "EXTENDS", "EXTENDED_BY", "DUPLICATE_OF", "DUPLICATES")
+
+
+def timeline_links(records: list[MemoryRecord]) -> dict[str, list[tuple[str, str]]]:
+    """Each record's links to other memories, both ways, as ``(event, other id)``.
+
+    The events are ``SUPERSEDED_BY``, ``SUPERSEDES``, ``EXTENDS``,
+    ``EXTENDED_BY``, ``DUPLICATE_OF`` and ``DUPLICATES``; a link written on
+    either memory is found from both.
+    """
+    found: dict[str, dict[tuple[str, str], None]] = {r.id: {} for r in records}
+    for record in records:
+        for name, inverse in _LINKS:
+            for other in ids_of(record.metadata.get(name)):
+                found[record.id][(name.upper(), other)] = None
+                if other in found:
+                    found[other][(inverse.upper(), record.id)] = None
+    return {
+        memory_id: sorted(links, key=lambda link: _EVENTS.index(link[0]))
+        for memory_id, links in found.items()
+    }

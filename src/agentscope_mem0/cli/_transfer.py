@@ -1,10 +1,9 @@
 """``export`` and ``import``: memories in and out as JSONL (see :mod:`._records`).
 
 Import is idempotent and resumable by construction: every memory keeps its
-id, each batch first asks the store which ids it already holds and stores
-only the others, and a batch is written before the next one starts. Running
-the same import again, after it finished or after it was interrupted,
-stores only what is missing.
+id, each batch stores only the ids the store does not hold yet, and a batch
+is written before the next one starts. Running the same import again, after
+it finished or after it was interrupted, stores only what is missing.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from .._exceptions import BackendError
 from .._scope import Scope
 from ._common import agent_option, describe_scope, no_memories, session, store_command, user_option
 from ._config import Settings
-from ._errors import CliError, Interrupted, UsageError, failure, is_unreachable
+from ._exit_codes import CliError, Interrupted, UsageError, failure
 from ._output import Output, count
 from ._records import FormatError, MemoryRecord, parse_line
 
@@ -85,8 +84,8 @@ def export(
     if agent and not user:
         raise UsageError("--agent needs --user")
     scope = Scope(user, agent) if user else None
-    with session(settings) as s:
-        records = s.run(s.store.records(scope))
+    with session(settings) as (store, run):
+        records = run(store.records(scope))
     if scope is not None and not records:
         raise no_memories(scope, settings)
     with _destination(output) as stream:
@@ -156,27 +155,20 @@ def import_memories(
     if progress is None:
         progress = sys.stderr.isatty()
     stored = present = 0
-    with session(settings) as s:
-        bar_file = sys.stderr if progress else open(os.devnull, "w")  # noqa: SIM115
-        try:
-            with click.progressbar(
-                length=len(records), label="Importing", file=bar_file, show_pos=True
-            ) as bar:
-                for start in range(0, len(records), batch_size):
-                    batch = records[start : start + batch_size]
-                    try:
-                        held = s.run(s.store.existing_ids([r.id for r in batch]))
-                        new = [r for r in batch if r.id not in held]
-                        s.run(s.store.insert(new))
-                        s.run(s.store.ensure_history(batch))
-                    except (BackendError, KeyboardInterrupt) as exc:
-                        raise _interrupted(exc, stored, present, len(records)) from exc
-                    stored += len(new)
-                    present += len(batch) - len(new)
-                    bar.update(len(batch))
-        finally:
-            if bar_file is not sys.stderr:
-                bar_file.close()
+    with session(settings, embeds=True) as (store, run), open(os.devnull, "w") as devnull:
+        bar_file = sys.stderr if progress else devnull
+        with click.progressbar(
+            length=len(records), label="Importing", file=bar_file, show_pos=True
+        ) as bar:
+            for start in range(0, len(records), batch_size):
+                batch = records[start : start + batch_size]
+                try:
+                    new = run(store.import_batch(batch))
+                except (BackendError, KeyboardInterrupt) as exc:
+                    raise _interrupted(exc, stored, present, len(records)) from exc
+                stored += new
+                present += len(batch) - new
+                bar.update(len(batch))
     report = {"read": len(records), "stored": stored, "already_present": present}
     if out.as_json:
         out.json(report)
@@ -192,4 +184,4 @@ def _interrupted(exc: BaseException, stored: int, present: int, total: int) -> C
     resume = "run the same command again to resume: stored memories are skipped"
     if isinstance(exc, KeyboardInterrupt):
         return Interrupted(f"interrupted; {done}; {resume}")
-    return failure(f"{exc}; {done}; {resume}", unreachable=is_unreachable(exc))
+    return failure(f"{exc}; {done}; {resume}", exc)

@@ -1,2 +1,2 @@
-"""The memory inspector: ``agentscope-mem0 ui``, a local web page on the CLI's store
-(the command is :mod:`._command`, the pages :mod:`._web`)."""
+"""The memory inspector: a local web page on the commands' store (served by
+:mod:`._serve`, its pages :mod:`._web`)."""

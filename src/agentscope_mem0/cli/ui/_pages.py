@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from ..._memories.hit import MemoryHit
+from ..._memories.lifecycle import EVENT_DATE, VALID_UNTIL
 from .._output import short_date
-from ._inspector import MemoryView, OutboxView, UserSummary, WriteView
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .._queued_writes import WriteRow
     from .._records import MemoryRecord
 
-__all__ = ["CSS", "e", "href", "page"]
+__all__ = ["CSS", "UserSummary", "e", "href", "page"]
 
 CSS = """
 *{box-sizing:border-box}
@@ -66,8 +69,25 @@ nav.pager{margin:.4em 0 1em}
 }
 """
 
-# Time-judgement fields that carry a date.
-_DATES = ("valid_until", "event_date")
+# How each timeline link is tagged on a memory.
+_LINK_TAGS = {
+    "SUPERSEDED_BY": ("superseded by", "tag old"),
+    "SUPERSEDES": ("supersedes", "tag new"),
+    "EXTENDS": ("extends", "tag"),
+    "EXTENDED_BY": ("extended by", "tag"),
+    "DUPLICATE_OF": ("duplicate of", "tag old"),
+    "DUPLICATES": ("merged", "tag"),
+}
+
+
+@dataclass(frozen=True)
+class UserSummary:
+    """One user of the store, as the users page lists it."""
+
+    user_id: str
+    memories: int
+    agents: tuple[str, ...] = ()
+    last_write: str | None = None
 
 
 def e(value: Any) -> str:
@@ -97,6 +117,15 @@ def page(
         "</head><body><header><b>agentscope-mem0</b>"
         f'<a href="./">Users</a><a href="outbox">Outbox</a><span>{e(where)}</span></header>'
         f"<main><h1>{e(title)}</h1>{notes}{body}</main></body></html>"
+    )
+
+
+def user_picker() -> str:
+    """The box that opens a user's page by id."""
+    return (
+        '<form method="get" action="./" class="bar"><label>Open a user <input type="text" '
+        'name="user" required aria-label="user id"></label> <button type="submit">Open</button>'
+        "</form>"
     )
 
 
@@ -146,6 +175,16 @@ def short_id(memory_id: str) -> str:
     return f'<span class="id" title="{e(memory_id)}">{e(memory_id[:8])}</span>'
 
 
+def _table(table_id: str, heads: Sequence[str], rows: Iterable[str], *, cards: bool = True) -> str:
+    """A table; ``cards``: each row a card on a narrow window."""
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    css = ' class="rows"' if cards else ""
+    return (
+        f'<table id="{table_id}"{css}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def pager(path: str, page: int, pages: int, **params: Any) -> str:
     """Previous / next links when there is more than one page."""
     if pages <= 1:
@@ -176,13 +215,8 @@ def users_table(users: Sequence[UserSummary]) -> str:
                 f'<td class="when" data-label="last write">{e(short_date(u.last_write))}</td>'
             )
         rows.append(f"<tr>{cells}</tr>")
-    head = "<th>User</th><th>Memories</th>" + (
-        "<th>Agents</th><th>Last write</th>" if detailed else ""
-    )
-    return (
-        f'<table id="users" class="rows"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
+    heads = ["User", "Memories", *(("Agents", "Last write") if detailed else ())]
+    return _table("users", heads, rows)
 
 
 def search_form(user: str, query: str = "", agent: str | None = None, top_k: int = 10) -> str:
@@ -222,29 +256,19 @@ def user_tools(user: str, agent: str | None, agents: Sequence[str], show_all: bo
     )
 
 
-def _link(label: str, memory_id: str, css: str = "tag") -> str:
-    return (
-        f'<span class="{css}">{e(label)} <a href="{href("memory", id=memory_id)}" '
-        f'title="{e(memory_id)}">{e(memory_id[:8])}</a></span>'
-    )
-
-
-def _relations(view: MemoryView) -> str:
+def _relations(record: MemoryRecord, links: list[tuple[str, str]]) -> str:
+    """Tags for what supersedes, extends or repeats what, and the dates the judge set."""
     tags = []
-    if view.superseded_by:
-        tags.append(_link("superseded by", view.superseded_by, "tag old"))
-    tags += [_link("supersedes", old, "tag new") for old in view.supersedes]
-    if view.extends:
-        tags.append(_link("extends", view.extends))
-    tags += [_link("extended by", newer) for newer in view.extended_by]
-    if view.duplicate_of:
-        tags.append(_link("duplicate of", view.duplicate_of, "tag old"))
-    tags += [_link("merged", other) for other in view.duplicates]
-    for key in _DATES:
-        value = getattr(view, key)
-        if value:
+    for event, other in links:
+        label, css = _LINK_TAGS[event]
+        tags.append(
+            f'<span class="{css}">{e(label)} <a href="{href("memory", id=other)}" '
+            f'title="{e(other)}">{e(other[:8])}</a></span>'
+        )
+    for key in (VALID_UNTIL, EVENT_DATE):
+        if value := record.metadata.get(key):
             tags.append(
-                f'<span class="tag">{e(key.replace("_", " "))} {e(short_date(value))}</span>'
+                f'<span class="tag">{e(key.replace("_", " "))} {e(short_date(str(value)))}</span>'
             )
     return "".join(tags)
 
@@ -257,6 +281,16 @@ def _dates(created: str | None, updated: str | None) -> str:
     return shown
 
 
+def _memory_cells(r: MemoryRecord, when: str, dates: str, user: str, csrf: str) -> str:
+    """A memory's agent, date, timeline link and Forget button, as table cells."""
+    return (
+        f'<td data-label="agent">{e(r.agent_id)}</td>'
+        f'<td class="when" data-label="{when}">{dates}</td>'
+        f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
+        f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
+    )
+
+
 def _forget_button(memory_id: str, user: str, csrf: str) -> str:
     return (
         '<form class="inline" method="post" action="forget">'
@@ -266,26 +300,19 @@ def _forget_button(memory_id: str, user: str, csrf: str) -> str:
     )
 
 
-def memories_table(views: Sequence[MemoryView], user: str, csrf: str) -> str:
-    """One user's memories, newest first, each with its timeline link and a Forget button."""
-    if not views:
+def memories_table(
+    records: Sequence[MemoryRecord], links: dict[str, list[tuple[str, str]]], user: str, csrf: str
+) -> str:
+    """One user's memories, each with its links, its timeline link and a Forget button."""
+    if not records:
         return "<p>No memories.</p>"
-    rows = []
-    for v in views:
-        r = v.record
-        rows.append(
-            f'<tr id="m-{e(r.id)}" class="memory{"" if v.current else " superseded"}">'
-            f'<td class="text">{e(r.text)}<div>{_relations(v)}</div></td>'
-            f'<td data-label="agent">{e(r.agent_id)}</td>'
-            f'<td class="when" data-label="created">{_dates(r.created_at, r.updated_at)}</td>'
-            f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
-            f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
-        )
-    return (
-        '<table id="memories" class="rows"><thead><tr><th>Memory</th><th>Agent</th>'
-        "<th>Created</th><th>Id</th><th></th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+    rows = (
+        f'<tr id="m-{e(r.id)}" class="memory{" superseded" if r.hidden else ""}">'
+        f'<td class="text">{e(r.text)}<div>{_relations(r, links.get(r.id, []))}</div></td>'
+        + _memory_cells(r, "created", _dates(r.created_at, r.updated_at), user, csrf)
+        for r in records
     )
+    return _table("memories", ["Memory", "Agent", "Created", "Id", ""], rows)
 
 
 def forget_user_form(user: str, count: int, csrf: str) -> str:
@@ -312,23 +339,17 @@ def confirm(question: str, action: str, fields: dict[str, str], csrf: str, back:
     )
 
 
-def hits_table(hits: Sequence[tuple[MemoryHit, str | None]], user: str, csrf: str) -> str:
+def hits_table(hits: Sequence[tuple[MemoryRecord, float | None]], user: str, csrf: str) -> str:
     """Search results, best first, with scores, agents and a Forget button each."""
     if not hits:
         return '<p id="no-hits">No memory matches.</p>'
-    rows = "".join(
-        f'<tr class="hit"><td class="score num">{"-" if h.score is None else f"{h.score:.3f}"}</td>'
-        f'<td class="text">{e(h.memory)}</td>'
-        f'<td data-label="agent">{e(agent)}</td>'
-        f'<td class="when" data-label="date">{e(short_date(h.date))}</td>'
-        f'<td data-label="id"><a href="{href("memory", id=h.id)}">{short_id(h.id or "")}</a></td>'
-        f"<td>{_forget_button(h.id or '', user, csrf)}</td></tr>"
-        for h, agent in hits
+    rows = (
+        f'<tr class="hit"><td class="score num">{"-" if score is None else f"{score:.3f}"}</td>'
+        f'<td class="text">{e(r.text)}</td>'
+        + _memory_cells(r, "date", e(short_date(r.date)), user, csrf)
+        for r, score in hits
     )
-    return (
-        '<table id="hits" class="rows"><thead><tr><th>Score</th><th>Memory</th><th>Agent</th>'
-        f"<th>Date</th><th>Id</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
-    )
+    return _table("hits", ["Score", "Memory", "Agent", "Date", "Id", ""], rows)
 
 
 def memory_page(
@@ -345,20 +366,15 @@ def memory_page(
             f"{e(record.agent_id)} · created {_dates(record.created_at, record.updated_at)} · "
             f"<code>{e(memory_id)}</code> {_forget_button(memory_id, user, csrf)}</p>"
         )
-    rows = "".join(
+    rows = (
         f'<tr><td class="when">{e(short_date(x.get("updated_at") or x.get("created_at")))}</td>'
         f'<td data-label="event"><span class="tag">{e(x.get("event"))}</span></td>'
         f'<td class="text" data-label="before">{e(x.get("old_memory"))}</td>'
         f'<td class="text" data-label="after">{e(x.get("new_memory"))}</td></tr>'
         for x in entries
     )
-    table = (
-        '<table id="timeline" class="rows"><thead><tr><th>When</th><th>Event</th><th>Before</th>'
-        f"<th>After</th></tr></thead><tbody>{rows}</tbody></table>"
-        if entries
-        else "<p>mem0 kept no history of it.</p>"
-    )
-    return head + "<h2>Timeline</h2>" + table
+    table = _table("timeline", ["When", "Event", "Before", "After"], rows)
+    return head + "<h2>Timeline</h2>" + (table if entries else "<p>mem0 kept no history of it.</p>")
 
 
 def working_page(
@@ -389,36 +405,42 @@ def working_page(
     )
 
 
-def _writes_table(rows: Sequence[WriteView], table_id: str) -> str:
+def _preview(messages: list[Any]) -> str:
+    text = " / ".join(
+        f"{m.get('role', '?')}: {m.get('content', '')}" for m in messages if isinstance(m, dict)
+    )
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def _writes_table(rows: Sequence[WriteRow], table_id: str) -> str:
     if not rows:
         return f'<p id="{table_id}-none">None.</p>'
-    body = "".join(
+    cells = (
         f"<tr><td>#{w.id}</td><td>{e(w.user_id)}</td><td>{e(w.agent_id)}</td>"
         f"<td>{e(short_date(w.queued_at))}</td><td>{w.attempts}</td>"
-        f'<td class="text">{e(w.preview)}</td><td class="text">{e(w.error)}</td></tr>'
+        f'<td class="text">{e(_preview(w.messages))}</td><td class="text">{e(w.error)}</td></tr>'
         for w in rows
     )
-    return (
-        f'<table id="{table_id}"><thead><tr><th>Row</th><th>User</th><th>Agent</th>'
-        "<th>Queued</th><th>Attempts</th><th>Exchange</th><th>Error</th></tr></thead>"
-        f"<tbody>{body}</tbody></table>"
-    )
+    heads = ["Row", "User", "Agent", "Queued", "Attempts", "Exchange", "Error"]
+    return _table(table_id, heads, cells, cards=False)
 
 
-def outbox_body(view: OutboxView, csrf: str) -> str:
+def outbox_body(path: Path, rows: list[WriteRow] | None, csrf: str) -> str:
     """The outbox page: pending and failed writes and the retry button."""
-    if not view.exists:
-        return f"<p>No outbox yet at <code>{e(view.path)}</code>: nothing was queued.</p>"
+    if rows is None:
+        return f"<p>No outbox yet at <code>{e(path)}</code>: nothing was queued.</p>"
+    pending = [w for w in rows if w.status != "failed"]
+    failed = [w for w in rows if w.status == "failed"]
     retry = ""
-    if view.failed:
+    if failed:
         retry = (
             '<form method="post" action="outbox-retry">'
-            f'{_csrf(csrf)}<button type="submit" id="retry">Retry {len(view.failed)} failed '
+            f'{_csrf(csrf)}<button type="submit" id="retry">Retry {len(failed)} failed '
             "writes</button> <small>They become pending; the next writer on this outbox "
             "(the application, when it runs) sends them.</small></form>"
         )
     return (
-        f"<p>File <code>{e(view.path)}</code></p>"
-        f"<h2>Pending ({len(view.pending)})</h2>{_writes_table(view.pending, 'pending')}"
-        f"<h2>Failed ({len(view.failed)})</h2>{_writes_table(view.failed, 'failed')}{retry}"
+        f"<p>File <code>{e(path)}</code></p>"
+        f"<h2>Pending ({len(pending)})</h2>{_writes_table(pending, 'pending')}"
+        f"<h2>Failed ({len(failed)})</h2>{_writes_table(failed, 'failed')}{retry}"
     )

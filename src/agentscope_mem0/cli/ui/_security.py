@@ -134,10 +134,9 @@ class Guard:
             return True
         return _same(cookies.get(self.token_cookie), self.token)
 
-    def csrf_problem(
-        self, headers: dict[str, str], cookies: dict[str, str], field: str | None
-    ) -> str | None:
-        """Why a POST is refused, or ``None`` when it may go on."""
+    def csrf_problem(self, headers: dict[str, str], field: str | None) -> str | None:
+        """Why a POST whose form carries ``field`` as its token is refused, or
+        ``None`` when it may go on."""
         origin = headers.get("origin")
         host = headers.get("host", "")
         if origin is not None and origin not in (f"http://{host}", f"https://{host}"):
@@ -147,13 +146,9 @@ class Guard:
             return f"the request came from another site (Sec-Fetch-Site: {site})"
         if not _same(field, self.csrf):
             return "the form's security token is missing or stale; reload the page and try again"
-        if not _same(cookies.get(self.csrf_cookie), self.csrf):
+        if not _same(_cookies(headers).get(self.csrf_cookie), self.csrf):
             return "the security cookie is missing; reload the page and try again"
         return None
-
-    def check_form(self, headers: dict[str, str], form_token: str | None) -> str | None:
-        """The CSRF check for a parsed form (see :meth:`csrf_problem`)."""
-        return self.csrf_problem(headers, _cookies(headers), form_token)
 
     # -- ASGI ---------------------------------------------------------------
 

@@ -1,18 +1,23 @@
-"""The inspector's routes (Starlette), behind the :class:`~._security.Guard`.
+"""The inspector's routes (Starlette), behind the :class:`~._security.Guard`,
+on the store the commands use (:class:`~.._mem0_store.MemoryStore`).
 
 GET pages only read. Every change is a POST whose form passes the guard's
 CSRF check; forgetting asks first (a confirmation page posts again with
 ``confirm=yes``) and then redirects back (post/redirect/get). Every page sits
 at the app's root and links relatively, so the app works mounted under a
-path of another app (see :mod:`._mount`).
+path of another app (see :mod:`._serve`).
 """
 
 from __future__ import annotations
 
+import html
 import logging
 import secrets
+import statistics
+import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -20,17 +25,22 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ..._exceptions import BackendError, ConfigurationError
-from ..._scope import check_agent_id, check_user_id
+from ..._exceptions import BackendError, ConfigurationError, PermanentBackendError
+from ..._scope import Scope, check_agent_id, check_user_id
+from ..._text.dates import parse_time
 from .._common import where
+from .._queued_writes import outbox_path, read_rows, requeue_failed
+from .._records import timeline_links
 from . import _pages as pages
-from ._inspector import Inspector, per_day
 from ._security import Guard
 
 if TYPE_CHECKING:
     from starlette.datastructures import FormData
 
-__all__ = ["create_app"]
+    from .._mem0_store import MemoryStore
+    from .._records import MemoryRecord
+
+__all__ = ["create_app", "per_day"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +67,8 @@ def _user(value: str | None) -> str:
 
 
 def _agent(value: str | None) -> str | None:
-    if not value:
-        return None
     try:
-        return check_agent_id(value)
+        return check_agent_id(value) if value else None
     except ConfigurationError as exc:
         raise _Refused(400, str(exc)) from exc
 
@@ -72,13 +80,46 @@ def _memory_id(value: str | None) -> str:
         raise _Refused(400, f"{value!r} is not a memory id (a UUID)") from exc
 
 
-class _Pages:
-    """Request handlers; one instance per app."""
+def per_day(
+    records: list[MemoryRecord], *, days: int = 30, today: date | None = None
+) -> list[tuple[date, int]]:
+    """Memories created on each of the last ``days`` days, oldest first."""
+    end = today or datetime.now(UTC).date()
+    created = (parse_time(r.created_at) for r in records)
+    counts = Counter(when.date() for when in created if when is not None)
+    return [(day, counts[day]) for day in (end - timedelta(n) for n in range(days - 1, -1, -1))]
 
-    def __init__(self, inspector: Inspector, guard: Guard) -> None:
-        self.inspector = inspector
-        self.guard = guard
-        self.where = where(inspector.settings)
+
+def _users(records: list[MemoryRecord]) -> list[pages.UserSummary]:
+    """The users among ``records``, the most recently written first."""
+    by_user: dict[str, list[MemoryRecord]] = {}
+    for record in records:
+        if record.user_id:
+            by_user.setdefault(record.user_id, []).append(record)
+    found = [
+        pages.UserSummary(
+            user_id=user,
+            memories=len(rows),
+            agents=tuple(sorted({r.agent_id for r in rows if r.agent_id})),
+            last_write=max(r.date or "" for r in rows) or None,
+        )
+        for user, rows in by_user.items()
+    ]
+    return sorted(found, key=lambda u: (u.last_write or "", u.user_id), reverse=True)
+
+
+class _Pages:
+    """Request handlers; one instance per app.
+
+    Args:
+        store: The store to show; its opener closes it.
+    """
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.guard: Guard
+        self.where = where(store.settings)
+        self._search_seconds: list[float] = []
         # What an action did, shown once by the page it redirects to. The URL
         # carries a random key, never the text: a link cannot make the page
         # say something this server did not.
@@ -90,7 +131,9 @@ class _Pages:
         self._flashes[key] = message
         while len(self._flashes) > _FLASHES:
             self._flashes.popitem(last=False)
-        return _see(pages.href(path, **params, flash=key))
+        # ``href`` escaped it for an attribute; a Location header wants it raw.
+        location = html.unescape(pages.href(path, **params, flash=key))
+        return RedirectResponse(location, status_code=303)
 
     def _flash(self, request: Request) -> str | None:
         key = request.query_params.get("flash")
@@ -103,53 +146,69 @@ class _Pages:
     def _html(self, title: str, body: str, status: int = 200, **notes: Any) -> HTMLResponse:
         return HTMLResponse(pages.page(title, body, where=self.where, **notes), status_code=status)
 
-    async def _form(self, request: Request) -> FormData:
-        form = await request.form()
-        token = form.get("csrf")
+    async def _form(self, request: Request) -> dict[str, str]:
+        form: FormData = await request.form()
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
         headers = {k.lower(): v for k, v in request.headers.items()}
-        problem = self.guard.check_form(headers, token if isinstance(token, str) else None)
+        problem = self.guard.csrf_problem(headers, fields.get("csrf"))
         if problem is not None:
             logger.warning("refused a %s to %s: %s", request.method, request.url.path, problem)
             raise _Refused(403, problem)
-        return form
+        return fields
+
+    async def refused(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, _Refused):
+            title = "Refused" if exc.status == 403 else "Not possible"
+            return self._html(title, "", exc.status, error=str(exc))
+        logger.warning("the store failed: %s", exc)
+        return self._html("The memory store failed", "", 502, error=str(exc))
 
     # -- pages --------------------------------------------------------------
 
     async def home(self, request: Request) -> Response:
         if request.query_params.get("user") is not None:
             return await self.user(request)
-        ins = self.inspector
-        if not ins.lists_users:
+        if self.store.hosted:
             body = (
                 "<p>The hosted platform lists memories per user: open "
-                "<code>/?user=&lt;id&gt;</code>.</p>" + _user_picker()
+                "<code>/?user=&lt;id&gt;</code>.</p>" + pages.user_picker()
             )
             return self._html("Users", body)
-        overview = await ins.overview()
-        latency = ins.search_latency_ms()
-        outbox = ins.outbox()
-        stats = [
-            ("memories", overview.memories),
-            ("users", len(overview.users)),
-            ("agents", overview.agents),
-            ("writes pending", len(outbox.pending)),
-            ("writes failed", len(outbox.failed)),
-            (
-                f"searches here{'' if latency is None else f' (p50 {latency[0]:.0f} ms)'}",
-                ins.counters["searches"],
-            ),
-        ]
-        page, pages_total = _page_of(request, len(overview.users), _USERS_PAGE)
-        shown = overview.users[(page - 1) * _USERS_PAGE : page * _USERS_PAGE]
+        # On Qdrant Edge the engine's payload index counts (a count and two
+        # facets), so the page does not read every memory; elsewhere it does.
         chart = ""
-        if overview.per_day is not None:
-            chart = "<h2>Memories per day (30 days)</h2>" + pages.per_day_svg(overview.per_day)
+        users_of = await self.store.facet("user_id")
+        if users_of is None:
+            records = await self.store.records(None)
+            total, users = len(records), _users(records)
+            agents = len({r.agent_id for r in records if r.agent_id})
+            chart = "<h2>Memories per day (30 days)</h2>" + pages.per_day_svg(per_day(records))
+        else:
+            total = await self.store.count(None)
+            # The facets still name a value whose memories were all deleted, with 0.
+            users = [pages.UserSummary(u, n) for u, n in users_of.items() if u and n > 0]
+            users.sort(key=lambda u: (-u.memories, u.user_id))
+            agents_of = await self.store.facet("agent_id") or {}
+            agents = sum(1 for agent, n in agents_of.items() if agent and n > 0)
+        rows = read_rows(outbox_path(self.store.settings)) or []
+        searches = "searches here"
+        if self._search_seconds:
+            searches += f" (p50 {statistics.median(self._search_seconds) * 1000:.0f} ms)"
+        stats = [
+            ("memories", total),
+            ("users", len(users)),
+            ("agents", agents),
+            ("writes pending", sum(r.status == "pending" for r in rows)),
+            ("writes failed", sum(r.status == "failed" for r in rows)),
+            (searches, len(self._search_seconds)),
+        ]
+        page, pages_total = _page_of(request, len(users), _USERS_PAGE)
         body = (
             pages.counters(stats)
             + chart
             + "<h2>Users</h2>"
-            + _user_picker()
-            + pages.users_table(shown)
+            + pages.user_picker()
+            + pages.users_table(users[(page - 1) * _USERS_PAGE : page * _USERS_PAGE])
             + pages.pager("./", page, pages_total)
         )
         return self._html("Users", body, flash=self._flash(request))
@@ -158,26 +217,28 @@ class _Pages:
         user = _user(request.query_params.get("user"))
         agent = _agent(request.query_params.get("agent"))
         show_all = bool(request.query_params.get("all"))
-        views = await self.inspector.memories(user, agent)
-        records = [v.record for v in views]
-        current = [v for v in views if v.current]
-        listed = views if show_all else current
+        records = await self.store.records(Scope(user, agent))
+        records.sort(key=lambda r: (r.date or "", r.id), reverse=True)
+        current = [r for r in records if not r.hidden]
+        listed = records if show_all else current
         page, pages_total = _page_of(request, len(listed), _PAGE)
         shown = listed[(page - 1) * _PAGE : page * _PAGE]
         stats = [
-            ("memories", len(views)),
+            ("memories", len(records)),
             ("current", len(current)),
-            ("superseded or duplicate", len(views) - len(current)),
+            ("superseded or duplicate", len(records) - len(current)),
         ]
-        agents = await self.inspector.agents_of(user)
+        everyone = records if agent is None else await self.store.records(Scope(user))
+        agents = sorted({r.agent_id for r in everyone if r.agent_id})
+        links = timeline_links(records)
         body = (
             pages.user_tools(user, agent, agents, show_all)
             + pages.counters(stats)
             + pages.per_day_svg(per_day(records))
             + "<h2>Memories, newest first</h2>"
-            + pages.memories_table(shown, user, self.csrf)
+            + pages.memories_table(shown, links, user, self.csrf)
             + pages.pager("./", page, pages_total, user=user, agent=agent, all=show_all or None)
-            + (pages.forget_user_form(user, len(views), self.csrf) if views else "")
+            + (pages.forget_user_form(user, len(records), self.csrf) if records else "")
         )
         title = f"Memories of {user}" + (f" (agent {agent})" if agent else "")
         return self._html(title, body, flash=self._flash(request))
@@ -192,7 +253,11 @@ class _Pages:
             raise _Refused(400, "k must be a whole number") from exc
         if not query:
             raise _Refused(400, "the search query is empty")
-        hits = await self.inspector.search(query, user, agent, top_k=top_k)
+        started = time.perf_counter()
+        hits = await self.store.search(
+            query, Scope(user, agent), top_k=top_k, threshold=None, show_all=False
+        )
+        self._search_seconds.append(time.perf_counter() - started)
         body = (
             pages.search_form(user, query, agent, top_k)
             + f'<p><a href="{pages.href("./", user=user, agent=agent)}">All memories of '
@@ -202,26 +267,32 @@ class _Pages:
 
     async def memory(self, request: Request) -> Response:
         memory_id = _memory_id(request.query_params.get("id"))
-        record, entries = await self.inspector.timeline(memory_id)
+        record, entries = await self.store.history(memory_id)
         if record is None and not entries:
             raise _Refused(404, f"no memory and no history with id {memory_id}")
         body = pages.memory_page(memory_id, record, entries, self.csrf)
         return self._html("A memory and its timeline", body)
 
     async def working(self, request: Request) -> Response:
+        from .._working_memory import open_working_store
+
         user = _user(request.query_params.get("user"))
         conversation = request.query_params.get("conversation") or None
-        record, conversations, location = self.inspector.working(user, conversation)
-        body = pages.working_page(user, conversation, record, conversations, location)
+        store = open_working_store(self.store.settings)
+        try:
+            record = store.load(user, conversation or "")
+            body = pages.working_page(
+                user, conversation, record, store.conversations(user), store.location
+            )
+        finally:
+            store.close()
         title = f"Working memory of {user}" + (f", {conversation}" if conversation else "")
         return self._html(title, body)
 
     async def outbox(self, request: Request) -> Response:
-        return self._html(
-            "Write outbox",
-            pages.outbox_body(self.inspector.outbox(), self.csrf),
-            flash=self._flash(request),
-        )
+        path = outbox_path(self.store.settings)
+        body = pages.outbox_body(path, read_rows(path), self.csrf)
+        return self._html("Write outbox", body, flash=self._flash(request))
 
     async def style(self, request: Request) -> Response:
         return Response(pages.CSS, media_type="text/css")
@@ -230,45 +301,44 @@ class _Pages:
 
     async def forget(self, request: Request) -> Response:
         form = await self._form(request)
-        memory_id = _memory_id(_field(form, "memory_id"))
-        user = _user(_field(form, "user"))
-        back = pages.href("./", user=user)
-        if _field(form, "confirm") != "yes":
-            record = await self.inspector.get(memory_id)
-            if record is None:
-                raise _Refused(404, f"no memory with id {memory_id}")
-            question = f"Forget this memory of {record.user_id or user}? “{record.text}”"
-            body = pages.confirm(
-                question, "forget", {"memory_id": memory_id, "user": user}, self.csrf, back
-            )
-            return self._html("Forget a memory?", body)
-        forgotten = await self.inspector.forget(memory_id)
-        if forgotten is None:
+        memory_id = _memory_id(form.get("memory_id"))
+        user = _user(form.get("user"))
+        record = await self.store.get(memory_id)
+        if record is None:
             raise _Refused(404, f"no memory with id {memory_id}")
-        record, current_again = forgotten
+        if form.get("confirm") != "yes":
+            question = f"Forget this memory of {record.user_id or user}? “{record.text}”"
+            fields = {"memory_id": memory_id, "user": user}
+            back = pages.href("./", user=user)
+            body = pages.confirm(question, "forget", fields, self.csrf, back)
+            return self._html("Forget a memory?", body)
+        _, current_again = await self.store.forget(record)
         said = "".join(f" Current again: {other.text}" for other in current_again)
         return self._done("./", f"Forgot: {record.text}{said}", user=user)
 
     async def forget_user(self, request: Request) -> Response:
         form = await self._form(request)
-        user = _user(_field(form, "user"))
-        if _field(form, "confirm") != "yes":
-            count = len(await self.inspector.memories(user))
+        user = _user(form.get("user"))
+        records = await self.store.records(Scope(user))
+        if form.get("confirm") != "yes":
             question = (
-                f"Forget all {count} memories of user {user}, with their history? "
+                f"Forget all {len(records)} memories of user {user}, with their history? "
                 "This cannot be undone."
             )
-            body = pages.confirm(
-                question, "forget-user", {"user": user}, self.csrf, pages.href("./", user=user)
-            )
+            back = pages.href("./", user=user)
+            body = pages.confirm(question, "forget-user", {"user": user}, self.csrf, back)
             return self._html("Forget every memory?", body)
-        removed = await self.inspector.forget_user(user)
-        return self._done("./", f"Forgot {removed} memories of {user}.")
+        if records:
+            *_, left = await self.store.forget_all(Scope(user), records)
+            if left:
+                raise PermanentBackendError(f"{left} memories of user {user!r} remain; try again")
+        return self._done("./", f"Forgot {len(records)} memories of {user}.")
 
     async def retry(self, request: Request) -> Response:
         form = await self._form(request)
-        user = _field(form, "user") or None
-        count = self.inspector.retry_failed(_user(user) if user else None)
+        user = _user(form["user"]) if form.get("user") else None
+        path = outbox_path(self.store.settings)
+        count = requeue_failed(path, user) if path.exists() else 0
         return self._done("outbox", f"Requeued {count} failed writes.")
 
 
@@ -282,60 +352,28 @@ def _page_of(request: Request, count: int, size: int) -> tuple[int, int]:
     return min(max(page, 1), total), total
 
 
-def _field(form: FormData, name: str) -> str | None:
-    value = form.get(name)
-    return value if isinstance(value, str) else None
-
-
-def _see(location: str) -> RedirectResponse:
-    # ``href`` escaped it for an attribute; a Location header wants it raw.
-    import html
-
-    return RedirectResponse(html.unescape(location), status_code=303)
-
-
-def _user_picker() -> str:
-    return (
-        '<form method="get" action="./" class="bar"><label>Open a user <input type="text" '
-        'name="user" required aria-label="user id"></label> <button type="submit">Open</button>'
-        "</form>"
-    )
-
-
-def create_app(inspector: Inspector, *, token: str | None, loopback: bool) -> Guard:
-    """The inspector as an ASGI app: the routes wrapped in the guard.
+def create_app(store: MemoryStore, *, token: str | None, loopback: bool) -> Guard:
+    """The inspector of ``store`` as an ASGI app: the routes wrapped in the guard.
 
     Args:
-        inspector: The store to show.
+        store: The store to show; the caller closes it.
         token: The access token every request must carry; ``None`` for none.
         loopback: Whether the server listens on a loopback address only.
     """
-    holder: dict[str, _Pages] = {}
-
-    async def refused(request: Request, exc: Exception) -> Response:
-        view = holder["pages"]
-        if isinstance(exc, _Refused):
-            return view._html(
-                "Refused" if exc.status == 403 else "Not possible", "", exc.status, error=str(exc)
-            )
-        logger.warning("the store failed: %s", exc)
-        return view._html("The memory store failed", "", 502, error=str(exc))
-
+    view = _Pages(store)
+    routes = [
+        Route("/", view.home, methods=["GET"]),
+        Route("/search", view.search, methods=["GET"]),
+        Route("/memory", view.memory, methods=["GET"]),
+        Route("/working", view.working, methods=["GET"]),
+        Route("/outbox", view.outbox, methods=["GET"]),
+        Route("/style.css", view.style, methods=["GET"]),
+        Route("/forget", view.forget, methods=["POST"]),
+        Route("/forget-user", view.forget_user, methods=["POST"]),
+        Route("/outbox-retry", view.retry, methods=["POST"]),
+    ]
     app = Starlette(
-        exception_handlers={_Refused: refused, BackendError: refused, RuntimeError: refused}
+        routes=routes, exception_handlers={_Refused: view.refused, BackendError: view.refused}
     )
-    guard = Guard(app, token=token, loopback=loopback)
-    view = holder["pages"] = _Pages(inspector, guard)
-    for path, endpoint, methods in (
-        ("/", view.home, ["GET"]),
-        ("/search", view.search, ["GET"]),
-        ("/memory", view.memory, ["GET"]),
-        ("/working", view.working, ["GET"]),
-        ("/outbox", view.outbox, ["GET"]),
-        ("/style.css", view.style, ["GET"]),
-        ("/forget", view.forget, ["POST"]),
-        ("/forget-user", view.forget_user, ["POST"]),
-        ("/outbox-retry", view.retry, ["POST"]),
-    ):
-        app.router.routes.append(Route(path, endpoint, methods=methods))
-    return guard
+    view.guard = Guard(app, token=token, loopback=loopback)
+    return view.guard

@@ -5,7 +5,7 @@ code    meaning
 ======  =====================================================================
 0       success
 1       not found: an unknown memory id, a user (or scope) with no memories,
-        a declined confirmation, an extraction that stored nothing
+        an extraction that stored nothing
 2       usage or configuration mistake: a bad option or config file, a
         malformed import file, an embedder whose size differs from the store's
 3       backend unavailable: unreachable server, or the data folder is locked
@@ -19,7 +19,6 @@ code    meaning
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import os
 import sys
@@ -37,30 +36,16 @@ from .._exceptions import (
 
 __all__ = [
     "CliError",
-    "ExitCode",
     "Interrupted",
     "NotFoundError",
     "UnreachableError",
     "UsageError",
     "failure",
-    "in_flags",
-    "is_unreachable",
     "silence_stdout",
     "translate_errors",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-class ExitCode(enum.IntEnum):
-    """The command's exit status; see the module docstring."""
-
-    OK = 0
-    NOT_FOUND = 1
-    USAGE = 2
-    UNAVAILABLE = 3
-    FAILED = 4
-    INTERRUPTED = 130
 
 
 class CliError(click.ClickException):
@@ -69,7 +54,7 @@ class CliError(click.ClickException):
     Each subclass is one exit code (click keeps it on the class).
     """
 
-    exit_code = ExitCode.FAILED
+    exit_code = 4
 
     def show(self, file: IO[Any] | None = None) -> None:
         """Print the message to stderr."""
@@ -79,30 +64,25 @@ class CliError(click.ClickException):
 class NotFoundError(CliError):
     """Nothing matched: exit code 1."""
 
-    exit_code = ExitCode.NOT_FOUND
+    exit_code = 1
 
 
 class UsageError(CliError):
     """A usage or configuration mistake: exit code 2."""
 
-    exit_code = ExitCode.USAGE
+    exit_code = 2
 
 
 class UnreachableError(CliError):
     """The backend cannot be used right now: exit code 3."""
 
-    exit_code = ExitCode.UNAVAILABLE
+    exit_code = 3
 
 
 class Interrupted(CliError):
     """Ctrl-C: exit code 130."""
 
-    exit_code = ExitCode.INTERRUPTED
-
-
-def failure(message: str, *, unreachable: bool) -> CliError:
-    """Exit 3 when the backend could not be reached, else 4."""
-    return UnreachableError(message) if unreachable else CliError(message)
+    exit_code = 130
 
 
 _UNREACHABLE_NAMES = (
@@ -117,7 +97,7 @@ _UNREACHABLE_NAMES = (
 )
 
 
-def is_unreachable(exc: BaseException) -> bool:
+def _is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) says the backend could not be reached."""
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -130,6 +110,11 @@ def is_unreachable(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def failure(message: str, cause: BaseException) -> CliError:
+    """Exit 3 when ``cause`` says the backend could not be reached, else 4."""
+    return UnreachableError(message) if _is_unreachable(cause) else CliError(message)
 
 
 # The library's advice names keywords (``folder=...``); a command's user has
@@ -149,8 +134,7 @@ _IN_FLAGS = (
 )
 
 
-def in_flags(message: str) -> str:
-    """``message`` with the library's keyword advice worded as the command's flags."""
+def _in_flags(message: str) -> str:
     for library, command in _IN_FLAGS:
         message = message.replace(library, command)
     return message
@@ -182,18 +166,17 @@ def translate_errors() -> Iterator[None]:
     except KeyboardInterrupt as exc:
         raise Interrupted("interrupted") from exc
     except StoreLockedError as exc:
-        raise UnreachableError(in_flags(str(exc))) from exc
+        raise UnreachableError(_in_flags(str(exc))) from exc
     except ConfigurationError as exc:
-        raise UsageError(in_flags(str(exc))) from exc
+        raise UsageError(_in_flags(str(exc))) from exc
     except BackendError as exc:
-        unreachable = is_unreachable(exc)
-        text = f"the backend is unreachable: {exc}" if unreachable else str(exc)
-        raise failure(text, unreachable=unreachable) from exc
+        text = f"the backend is unreachable: {exc}" if _is_unreachable(exc) else str(exc)
+        raise failure(text, exc) from exc
     except Mem0MiddlewareError as exc:
         raise CliError(str(exc)) from exc
     except Exception as exc:
         # A failure nobody mapped: say what it was; -v shows the traceback.
         logger.info("unexpected failure", exc_info=True)
-        if is_unreachable(exc):
+        if _is_unreachable(exc):
             raise UnreachableError(f"the backend is unreachable: {exc}") from exc
         raise CliError(f"{type(exc).__name__}: {exc} (run with -v for the traceback)") from exc

@@ -47,7 +47,7 @@ def demo(mode: str, folder: str | None, user: str) -> None:
     (`--all` adds the superseded ones).
     """
     from ..demo import run_demo
-    from ._errors import translate_errors
+    from ._exit_codes import translate_errors
 
     # A missing [local] extra (or a locked folder) exits 2 (3) with the fix,
     # not a traceback.

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ._common import store_command, user_option
-from ._errors import NotFoundError
+from ._exit_codes import NotFoundError
 
 if TYPE_CHECKING:
     from .._working.stores import WorkingRecord, WorkingStore

@@ -1,0 +1,470 @@
+"""The store a command opens: a mem0 client, and what the commands and the
+inspector do with its memories.
+
+mem0's API calls go through :class:`~agentscope_mem0._mem0.backend.Mem0Backend`,
+the one door to mem0. On an open-source client (the embedded folder, pgvector,
+a Qdrant server) listing, export and import read and write the vector store's
+rows, so that ids, dates and metadata survive an export and import unchanged;
+mem0's history database is in :mod:`._history_db`. The hosted platform is read
+through its API only, and takes no import: it assigns its own ids and dates.
+It also files a user's memories without the agent's id, and a read naming both
+ids finds nothing, so reads of a user and agent name the user only there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._exceptions import (
+    ConfigurationError,
+    DimensionMismatchError,
+    PermanentBackendError,
+    StoreLockedError,
+)
+from .._mem0.backend import Mem0Backend
+from .._mem0.call_context import caller_loop_scope
+from .._mem0.errors import mapped_errors
+from .._memories.lifecycle import overfetch
+from .._scope import Scope
+from . import _history_db
+from ._lock import lock_holder
+from ._models import (
+    ChatChoice,
+    embedder_size,
+    embedding_model_from_spec,
+    inert_chat_model,
+    inert_embedding_model,
+)
+from ._records import MemoryRecord, timeline_links
+
+if TYPE_CHECKING:
+    from ._config import Settings
+
+__all__ = ["MemoryStore", "open_store"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_PAGE = 1000
+# Vector stores without paging (pgvector) are listed in one query of at most this many rows.
+_LIST_ALL = 10_000_000
+_HOSTED_PAGE = 100
+_CONNECT_TIMEOUT = 5
+# History events whose other memory is the newer one.
+_NEWER = frozenset({"SUPERSEDED_BY", "EXTENDED_BY", "DUPLICATES"})
+
+
+class MemoryStore:
+    """A mem0 client (``AsyncMemory``, or the hosted ``AsyncMemoryClient``) as
+    the commands use it.
+
+    Args:
+        client: The mem0 client.
+        settings: Where it came from.
+        on_close: Releases what opening it took; ``None`` for a client that
+            belongs to someone else (the inspector a service mounts).
+    """
+
+    def __init__(
+        self, client: Any, settings: Settings, *, on_close: Callable[[], None] | None = None
+    ) -> None:
+        self.client = client
+        self.backend = Mem0Backend(client)
+        self.hosted = self.backend.hosted
+        self.settings = settings
+        self._on_close = on_close
+
+    async def _io(self, what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        with mapped_errors(what), caller_loop_scope():
+            return await asyncio.to_thread(fn, *args, **kwargs)
+
+    @property
+    def _vectors(self) -> Any:
+        return self.client.vector_store
+
+    def _qdrant(self) -> Any | None:
+        """The Qdrant server's client, when that is the vector store."""
+        from qdrant_client import QdrantClient
+
+        client = getattr(self._vectors, "client", None)
+        return client if isinstance(client, QdrantClient) else None
+
+    # -- reading ------------------------------------------------------------
+
+    async def records(self, scope: Scope | None) -> list[MemoryRecord]:
+        """Every memory of ``scope`` (of everyone when ``None``), oldest first."""
+        if self.hosted:
+            found = await self._hosted_records(scope)
+        else:
+            found = await self._io("list", self._scan, scope)
+        return sorted(found, key=lambda r: (r.created_at or "", r.id))
+
+    async def _hosted_records(self, scope: Scope | None) -> list[MemoryRecord]:
+        if scope is None:
+            raise ConfigurationError("the hosted platform lists memories per user: give --user")
+        found: list[MemoryRecord] = []
+        page, more = 1, True
+        while more:
+            items, more = await self.backend.get_page(scope, page=page, page_size=_HOSTED_PAGE)
+            found += [MemoryRecord.from_result(i) for i in items]
+            page, more = page + 1, more and bool(items)
+        return found
+
+    def _scan(self, scope: Scope | None) -> list[MemoryRecord]:
+        filters = self.backend.read_filters(scope) if scope else None
+        qdrant = self._qdrant()
+        if qdrant is None:
+            listed = self._vectors.list(filters=filters, top_k=_LIST_ALL)
+            # mem0 2.2 vector stores answer list() as [rows], (rows, next_offset) or rows.
+            if listed and isinstance(listed[0], list | tuple):
+                listed = listed[0]
+            return [MemoryRecord.from_payload(row.id, row.payload) for row in listed or []]
+        from qdrant_client import models
+
+        condition = models.Filter(
+            must=[
+                models.FieldCondition(key=key, match=models.MatchValue(value=value))
+                for key, value in (filters or {}).items()
+            ]
+        )
+        records: list[MemoryRecord] = []
+        offset: Any = None
+        while True:
+            points, offset = qdrant.scroll(
+                collection_name=self._vectors.collection_name,
+                scroll_filter=condition,
+                limit=_PAGE,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+            )
+            records += [MemoryRecord.from_payload(p.id, p.payload) for p in points]
+            if offset is None:
+                return records
+
+    async def count(self, scope: Scope | None) -> int:
+        """How many memories ``scope`` holds (of everyone when ``None``)."""
+        counter = None if self.hosted else getattr(self._vectors, "count", None)
+        if counter is None:  # only the Qdrant Edge store counts without listing
+            return len(await self.records(scope))
+        filters = self.backend.read_filters(scope) if scope else None
+        return int(await self._io("count", counter, filters))
+
+    async def facet(self, key: str) -> dict[str, int] | None:
+        """Memories per value of payload field ``key`` (``user_id``, ``agent_id``),
+        from the engine's index without reading the memories; ``None`` when the
+        store cannot (only the Qdrant Edge store can)."""
+        shard = None if self.hosted else getattr(self._vectors, "shard", None)
+        if shard is None:
+            return None
+        from qdrant_edge import FacetRequest
+
+        request = FacetRequest(key=key, limit=1_000_000, exact=True)
+        answer = await self._io("facet", shard.call, "facet", lambda s: s.facet(request))
+        return {str(hit.value): int(hit.count) for hit in answer.hits}
+
+    async def get(self, memory_id: str) -> MemoryRecord | None:
+        """One memory by id (with its whole payload), or ``None``."""
+        if self.hosted:
+            raw = await self.backend.get(memory_id)
+            return None if raw is None else MemoryRecord.from_result(raw)
+        row = await self._io("get", self._vectors.get, vector_id=memory_id)
+        return None if row is None else MemoryRecord.from_payload(row.id, row.payload)
+
+    async def search(
+        self, query: str, scope: Scope, *, top_k: int, threshold: float | None, show_all: bool
+    ) -> list[tuple[MemoryRecord, float | None]]:
+        """mem0's search in ``scope``, best first, with scores; as for an agent
+        (:meth:`Mem0Backend.search`), superseded and repeated memories are left
+        out unless ``show_all``."""
+
+        async def fetch(n: int) -> list[tuple[MemoryRecord, float | None]]:
+            found = await self.backend.search_raw(query, scope, top_k=n, threshold=threshold)
+            return [(MemoryRecord.from_result(item), _score(item)) for item in found]
+
+        hits = await fetch(top_k)
+        if show_all:
+            return hits
+        current = [hit for hit in hits if not hit[0].hidden]
+        if len(current) < len(hits) and len(hits) >= top_k:
+            current = [hit for hit in await fetch(overfetch(top_k)) if not hit[0].hidden]
+        return current[:top_k]
+
+    async def history(self, memory_id: str) -> tuple[MemoryRecord | None, list[dict[str, Any]]]:
+        """One memory, and its history: mem0's changes, then the memories it
+        supersedes, extends or repeats and those that supersede, extend or repeat it."""
+        record = await self.get(memory_id)
+        entries = await self.backend.history(memory_id)
+        if record is None or not record.user_id:
+            return record, entries
+        mine = {r.id: r for r in await self.records(Scope(record.user_id))}
+        mine[record.id] = record
+        for event, other_id in timeline_links(list(mine.values()))[record.id]:
+            other = mine.get(other_id)
+            text = other.text if other else None
+            newer = event in _NEWER
+            entries.append(
+                {
+                    "event": event,
+                    "memory_id": other_id,
+                    "memory": text,
+                    "created_at": other.created_at if other else None,
+                    "old_memory": record.text if newer else text,
+                    "new_memory": text if newer else record.text,
+                }
+            )
+        return record, entries
+
+    # -- writing through mem0 -------------------------------------------------
+
+    async def add(self, text: str, scope: Scope, *, infer: bool) -> list[dict[str, Any]]:
+        """Store ``text`` through mem0 (extracted, or verbatim without ``infer``)."""
+        return await self.backend.add([{"role": "user", "content": text}], scope, infer=infer)
+
+    async def forget(
+        self, record: MemoryRecord, *, keep_history: bool = False
+    ) -> tuple[int, list[MemoryRecord]]:
+        """Forget ``record`` (and its change history, unless ``keep_history``),
+        then check that it is gone.
+
+        Returns:
+            How many history entries were removed, and the memories it hid
+            that are current again (what it superseded, the oldest repeat
+            merged into it).
+
+        Raises:
+            PermanentBackendError: The memory is still there.
+        """
+        back_ids = (await self.backend.forget(record.id)).current_again
+        purged = 0 if keep_history else await self._purge_history([record.id])
+        if await self.get(record.id) is not None:
+            raise PermanentBackendError(f"memory {record.id} is still there after deleting it")
+        back = [await self.get(i) for i in back_ids]
+        return purged, [r for r in back if r is not None]
+
+    async def forget_all(
+        self, scope: Scope, records: Sequence[MemoryRecord], *, keep_history: bool = False
+    ) -> tuple[int, int, int]:
+        """Forget every memory of ``scope`` (``records``, as listed), their change
+        history and the messages mem0 kept for the scope, unless ``keep_history``.
+
+        Returns:
+            History entries removed, kept messages removed, memories remaining.
+        """
+        if self.hosted and scope.agent_id is not None:
+            # A delete_all naming user and agent matches nothing in the user's
+            # space; delete what the listing showed instead.
+            for record in records:
+                await self.backend.delete(record.id)
+        else:
+            await self.backend.delete_all(scope)
+        history = messages = 0
+        if not keep_history:
+            history = await self._purge_history([r.id for r in records])
+            if not self.hosted:
+                wanted = self.backend.read_filters(scope)
+                messages = await self._io(
+                    "purge messages", _history_db.purge_messages, self.client, wanted
+                )
+        return history, messages, await self.count(scope)
+
+    async def _purge_history(self, ids: Iterable[str]) -> int:
+        if self.hosted:  # the platform keeps its own history
+            return 0
+        return await self._io("purge history", _history_db.purge_history, self.client, list(ids))
+
+    # -- rows with their own ids (import) -------------------------------------
+
+    async def import_batch(self, records: Sequence[MemoryRecord]) -> int:
+        """Store those of ``records`` the store does not hold, with their own
+        ids, dates and metadata; returns how many were new.
+
+        Each without history gets an ``ADD`` entry dated ``created_at``, as mem0
+        records an add; written after the rows, so an interrupted import leaves
+        no entry for a memory it did not store, and the next run adds it.
+        """
+        if self.hosted:
+            raise ConfigurationError(
+                "import into the hosted mem0 platform is not supported: the platform assigns "
+                "its own ids and dates, so an exact and idempotent import is impossible. "
+                "Import into an open-source backend (embedded, pgvector, qdrant) instead"
+            )
+        held = await self._existing_ids([r.id for r in records])
+        new = [r for r in records if r.id not in held]
+        await self.insert(new)
+        await self._io("history", _history_db.add_missing_history, self.client, records)
+        return len(new)
+
+    async def _existing_ids(self, ids: list[str]) -> set[str]:
+        qdrant = self._qdrant()
+        if qdrant is not None:
+            points = await self._io(
+                "retrieve",
+                qdrant.retrieve,
+                collection_name=self._vectors.collection_name,
+                ids=ids,
+                with_payload=False,
+                with_vectors=False,
+            )
+            return {str(p.id) for p in points}
+        known = getattr(self._vectors, "existing_ids", None)  # the Qdrant Edge store
+        if known is not None:
+            return set(await self._io("retrieve", known, ids))
+        found = [await self._io("get", self._vectors.get, vector_id=i) for i in ids]
+        return {i for i, row in zip(ids, found, strict=True) if row is not None}
+
+    async def insert(self, records: Sequence[MemoryRecord]) -> None:
+        """Write ``records`` as rows, embedded with this store's embedder, in one call."""
+        if not records:
+            return
+        from mem0.utils.lemmatization import lemmatize_for_bm25
+
+        texts = [r.text for r in records]
+        vectors = await self._io("embed", self.client.embedding_model.embed_batch, texts, "add")
+        payloads = [r.to_payload(lemmatized=lemmatize_for_bm25(r.text)) for r in records]
+        await self._io(
+            "insert",
+            self._vectors.insert,
+            vectors=vectors,
+            payloads=payloads,
+            ids=[r.id for r in records],
+        )
+
+    def close(self) -> None:
+        """Close the mem0 client and what opening it took, if it is ours. Idempotent."""
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
+
+
+def _score(item: Any) -> float | None:
+    score = item.get("score") if isinstance(item, dict) else None
+    return float(score) if isinstance(score, int | float) else None
+
+
+# -- opening --------------------------------------------------------------------
+
+
+def open_store(
+    settings: Settings, *, chat: ChatChoice | None = None, embeds: bool = False
+) -> MemoryStore:
+    """Open the store the settings name.
+
+    Args:
+        settings: From :func:`~._config.load_settings`.
+        chat: The extraction model; ``None`` for commands that do not extract.
+        embeds: The command embeds (searches, adds, imports); the others get a
+            stand-in of the configured embedder's size.
+
+    Raises:
+        ConfigurationError: Bad settings, or an embedder that does not fit.
+        StoreLockedError: Another process holds the embedded folder.
+        TransientBackendError: A server backend could not be reached.
+    """
+    if settings.backend == "hosted":
+        if not settings.api_key:
+            raise ConfigurationError(
+                f"backend 'hosted' needs an API key in ${settings.api_key_env}; "
+                "get one at https://app.mem0.ai"
+            )
+        from mem0 import AsyncMemoryClient
+
+        with mapped_errors("connecting to the hosted platform"):
+            client = AsyncMemoryClient(api_key=settings.api_key, host=settings.url)
+        return MemoryStore(client, settings)
+    spec = settings.embedding_model
+    embedding = (
+        embedding_model_from_spec(spec) if embeds else inert_embedding_model(embedder_size(spec)[0])
+    )
+    chat_model = chat.model if chat is not None else inert_chat_model()
+    from .._mem0.clients import build_local_memory, build_memory, close_memory
+
+    if settings.backend == "embedded":
+        from ..local import close_shared_clients
+
+        # A command is a process of its own and hands the folder back when it is
+        # done; run inside a process that already holds the folder, it gives
+        # back only its own use of it (that process's clients stay open).
+        holder = lock_holder(settings.folder)
+        held_here = holder is not None and holder.is_self
+        try:
+            memory = build_local_memory(
+                chat_model, embedding_model=embedding, folder=settings.folder
+            )
+        except StoreLockedError as exc:
+            raise StoreLockedError(_locked_message(settings)) from exc
+        folder = settings.folder
+
+        def release() -> None:
+            close_memory(memory)
+            if not held_here:
+                close_shared_clients(folder)
+
+        return MemoryStore(memory, settings, on_close=release)
+
+    from ..backends import prepare_pgvector
+
+    history = str(settings.history_db) if settings.history_db else None
+    fields = settings.server_fields(dims=embedding.dimensions, history_db_path=history)
+    if settings.backend == "pgvector":
+        _check_postgres(settings.dsn or "")
+        with mapped_errors("preparing the pgvector tables"):
+            prepare_pgvector(fields)
+    with mapped_errors(f"connecting to the {settings.backend} backend"):
+        # The client the middleware builds: history (and so the outbox) in the same place.
+        memory = build_memory(chat_model=chat_model, embedding_model=embedding, mem0_config=fields)
+    store = MemoryStore(memory, settings, on_close=lambda: close_memory(memory))
+    size = _server_vector_size(store)
+    if size is not None and size != embedding.dimensions:
+        store.close()
+        raise DimensionMismatchError(
+            f"the embedding model makes {embedding.dimensions}-dimensional vectors but "
+            f"{settings.backend} collection {settings.collection!r} holds {size}-dimensional "
+            "ones; configure the embedder these memories were stored with "
+            "(embedding_model in the config file, or $AGENTSCOPE_MEM0_EMBEDDER)"
+        )
+    return store
+
+
+def _locked_message(settings: Settings) -> str:
+    """Why a command cannot open the embedded folder, and what to do, in flags."""
+    holder = lock_holder(settings.folder)
+    who = holder.describe() if holder else "another process (which could not be identified)"
+    return (
+        f"the data folder {settings.folder} is in use by {who}: the embedded store "
+        "serves one process at a time. Stop that process first, or use another "
+        "--folder, or keep the memories where both can reach them (pgvector or a "
+        "Qdrant server, named with --config)"
+    )
+
+
+def _server_vector_size(store: MemoryStore) -> int | None:
+    """The vector size a server store holds (``None`` when it cannot tell)."""
+    from .._vectors.size import pg_vector_size, qdrant_vector_size
+
+    qdrant = store._qdrant()
+    try:
+        if qdrant is not None:
+            return qdrant_vector_size(qdrant, store._vectors.collection_name)
+        settings = store.settings
+        return pg_vector_size(settings.dsn or "", settings.collection)
+    except Exception as exc:
+        logger.debug("could not read the vector size: %s", exc)
+        return None
+
+
+def _check_postgres(dsn: str) -> None:
+    """Fail fast on an unreachable server: mem0's pool would wait 30 s per call."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigurationError(
+            "the pgvector backend needs psycopg 3: pip install 'psycopg[binary]' psycopg-pool "
+            "(the [pgvector] extra)"
+        ) from exc
+    with mapped_errors("connecting to PostgreSQL"):
+        psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT).close()

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ._exceptions import ConfigurationError, InvalidStateError
+from ._exceptions import ConfigurationError
 from ._mem0.backend import Mem0Backend
 from ._mem0.breaker import CircuitBreaker
 from ._mem0.clients import close_memory, resolve_client
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
 
 
-__all__ = ["ClientState", "closed_error", "state_for"]
+__all__ = ["ClientState", "state_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -233,11 +233,3 @@ def state_for(
         if client is None:
             close_memory(built)
         raise
-
-
-def closed_error(user_id: str) -> InvalidStateError:
-    """The error of a reply through a closed middleware (or one whose queue closed)."""
-    return InvalidStateError(
-        f"Mem0Middleware of user {user_id!r} was closed (aclose()); a reply "
-        "through it would neither recall nor store memories. Build a new one"
-    )

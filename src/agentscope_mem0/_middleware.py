@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from agentscope.middleware import MiddlewareBase
 from typing_extensions import Unpack
 
-from ._client_state import ClientState, closed_error, state_for
-from ._exceptions import ConfigurationError
+from ._client_state import ClientState, state_for
+from ._exceptions import ConfigurationError, InvalidStateError
 from ._memories.lifecycle import said_at_of
 from ._modes import Mode
 from ._parameters import (
@@ -315,7 +315,10 @@ class Mem0Middleware(MiddlewareBase):
         (``InvalidStateError``), before anything runs.
         """
         if self._closed or self._state.writer.closed:
-            raise closed_error(self._user_id)
+            raise InvalidStateError(
+                f"Mem0Middleware of user {self._user_id!r} was closed (aclose()); a reply "
+                "through it would neither recall nor store memories. Build a new one"
+            )
         automatic, state = self._mode != "agent_control", self._state
         scope = Scope(self._user_id, self._bind_agent(agent))
         inputs = input_kwargs.get("inputs")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ._parameters import Mem0MiddlewareParameters
     from ._scope import Scope
 
-__all__ = ["ReplyWatch", "finished_exchange", "query_text", "recall_note"]
+__all__ = ["ReplyWatch", "query_text", "recall_note"]
 
 _RESUMPTIONS = (UserConfirmResultEvent, ExternalExecutionResultEvent)
 _PARKED = "parked_query"
@@ -83,45 +83,33 @@ class ReplyWatch:
             self.final = item
 
     def exchange(self, entry: dict[str, Any], inputs: Any) -> list[dict[str, str]] | None:
-        """The messages to write once the reply ended (see :func:`finished_exchange`)."""
-        return finished_exchange(entry, inputs, self.query, self.final, parked=self.parked)
+        """The messages to write once the reply ended, or ``None`` when there is
+        nothing to write.
 
-
-def finished_exchange(
-    entry: dict[str, Any],
-    inputs: Any,
-    query: str | None,
-    final: Msg | None,
-    *,
-    parked: bool,
-) -> list[dict[str, str]] | None:
-    """The messages to write for one reply, or ``None`` when there is nothing to write.
-
-    Args:
-        entry: The middleware's entry in the agent's ``middle_context``; a
-            parked question is kept there between the two halves of a reply.
-        inputs: The reply's ``inputs``.
-        query: The new user text of the reply (``None`` for a resumption).
-        final: The last assistant message the reply yielded.
-        parked: The reply stopped to wait for the user or an external tool.
-    """
-    if query is None and isinstance(inputs, _RESUMPTIONS):
-        query = entry.get(_PARKED)
-    if query is None:
-        return None
-    if parked:
-        entry[_PARKED] = query
-        return None
-    entry.pop(_PARKED, None)
-    if final is None or final.finished_reason not in (None, ReplyFinishedReason.COMPLETED):
-        return None
-    answer = final.get_text_content()
-    if not answer:
-        return None
-    return [
-        {"role": "user", "content": query},
-        {"role": "assistant", "content": answer},
-    ]
+        Args:
+            entry: The middleware's entry in the agent's ``middle_context``; a
+                parked question is kept there between the two halves of a reply.
+            inputs: The reply's ``inputs``.
+        """
+        query = self.query
+        if query is None and isinstance(inputs, _RESUMPTIONS):
+            query = entry.get(_PARKED)
+        if query is None:
+            return None
+        if self.parked:
+            entry[_PARKED] = query
+            return None
+        entry.pop(_PARKED, None)
+        final = self.final
+        if final is None or final.finished_reason not in (None, ReplyFinishedReason.COMPLETED):
+            return None
+        answer = final.get_text_content()
+        if not answer:
+            return None
+        return [
+            {"role": "user", "content": query},
+            {"role": "assistant", "content": answer},
+        ]
 
 
 # -- before the reply: what it recalls ----------------------------------------------

@@ -68,7 +68,6 @@ __all__ = [
     "hosted_outbox_dir",
     "new_owner_id",
     "outbox_dir_for_config",
-    "outbox_on",
     "owner_is_dead",
 ]
 
@@ -468,31 +467,28 @@ def _rows_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> list[OutboxRow]
 class Outbox(BaseOutbox):
     """The outbox in an SQLite file (or in memory); callable from any thread.
 
-    Its connection lives on a thread of its own; close it when done
-    (``with Outbox(path) as box:`` does).
+    Its connection lives on a thread of its own, or on ``thread``; close it
+    when done (``with Outbox(path) as box:`` does).
 
     Args:
         path: The database file; ``None`` keeps it in memory (no durability).
         busy_timeout: Seconds to wait for another process's write lock.
+        thread: The thread to keep the connection on, which the caller owns
+            and closes (a write queue's file and its in-memory stand-in share
+            one); ``None``: a thread of the outbox's own.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout: float = 10.0) -> None:
-        where = os.fspath(path) if path is not None else ":memory:"
-        thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {where}")
-        self._open_on(thread, path, busy_timeout, owns_thread=True)
-
-    def _open_on(
+    def __init__(
         self,
-        thread: ConnectionThread,
         path: str | os.PathLike[str] | None,
-        busy_timeout: float,
         *,
-        owns_thread: bool,
+        busy_timeout: float = 10.0,
+        thread: ConnectionThread | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.where = os.fspath(self.path) if self.path is not None else ":memory:"
-        self.thread = thread
-        self._own_thread = owns_thread
+        self._own_thread = thread is None
+        self.thread = thread or ConnectionThread(OUTBOX_THREAD, what=f"the outbox {self.where}")
         self._busy_timeout = busy_timeout
         self.recovered_at_open: int | None = None
         """Rows carried over from a damaged file replaced at open (``None``: none was)."""
@@ -862,14 +858,6 @@ class Outbox(BaseOutbox):
         if conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
-
-
-def outbox_on(thread: ConnectionThread, path: str | os.PathLike[str] | None) -> Outbox:
-    """An :class:`Outbox` whose connection lives on ``thread``, which the caller
-    owns and closes (a write queue's file and its in-memory stand-in share one)."""
-    outbox = Outbox.__new__(Outbox)
-    outbox._open_on(thread, path, 10.0, owns_thread=False)
-    return outbox
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -64,7 +64,6 @@ from .outbox import (
     OutboxRow,
     default_outbox_dir,
     new_owner_id,
-    outbox_on,
 )
 
 if TYPE_CHECKING:
@@ -192,9 +191,9 @@ class WriteQueue:
         # The file and its in-memory stand-in share one thread, which this queue closes.
         self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {path or MEMORY_ONLY}")
         try:
-            self._outbox = outbox_on(self._thread, path)
+            self._outbox = Outbox(path, thread=self._thread)
             # Where writes wait, in memory, while the file cannot record.
-            self._spill: BaseOutbox = outbox_on(self._thread, None) if path else self._outbox
+            self._spill: BaseOutbox = Outbox(None, thread=self._thread) if path else self._outbox
         except BaseException:
             self._thread.close()
             raise

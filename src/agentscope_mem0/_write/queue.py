@@ -47,12 +47,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._exceptions import DamagedFileError, LocalFileError
+from .._mem0.durable import disk_sync_of
 from .._observe.latency import LatencyRecorder
 from .._observe.tracing import remember_origin, write_span
 from .._scope import Scope
 from .._sqlite.thread import ConnectionThread
 from .._text.dates import check_said_at
-from .delivery import METADATA_KEY, Delivery, RetryPolicy, Sent, WriteStats
+from .delivery import METADATA_KEY, Delivery, RetryPolicy, Sent, StoreSync, WriteStats
 from .outbox import (
     EXCHANGE,
     FACTS,
@@ -207,13 +208,16 @@ class WriteQueue:
         self._owner = new_owner_id()
         self._stats = WriteStats(lost=self._outbox.lost_at_open)
         self._lost_unreported = self._outbox.lost_at_open > 0
+        # The embedded store syncs its writes only when told: rows are retired after that.
+        sync = disk_sync_of(backend.client) if self._outbox.durable else None
+        self._store_sync = StoreSync(sync)
         self._delivery = Delivery(
             backend,
             owner=self._owner,
             retry=retry or RetryPolicy(),
             write_timeout=write_timeout,
             stats=self._stats,
-            durable=self._outbox.durable,
+            store_sync=self._store_sync,
         )
         self._unrecorded: set[str] = set()  # keys of writes kept in memory only
         self._failing: str | None = None  # why the file refuses, while it does
@@ -337,14 +341,14 @@ class WriteQueue:
         except Exception as exc:
             logger.warning("could not look for writes left in the outbox: %s", exc)
         waiting = list(rt.waiters.values())
-        with self._delivery.hurrying():
+        with self._store_sync.hurrying():
             if waiting:
                 left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
                 _, not_done = await asyncio.wait(waiting, timeout=left)
                 if not_done:
                     return False
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            if not await self._delivery.synced(left):  # stored, and on disk
+            if not await self._store_sync.synced(left):  # stored, and on disk
                 return False
         return not self._take_lost()
 
@@ -393,7 +397,7 @@ class WriteQueue:
             await self._thread.run(self._outbox.release, owner=self._owner, keep=in_flight)
         except Exception:
             logger.exception("could not release the outbox cleanly")
-        await self._delivery.stop_retiring()
+        await self._store_sync.aclose()
         await self._thread.aclose(self._close_boxes)
         self._submitted_at.clear()
         if not (in_flight and self._outbox.durable):
@@ -418,7 +422,7 @@ class WriteQueue:
         out: dict[str, Any] = self._stats.as_stats()
         out["writes_pending"] = self.pending
         out["writes_in_memory_only"] = len(self._unrecorded)
-        out["writes_unsynced"] = len(self._delivery.unsynced)
+        out["writes_unsynced"] = len(self._store_sync.unsynced)
         out.update(self._latency.summary("write_latency"))
         return out
 
@@ -596,7 +600,8 @@ class WriteQueue:
         if not self._unrecorded:
             return
         try:
-            keys = await self._thread.run(self._unspill, scope, frozenset(self._delivery.unsynced))
+            unsynced = frozenset(self._store_sync.unsynced)
+            keys = await self._thread.run(self._unspill, scope, unsynced)
         except Exception as exc:
             logger.debug("memory writes kept in memory stay there for now: %s", exc)
             return
@@ -656,7 +661,7 @@ class WriteQueue:
         stored and waiting for the store's sync: their writes are settled), then
         the rows of writers that died, taken over (counted as replayed); taking
         them renews this queue's leases too."""
-        unsynced = self._delivery.unsynced
+        unsynced = self._store_sync.unsynced
         rows = [
             row
             for box in self._boxes()
@@ -756,7 +761,7 @@ class WriteQueue:
 
     async def _next_rows(self, scope: Scope) -> tuple[BaseOutbox, list[OutboxRow]] | None:
         """The next batch of ``scope`` and the outbox holding it, or ``None``."""
-        unsynced = frozenset(self._delivery.unsynced)  # stored, waiting for the sync
+        unsynced = frozenset(self._store_sync.unsynced)  # stored, waiting for the sync
         for box in self._boxes():
             try:
                 rows = await self._thread.run(

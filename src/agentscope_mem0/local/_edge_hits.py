@@ -3,7 +3,7 @@
 A search's candidates come from the engine with their ids and scores; their
 payloads are read by :func:`hits_with_payloads`: all of them, or, when the
 search keeps only the first ``kept`` unexpired hits
-(:mod:`agentscope_mem0._vectors.results_kept`), those first ones, reading on
+(:mod:`agentscope_mem0._vectors.search_terms`), those first ones, reading on
 past expired memories until ``kept`` live ones are found or the candidates
 end.
 """

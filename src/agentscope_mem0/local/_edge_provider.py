@@ -17,7 +17,7 @@ shared with the Qdrant server provider, are in
 :mod:`agentscope_mem0._vectors.fusion`. mem0 sees the fused score divided by
 the best one possible. A rank is no similarity, so the search threshold is
 applied here to each hit's cosine with the query (see
-:mod:`agentscope_mem0._vectors.threshold`), and ``keyword_search`` returns
+:mod:`agentscope_mem0._vectors.search_terms`), and ``keyword_search`` returns
 ``None`` so that mem0 does not add a keyword score again. ``fusion="none"``
 and mem0's entity collection (``<name>_entities``) search by meaning only.
 The provider's config and its registration with mem0 are in :mod:`._edge_config`.
@@ -46,8 +46,7 @@ from .._vectors.fusion import (
     rrf_weights,
 )
 from .._vectors.keywords_only import is_keywords_only
-from .._vectors.results_kept import kept_of_search
-from .._vectors.threshold import cosine_floor
+from .._vectors.search_terms import cosine_floor, kept_of_search
 from ._edge import DENSE, SPARSE, SharedShard, shard_exists, shared_shard
 from ._edge_config import PROVIDER, EdgeStoreConfig, edge_config_class, edge_vector_store_config
 from ._edge_filters import build_filter

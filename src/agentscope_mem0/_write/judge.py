@@ -32,7 +32,7 @@ changed; and one write supersedes at most ``max_superseded`` memories.
 
 The judgement never holds up writes: the queue tells :class:`FollowUp`
 (its :class:`~.queue.AfterStore`), which refreshes the profile cache and
-queues the write in a :class:`Lanes` lane per searched scope, judged in
+queues the write per searched scope, judged in
 order in the background (a later change must see the earlier one). Each
 model call has ``timeout`` seconds; a call that fails or is late ends the
 model's part of that write's judgement (counted as skipped): the rest of its
@@ -47,7 +47,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -107,7 +107,6 @@ __all__ = [
     "HOSTED_WAITS",
     "ChangePlan",
     "FollowUp",
-    "Lanes",
     "TimeJudge",
     "build_time_judge",
     "judge_model_of",
@@ -164,8 +163,13 @@ class FollowUp:
     """What follows each stored batch: the queue's :class:`~.queue.AfterStore`.
 
     The profile cache is refreshed at once; the judgement runs in the
-    background, in order per searched scope, and refreshes it again when it
-    changed what reads show.
+    background and refreshes it again when it changed what reads show. The
+    writes of one searched scope are judged in order (a later change must see
+    the earlier one), in one task per scope that nobody waits for; past the
+    backlog a write is only dated (without a model: left alone). No reply
+    waits for that work, so it runs under
+    :func:`~.._mem0.call_context.no_reply_waits`: its mem0 reads take the write
+    lane and its embeddings wait for every reply's query.
 
     Args:
         profiles: The profile cache.
@@ -175,119 +179,59 @@ class FollowUp:
     def __init__(self, profiles: Cache, judge: TimeJudge) -> None:
         self._profiles = profiles
         self._judge = judge
-        self._lanes = Lanes(_JUDGE_BACKLOG if judge.model is not None else _CONSOLIDATION_BACKLOG)
+        self._backlog = _JUDGE_BACKLOG if judge.model is not None else _CONSOLIDATION_BACKLOG
+        self._lanes: dict[Scope, _Lane] = {}
+        self._stopped = False
 
     def stored(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
         """Refresh ``scope``'s profiles and queue the batch's judgement; returns
         at once (see :class:`~.queue.AfterStore`)."""
         self._profiles.invalidate(scope)
         judge = self._judge
-        if not results or (judge.model is None and not judge.consolidates):
+        if self._stopped or not results or (judge.model is None and not judge.consolidates):
             return
         if judge.model is not None and not new_memories(results):
             return
-
-        async def follow(overflow: bool) -> None:
-            if overflow and judge.model is None:
-                judge.skip()
-            elif await judge.judge(scope, results, said_at, ask=not overflow):
-                self._profiles.invalidate(scope)  # what reads show changed
-
-        if not self._lanes.submit(judge.searched(scope), follow):
+        searched = judge.searched(scope)
+        lane = self._lanes.setdefault(searched, _Lane())
+        overflow = len(lane.waiting) >= self._backlog
+        lane.waiting.append((scope, results, said_at, overflow))
+        if lane.task is None or lane.task.done():
+            lane.task = asyncio.ensure_future(self._drain(searched, lane))
+        if overflow:
             logger.warning(
                 "over %d writes of user %s wait for %s",
-                self._lanes.backlog,
+                self._backlog,
                 scope.user_id,
                 "the time judgement; this one is only dated"
                 if judge.model is not None
                 else "consolidation; repeats may stay current",
             )
 
+    async def _drain(self, searched: Scope, lane: _Lane) -> None:
+        with no_reply_waits():
+            while lane.waiting and not self._stopped:
+                scope, results, said_at, overflow = lane.waiting.popleft()
+                try:
+                    if overflow and self._judge.model is None:
+                        self._judge.skip()
+                    elif await self._judge.judge(scope, results, said_at, ask=not overflow):
+                        self._profiles.invalidate(scope)  # what reads show changed
+                except Exception:
+                    logger.exception("the judgement of a write of user %s failed", scope.user_id)
+        if self._lanes.get(searched) is lane and not lane.waiting:
+            del self._lanes[searched]
+
     def stats(self) -> dict[str, Any]:
         """The judgement's counters (``judge_*``, or ``consolidation_*`` without
         a model), the writes waiting, and the background time per write."""
         out = self._judge.stats()
-        out[f"{self._judge.prefix}_waiting"] = self._lanes.waiting
+        waiting = sum(len(lane.waiting) for lane in self._lanes.values())
+        out[f"{self._judge.prefix}_waiting"] = waiting
         return out
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until the writes queued so far are followed up; True when in time."""
-        return await self._lanes.flush(timeout)
-
-    def stop(self) -> int:
-        """Drop the writes waiting and cancel the running ones (at close).
-
-        The writes themselves are stored already; only their judgement is lost.
-
-        Returns:
-            How many writes were left.
-        """
-        self._judge.stopped = True
-        left = self._lanes.stop()
-        if left and self._judge.model is not None:
-            logger.info("%d writes were left without a time judgement at close", left)
-        return left
-
-
-Job = Callable[[bool], Awaitable[None]]
-"""``job(overflow)``: one piece of work; ``overflow`` when the backlog was full."""
-
-
-@dataclass
-class _Lane:
-    waiting: deque[tuple[Job, bool]] = field(default_factory=deque)
-    task: asyncio.Future[None] | None = None
-
-
-class Lanes:
-    """Background jobs run in order per key, which the caller never waits for.
-
-    :meth:`submit` queues a job and returns, and one task per key runs that
-    key's jobs one after another. A key whose backlog is full gets its jobs
-    marked as overflow (the job decides what it still does). No reply waits
-    for these jobs, so they run under :func:`~.._mem0.call_context.no_reply_waits`:
-    their mem0 reads take the write lane and their embeddings wait for every
-    reply's query.
-
-    Args:
-        backlog: Jobs waiting per key beyond which new ones are overflow.
-    """
-
-    def __init__(self, backlog: int) -> None:
-        self.backlog = backlog
-        self._lanes: dict[Hashable, _Lane] = {}
-        self.stopped = False
-        """Whether :meth:`stop` ran; no job starts after it."""
-
-    @property
-    def waiting(self) -> int:
-        """Jobs queued and not started, over all keys."""
-        return sum(len(lane.waiting) for lane in self._lanes.values())
-
-    def submit(self, key: Hashable, job: Job) -> bool:
-        """Queue ``job`` under ``key``; returns whether it was within the backlog."""
-        if self.stopped:
-            return False
-        lane = self._lanes.setdefault(key, _Lane())
-        within = len(lane.waiting) < self.backlog
-        lane.waiting.append((job, not within))
-        if lane.task is None or lane.task.done():
-            lane.task = asyncio.ensure_future(self._drain(key, lane))
-        return within
-
-    async def _drain(self, key: Hashable, lane: _Lane) -> None:
-        with no_reply_waits():
-            while lane.waiting and not self.stopped:
-                job, overflow = lane.waiting.popleft()
-                try:
-                    await job(overflow)
-                except Exception:
-                    logger.exception("a background job failed")
-        if self._lanes.get(key) is lane and not lane.waiting:
-            del self._lanes[key]
-
-    async def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the jobs queued so far ran; True when that happened in time."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             running = [
@@ -303,15 +247,34 @@ class Lanes:
                 return False
 
     def stop(self) -> int:
-        """Drop the waiting jobs and cancel the running ones; returns how many there were."""
-        self.stopped = True
+        """Drop the writes waiting and cancel the running judgements (at close).
+
+        The writes themselves are stored already; only their judgement is lost.
+
+        Returns:
+            How many writes were left.
+        """
+        self._stopped = self._judge.stopped = True
         left = 0
         for lane in self._lanes.values():
             left += len(lane.waiting) + int(lane.task is not None and not lane.task.done())
             lane.waiting.clear()
             if lane.task is not None:
                 lane.task.cancel()
+        if left and self._judge.model is not None:
+            logger.info("%d writes were left without a time judgement at close", left)
         return left
+
+
+@dataclass
+class _Lane:
+    """The writes of one searched scope waiting for their judgement, and the task
+    judging them (``overflow``: past the backlog)."""
+
+    waiting: deque[tuple[Scope, list[dict[str, Any]], datetime, bool]] = field(
+        default_factory=deque
+    )
+    task: asyncio.Future[None] | None = None
 
 
 class TimeJudge:

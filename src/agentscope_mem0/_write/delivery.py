@@ -250,8 +250,10 @@ class Delivery:
             undone = not batch.sent_before or await self._undo(batch)
             if not undone and batch.attempt < self._retry.max_attempts:
                 continue  # it waited; the undo is tried again
-            if batch.attempt >= self._retry.max_attempts:
-                await self._fail(batch, self._gave_up(batch.last_error), sent)
+            tries = self._retry.max_attempts
+            if batch.attempt >= tries:
+                reason = f"gave up after {tries} attempts; last error: {batch.last_error}"
+                await self._fail(batch, reason, sent)
                 return
             if not await self._start_attempt(batch, sent):
                 return
@@ -363,7 +365,13 @@ class Delivery:
             except asyncio.CancelledError:
                 raise
             except PermanentBackendError as exc:
-                self._log_undo_unsupported(str(exc))
+                if not self._undo_unsupported_logged:
+                    self._undo_unsupported_logged = True
+                    logger.warning(
+                        "this mem0 client cannot list and delete memories by write key (%s); "
+                        "a write interrupted mid-call is sent again and may be stored twice",
+                        exc,
+                    )
                 return True
             except Exception as exc:
                 logger.warning("could not ask mem0 about unconfirmed write %s: %s", batch.key, exc)
@@ -432,9 +440,6 @@ class Delivery:
         )
         sent.dropped += batch.rows
 
-    def _gave_up(self, error: str) -> str:
-        return f"gave up after {self._retry.max_attempts} attempts; last error: {error}"
-
     async def _wait_for_space(self, scope: Scope, exc: BaseException) -> None:
         """Wait before sending a write the store refused for want of disk space.
 
@@ -452,15 +457,6 @@ class Delivery:
                 SPACE_RETRY_DELAY,
             )
         await asyncio.sleep(SPACE_RETRY_DELAY)
-
-    def _log_undo_unsupported(self, reason: str) -> None:
-        if not self._undo_unsupported_logged:
-            self._undo_unsupported_logged = True
-            logger.warning(
-                "this mem0 client cannot list and delete memories by write key (%s); a "
-                "write interrupted mid-call is sent again and may be stored twice",
-                reason,
-            )
 
 
 class StoreSync:

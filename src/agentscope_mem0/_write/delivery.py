@@ -259,8 +259,6 @@ class Delivery:
                 return
             try:
                 results = await self._call(batch, semaphore)
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:
                 if _disk_full(exc):
                     await self._defer(batch, exc)
@@ -362,8 +360,6 @@ class Delivery:
                 break
             except DiskFullError as exc:
                 await self._wait_for_space(batch.scope, exc)
-            except asyncio.CancelledError:
-                raise
             except PermanentBackendError as exc:
                 if not self._undo_unsupported_logged:
                     self._undo_unsupported_logged = True

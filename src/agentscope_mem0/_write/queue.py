@@ -221,7 +221,6 @@ class WriteQueue:
         )
         self._unrecorded: set[str] = set()  # keys of writes kept in memory only
         self._failing: str | None = None  # why the file refuses, while it does
-        self._dropped = 0  # writes kept in memory and lost at close or exit, logged as such
         self._elsewhere: set[asyncio.Task[None]] = set()  # rows the file refused, in hand
         self._submitted_at: dict[str, float] = {}
         self._latency = LatencyRecorder()
@@ -393,7 +392,7 @@ class WriteQueue:
         in_flight = set(self._delivery.in_flight)
         left = await self._stop_workers()
         try:
-            await self._thread.run(self._save_spilled)
+            left -= await self._thread.run(self._save_spilled)  # those are logged as lost
             await self._thread.run(self._outbox.release, owner=self._owner, keep=in_flight)
         except Exception:
             logger.exception("could not release the outbox cleanly")
@@ -403,7 +402,7 @@ class WriteQueue:
         if not (in_flight and self._outbox.durable):
             LIVE_OWNERS.discard(self._owner)
         _OPEN_QUEUES.discard(self)
-        if left:
+        if left > 0:
             self._report_left(left, "at close")
         return flushed
 
@@ -614,14 +613,14 @@ class WriteQueue:
                 self._outbox.where,
             )
 
-    def _save_spilled(self) -> None:
-        """At close and exit: the writes kept in memory into the file, or lost (and logged)."""
+    def _save_spilled(self) -> int:
+        """At close and exit: the writes kept in memory into the file, or lost
+        (and logged); returns how many were lost."""
         try:
             self._unspill()
         except Exception as exc:
             left = len(self._spill.held(self._owner))
             self._stats.lost += left
-            self._dropped += left
             logger.error(
                 "%d memory writes kept in memory (the outbox %s could not record them: %s) "
                 "are lost",
@@ -629,6 +628,8 @@ class WriteQueue:
                 self._outbox.where,
                 exc,
             )
+            return left
+        return 0
 
     def _close_boxes(self) -> None:
         for box in self._boxes():
@@ -855,13 +856,7 @@ class WriteQueue:
     # -- what is left at close or exit ---------------------------------------------
 
     def _report_left(self, count: int, when: str) -> None:
-        """Log ``count`` writes left unstored (``when``: "at close", "at exit").
-
-        Those :meth:`_save_spilled` reported lost are not counted again.
-        """
-        count, self._dropped = count - self._dropped, 0
-        if count <= 0:
-            return
+        """Log ``count`` writes left unstored (``when``: "at close", "at exit")."""
         if self._outbox.durable:
             logger.warning(
                 "%d memory writes not stored %s; they stay in the outbox %s and the next "
@@ -882,13 +877,13 @@ class WriteQueue:
         """At interpreter exit: save what memory holds, report what is left."""
         if self._closed:
             return
-        with contextlib.suppress(Exception):
-            self._save_spilled()
         count = self.pending
+        with contextlib.suppress(Exception):
+            count -= self._save_spilled()  # those are logged as lost
         if self._outbox.durable:
             with contextlib.suppress(Exception):
                 count = len(self._outbox.held(self._owner))
-        if count:
+        if count > 0:
             self._report_left(count, "at exit")
 
     def __del__(self) -> None:

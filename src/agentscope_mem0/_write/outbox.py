@@ -467,23 +467,30 @@ def _rows_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> list[OutboxRow]
 class Outbox(BaseOutbox):
     """The outbox in an SQLite file (or in memory); callable from any thread.
 
-    Its connection lives on a thread of its own, or on ``thread``; close it
-    when done (``with Outbox(path) as box:`` does).
+    Its connection lives on a thread of its own; close it when done
+    (``with Outbox(path) as box:`` does).
 
     Args:
         path: The database file; ``None`` keeps it in memory (no durability).
         busy_timeout: Seconds to wait for another process's write lock.
-        thread: The thread to keep the connection on, which the caller owns
-            and closes (a write queue's file and its in-memory stand-in share
-            one); ``None``: a thread of the outbox's own.
     """
 
-    def __init__(
+    def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout: float = 10.0) -> None:
+        self._start_on(None, path, busy_timeout)
+
+    @classmethod
+    def _on_thread(cls, thread: ConnectionThread, path: str | os.PathLike[str] | None) -> Outbox:
+        """An outbox whose connection lives on ``thread``, which the caller owns
+        and closes (a write queue's file and its in-memory stand-in share one)."""
+        outbox = cls.__new__(cls)
+        outbox._start_on(thread, path, 10.0)
+        return outbox
+
+    def _start_on(
         self,
+        thread: ConnectionThread | None,
         path: str | os.PathLike[str] | None,
-        *,
-        busy_timeout: float = 10.0,
-        thread: ConnectionThread | None = None,
+        busy_timeout: float,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.where = os.fspath(self.path) if self.path is not None else ":memory:"

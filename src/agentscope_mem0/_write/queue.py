@@ -195,9 +195,11 @@ class WriteQueue:
         # The file and its in-memory stand-in share one thread, which this queue closes.
         self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {path or MEMORY_ONLY}")
         try:
-            self._outbox = Outbox(path, thread=self._thread)
+            self._outbox = Outbox._on_thread(self._thread, path)
             # Where writes wait, in memory, while the file cannot record.
-            self._spill: BaseOutbox = Outbox(None, thread=self._thread) if path else self._outbox
+            self._spill: BaseOutbox = self._outbox
+            if path is not None:
+                self._spill = Outbox._on_thread(self._thread, None)
         except BaseException:
             self._thread.close()
             raise

@@ -143,10 +143,21 @@ _CONSOLIDATION_BACKLOG = 64
 """Writes waiting for consolidation per searched scope; beyond it new ones are not."""
 
 _JUDGE_COUNTS = (
-    *("batches", "pairs", "superseded", "extended", "same", "merged"),
-    *("vetoed", "capped", "skipped", "dated"),
+    "batches",
+    "pairs",
+    "superseded",
+    "extended",
+    "same",
+    "merged",
+    "vetoed",
+    "capped",
+    "skipped",
+    "dated",
 )
+"""The counters ``stats()`` shows with a model (``judge_*``)."""
+
 _CONSOLIDATION_COUNTS = ("batches", "compared", "merged", "embedded", "skipped")
+"""The counters ``stats()`` shows without one (``consolidation_*``)."""
 
 _HIDING = (SUPERSEDED_BY, DUPLICATE_OF)
 """Changes that take a memory out of reads: stored after every other change."""

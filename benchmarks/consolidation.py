@@ -19,7 +19,7 @@ Parts (``--parts``):
   on that set), and on the fresh set.
 * ``store``: the judge-free path on real mem0 (embedded Qdrant Edge, e5):
   per pair a scope holds the first memory, the second is added and
-  :class:`Consolidator` runs as the write worker runs it. Wrong merges,
+  :class:`TimeJudge` without a model runs as the write worker runs it. Wrong merges,
   repeats left, seconds per write.
 * ``judge``: the judge path on real mem0: per pair the time judge's
   background pass (one candidate search; the words, else the model's
@@ -231,11 +231,11 @@ async def _pair_scope(backend: Any, pair: dict[str, Any], tag: str) -> tuple[Any
 
 
 async def store_part(sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The judge-free path: Consolidator after each write, on the embedded store."""
+    """The judge-free path: TimeJudge without a model after each write, on the embedded store."""
     from agentscope_mem0 import Mem0Backend, build_local_memory
     from agentscope_mem0._mem0.clients import close_memory
     from agentscope_mem0._mem0.query_cache import install_query_cache
-    from agentscope_mem0._write.consolidate import Consolidator
+    from agentscope_mem0._write.judge import TimeJudge
     from agentscope_mem0.testing import ScriptedChatModel
 
     out: dict[str, Any] = {}
@@ -244,15 +244,14 @@ async def store_part(sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         install_query_cache(client)
         backend = Mem0Backend(client)
         for name, pairs in sets.items():
-            consolidator = Consolidator(backend)
+            consolidator = TimeJudge(backend, None)
             merged: dict[int, bool] = {}
             took: list[float] = []
             for pair in pairs:
                 scope, results = await _pair_scope(backend, pair, f"store-{name}")
                 started = time.perf_counter()
-                kept = await consolidator.consolidate(scope, results, SAID)
+                merged[pair["id"]] = await consolidator.judge(scope, results, SAID)
                 took.append(time.perf_counter() - started)
-                merged[pair["id"]] = len(kept) < len(results)
             stats = consolidator.stats()
             out[name] = {
                 **counts(pairs, merged),

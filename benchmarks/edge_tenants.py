@@ -60,9 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _edge_plot import render
 
-from agentscope_mem0._vectors import results_kept
+from agentscope_mem0._vectors import search_terms
 
-ENTITY_SCORES_POSSIBLE = results_kept.entity_scores_possible
+ENTITY_SCORES_POSSIBLE = search_terms.entity_scores_possible
 
 logger = logging.getLogger("benchmarks.edge_tenants")
 
@@ -150,7 +150,7 @@ def read_every_payload(every: bool) -> None:
     The package reads every payload when mem0 could reorder the candidates
     with entity scores (spaCy installed); this pretends that it could.
     """
-    results_kept.entity_scores_possible = (lambda: True) if every else ENTITY_SCORES_POSSIBLE
+    search_terms.entity_scores_possible = (lambda: True) if every else ENTITY_SCORES_POSSIBLE
 
 
 def rss_mb() -> float:
@@ -172,7 +172,7 @@ async def measure(
     memory: Any, mix: Mix, users: list[int], count: int, rng: random.Random
 ) -> tuple[list[float], list[float]]:
     """``count`` searches through mem0, and as many at the store on other users."""
-    from agentscope_mem0._vectors.results_kept import results_kept
+    from agentscope_mem0._vectors.search_terms import results_kept
 
     through_mem0: list[float] = []
     at_store: list[float] = []

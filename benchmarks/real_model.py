@@ -235,7 +235,7 @@ async def judge_scenario(scenario: dict[str, Any], model: Any, folder: Path) -> 
         parameters=Mem0Middleware.Parameters(extraction="compact"),
     )
     state, scope = mw.client_state, Scope(user, "helper")
-    assert state.judge is not None
+    assert state.judge.model is not None
 
     async def store(text: str, said: datetime) -> list[dict[str, Any]]:
         message = [{"role": "user", "content": text}]

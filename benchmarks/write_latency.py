@@ -206,10 +206,7 @@ def middleware_for(name: str, user_id: str, memory: Any, folder: Path) -> Any:
         folder / "outbox", user_id=user_id, client=memory, mode="static_control", judge=judge
     )
     if name.endswith("no-consolidation"):
-        state = mw.client_state
-        state.consolidator.enabled = False
-        if state.judge is not None:
-            state.judge.consolidates = False
+        mw.client_state.judge.consolidates = False
     if name == "ours-write-path":
 
         async def no_search(*args: Any, **kwargs: Any) -> list[Any]:

@@ -137,11 +137,11 @@ async def test_the_constructor_uses_the_model(memory: Any) -> None:
         parameters=chosen,
     ) as mw:
         assert mw.parameters is chosen and mw.mode == "static_control"
-        assert mw.client_state.judge is None  # judge=False: no time judgement
+        assert mw.client_state.judge.model is None  # judge=False: no time judgement
         assert await mw.list_tools() == []  # static_control offers no tools
     async with Mem0Middleware(user_id="alice", client=memory) as mw:
         assert mw.parameters == Parameters()
-        assert mw.client_state.judge is not None  # the default judges, with the client's model
+        assert mw.client_state.judge.model is not None  # the default judges with the client's
 
     # The same from a form's JSON.
     from_form = Parameters.model_validate_json('{"tools": ["search_memory"], "recall": "profile"}')

@@ -15,7 +15,7 @@ import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
 
-import agentscope_mem0._mem0.shared_client as shared_client
+import agentscope_mem0.service as service_module
 from agentscope_mem0 import (
     ConfigurationError,
     InvalidStateError,
@@ -158,14 +158,14 @@ async def test_client_is_built_once_for_concurrent_first_calls(
     store_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built: list[threading.Thread] = []
-    real_resolve = shared_client.resolve_client
+    real_resolve = service_module.resolve_client
 
     def slow_resolve(**kwargs: Any) -> Any:
         built.append(threading.current_thread())
         threading.Event().wait(0.3)  # widen the race window
         return real_resolve(**kwargs)
 
-    monkeypatch.setattr(shared_client, "resolve_client", slow_resolve)
+    monkeypatch.setattr(service_module, "resolve_client", slow_resolve)
     factory = _factory(store_config)
     assert factory.client is None  # lazily built
 
@@ -181,7 +181,7 @@ async def test_a_failed_build_fails_its_callers_and_the_next_call_retries(
     store_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     attempts = 0
-    real_resolve = shared_client.resolve_client
+    real_resolve = service_module.resolve_client
 
     def flaky(**kwargs: Any) -> Any:
         nonlocal attempts
@@ -191,7 +191,7 @@ async def test_a_failed_build_fails_its_callers_and_the_next_call_retries(
             raise ConnectionError("vector store unreachable")
         return real_resolve(**kwargs)
 
-    monkeypatch.setattr(shared_client, "resolve_client", flaky)
+    monkeypatch.setattr(service_module, "resolve_client", flaky)
     factory = _factory(store_config)
     results = await asyncio.gather(
         *(factory("alice", "a", "s") for _ in range(3)), return_exceptions=True
@@ -205,13 +205,13 @@ async def test_a_failed_build_fails_its_callers_and_the_next_call_retries(
 async def test_a_cancelled_first_caller_does_not_cancel_the_build(
     store_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_resolve = shared_client.resolve_client
+    real_resolve = service_module.resolve_client
 
     def slow(**kwargs: Any) -> Any:
         threading.Event().wait(0.3)
         return real_resolve(**kwargs)
 
-    monkeypatch.setattr(shared_client, "resolve_client", slow)
+    monkeypatch.setattr(service_module, "resolve_client", slow)
     factory = _factory(store_config)
     first = asyncio.ensure_future(factory("alice", "a", "s"))
     second = asyncio.ensure_future(factory("bob", "a", "s"))

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ._exceptions import ConfigurationError, InvalidStateError
+from ._exceptions import ConfigurationError
 from ._mem0.backend import Mem0Backend
 from ._mem0.breaker import CircuitBreaker
 from ._mem0.clients import close_memory, resolve_client
@@ -24,7 +24,6 @@ from ._observe.usage import TokenMeter
 from ._parameters import Mem0MiddlewareParameters
 from ._recall.profile import ProfileCache
 from ._vectors.keywords_only import allow_keywords_only, keyword_only_queries
-from ._write.consolidate import Consolidator
 from ._write.judge import FollowUp, build_time_judge
 from ._write.queue import WriteQueue
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
 
 
-__all__ = ["ClientState", "closed_error", "state_for"]
+__all__ = ["ClientState", "state_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,15 +105,11 @@ class ClientState:
             judge_model if judge_model is not None else parameters.judge,
             search_by_agent=search_by_agent,
         )
-        """Marks what new memories supersede or extend; ``None`` when off."""
-        self.consolidator = Consolidator(self.backend, search_by_agent=search_by_agent)
-        """Marks new memories that repeat a current one when no judge runs
-        (with a judge, the judge does, on its own candidate search)."""
-        self.follow_up = FollowUp(
-            self.profiles, self.judge, self.consolidator, search_by_agent=search_by_agent
-        )
+        """Marks what new memories repeat and, with a model (its ``model`` is
+        ``None`` when the judgement is off), what they supersede or extend."""
+        self.follow_up = FollowUp(self.profiles, self.judge)
         """What follows each stored write: the profile cache refreshed, then the
-        judgement (or consolidation) in the background."""
+        judgement in the background."""
         self.query_cache = install_query_cache(client)
         """Search embeddings of recent queries; ``None`` for hosted mem0."""
         allow_keywords_only(client)
@@ -138,8 +133,7 @@ class ClientState:
         self.meter = self.backend.meter or TokenMeter.beside(self.writer.outbox.path)
         """The model tokens spent on extraction and judgement (kept beside the outbox)."""
         self.backend.meter = self.meter
-        if self.judge is not None:
-            self.judge.meter = self.meter
+        self.judge.meter = self.meter
         self._closed = False
 
     @property
@@ -233,11 +227,3 @@ def state_for(
         if client is None:
             close_memory(built)
         raise
-
-
-def closed_error(user_id: str) -> InvalidStateError:
-    """The error of a reply through a closed middleware (or one whose queue closed)."""
-    return InvalidStateError(
-        f"Mem0Middleware of user {user_id!r} was closed (aclose()); a reply "
-        "through it would neither recall nor store memories. Build a new one"
-    )

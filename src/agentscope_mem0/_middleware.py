@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from agentscope.middleware import MiddlewareBase
 from typing_extensions import Unpack
 
-from ._client_state import ClientState, closed_error, state_for
-from ._exceptions import ConfigurationError
+from ._client_state import ClientState, state_for
+from ._exceptions import ConfigurationError, InvalidStateError
 from ._memories.lifecycle import said_at_of
 from ._modes import Mode
 from ._parameters import (
@@ -29,8 +29,13 @@ from ._parameters import (
     moved_keyword,
     with_outbox,
 )
-from ._recall.note import DEFAULT_MEMORY_SECTION_HEADER, DEFAULT_MEMORY_SECTION_INTRO
-from ._reply import ReplyWatch, query_text, recall_note
+from ._recall.note import (
+    DEFAULT_MEMORY_SECTION_HEADER,
+    DEFAULT_MEMORY_SECTION_INTRO,
+    render_note,
+)
+from ._recall.recall import build_query, retrieve
+from ._reply import ReplyWatch, query_text
 from ._scope import Scope, check_user_id, resolve_agent_id
 from ._tools.choose import build_tools
 from ._tools.long_term import STATE_KEY, ToolContext
@@ -315,23 +320,35 @@ class Mem0Middleware(MiddlewareBase):
         (``InvalidStateError``), before anything runs.
         """
         if self._closed or self._state.writer.closed:
-            raise closed_error(self._user_id)
+            raise InvalidStateError(
+                f"Mem0Middleware of user {self._user_id!r} was closed (aclose()); a reply "
+                "through it would neither recall nor store memories. Build a new one"
+            )
         automatic, state = self._mode != "agent_control", self._state
         scope = Scope(self._user_id, self._bind_agent(agent))
         inputs = input_kwargs.get("inputs")
         query = query_text(inputs) if automatic else None
         note = None
-        if query is not None:
-            note = await recall_note(
-                state,
-                self._parameters,
+        if query is not None:  # the turn's recall never raises: a failure is no memories
+            parameters = self._parameters
+            hits = await retrieve(
+                state.backend,
                 scope.searched(by_agent=self._scope_search_by_agent),
-                query,
-                agent.state.context,
+                build_query(query, agent.state.context, turns=parameters.query_context_turns),
+                recall=parameters.recall,
                 top_k=self._top_k,
                 threshold=self._threshold,
+                profile_cache=state.profiles,
+                timeout=parameters.search_timeout,
+                breaker=state.breaker,
+                include_superseded=parameters.include_superseded,
+            )
+            note = render_note(
+                hits,
                 header=self._memory_section_header,
                 intro=self._memory_section_intro,
+                rules=parameters.memory_section_rules,
+                max_tokens=parameters.max_memory_tokens,
             )
 
         watch = ReplyWatch(

@@ -54,7 +54,6 @@ __all__ = [
     "Mem0MiddlewareParameters",
     "ToolName",
     "check_keywords",
-    "check_outbox",
     "moved_keyword",
     "with_outbox",
 ]
@@ -70,21 +69,6 @@ DEFAULT_TOOL_INSTRUCTIONS = (
 ToolName = Literal["search_memory", "add_memory", "forget_memory"]
 """A memory tool the middleware can offer (``update_working_memory`` comes
 with working memory)."""
-
-
-def check_outbox(value: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
-    """``value`` if it can name the durable write outbox, else a clear error.
-
-    The one check of the ``outbox`` option: ``None`` (next to the store's own
-    files), ``":memory:"`` (in memory only) or a folder path.
-
-    Raises:
-        ConfigurationError: A blank path or one holding a NUL character.
-    """
-    text = None if value is None else os.fspath(value)
-    if text is not None and (not isinstance(text, str) or not text.strip() or "\x00" in text):
-        raise ConfigurationError(f"outbox must be a folder path, ':memory:' or None, got {value!r}")
-    return value
 
 
 def _dump_working(value: WorkingMemory | None) -> Any:
@@ -226,7 +210,13 @@ class Mem0MiddlewareParameters(BaseModel):
     @field_validator("outbox")
     @classmethod
     def _outbox(cls, value: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
-        return check_outbox(value)
+        """``None`` (next to the store's own files), ``":memory:"`` or a folder path."""
+        text = None if value is None else os.fspath(value)
+        if text is not None and (not isinstance(text, str) or not text.strip() or "\x00" in text):
+            raise ConfigurationError(
+                f"outbox must be a folder path, ':memory:' or None, got {value!r}"
+            )
+        return value
 
 
 def _configuration_error(exc: ValidationError) -> ConfigurationError:

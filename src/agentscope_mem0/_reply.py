@@ -2,17 +2,17 @@
 runs, and what it hands to the write queue when it finished (the user's
 question and the agent's answer).
 
-:func:`query_text` is the reply's new user text and :func:`recall_note` the
-note recalled for it. :class:`ReplyWatch` places the note when the reply
-starts and notes whether the reply stopped to wait (a confirmation, an
-external tool) and what the agent answered. A reply that stops has no answer
+:func:`query_text` is the reply's new user text, searched for the note
+(:func:`~._recall.recall.retrieve`). :class:`ReplyWatch` places the note when
+the reply starts and notes whether the reply stopped to wait (a confirmation,
+an external tool) and what the agent answered. A reply that stops has no answer
 yet: its question is parked in the agent's state and written with the answer
 once the resumed reply completes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentscope.event import (
     ExternalExecutionResultEvent,
@@ -24,17 +24,9 @@ from agentscope.event import (
 from agentscope.message import Msg
 from agentscope.types import ReplyFinishedReason
 
-from ._recall.note import place_note, render_note
-from ._recall.recall import build_query, retrieve
+from ._recall.note import place_note
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from ._client_state import ClientState
-    from ._parameters import Mem0MiddlewareParameters
-    from ._scope import Scope
-
-__all__ = ["ReplyWatch", "finished_exchange", "query_text", "recall_note"]
+__all__ = ["ReplyWatch", "query_text"]
 
 _RESUMPTIONS = (UserConfirmResultEvent, ExternalExecutionResultEvent)
 _PARKED = "parked_query"
@@ -83,45 +75,33 @@ class ReplyWatch:
             self.final = item
 
     def exchange(self, entry: dict[str, Any], inputs: Any) -> list[dict[str, str]] | None:
-        """The messages to write once the reply ended (see :func:`finished_exchange`)."""
-        return finished_exchange(entry, inputs, self.query, self.final, parked=self.parked)
+        """The messages to write once the reply ended, or ``None`` when there is
+        nothing to write.
 
-
-def finished_exchange(
-    entry: dict[str, Any],
-    inputs: Any,
-    query: str | None,
-    final: Msg | None,
-    *,
-    parked: bool,
-) -> list[dict[str, str]] | None:
-    """The messages to write for one reply, or ``None`` when there is nothing to write.
-
-    Args:
-        entry: The middleware's entry in the agent's ``middle_context``; a
-            parked question is kept there between the two halves of a reply.
-        inputs: The reply's ``inputs``.
-        query: The new user text of the reply (``None`` for a resumption).
-        final: The last assistant message the reply yielded.
-        parked: The reply stopped to wait for the user or an external tool.
-    """
-    if query is None and isinstance(inputs, _RESUMPTIONS):
-        query = entry.get(_PARKED)
-    if query is None:
-        return None
-    if parked:
-        entry[_PARKED] = query
-        return None
-    entry.pop(_PARKED, None)
-    if final is None or final.finished_reason not in (None, ReplyFinishedReason.COMPLETED):
-        return None
-    answer = final.get_text_content()
-    if not answer:
-        return None
-    return [
-        {"role": "user", "content": query},
-        {"role": "assistant", "content": answer},
-    ]
+        Args:
+            entry: The middleware's entry in the agent's ``middle_context``; a
+                parked question is kept there between the two halves of a reply.
+            inputs: The reply's ``inputs``.
+        """
+        query = self.query
+        if query is None and isinstance(inputs, _RESUMPTIONS):
+            query = entry.get(_PARKED)
+        if query is None:
+            return None
+        if self.parked:
+            entry[_PARKED] = query
+            return None
+        entry.pop(_PARKED, None)
+        final = self.final
+        if final is None or final.finished_reason not in (None, ReplyFinishedReason.COMPLETED):
+            return None
+        answer = final.get_text_content()
+        if not answer:
+            return None
+        return [
+            {"role": "user", "content": query},
+            {"role": "assistant", "content": answer},
+        ]
 
 
 # -- before the reply: what it recalls ----------------------------------------------
@@ -144,50 +124,3 @@ def query_text(inputs: Any) -> str | None:
         if text and text.strip()
     ]
     return "\n".join(texts) if texts else None
-
-
-async def recall_note(
-    state: ClientState,
-    parameters: Mem0MiddlewareParameters,
-    scope: Scope,
-    message: str,
-    context: Sequence[Msg],
-    *,
-    top_k: int,
-    threshold: float | None,
-    header: str,
-    intro: str,
-) -> Msg | None:
-    """The memory note of one turn, or ``None`` when nothing was recalled. Never raises.
-
-    Args:
-        state: The client's backend, breaker and profile cache.
-        parameters: The middleware's options (recall, query, timeout, the
-            note's rules and budget).
-        scope: The scope searched (user-wide unless ``scope_search_by_agent``).
-        message: The new user text.
-        context: The agent's context before the new message lands.
-        top_k: Memories retrieved per search.
-        threshold: Minimum similarity score; ``None`` leaves it to mem0.
-        header: The note's first line (``memory_section_header``).
-        intro: The line under it (``memory_section_intro``).
-    """
-    hits = await retrieve(
-        state.backend,
-        scope,
-        build_query(message, context, turns=parameters.query_context_turns),
-        recall=parameters.recall,
-        top_k=top_k,
-        threshold=threshold,
-        profile_cache=state.profiles,
-        timeout=parameters.search_timeout,
-        breaker=state.breaker,
-        include_superseded=parameters.include_superseded,
-    )
-    return render_note(
-        hits,
-        header=header,
-        intro=intro,
-        rules=parameters.memory_section_rules,
-        max_tokens=parameters.max_memory_tokens,
-    )

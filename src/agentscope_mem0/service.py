@@ -18,6 +18,8 @@ Usage::
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -28,9 +30,14 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import Unpack
 
 from ._client_state import ClientState
-from ._exceptions import ConfigurationError
-from ._mem0.clients import resolve_client
-from ._mem0.shared_client import SharedClient, check_backend_arguments
+from ._exceptions import ConfigurationError, InvalidStateError
+from ._mem0.clients import (
+    build_local_memory,
+    build_mem0_config,
+    check_model_types,
+    close_memory,
+    resolve_client,
+)
 from ._middleware import Mem0Middleware
 from ._parameters import (
     Mem0MiddlewareKeywords,
@@ -132,14 +139,16 @@ class Mem0MiddlewareFactory:
             )
         else:
             # Fails at startup: agentscope.app only logs errors raised in a chat run.
-            check_backend_arguments(chat_model, embedding_model, mem0_config, folder)
-        self._shared = SharedClient(
-            client=client,
-            chat_model=chat_model,
-            embedding_model=embedding_model,
-            mem0_config=mem0_config,
-            folder=folder,
-        )
+            _check_backend_arguments(chat_model, embedding_model, mem0_config, folder)
+        self._client = client
+        self._built_here = False
+        self._building: concurrent.futures.Future[Any] | None = None
+        self._chat_model = chat_model
+        self._embedding_model = embedding_model
+        self._mem0_config = mem0_config
+        self._folder = folder
+        self._embedded = client is None and mem0_config is None
+        """Whether the client is the embedded default, built here."""
 
     # -- the factory ----------------------------------------------------
 
@@ -203,11 +212,11 @@ class Mem0MiddlewareFactory:
     def _client_state(self, client: Any) -> ClientState:
         with self._lock:
             if self._state is None:
-                if self._shared.embedded:
+                if self._embedded:
                     # The embedded default keeps its outbox in its data folder.
                     from .local import data_dir
 
-                    self._parameters = with_outbox(self._parameters, data_dir(self._shared.folder))
+                    self._parameters = with_outbox(self._parameters, data_dir(self._folder))
                 self._state = ClientState(
                     client,
                     parameters=self._parameters,
@@ -226,19 +235,64 @@ class Mem0MiddlewareFactory:
     @property
     def client(self) -> Any | None:
         """The shared mem0 client, or ``None`` until it is built."""
-        return self._shared.ready
+        return self._client
 
     async def get_client(self) -> Any:
         """The shared mem0 client, built on the first call.
 
-        Building runs in a worker thread, once, however many calls arrive at
-        the same time and on whatever event loops; a failed build is retried by
-        the next call.
+        Building can take seconds (the embedded store opens its folder, the
+        offline embedder loads) and the first calls may arrive together, on
+        different event loops: it runs once, in a worker thread, and every
+        caller awaits the same result. A failed build is retried by the next
+        call.
 
         Raises:
             InvalidStateError: The factory was closed.
         """
-        return await self._shared.get()
+        if self._closed:
+            raise InvalidStateError("this mem0 middleware factory was closed")
+        if self._client is not None:
+            return self._client
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            future = self._building
+            start = future is None
+            if future is None:
+                future = self._building = concurrent.futures.Future()
+                # A caller giving up must not cancel the build for the others.
+                future.set_running_or_notify_cancel()
+        if start:
+            asyncio.get_running_loop().run_in_executor(None, self._build, future)
+        return await asyncio.wrap_future(future)
+
+    def _build(self, future: concurrent.futures.Future[Any]) -> None:
+        try:
+            if self._embedded:
+                # The embedded default; the offline embedder unless one was given.
+                # _check_backend_arguments made sure of the chat model.
+                assert self._chat_model is not None
+                client = build_local_memory(
+                    self._chat_model, embedding_model=self._embedding_model, folder=self._folder
+                )
+            else:
+                client = resolve_client(
+                    client=None,
+                    chat_model=self._chat_model,
+                    embedding_model=self._embedding_model,
+                    mem0_config=self._mem0_config,
+                )
+        except BaseException as exc:
+            with self._lock:
+                self._building = None
+            logger.error("building the shared mem0 client failed: %s", exc)
+            future.set_exception(exc)
+            return
+        with self._lock:
+            self._client, self._built_here = client, True
+            self._building = None
+        logger.info("shared mem0 client ready (%s)", type(client).__name__)
+        future.set_result(client)
 
     # -- lifecycle ------------------------------------------------------
 
@@ -266,7 +320,10 @@ class Mem0MiddlewareFactory:
         drained = True if self._state is None else await self._state.aclose(timeout)
         if not drained:
             logger.warning("closing with mem0 writes still pending after %s s", timeout)
-        await self._shared.close()
+        with self._lock:
+            client, built_here = self._client, self._built_here
+        if client is not None and built_here:
+            await asyncio.to_thread(close_memory, client)
         return drained
 
     @contextlib.asynccontextmanager
@@ -324,7 +381,43 @@ class Mem0MiddlewareFactory:
         from .cli.ui._serve import mount_inspector
 
         return mount_inspector(
-            self, app, path, token=token, folder=self._shared.folder, embedded=self._shared.embedded
+            self, app, path, token=token, folder=self._folder, embedded=self._embedded
+        )
+
+
+def _check_backend_arguments(
+    chat_model: ChatModelBase | None,
+    embedding_model: EmbeddingModelBase | None,
+    mem0_config: Any | None,
+    folder: str | os.PathLike[str] | None,
+) -> None:
+    """Fail now on arguments the lazy build would reject.
+
+    A given ``mem0_config`` is fully validated; building a config opens
+    nothing, so a locked folder or an unreachable server shows only when the
+    client is built. The embedded default is not validated here.
+
+    Raises:
+        ConfigurationError: No usable backend, or ``folder`` with ``mem0_config``.
+        TypeError: A model of the wrong type.
+    """
+    if mem0_config is None and chat_model is None:
+        raise ConfigurationError(
+            "mem0_middleware_factory needs a mem0 backend: `client` (an "
+            "AsyncMemory or AsyncMemoryClient), or `chat_model` (the embedded "
+            "default, optionally with `embedding_model` and `folder`), or "
+            "`chat_model` and `embedding_model` with `mem0_config`, or a "
+            "complete `mem0_config`"
+        )
+    if folder is not None and mem0_config is not None:
+        raise ConfigurationError(
+            "`folder` is the embedded default's data folder; with `mem0_config` the "
+            "store is the one the config names (drop one of the two)"
+        )
+    check_model_types(chat_model, embedding_model)
+    if mem0_config is not None:
+        build_mem0_config(
+            chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
         )
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import build_local_memory
-from agentscope_mem0._vectors import results_kept as kept_module
-from agentscope_mem0._vectors.results_kept import kept_of_search, results_kept
+from agentscope_mem0._vectors import search_terms as kept_module
+from agentscope_mem0._vectors.search_terms import kept_of_search, results_kept
 from agentscope_mem0.local._edge_provider import hits_with_payloads, is_expired
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 

@@ -30,7 +30,7 @@ async def test_a_repeat_is_found_by_its_write_and_marked_on_the_platform(
     platform: FakePlatform, hosted: Any
 ) -> None:
     mw = Mem0Middleware(user_id="alice", client=hosted, mode="static_control")
-    assert mw.client_state.judge is None  # the platform keeps its own timeline
+    assert mw.client_state.judge.model is None  # the platform keeps its own timeline
     for text in ("I like oolong tea.", "I enjoy oolong tea.", "My sister likes oolong tea."):
         await one_session(mw, text)
         assert await mw.flush(timeout=30)
@@ -61,7 +61,7 @@ async def test_a_write_the_platform_has_not_processed_is_left_alone_in_time(
     platform: FakePlatform, hosted: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mw = Mem0Middleware(user_id="alice", client=hosted, mode="static_control")
-    consolidator = mw.client_state.consolidator
+    consolidator = mw.client_state.judge
     consolidator.hosted_waits = (0.05, 0.05)
     await one_session(mw, "I like oolong tea.")
     assert await mw.flush(timeout=30)

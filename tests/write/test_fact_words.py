@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from agentscope_mem0._text.fact_words import (
@@ -16,7 +14,6 @@ from agentscope_mem0._text.fact_words import (
     tells_of_past,
     year_told,
 )
-from agentscope_mem0._write.judge import Lanes
 
 
 @pytest.mark.parametrize(
@@ -66,34 +63,6 @@ def test_past_and_additive_wording() -> None:
 )
 def test_answers_compared(first: str, second: str, agreement: Agreement) -> None:
     assert compare_answers(first, second) is agreement
-
-
-async def test_lanes_run_in_order_per_key_and_mark_overflow() -> None:
-    lanes = Lanes(backlog=2)
-    gate = asyncio.Event()
-    seen: list[tuple[str, int, bool]] = []
-
-    def job(key: str, n: int) -> object:
-        async def run(overflow: bool) -> None:
-            await gate.wait()
-            seen.append((key, n, overflow))
-
-        return run
-
-    assert lanes.submit("a", job("a", 0))  # type: ignore[arg-type]
-    await asyncio.sleep(0)  # a's first job starts and waits at the gate
-    within = [lanes.submit("a", job("a", n)) for n in (1, 2, 3)]  # type: ignore[arg-type]
-    assert within == [True, True, False]
-    lanes.submit("b", job("b", 0))  # type: ignore[arg-type]
-    await asyncio.sleep(0)
-    assert lanes.waiting == 3  # b's job runs beside a's: keys do not wait for each other
-    assert not await lanes.flush(timeout=0.05)
-    gate.set()
-    assert await lanes.flush(timeout=5)
-    ran = [(n, overflow) for key, n, overflow in seen if key == "a"]
-    assert ran == [(0, False), (1, False), (2, False), (3, True)]
-    assert ("b", 0, False) in seen
-    assert lanes.stop() == 0 and not lanes.submit("a", job("a", 9))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

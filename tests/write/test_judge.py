@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from agentscope.agent import Agent
 from agentscope.message import Msg, UserMsg
 
-from agentscope_mem0 import Mem0Middleware
+from agentscope_mem0 import Mem0Middleware, Scope
+from agentscope_mem0._write import judge as judge_module
+from agentscope_mem0._write.judge import FollowUp
 from agentscope_mem0._write.judge_prompt import READ_PROMPT
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel, is_judge_request
+
+NOW = datetime(2024, 5, 1, tzinfo=UTC)
 
 
 class SilentJudgeModel(ScriptedChatModel):
@@ -179,3 +185,60 @@ async def test_the_judgements_searches_wait_for_the_replies(tmp_path: Any) -> No
     judged = [b for text, b in embedder.searches if text.startswith("User moved to Beijing")]
     assert replies and not any(replies)  # the reply's own query
     assert judged and all(judged)  # the judgement's search for the new memory
+
+
+class _GatedJudge:
+    """A judgement that waits at a gate and notes what it was asked."""
+
+    model = object()  # a model judges: a write past the backlog is only dated
+    consolidates = True
+    prefix = "judge"
+    stopped = False
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.seen: list[tuple[str, int, bool]] = []
+
+    def searched(self, scope: Scope) -> Scope:
+        return scope
+
+    def stats(self) -> dict[str, Any]:
+        return {}
+
+    async def judge(self, scope: Scope, results: Any, said_at: Any, *, ask: bool) -> bool:
+        await self.gate.wait()
+        self.seen.append((scope.user_id, results[0]["n"], ask))
+        return False
+
+
+class _Profiles:
+    def invalidate(self, scope: Scope) -> None:
+        pass
+
+
+async def test_writes_are_judged_in_order_per_scope_and_past_the_backlog_only_dated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(judge_module, "_JUDGE_BACKLOG", 2)
+    judge = _GatedJudge()
+    follow = FollowUp(_Profiles(), judge)  # type: ignore[arg-type]
+
+    def store(user: str, n: int) -> None:
+        follow.stored(Scope(user), [{"id": f"{user}{n}", "memory": "m", "n": n}], NOW)
+
+    store("a", 0)
+    await asyncio.sleep(0)  # a's first write is judged and waits at the gate
+    for n in (1, 2, 3):
+        store("a", n)
+    store("b", 0)
+    await asyncio.sleep(0)
+    assert follow.stats()["judge_waiting"] == 3  # b's runs beside a's: scopes do not wait
+    assert not await follow.flush(timeout=0.05)
+    judge.gate.set()
+    assert await follow.flush(timeout=5)
+    ran = [(n, ask) for user, n, ask in judge.seen if user == "a"]
+    assert ran == [(0, True), (1, True), (2, True), (3, False)]  # the last one only dated
+    assert ("b", 0, True) in judge.seen
+    assert follow.stop() == 0
+    store("a", 9)  # after stop: nothing more is judged
+    assert follow.stats()["judge_waiting"] == 0

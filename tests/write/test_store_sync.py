@@ -7,24 +7,49 @@ import json
 import shutil
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
-from agentscope_mem0 import Mem0Backend, RetryPolicy, Scope, WriteQueue, build_local_memory
+from agentscope_mem0 import (
+    Mem0Backend,
+    Outbox,
+    OutboxRow,
+    RetryPolicy,
+    Scope,
+    WriteQueue,
+    build_local_memory,
+)
 from agentscope_mem0._write import delivery as delivery_module
 from agentscope_mem0._write.delivery import StoreSync
 from agentscope_mem0.local import close_shared_clients
 from agentscope_mem0.local._folder import COLLECTION
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
+OWNER = "test:1:writer"
+
+
+def _stored_rows(box: Outbox, count: int) -> list[OutboxRow]:
+    """``count`` rows in ``box``, as mem0 stored them: held by their writer."""
+    for _ in range(count):
+        key = uuid.uuid4().hex
+        box.insert(key=key, user_id="alice", agent_id=None, messages=[], owner=OWNER, lease=60)
+    return box.held(OWNER)
+
 
 async def test_writes_waiting_together_share_one_sync() -> None:
     calls: list[int] = []
     sync = StoreSync(lambda: calls.append(threading.get_ident()), window=0.2)
-    await asyncio.gather(*(sync.wait() for _ in range(10)))
-    assert len(calls) == 1 and sync.syncs == 1
-    await sync.wait()  # a later write waits for a sync of its own
+    with Outbox(None) as box:
+        rows = _stored_rows(box, 10)
+        await asyncio.gather(*(sync.retire(box, [row]) for row in rows))
+        assert sync.unsynced == {row.key for row in rows} and box.counts()["pending"] == 10
+        assert await sync.synced(10)
+        assert len(calls) == 1 and sync.syncs == 1 and not sync.unsynced
+        assert box.counts()["pending"] == 0  # retired after the sync
+        await sync.retire(box, _stored_rows(box, 1))  # a later write waits for a sync of its own
+        assert await sync.synced(10)
     assert len(calls) == 2
     assert threading.get_ident() not in calls  # never on the event loop's thread
 
@@ -38,20 +63,41 @@ async def test_a_failed_sync_is_tried_again_and_its_writes_wait() -> None:
             raise OSError("No space left on device")
 
     sync = StoreSync(flaky, window=0.05, retry_delay=0.05)
-    await asyncio.wait_for(sync.wait(), 10)
+    with Outbox(None) as box:
+        await sync.retire(box, _stored_rows(box, 1))
+        await asyncio.sleep(0.12)
+        assert box.counts()["pending"] == 1  # not synced yet: the row waits
+        assert await sync.synced(10) and box.counts()["pending"] == 0
     assert len(attempts) == 3 and sync.failures == 2 and sync.syncs == 1
 
 
 async def test_someone_waiting_for_the_queue_does_not_wait_for_the_window() -> None:
     sync = StoreSync(lambda: None, window=60)
-    with sync.hurrying():
-        await asyncio.wait_for(sync.wait(), 10)
-    waiting = asyncio.ensure_future(sync.wait())
-    await asyncio.sleep(0.05)
-    assert not waiting.done()
-    with sync.hurrying():  # a flush() starts while a write waits
-        await asyncio.wait_for(waiting, 10)
-    await sync.aclose()
+    with Outbox(None) as box:
+        with sync.hurrying():
+            await sync.retire(box, _stored_rows(box, 1))
+            assert await sync.synced(10)
+        await sync.retire(box, _stored_rows(box, 1))
+        assert not await sync.synced(0.05)
+        with sync.hurrying():  # a flush() starts while a write waits
+            assert await sync.synced(10)
+        assert box.counts()["pending"] == 0
+        await sync.aclose()
+
+
+async def test_a_store_whose_answers_are_durable_retires_at_once() -> None:
+    sync = StoreSync(None)
+    with Outbox(None) as box:
+        await sync.retire(box, _stored_rows(box, 2))
+        assert box.counts()["pending"] == 0 and not sync.unsynced and sync.syncs == 0
+
+
+async def test_closing_leaves_the_rows_waiting_in_the_outbox() -> None:
+    sync = StoreSync(lambda: None, window=60)
+    with Outbox(None) as box:
+        await sync.retire(box, _stored_rows(box, 2))
+        await sync.aclose()
+        assert box.counts()["pending"] == 2 and not sync.unsynced and sync.syncs == 0
 
 
 async def test_an_idle_process_syncs_its_last_writes(
@@ -80,19 +126,25 @@ async def test_an_idle_process_syncs_its_last_writes(
 def test_a_sync_a_finished_loop_left_does_not_hold_up_the_next_loop() -> None:
     """``asyncio.run`` ends inside a sync's window; the next loop's writes still retire."""
     sync = StoreSync(lambda: None, window=60)
+    box = Outbox(None)
+    first_rows = _stored_rows(box, 1)
 
     async def first() -> None:
-        waiting = asyncio.ensure_future(sync.wait())
+        await sync.retire(box, first_rows)
         await asyncio.sleep(0.05)  # returns with the sync waiting out its window
-        assert not waiting.done()
+        assert sync.unsynced
 
     async def second() -> None:
+        # The first loop's row is free to be sent again; the next one retires.
+        assert not sync.unsynced
         with sync.hurrying():
-            await asyncio.wait_for(sync.wait(), 10)
+            await sync.retire(box, [row for row in _stored_rows(box, 1) if row != first_rows[0]])
+            assert await sync.synced(10)
 
     asyncio.run(first())
     asyncio.run(second())
-    assert sync.syncs == 1
+    assert sync.syncs == 1 and box.counts()["pending"] == 1  # the first loop's row stays
+    box.close()
 
 
 async def test_a_store_out_of_disk_space_defers_writes_without_failing_them(

@@ -156,7 +156,7 @@ async def test_a_failing_or_slow_judge_is_skipped_and_the_write_stays(tmp_path: 
     slow = _middleware(tmp_path / "slow", chat_model=ScriptedChatModel(delay=0.3))
     async with slow:
         state = slow.client_state
-        assert state.judge is not None
+        assert state.judge.model is not None
         state.judge._timeout = 0.05
         await _turn(slow, "I live in Hangzhou.", "2024-01-05T10:00:00+00:00")
         await _turn(slow, "I moved to Beijing.", "2024-03-10T10:00:00+00:00")
@@ -466,9 +466,9 @@ def test_a_client_without_an_agentscope_model_is_not_judged(
         llm = object()
 
     with caplog.at_level(logging.INFO, logger="agentscope_mem0._write.judge"):
-        assert build_time_judge(Mem0Backend(Plain()), True) is None
+        assert build_time_judge(Mem0Backend(Plain()), True).model is None
     assert "judge_model=<an AgentScope chat model>" in caplog.text
-    assert build_time_judge(Mem0Backend(Plain()), False) is None
+    assert build_time_judge(Mem0Backend(Plain()), False).model is None
     judge = build_time_judge(Mem0Backend(Plain()), ScriptedChatModel())
     assert isinstance(judge, TimeJudge)
     with pytest.raises(ConfigurationError):

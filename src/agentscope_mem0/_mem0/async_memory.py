@@ -1,6 +1,6 @@
 """The mem0 client this package builds: mem0's ``AsyncMemory``, with a
 ``reset()`` that keeps working when the store is shared and a ``search()``
-that tells the store how many hits it keeps (:mod:`.results_kept`).
+that tells the store how many hits it keeps (:mod:`.._vectors.search_terms`).
 
 mem0 2.2's ``AsyncMemory.reset()`` deletes the collection, closes the vector
 store's client, drops the history tables and builds a new store from the
@@ -20,7 +20,7 @@ from typing import Any
 
 from mem0 import AsyncMemory
 
-from .._vectors.results_kept import results_kept
+from .._vectors.search_terms import results_kept
 
 __all__ = ["SharedStoreMemory", "shares_store"]
 

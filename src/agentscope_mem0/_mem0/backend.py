@@ -26,7 +26,7 @@ from .._memories.lifecycle import read_current, write_metadata
 from .._memories.release import Forgotten, release
 from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
-from .._vectors.threshold import mem0_threshold
+from .._vectors.search_terms import mem0_threshold
 from .call_context import Lane, WriteTime, caller_loop_scope, calling, current, reply_waits
 from .errors import is_not_found, mapped_errors
 from .extraction import ExtractionStyle, annotate_results, check_extraction
@@ -147,7 +147,7 @@ class Mem0Backend:
         """Like :meth:`search`, but mem0's result entries as they came.
 
         ``threshold`` is the least cosine similarity of a hit on every store
-        (see :mod:`.threshold`); ``None`` leaves mem0's default.
+        (see :mod:`.._vectors.search_terms`); ``None`` leaves mem0's default.
         """
         with mem0_threshold(self.client, threshold) as gate:
             gated = {} if gate is None else {"threshold": gate}

@@ -261,14 +261,11 @@ def build_local_memory(
     from ..local._folder import set_busy_timeout
     from .async_memory import SharedStoreMemory
 
-    if not isinstance(chat_model, ChatModelBase):
-        raise ModelTypeError(
-            "build_local_memory needs an agentscope ChatModelBase for extraction, got "
-            f"{type(chat_model).__name__}"
-        )
+    check_model_types(chat_model, embedding_model)
+    if chat_model is None:
+        raise ModelTypeError("build_local_memory needs chat_model, an agentscope ChatModelBase")
     if embedding_model is None:
         embedding_model = _default_embedding_model()
-    check_model_types(None, embedding_model)
     store = embedded_store_config(dims=embedding_model.dimensions, folder=folder)
     config = build_mem0_config(
         chat_model=chat_model, embedding_model=embedding_model, mem0_config=store

@@ -15,7 +15,7 @@ changes it:
   lists the ids it replaced (so forgetting it can undo that);
 * ``extends``: on a memory that adds detail to an older one, that one's id;
 
-and, once consolidation (:mod:`.._write.consolidate`) found that a new memory
+and, once consolidation (:mod:`.._write.judge`) found that a new memory
 states a fact a current one already states:
 
 * ``duplicate_of`` / ``valid_until``: on the redundant memory, the id of the

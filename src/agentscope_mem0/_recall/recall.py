@@ -10,7 +10,7 @@ Three recall modes:
 * ``"full"``: both, profile first, without repeats.
 
 A reply builds its query with :func:`build_query` and reads with
-:func:`retrieve` (see ``_reply.recall_note``); the profile and its cache are
+:func:`retrieve` (see ``Mem0Middleware.on_reply``); the profile and its cache are
 :mod:`.profile`'s.
 """
 

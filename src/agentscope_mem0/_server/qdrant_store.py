@@ -17,7 +17,7 @@ search like the embedded store:
   ``None`` so that mem0 does not add a keyword score a second time;
 * the search threshold is a cosine, as on mem0's own stores: a fused score
   is a rank, so the store drops a hit whose cosine with the query is below
-  it (see :mod:`agentscope_mem0._vectors.threshold`);
+  it (see :mod:`agentscope_mem0._vectors.search_terms`);
 * ``user_id`` is indexed as the tenant key (``is_tenant``), so the server
   keeps each user's points together.
 
@@ -55,7 +55,7 @@ from .._vectors.fusion import (
     hit_terms,
     rrf_weights,
 )
-from .._vectors.threshold import cosine_floor
+from .._vectors.search_terms import cosine_floor
 from ..local._edge import SCOPE_FIELDS, TENANT_FIELD
 from ..local._keyword import KeywordEncoder, keyword_text
 

@@ -1,6 +1,6 @@
 """Whether two memories state the same fact, strictly.
 
-Write-time consolidation (:mod:`.._write.consolidate`) and the note use this
+Write-time consolidation (:mod:`.._write.judge`) and the note use this
 to keep one memory per fact. Merging two memories that differ in meaning
 hides one of them, so what blocks a merge is checked first and wins:
 

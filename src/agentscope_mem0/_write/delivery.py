@@ -45,7 +45,6 @@ from .._exceptions import (
     PermanentBackendError,
 )
 from .._mem0.add_check import watch_add
-from .._mem0.durable import disk_sync_of
 from .._observe.tracing import note_write
 from .outbox import FACTS
 
@@ -203,9 +202,8 @@ class Delivery:
         retry: Backoff for transient failures.
         write_timeout: Seconds one mem0 call may take.
         stats: The queue's counters.
-        durable: Whether the outbox survives the process: then a stored
-            batch's rows leave it only once the store has synced them (at
-            once for a store whose answers are durable).
+        store_sync: Removes stored rows from the outbox (once the store
+            synced them, where it must be told to).
     """
 
     def __init__(
@@ -216,21 +214,16 @@ class Delivery:
         retry: RetryPolicy,
         write_timeout: float | None,
         stats: WriteStats,
-        durable: bool,
+        store_sync: StoreSync,
     ) -> None:
         self._backend = backend
-        sync = disk_sync_of(backend.client) if durable else None
-        # The embedded store syncs its writes only when told: rows are retired after that.
-        self._store_sync = StoreSync(sync) if sync is not None else None
+        self._store_sync = store_sync
         self._owner = owner
         self._retry = retry
         self._write_timeout = write_timeout
         self._stats = stats
         self.in_flight: set[str] = set()
         """Keys of the rows whose mem0 call is running."""
-        self.unsynced: set[str] = set()
-        """Keys of the rows mem0 stored that wait for the store's sync."""
-        self._retiring: set[asyncio.Task[None]] = set()
         self._undo_unsupported_logged = False
         self._waiting_for_space = False
 
@@ -257,15 +250,15 @@ class Delivery:
             undone = not batch.sent_before or await self._undo(batch)
             if not undone and batch.attempt < self._retry.max_attempts:
                 continue  # it waited; the undo is tried again
-            if batch.attempt >= self._retry.max_attempts:
-                await self._fail(batch, self._gave_up(batch.last_error), sent)
+            tries = self._retry.max_attempts
+            if batch.attempt >= tries:
+                reason = f"gave up after {tries} attempts; last error: {batch.last_error}"
+                await self._fail(batch, reason, sent)
                 return
             if not await self._start_attempt(batch, sent):
                 return
             try:
                 results = await self._call(batch, semaphore)
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:
                 if _disk_full(exc):
                     await self._defer(batch, exc)
@@ -338,7 +331,7 @@ class Delivery:
         return [{**item, METADATA_KEY: batch.key} for item in stored if isinstance(item, dict)]
 
     async def _stored(self, batch: _Batch, results: list[dict[str, Any]], sent: Sent) -> None:
-        await self._retire(batch)
+        await self._store_sync.retire(batch.outbox, batch.rows)
         if self._waiting_for_space:
             self._waiting_for_space = False
             logger.warning("the memory store has disk space again; writes go on")
@@ -367,10 +360,14 @@ class Delivery:
                 break
             except DiskFullError as exc:
                 await self._wait_for_space(batch.scope, exc)
-            except asyncio.CancelledError:
-                raise
             except PermanentBackendError as exc:
-                self._log_undo_unsupported(str(exc))
+                if not self._undo_unsupported_logged:
+                    self._undo_unsupported_logged = True
+                    logger.warning(
+                        "this mem0 client cannot list and delete memories by write key (%s); "
+                        "a write interrupted mid-call is sent again and may be stored twice",
+                        exc,
+                    )
                 return True
             except Exception as exc:
                 logger.warning("could not ask mem0 about unconfirmed write %s: %s", batch.key, exc)
@@ -439,9 +436,6 @@ class Delivery:
         )
         sent.dropped += batch.rows
 
-    def _gave_up(self, error: str) -> str:
-        return f"gave up after {self._retry.max_attempts} attempts; last error: {error}"
-
     async def _wait_for_space(self, scope: Scope, exc: BaseException) -> None:
         """Wait before sending a write the store refused for want of disk space.
 
@@ -460,74 +454,10 @@ class Delivery:
             )
         await asyncio.sleep(SPACE_RETRY_DELAY)
 
-    def _log_undo_unsupported(self, reason: str) -> None:
-        if not self._undo_unsupported_logged:
-            self._undo_unsupported_logged = True
-            logger.warning(
-                "this mem0 client cannot list and delete memories by write key (%s); a "
-                "write interrupted mid-call is sent again and may be stored twice",
-                reason,
-            )
-
-    # -- retiring stored rows -------------------------------------------------------
-
-    async def _retire(self, batch: _Batch) -> None:
-        """Remove stored rows from the outbox, once the store has synced them.
-
-        Without a store to sync at once. Else in the background: the scope's
-        next batch goes on, these rows are not sent again (:attr:`unsynced`),
-        and a power loss before the sync leaves them for the next process.
-        """
-        store_sync = self._store_sync
-        if store_sync is None:
-            await batch.run(batch.outbox.complete, batch.ids)
-            return
-        keys = {row.key for row in batch.rows}
-        self.unsynced |= keys
-
-        async def retire() -> None:
-            try:
-                await store_sync.wait()
-                await batch.run(batch.outbox.complete, batch.ids)
-            finally:
-                self.unsynced -= keys
-
-        task = asyncio.get_running_loop().create_task(retire())
-        self._retiring.add(task)
-        task.add_done_callback(self._retired)
-
-    def _retired(self, task: asyncio.Task[None]) -> None:
-        self._retiring.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("stored rows stay in the outbox: %s", task.exception())
-
-    async def synced(self, timeout: float | None) -> bool:
-        """Wait until every stored row is synced and removed from the outbox.
-
-        Returns:
-            False when some are still waiting after ``timeout`` seconds.
-        """
-        if not self._retiring:
-            return True
-        _, left = await asyncio.wait(set(self._retiring), timeout=timeout)
-        return not left
-
-    def hurrying(self) -> contextlib.AbstractContextManager[None]:
-        """While inside, syncs do not wait for more writes: someone waits for the queue."""
-        if self._store_sync is None:
-            return contextlib.nullcontext()
-        return self._store_sync.hurrying()
-
-    async def stop_retiring(self) -> None:
-        """At close: rows not synced yet stay in the outbox for the next writer."""
-        for task in list(self._retiring):
-            task.cancel()
-        if self._store_sync is not None:
-            await self._store_sync.aclose()
-
 
 class StoreSync:
-    """One sync of the store for the stored batches that wait together.
+    """Removes stored rows from the outbox: at once when the store's answers are
+    durable (no ``sync``), else once the store has synced them.
 
     The first batch that waits schedules a sync :data:`SYNC_WINDOW` seconds
     later (the store's own flush interval), and every batch stored meanwhile
@@ -535,10 +465,12 @@ class StoreSync:
     one sync for many writes also keeps the event loop responsive. Someone
     waiting for the queue to drain (``flush()``, ``aclose()``) cuts the
     window short (:meth:`hurrying`). A sync that fails (a full disk) is tried
-    again every :data:`RETRY_DELAY` seconds; its rows wait in the outbox.
+    again every :data:`RETRY_DELAY` seconds; its rows wait in the outbox. A
+    power loss before the sync leaves them for the next process.
 
     Args:
-        sync: Puts everything stored so far on disk (blocking; run in a thread).
+        sync: Puts everything stored so far on disk (blocking; run in a
+            thread); ``None`` when the store's answers are durable.
         window: Seconds the first waiter's sync waits for more writes
             (default :data:`SYNC_WINDOW`).
         retry_delay: Seconds between attempts when a sync fails (default
@@ -547,7 +479,7 @@ class StoreSync:
 
     def __init__(
         self,
-        sync: Callable[[], None],
+        sync: Callable[[], None] | None,
         *,
         window: float | None = None,
         retry_delay: float | None = None,
@@ -555,29 +487,29 @@ class StoreSync:
         self._sync = sync
         self._window = SYNC_WINDOW if window is None else window
         self._retry_delay = RETRY_DELAY if retry_delay is None else retry_delay
-        self._next: asyncio.Future[None] | None = None
+        self._waiting: list[tuple[BaseOutbox, list[OutboxRow]]] = []
+        self._task: asyncio.Task[None] | None = None
         self._hurry: asyncio.Event | None = None
         self._hurrying = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.unsynced: set[str] = set()
+        """Keys of the rows stored that wait for the sync (not to be sent again)."""
         self.syncs = 0
         """Syncs that completed."""
         self.failures = 0
         """Sync attempts that failed (each is tried again)."""
 
-    async def wait(self) -> None:
-        """Return once a sync that started after this call has completed.
-
-        Raises:
-            asyncio.CancelledError: The queue closed first; the rows stay.
-        """
+    async def retire(self, outbox: BaseOutbox, rows: list[OutboxRow]) -> None:
+        """Remove ``rows``, stored, from ``outbox``: now, or after the next sync
+        that starts from now (in the background: the scope's next batch goes on)."""
+        if self._sync is None:
+            await outbox.thread.run(outbox.complete, [row.id for row in rows])
+            return
+        self._waiting.append((outbox, rows))
+        self.unsynced.update(row.key for row in rows)
         loop = asyncio.get_running_loop()
-        if self._next is None or self._next.done() or self._next.get_loop() is not loop:
-            self._next = loop.create_future()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
             self._hurry = asyncio.Event()
-            task = loop.create_task(self._run(self._next, self._hurry))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        await asyncio.shield(self._next)
+            self._task = loop.create_task(self._run(self._sync, self._hurry))
 
     @contextlib.contextmanager
     def hurrying(self) -> Iterator[None]:
@@ -590,47 +522,69 @@ class StoreSync:
         finally:
             self._hurrying -= 1
 
-    async def _run(self, done: asyncio.Future[None], hurry: asyncio.Event) -> None:
-        try:
-            await self._synced(done, hurry)
-        finally:
-            if not done.done():  # cancelled: the waiters' rows stay in the outbox
-                done.cancel()
-            if self._next is done:
-                self._next = self._hurry = None
+    async def synced(self, timeout: float | None) -> bool:
+        """Wait until every stored row is synced and removed from the outbox.
 
-    async def _synced(self, done: asyncio.Future[None], hurry: asyncio.Event) -> None:
-        if not self._hurrying:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(hurry.wait(), self._window)
-        # Writes stored from now on wait for the next sync: this one may
-        # start before they reached the store.
-        if self._next is done:
-            self._next = self._hurry = None
-        while True:
-            try:
-                await asyncio.to_thread(self._sync)
-            except Exception as exc:
-                self.failures += 1
-                logger.warning(
-                    "the memory store could not sync (%s); its writes stay in the outbox "
-                    "and the sync is tried again in %.0f s",
-                    exc,
-                    self._retry_delay,
-                )
-                await asyncio.sleep(self._retry_delay)
-                continue
-            self.syncs += 1
-            done.set_result(None)
-            return
+        Returns:
+            False when some are still waiting after ``timeout`` seconds.
+        """
+        task = self._task
+        if task is None or task.done():
+            return True
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return bool(done)
 
     async def aclose(self) -> None:
-        """Stop waiting: a sync not done yet leaves its rows in the outbox."""
-        for task in list(self._tasks):
+        """Stop waiting: rows not synced yet stay in the outbox for the next writer."""
+        task = self._task
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
             task.cancel()
-        if self._next is not None and not self._next.done():
-            self._next.cancel()
-        self._next = None
+            await asyncio.wait({task})
+        self._let_go(self._waiting)
+
+    async def _run(self, sync: Callable[[], None], hurry: asyncio.Event) -> None:
+        taken: list[tuple[BaseOutbox, list[OutboxRow]]] = []
+        try:
+            while self._waiting:
+                if not self._hurrying:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(hurry.wait(), self._window)
+                hurry.clear()
+                # Rows stored from now on wait for the next sync: this one may
+                # start before they reached the store.
+                taken, self._waiting = self._waiting, []
+                while True:
+                    try:
+                        await asyncio.to_thread(sync)
+                        break
+                    except Exception as exc:
+                        self.failures += 1
+                        logger.warning(
+                            "the memory store could not sync (%s); its writes stay in the "
+                            "outbox and the sync is tried again in %.0f s",
+                            exc,
+                            self._retry_delay,
+                        )
+                        await asyncio.sleep(self._retry_delay)
+                self.syncs += 1
+                while taken:
+                    outbox, rows = taken.pop()
+                    try:
+                        await outbox.thread.run(outbox.complete, [row.id for row in rows])
+                    except Exception as exc:
+                        logger.warning("stored rows stay in the outbox: %s", exc)
+                    self.unsynced.difference_update(row.key for row in rows)
+        finally:
+            self._let_go([*taken, *self._waiting])
+            if self._hurry is hurry:
+                self._hurry = None
+
+    def _let_go(self, batches: list[tuple[BaseOutbox, list[OutboxRow]]]) -> None:
+        """Stop waiting for a sync (the queue closed, the loop ended): the rows
+        stay in the outbox, to be sent again (or by the next writer)."""
+        for _, rows in batches:
+            self.unsynced.difference_update(row.key for row in rows)
+        self._waiting.clear()
 
 
 def _disk_full(exc: BaseException) -> bool:

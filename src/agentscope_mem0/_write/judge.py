@@ -1,21 +1,29 @@
-"""What follows a stored write: the time judgement (or, without it, consolidation).
+"""What follows a stored write: the time judgement, and one current memory per fact.
 
 mem0 2.2's extraction only ever adds, so "User lives in Hangzhou" and, later,
 "User moved to Beijing" would both be recalled as true, and a fact said
-twice would be two memories. After each stored write, :class:`TimeJudge`
-takes each new memory, looks up the few older memories of the user most
-like it (one vector search; the same scope the reads search) and relates it
-to each, one pair at a time (:mod:`.judge_pairs`): a change marks the older
-memory superseded, a detail marks the new one as extending it, and a repeat
-marks the new one a duplicate of the older (consolidation, see
-:mod:`.consolidate`). The verdicts are metadata (:class:`ChangePlan`,
-:mod:`.._memories.lifecycle`): nothing is deleted, superseded memories and
-repeats are only left out of reads.
+twice (in other words, or by both ``add_memory`` and the automatic extraction
+of one turn) would be two memories. After each stored write,
+:class:`TimeJudge` takes each new memory, looks up the few older memories of
+the user most like it (one vector search; the same scope the reads search)
+and relates it to each: a repeat marks the new one a duplicate of the older
+(consolidation), and, with a model, a change marks the older memory
+superseded and a detail marks the new one as extending it, one pair at a
+time (:mod:`.judge_pairs`). The verdicts are metadata (:class:`ChangePlan`,
+:mod:`.._memories.lifecycle`): nothing is deleted; superseded memories and
+repeats are only left out of reads, ``export`` and ``history`` keep them, and
+forgetting the memory kept brings a repeat back.
 
-A repeat the words already show (:func:`~.._text.same_fact.first_repeat`)
-costs no model call; the model's "same answer" merges only what the words do
-not keep apart (another person, negation, another time, other numbers, another
-verb, more detail: :func:`~.._text.same_fact.kept_apart`).
+A repeat is decided by :func:`~.._text.same_fact.first_repeat`, the one place
+that does: by the words when they show it, then, with a model, by the
+model's readings, vetoed by the words (another person, negation, another
+time, other numbers, another verb, more detail:
+:func:`~.._text.same_fact.kept_apart`); without one (``judge=False``, hosted
+mem0, a client that extracts with another LLM), by the embeddings' cosine
+similarity of the pairs the words leave open (the client's own embedder;
+none on hosted mem0, where the words decide alone). Hosted mem0 answers a
+write with a pending event: the memories it became are looked up by the
+write's key once the platform has them (:data:`HOSTED_WAITS`).
 
 What keeps a small model from hiding true memories: it is only asked
 reading questions about one memory at a time; a change must hold both ways
@@ -24,13 +32,12 @@ changed; and one write supersedes at most ``max_superseded`` memories.
 
 The judgement never holds up writes: the queue tells :class:`FollowUp`
 (its :class:`~.queue.AfterStore`), which refreshes the profile cache and
-queues the write in a :class:`Lanes` lane per searched scope, judged in
+queues the write per searched scope, judged in
 order in the background (a later change must see the earlier one). Each
 model call has ``timeout`` seconds; a call that fails or is late ends the
 model's part of that write's judgement (counted as skipped): the rest of its
-memories are only compared by their words. Without a judge (``judge=False``,
-hosted mem0, a client that extracts with another LLM) the same lanes run
-:class:`~.consolidate.Consolidator` instead.
+memories are only compared by their words. A failure or a late answer only
+leaves a repeat current.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -65,14 +72,17 @@ from .._memories.lifecycle import (
 from .._observe.latency import LatencyRecorder
 from .._observe.tracing import SpanHandle, model_span, span
 from .._observe.usage import CallTokens, TokenMeter
-from .._text.dates import parse_time
-from .._text.same_fact import FactShape, fact_shape, first_repeat, kept_apart, user_names
-from .consolidate import (
-    DEFAULT_CONSOLIDATION_CANDIDATES,
-    Consolidator,
-    duplicate_marks,
-    new_memories,
+from .._text.dates import iso, parse_time
+from .._text.same_fact import (
+    FactShape,
+    as_user,
+    cosine,
+    fact_shape,
+    first_repeat,
+    kept_apart,
+    user_names,
 )
+from .delivery import METADATA_KEY
 from .judge_pairs import (
     FACT_ANSWER,
     FACT_QUESTION,
@@ -90,15 +100,17 @@ if TYPE_CHECKING:
     from .._scope import Scope
 
 __all__ = [
+    "DEFAULT_CONSOLIDATION_CANDIDATES",
     "DEFAULT_JUDGE_CANDIDATES",
     "DEFAULT_JUDGE_TIMEOUT",
     "DEFAULT_MAX_SUPERSEDED",
+    "HOSTED_WAITS",
     "ChangePlan",
     "FollowUp",
-    "Lanes",
     "TimeJudge",
     "build_time_judge",
     "judge_model_of",
+    "new_memories",
 ]
 
 logger = logging.getLogger(__name__)
@@ -112,6 +124,15 @@ DEFAULT_JUDGE_TIMEOUT = 120.0
 DEFAULT_MAX_SUPERSEDED = 2
 """Older memories one stored write may supersede, however many facts it held."""
 
+DEFAULT_CONSOLIDATION_CANDIDATES = 5
+"""Current memories each new memory is checked against for a repeat."""
+
+_CONSOLIDATION_TIMEOUT = 30.0
+"""Seconds the pass without a model (lookups, embeddings, marks) may take per write."""
+
+HOSTED_WAITS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+"""Seconds between looks for a hosted write's memories (about a minute in all)."""
+
 _MAX_NEW_JUDGED = 8
 """New memories of one write that are related to older ones; the rest are only dated."""
 
@@ -120,6 +141,23 @@ _JUDGE_BACKLOG = 32
 
 _CONSOLIDATION_BACKLOG = 64
 """Writes waiting for consolidation per searched scope; beyond it new ones are not."""
+
+_JUDGE_COUNTS = (
+    "batches",
+    "pairs",
+    "superseded",
+    "extended",
+    "same",
+    "merged",
+    "vetoed",
+    "capped",
+    "skipped",
+    "dated",
+)
+"""The counters ``stats()`` shows with a model (``judge_*``)."""
+
+_CONSOLIDATION_COUNTS = ("batches", "compared", "merged", "embedded", "skipped")
+"""The counters ``stats()`` shows without one (``consolidation_*``)."""
 
 _HIDING = (SUPERSEDED_BY, DUPLICATE_OF)
 """Changes that take a memory out of reads: stored after every other change."""
@@ -135,155 +173,76 @@ class Cache(Protocol):
 class FollowUp:
     """What follows each stored batch: the queue's :class:`~.queue.AfterStore`.
 
-    The profile cache is refreshed at once; the time judgement (with a judge)
-    or consolidation (without) runs in the background, in order per searched
-    scope, and refreshes it again when it changed what reads show.
+    The profile cache is refreshed at once; the judgement runs in the
+    background and refreshes it again when it changed what reads show. The
+    writes of one searched scope are judged in order (a later change must see
+    the earlier one), in one task per scope that nobody waits for; past the
+    backlog a write is only dated (without a model: left alone). No reply
+    waits for that work, so it runs under
+    :func:`~.._mem0.call_context.no_reply_waits`: its mem0 reads take the write
+    lane and its embeddings wait for every reply's query.
 
     Args:
         profiles: The profile cache.
-        judge: The time judge; ``None`` consolidates without a model.
-        consolidator: Consolidation, when no judge runs.
-        search_by_agent: Writes are judged in the order of the scope the
-            reads search (the writing agent's, or the whole user's).
+        judge: The time judgement (or, without a model, consolidation alone).
     """
 
-    def __init__(
-        self,
-        profiles: Cache,
-        judge: TimeJudge | None,
-        consolidator: Consolidator,
-        *,
-        search_by_agent: bool = True,
-    ) -> None:
+    def __init__(self, profiles: Cache, judge: TimeJudge) -> None:
         self._profiles = profiles
         self._judge = judge
-        self._consolidator = consolidator
-        self._search_by_agent = search_by_agent
-        self._lanes = Lanes(_JUDGE_BACKLOG if judge is not None else _CONSOLIDATION_BACKLOG)
+        self._backlog = _JUDGE_BACKLOG if judge.model is not None else _CONSOLIDATION_BACKLOG
+        self._lanes: dict[Scope, _Lane] = {}
+        self._stopped = False
 
     def stored(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
-        """Refresh ``scope``'s profiles and queue the batch's judgement (or
-        consolidation); returns at once (see :class:`~.queue.AfterStore`)."""
+        """Refresh ``scope``'s profiles and queue the batch's judgement; returns
+        at once (see :class:`~.queue.AfterStore`)."""
         self._profiles.invalidate(scope)
-        judge, consolidator = self._judge, self._consolidator
-        if not results or (judge is None and not consolidator.enabled):
+        judge = self._judge
+        if self._stopped or not results or (judge.model is None and not judge.consolidates):
             return
-        if judge is not None and not new_memories(results):
+        if judge.model is not None and not new_memories(results):
             return
-
-        async def follow(overflow: bool) -> None:
-            if judge is not None:
-                changed = await judge.judge(scope, results, said_at, ask=not overflow)
-            elif overflow:
-                consolidator.skip()
-                return
-            else:
-                kept = await consolidator.consolidate(scope, results, said_at)
-                changed = len(kept) < len(results)
-            if changed:  # what reads show changed, not only the kept questions
-                self._profiles.invalidate(scope)
-
-        if not self._lanes.submit(scope.searched(by_agent=self._search_by_agent), follow):
+        searched = judge.searched(scope)
+        lane = self._lanes.setdefault(searched, _Lane())
+        overflow = len(lane.waiting) >= self._backlog
+        lane.waiting.append((scope, results, said_at, overflow))
+        if lane.task is None or lane.task.done():
+            lane.task = asyncio.ensure_future(self._drain(searched, lane))
+        if overflow:
             logger.warning(
                 "over %d writes of user %s wait for %s",
-                self._lanes.backlog,
+                self._backlog,
                 scope.user_id,
                 "the time judgement; this one is only dated"
-                if judge is not None
+                if judge.model is not None
                 else "consolidation; repeats may stay current",
             )
 
+    async def _drain(self, searched: Scope, lane: _Lane) -> None:
+        with no_reply_waits():
+            while lane.waiting and not self._stopped:
+                scope, results, said_at, overflow = lane.waiting.popleft()
+                try:
+                    if overflow and self._judge.model is None:
+                        self._judge.skip()
+                    elif await self._judge.judge(scope, results, said_at, ask=not overflow):
+                        self._profiles.invalidate(scope)  # what reads show changed
+                except Exception:
+                    logger.exception("the judgement of a write of user %s failed", scope.user_id)
+        if self._lanes.get(searched) is lane and not lane.waiting:
+            del self._lanes[searched]
+
     def stats(self) -> dict[str, Any]:
-        """``consolidation_*`` and, with a judge, ``judge_*`` counters, writes
-        waiting, and the background time per write."""
-        waiting = self._lanes.waiting
-        out = self._consolidator.stats()
-        out["consolidation_waiting"] = 0 if self._judge is not None else waiting
-        if self._judge is not None:
-            out.update(self._judge.stats())
-            out["judge_waiting"] = waiting
+        """The judgement's counters (``judge_*``, or ``consolidation_*`` without
+        a model), the writes waiting, and the background time per write."""
+        out = self._judge.stats()
+        waiting = sum(len(lane.waiting) for lane in self._lanes.values())
+        out[f"{self._judge.prefix}_waiting"] = waiting
         return out
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until the writes queued so far are followed up; True when in time."""
-        return await self._lanes.flush(timeout)
-
-    def stop(self) -> int:
-        """Drop the writes waiting and cancel the running ones (at close).
-
-        The writes themselves are stored already; only their judgement (or
-        consolidation) is lost.
-
-        Returns:
-            How many writes were left.
-        """
-        if self._judge is not None:
-            self._judge.stopped = True
-        left = self._lanes.stop()
-        if left and self._judge is not None:
-            logger.info("%d writes were left without a time judgement at close", left)
-        return left
-
-
-Job = Callable[[bool], Awaitable[None]]
-"""``job(overflow)``: one piece of work; ``overflow`` when the backlog was full."""
-
-
-@dataclass
-class _Lane:
-    waiting: deque[tuple[Job, bool]] = field(default_factory=deque)
-    task: asyncio.Future[None] | None = None
-
-
-class Lanes:
-    """Background jobs run in order per key, which the caller never waits for.
-
-    :meth:`submit` queues a job and returns, and one task per key runs that
-    key's jobs one after another. A key whose backlog is full gets its jobs
-    marked as overflow (the job decides what it still does). No reply waits
-    for these jobs, so they run under :func:`~.._mem0.call_context.no_reply_waits`:
-    their mem0 reads take the write lane and their embeddings wait for every
-    reply's query.
-
-    Args:
-        backlog: Jobs waiting per key beyond which new ones are overflow.
-    """
-
-    def __init__(self, backlog: int) -> None:
-        self.backlog = backlog
-        self._lanes: dict[Hashable, _Lane] = {}
-        self.stopped = False
-        """Whether :meth:`stop` ran; no job starts after it."""
-
-    @property
-    def waiting(self) -> int:
-        """Jobs queued and not started, over all keys."""
-        return sum(len(lane.waiting) for lane in self._lanes.values())
-
-    def submit(self, key: Hashable, job: Job) -> bool:
-        """Queue ``job`` under ``key``; returns whether it was within the backlog."""
-        if self.stopped:
-            return False
-        lane = self._lanes.setdefault(key, _Lane())
-        within = len(lane.waiting) < self.backlog
-        lane.waiting.append((job, not within))
-        if lane.task is None or lane.task.done():
-            lane.task = asyncio.ensure_future(self._drain(key, lane))
-        return within
-
-    async def _drain(self, key: Hashable, lane: _Lane) -> None:
-        with no_reply_waits():
-            while lane.waiting and not self.stopped:
-                job, overflow = lane.waiting.popleft()
-                try:
-                    await job(overflow)
-                except Exception:
-                    logger.exception("a background job failed")
-        if self._lanes.get(key) is lane and not lane.waiting:
-            del self._lanes[key]
-
-    async def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the jobs queued so far ran; True when that happened in time."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             running = [
@@ -299,15 +258,34 @@ class Lanes:
                 return False
 
     def stop(self) -> int:
-        """Drop the waiting jobs and cancel the running ones; returns how many there were."""
-        self.stopped = True
+        """Drop the writes waiting and cancel the running judgements (at close).
+
+        The writes themselves are stored already; only their judgement is lost.
+
+        Returns:
+            How many writes were left.
+        """
+        self._stopped = self._judge.stopped = True
         left = 0
         for lane in self._lanes.values():
             left += len(lane.waiting) + int(lane.task is not None and not lane.task.done())
             lane.waiting.clear()
             if lane.task is not None:
                 lane.task.cancel()
+        if left and self._judge.model is not None:
+            logger.info("%d writes were left without a time judgement at close", left)
         return left
+
+
+@dataclass
+class _Lane:
+    """The writes of one searched scope waiting for their judgement, and the task
+    judging them (``overflow``: past the backlog)."""
+
+    waiting: deque[tuple[Scope, list[dict[str, Any]], datetime, bool]] = field(
+        default_factory=deque
+    )
+    task: asyncio.Future[None] | None = None
 
 
 class TimeJudge:
@@ -315,8 +293,9 @@ class TimeJudge:
 
     Args:
         backend: The memories' mem0 client.
-        model: The AgentScope chat model asked the reading questions.
-        candidates: Older memories related to each new memory.
+        model: The AgentScope chat model asked the reading questions; ``None``
+            only merges repeats (consolidation).
+        candidates: Older memories related to each new memory by the model.
         timeout: Seconds one model call may take.
         search_by_agent: Look among the writing agent's memories only
             (``scope_search_by_agent``), or among all of the user's.
@@ -326,7 +305,7 @@ class TimeJudge:
     def __init__(
         self,
         backend: Mem0Backend,
-        model: ChatModelBase,
+        model: ChatModelBase | None,
         *,
         candidates: int = DEFAULT_JUDGE_CANDIDATES,
         timeout: float | None = DEFAULT_JUDGE_TIMEOUT,
@@ -337,26 +316,39 @@ class TimeJudge:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self._backend = backend
-        self._model = model
+        self.model = model
+        """The model asked; ``None``: consolidation alone."""
         self._candidates = candidates
-        self._timeout = timeout
+        self._timeout = timeout if model is not None else _CONSOLIDATION_TIMEOUT
         self._search_by_agent = search_by_agent
         self._max_superseded = max_superseded
         self._latency = LatencyRecorder()
-        counters = "batches pairs superseded extended same merged vetoed capped skipped dated"
-        self._counts = dict.fromkeys(counters.split(), 0)
+        self.prefix = "judge" if model is not None else "consolidation"
+        """The prefix of its ``stats()`` keys."""
+        self._shown = _JUDGE_COUNTS if model is not None else _CONSOLIDATION_COUNTS
+        self._counts = dict.fromkeys((*_JUDGE_COUNTS, *_CONSOLIDATION_COUNTS), 0)
         self.meter: TokenMeter | None = None
         """Counts the tokens of the judgement's model calls, when set."""
         self.consolidates = True
         """``False`` leaves repeats current (to measure what consolidation costs)."""
+        self.hosted_waits: Sequence[float] = HOSTED_WAITS
+        """Seconds between looks for a hosted write's memories."""
         self.stopped = False
         """Set at close: a model call that ends afterwards stops the judgement."""
 
     def stats(self) -> dict[str, Any]:
-        """``judge_*`` counters and the time per judged write."""
-        out: dict[str, Any] = {f"judge_{k}": v for k, v in self._counts.items()}
-        out.update(self._latency.summary("judge_latency"))
+        """``judge_*`` (or ``consolidation_*``) counters and the time per judged write."""
+        out: dict[str, Any] = {f"{self.prefix}_{k}": self._counts[k] for k in self._shown}
+        out.update(self._latency.summary(f"{self.prefix}_latency"))
         return out
+
+    def searched(self, scope: Scope) -> Scope:
+        """The scope whose memories a write of ``scope`` is related to."""
+        return scope.searched(by_agent=self._search_by_agent)
+
+    def skip(self) -> None:
+        """Count a write left alone: too many were waiting."""
+        self._counts["skipped"] += 1
 
     async def judge(
         self, scope: Scope, results: Sequence[Any], said_at: datetime, *, ask: bool = True
@@ -371,39 +363,72 @@ class TimeJudge:
         Returns:
             Whether reads will show something changed.
         """
-        new = new_memories(results)
+        new = new_memories(results) or await self._hosted_memories(scope, results)
         if not new:
             return False
         started = time.perf_counter()
-        searched = scope.searched(by_agent=self._search_by_agent)
-        with span("judge", user_id=scope.user_id, agent_id=scope.agent_id, new=len(new)) as handle:
+        name = "judge" if self.model is not None else "consolidate"
+        with span(name, user_id=scope.user_id, agent_id=scope.agent_id, new=len(new)) as handle:
             facts = [fact_of_result(item, said_at) for item in new]
             plan = ChangePlan(self._max_superseded, self._counts)
-            for fact in facts:
-                plan.date(fact)
+            if self.model is not None:
+                for fact in facts:
+                    plan.date(fact)
             self._counts["batches"] += 1
             if not ask:
                 self._counts["skipped"] += 1
                 handle.set(skipped=True)
+            relating = self._relate_all(scope, facts, plan, handle, ask=ask)
             try:
-                await self._relate_all(scope, facts, searched, plan, handle, ask=ask)
+                if self.model is None:
+                    await asyncio.wait_for(relating, self._timeout)
+                else:
+                    await relating
             except Exception as exc:
+                if self.model is None:
+                    self._counts["skipped"] += 1
                 logger.warning(
-                    "the time judgement for user %s stopped (%s); the rest of this "
-                    "write is not judged",
+                    "the %s for user %s stopped (%s); the rest of this write is not judged",
+                    "time judgement" if self.model is not None else "consolidation",
                     scope.user_id,
-                    exc,
+                    exc or type(exc).__name__,
                 )
             handle.set(changed=len(plan.changes))
             await plan.write(self._backend, scope, self._timeout)
         self._latency.record(time.perf_counter() - started)
         return plan.shows_change
 
+    async def _hosted_memories(self, scope: Scope, results: Sequence[Any]) -> list[dict[str, Any]]:
+        """The memories a hosted write became, found by its key once the platform
+        processed it (mem0's platform answers ``add`` with a pending event)."""
+        keys = {item.get(METADATA_KEY) for item in results if isinstance(item, dict)}
+        keys.discard(None)
+        if not self._backend.hosted or len(keys) != 1:
+            return []
+        key = str(keys.pop())
+        for wait in self.hosted_waits:
+            await asyncio.sleep(wait)
+            try:
+                found = await self._backend.get_all_raw(
+                    scope, limit=100, where={"metadata": {METADATA_KEY: key}}
+                )
+            except Exception as exc:
+                logger.info("could not look up a hosted write of user %s: %s", scope.user_id, exc)
+                return []
+            mine = new_memories([item for item in found if _carries_key(item, key)])
+            if mine:
+                return mine
+        logger.info(
+            "hosted mem0 had not stored a write of user %s after %.0f s; not consolidated",
+            scope.user_id,
+            sum(self.hosted_waits),
+        )
+        return []
+
     async def _relate_all(
         self,
         scope: Scope,
         facts: list[Fact],
-        searched: Scope,
         plan: ChangePlan,
         handle: SpanHandle,
         *,
@@ -412,9 +437,9 @@ class TimeJudge:
         """Relate each new memory to its candidates, planning the changes in ``plan``.
 
         One search per new memory finds the candidates of both questions: does
-        it repeat one of them (its words, then the model), and does it change
-        or extend one. A model call that fails or is late ends the model's
-        part: the rest of the write is only compared by words.
+        it repeat one of them (its words, then the model or the embeddings),
+        and does it change or extend one. A model call that fails or is late
+        ends the model's part: the rest of the write is only compared by words.
         """
         pairs = PairJudge(lambda system, user: self._ask(handle, system, user))
         batch = {fact.id for fact in facts}
@@ -422,9 +447,12 @@ class TimeJudge:
         pool = max(self._candidates, DEFAULT_CONSOLIDATION_CANDIDATES)
         kept_new: list[tuple[Fact, FactShape]] = []
         capped = self._counts["capped"]
+        ask = ask and self.model is not None
         try:
             for index, new in enumerate(facts):
-                hits = await self._backend.search(new.text, searched, top_k=pool + len(batch))
+                hits = await self._backend.search(
+                    new.text, self.searched(scope), top_k=pool + len(batch)
+                )
                 olds = [fact_of_hit(h) for h in hits if h.id and h.id not in batch | plan.replaced]
                 olds = olds[:pool]
                 handle.count(candidates=len(olds))
@@ -432,12 +460,17 @@ class TimeJudge:
                 shape = fact_shape(new.text, names_here)
                 shaped = [(old, fact_shape(old.text, names_here)) for old in olds]
                 others = [*kept_new, *shaped]
-                at = (
-                    await first_repeat(shape, [s for _, s in others]) if self.consolidates else None
-                )
-                if at is not None:
-                    plan.merge(new, others[at][0])
-                    continue
+                if self.consolidates:
+                    at = await self._first_repeat(new, shape, others, names_here)
+                    if at is not None:
+                        plan.merge(new, others[at][0])
+                        logger.info(
+                            "memory %s of user %s repeats memory %s: marked as its duplicate",
+                            new.id,
+                            scope.user_id,
+                            others[at][0].id,
+                        )
+                        continue
                 if ask and index < _MAX_NEW_JUDGED:
                     try:
                         if await self._relate(pairs, new, shape, shaped, plan, handle):
@@ -463,6 +496,29 @@ class TimeJudge:
                     "are kept current",
                     self._max_superseded,
                 )
+
+    async def _first_repeat(
+        self,
+        new: Fact,
+        shape: FactShape,
+        others: list[tuple[Fact, FactShape]],
+        names: frozenset[str],
+    ) -> int | None:
+        """Which of ``others`` ``new`` repeats: by the words, then (without a
+        model) by the embeddings of the pairs the words leave open."""
+        if self.model is not None:
+            return await first_repeat(shape, [s for _, s in others])
+        self._counts["compared"] += len(others)
+
+        async def similarities(open_pairs: list[int]) -> list[float | None] | None:
+            texts = [new.text, *(others[i][0].text for i in open_pairs)]
+            vectors = await self._backend.embed([as_user(text, names) for text in texts])
+            if vectors is None:
+                return None
+            self._counts["embedded"] += len(vectors)
+            return [cosine(vectors[0], vector) for vector in vectors[1:]]
+
+        return await first_repeat(shape, [s for _, s in others], similarities=similarities)
 
     async def _relate(
         self,
@@ -519,10 +575,11 @@ class TimeJudge:
         """One model call, within ``timeout``, with its span and its tokens counted."""
         from .._mem0.adapters import _final_response, flatten_response
 
+        assert self.model is not None  # only asked with a model
         messages = [SystemMsg(name="system", content=system), UserMsg(name="user", content=user)]
-        with model_span("judge_call", self._model) as call:
+        with model_span("judge_call", self.model) as call:
             response = await asyncio.wait_for(
-                _final_response(self._model, messages, None), self._timeout
+                _final_response(self.model, messages, None), self._timeout
             )
             if self.stopped:
                 raise asyncio.CancelledError  # AgentScope swallowed stop()'s cancellation
@@ -604,9 +661,10 @@ class ChangePlan:
             made by the memory kept).
         """
         duplicates = self.changes.get(kept.id, {}).get(DUPLICATES, kept.duplicates)
-        said_at = repeat.said or datetime.now(UTC)
-        for memory_id, change in duplicate_marks(repeat.id, kept.id, duplicates, said_at):
-            self.changes.setdefault(memory_id, {}).update(change)
+        self.changes.setdefault(kept.id, {})[DUPLICATES] = [*duplicates, repeat.id]
+        self.changes.setdefault(repeat.id, {}).update(
+            {DUPLICATE_OF: kept.id, VALID_UNTIL: iso(repeat.said or datetime.now(UTC))}
+        )
         self._counts["merged"] += 1
         return dataclasses.replace(
             kept,
@@ -652,6 +710,23 @@ def _said_later(new: Fact, old: Fact) -> bool:
     return new.said >= old.said
 
 
+def new_memories(results: Sequence[Any]) -> list[dict[str, Any]]:
+    """The entries of mem0's ``add`` results that are new memories."""
+    return [
+        item
+        for item in results
+        if isinstance(item, dict)
+        and item.get("id")
+        and item.get("memory")
+        and item.get("event", "ADD") == "ADD"
+    ]
+
+
+def _carries_key(item: dict[str, Any], key: str) -> bool:
+    metadata = item.get("metadata")
+    return isinstance(metadata, dict) and metadata.get(METADATA_KEY) == key
+
+
 def fact_of_result(item: Mapping[str, Any], said_at: datetime) -> Fact:
     """A new memory of mem0's ``add`` results, said at ``said_at``."""
     when = item.get(EVENT_DATE)
@@ -691,8 +766,9 @@ def build_time_judge(
     *,
     timeout: float | None = DEFAULT_JUDGE_TIMEOUT,
     search_by_agent: bool = True,
-) -> TimeJudge | None:
-    """The judge for the middleware's ``judge`` keyword, or ``None`` when off.
+) -> TimeJudge:
+    """The judgement for the middleware's ``judge`` keyword; its ``model`` is
+    ``None`` when no model judges (repeats are still merged).
 
     ``True`` takes the AgentScope model the client extracts with; a client
     built with another LLM has none, and hosted mem0 keeps its own timeline,
@@ -705,22 +781,19 @@ def build_time_judge(
 
     from .._exceptions import ConfigurationError
 
-    if judge is False:
-        return None
-    if judge is True:
-        if backend.hosted:
-            logger.info("hosted mem0 keeps its own timeline: no time judgement here")
-            return None
+    model: ChatModelBase | None = None
+    if judge is True and backend.hosted:
+        logger.info("hosted mem0 keeps its own timeline: no time judgement here")
+    elif judge is True:
         model = judge_model_of(backend.client)
         if model is None:
             logger.info(
                 "the mem0 client does not extract with an AgentScope model, so new memories "
                 "are not judged against older ones; pass judge_model=<an AgentScope chat model>"
             )
-            return None
     elif isinstance(judge, ChatModelBase):
         model = judge
-    else:
+    elif judge is not False:
         raise ConfigurationError(
             f"judge must be True, False or an AgentScope chat model, got {judge!r}"
         )

@@ -68,7 +68,6 @@ __all__ = [
     "hosted_outbox_dir",
     "new_owner_id",
     "outbox_dir_for_config",
-    "outbox_on",
     "owner_is_dead",
 ]
 
@@ -477,22 +476,26 @@ class Outbox(BaseOutbox):
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout: float = 10.0) -> None:
-        where = os.fspath(path) if path is not None else ":memory:"
-        thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {where}")
-        self._open_on(thread, path, busy_timeout, owns_thread=True)
+        self._start_on(None, path, busy_timeout)
 
-    def _open_on(
+    @classmethod
+    def _on_thread(cls, thread: ConnectionThread, path: str | os.PathLike[str] | None) -> Outbox:
+        """An outbox whose connection lives on ``thread``, which the caller owns
+        and closes (a write queue's file and its in-memory stand-in share one)."""
+        outbox = cls.__new__(cls)
+        outbox._start_on(thread, path, 10.0)
+        return outbox
+
+    def _start_on(
         self,
-        thread: ConnectionThread,
+        thread: ConnectionThread | None,
         path: str | os.PathLike[str] | None,
         busy_timeout: float,
-        *,
-        owns_thread: bool,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.where = os.fspath(self.path) if self.path is not None else ":memory:"
-        self.thread = thread
-        self._own_thread = owns_thread
+        self._own_thread = thread is None
+        self.thread = thread or ConnectionThread(OUTBOX_THREAD, what=f"the outbox {self.where}")
         self._busy_timeout = busy_timeout
         self.recovered_at_open: int | None = None
         """Rows carried over from a damaged file replaced at open (``None``: none was)."""
@@ -862,14 +865,6 @@ class Outbox(BaseOutbox):
         if conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
-
-
-def outbox_on(thread: ConnectionThread, path: str | os.PathLike[str] | None) -> Outbox:
-    """An :class:`Outbox` whose connection lives on ``thread``, which the caller
-    owns and closes (a write queue's file and its in-memory stand-in share one)."""
-    outbox = Outbox.__new__(Outbox)
-    outbox._open_on(thread, path, 10.0, owns_thread=False)
-    return outbox
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -47,12 +47,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._exceptions import DamagedFileError, LocalFileError
+from .._mem0.durable import disk_sync_of
 from .._observe.latency import LatencyRecorder
 from .._observe.tracing import remember_origin, write_span
 from .._scope import Scope
 from .._sqlite.thread import ConnectionThread
 from .._text.dates import check_said_at
-from .delivery import METADATA_KEY, Delivery, RetryPolicy, Sent, WriteStats
+from .delivery import METADATA_KEY, Delivery, RetryPolicy, Sent, StoreSync, WriteStats
 from .outbox import (
     EXCHANGE,
     FACTS,
@@ -64,7 +65,6 @@ from .outbox import (
     OutboxRow,
     default_outbox_dir,
     new_owner_id,
-    outbox_on,
 )
 
 if TYPE_CHECKING:
@@ -90,6 +90,9 @@ _OPEN_QUEUES: weakref.WeakSet[WriteQueue] = weakref.WeakSet()
 
 Recorded = Callable[[bool], None]
 """Told, on the recording loop, whether a write was recorded (in the file or in memory)."""
+
+Stored = list[dict[str, Any]] | None
+"""How a write ended: mem0's result entries of its batch once stored, ``None`` when not."""
 
 
 class AfterStore(Protocol):
@@ -128,7 +131,7 @@ class _Runtime:
     semaphore: asyncio.Semaphore
     workers: dict[Scope, asyncio.Task[None]] = field(default_factory=dict)
     wake: set[Scope] = field(default_factory=set)
-    waiters: dict[str, asyncio.Future[bool]] = field(default_factory=dict)
+    waiters: dict[str, asyncio.Future[Stored]] = field(default_factory=dict)
     started: asyncio.Task[None] | None = None
     maintenance: asyncio.Task[None] | None = None
     teardown_deadline: float | None = None
@@ -192,9 +195,11 @@ class WriteQueue:
         # The file and its in-memory stand-in share one thread, which this queue closes.
         self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {path or MEMORY_ONLY}")
         try:
-            self._outbox = outbox_on(self._thread, path)
+            self._outbox = Outbox._on_thread(self._thread, path)
             # Where writes wait, in memory, while the file cannot record.
-            self._spill: BaseOutbox = outbox_on(self._thread, None) if path else self._outbox
+            self._spill: BaseOutbox = self._outbox
+            if path is not None:
+                self._spill = Outbox._on_thread(self._thread, None)
         except BaseException:
             self._thread.close()
             raise
@@ -205,20 +210,21 @@ class WriteQueue:
         self._owner = new_owner_id()
         self._stats = WriteStats(lost=self._outbox.lost_at_open)
         self._lost_unreported = self._outbox.lost_at_open > 0
+        # The embedded store syncs its writes only when told: rows are retired after that.
+        sync = disk_sync_of(backend.client) if self._outbox.durable else None
+        self._store_sync = StoreSync(sync)
         self._delivery = Delivery(
             backend,
             owner=self._owner,
             retry=retry or RetryPolicy(),
             write_timeout=write_timeout,
             stats=self._stats,
-            durable=self._outbox.durable,
+            store_sync=self._store_sync,
         )
         self._unrecorded: set[str] = set()  # keys of writes kept in memory only
         self._failing: str | None = None  # why the file refuses, while it does
-        self._dropped = 0  # writes kept in memory and lost at close or exit, logged as such
         self._elsewhere: set[asyncio.Task[None]] = set()  # rows the file refused, in hand
         self._submitted_at: dict[str, float] = {}
-        self._results: dict[str, list[dict[str, Any]]] = {}
         self._latency = LatencyRecorder()
         self._rt: _Runtime | None = None
         self._closed = False
@@ -280,9 +286,11 @@ class WriteQueue:
         Raises:
             ConfigurationError: ``said_at`` is not a time.
         """
-        key = await self._submit(scope, messages, said_at=said_at, kind=EXCHANGE)
-        done = self._waiter(key)
-        if wait and done is not None:
+        submitted = await self._submit(scope, messages, said_at=said_at, kind=EXCHANGE)
+        if submitted is None:
+            return None
+        key, done = submitted
+        if wait:
             await asyncio.shield(done)
         return key
 
@@ -297,16 +305,15 @@ class WriteQueue:
             Whether they are stored (and what mem0 stored), still queued, or failed.
         """
         messages = [{"role": "user", "content": fact} for fact in facts]
-        key = await self._submit(scope, messages, said_at=None, kind=FACTS)
-        if key is None:
+        submitted = await self._submit(scope, messages, said_at=None, kind=FACTS)
+        if submitted is None:
             return WriteResult("lost")
-        done = self._waiter(key)
-        if done is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(done), timeout)
-            if not done.done():
-                return WriteResult("queued", recorded=key not in self._unrecorded)
-        results = self._results.pop(key, None)
+        key, done = submitted
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(done), timeout)
+        if not done.done():
+            return WriteResult("queued", recorded=key not in self._unrecorded)
+        results = done.result()
         if results is None:
             return WriteResult("failed")
         return WriteResult("stored", [str(r.get("memory", "")) for r in results if r.get("memory")])
@@ -328,22 +335,21 @@ class WriteQueue:
         assert rt.started is not None
         try:
             await asyncio.wait_for(asyncio.shield(rt.started), timeout)
-            if self._outbox.durable:
-                # Writes another process left since the start are ours to store too.
-                self._adopt(rt, await self._claim_orphans())
+            # Writes another process left since the start are ours to store too.
+            self._adopt(rt, await self._take_rows())
         except TimeoutError:
             return False
         except Exception as exc:
             logger.warning("could not look for writes left in the outbox: %s", exc)
         waiting = list(rt.waiters.values())
-        with self._delivery.hurrying():
+        with self._store_sync.hurrying():
             if waiting:
                 left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
                 _, not_done = await asyncio.wait(waiting, timeout=left)
                 if not_done:
                     return False
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            if not await self._delivery.synced(left):  # stored, and on disk
+            if not await self._store_sync.synced(left):  # stored, and on disk
                 return False
         return not self._take_lost()
 
@@ -388,17 +394,17 @@ class WriteQueue:
         in_flight = set(self._delivery.in_flight)
         left = await self._stop_workers()
         try:
-            await self._thread.run(self._save_spilled)
+            left -= await self._thread.run(self._save_spilled)  # those are logged as lost
             await self._thread.run(self._outbox.release, owner=self._owner, keep=in_flight)
         except Exception:
             logger.exception("could not release the outbox cleanly")
-        await self._delivery.stop_retiring()
+        await self._store_sync.aclose()
         await self._thread.aclose(self._close_boxes)
         self._submitted_at.clear()
         if not (in_flight and self._outbox.durable):
             LIVE_OWNERS.discard(self._owner)
         _OPEN_QUEUES.discard(self)
-        if left:
+        if left > 0:
             self._report_left(left, "at close")
         return flushed
 
@@ -417,7 +423,7 @@ class WriteQueue:
         out: dict[str, Any] = self._stats.as_stats()
         out["writes_pending"] = self.pending
         out["writes_in_memory_only"] = len(self._unrecorded)
-        out["writes_unsynced"] = len(self._delivery.unsynced)
+        out["writes_unsynced"] = len(self._store_sync.unsynced)
         out.update(self._latency.summary("write_latency"))
         return out
 
@@ -430,7 +436,9 @@ class WriteQueue:
         *,
         said_at: datetime | str | None,
         kind: str,
-    ) -> str | None:
+    ) -> tuple[str, asyncio.Future[Stored]] | None:
+        """Record a write and queue it; its key and the future of how it ends,
+        or ``None`` when it could not be recorded."""
         when = datetime.now(UTC) if said_at is None else check_said_at(said_at)
         if self._closed:
             logger.error(
@@ -444,14 +452,15 @@ class WriteQueue:
         rt = self._runtime()
         key = uuid.uuid4().hex
         remember_origin(key)  # the write span of its batch links to this reply
-        rt.waiters[key] = rt.loop.create_future()
+        done: asyncio.Future[Stored] = rt.loop.create_future()
+        rt.waiters[key] = done
         self._submitted_at[key] = time.perf_counter()
         self._stats.queued += 1
         row = OutboxRow(key, scope.user_id, scope.agent_id, list(messages), when, kind)
         # Recording and queueing go on when the reply is cancelled (a row
         # recorded but never queued would wait for an unrelated write to wake
         # the workers); the reply waits on a future of its own.
-        outcome: asyncio.Future[str | None] = rt.loop.create_future()
+        outcome: asyncio.Future[bool] = rt.loop.create_future()
 
         def recorded(ok: bool) -> None:
             if ok:
@@ -459,12 +468,12 @@ class WriteQueue:
             else:
                 self._stats.lost += 1
                 self._lost_unreported = True
-                self._settle([key], stored=False)
+                self._settle([key], None)
             if not outcome.done():
-                outcome.set_result(key if ok else None)
+                outcome.set_result(ok)
 
         self._record(rt, row, recorded)
-        return await outcome
+        return (key, done) if await outcome else None
 
     def _record(self, rt: _Runtime, row: OutboxRow, recorded: Recorded) -> None:
         """Record ``row``; ``recorded(ok)`` runs on this loop once it is, or (``ok``
@@ -517,49 +526,45 @@ class WriteQueue:
             inserted(None, exc)
 
     async def _record_elsewhere(self, row: OutboxRow, exc: Exception, told: Recorded) -> None:
-        """Record a row the file refused (in a repaired file, else in memory) and
-        tell ``told`` whether it is."""
+        """Record a row the file refused (in the file repaired, else in memory);
+        ``told`` learns whether it is, also when this is cancelled."""
         recorded = False
         try:
-            recorded = await self._keep_elsewhere(row, exc)
-        except Exception:
-            logger.exception("could not record a memory write for user %s", row.user_id)
-        finally:  # cancelled too
+            self._stats.outbox_errors += 1
+            if isinstance(exc, DamagedFileError):
+                with contextlib.suppress(Exception):
+                    await self._thread.run(self._outbox.repair)
+                    await self._thread.run(self._outbox.add, [row], self._owner, self._lease)
+                    recorded = True
+                    return
+            cause = exc.__cause__ if isinstance(exc, LocalFileError) and exc.__cause__ else exc
+            reason = f"{type(cause).__name__}: {cause}"
+            if self._spill is not self._outbox:
+                if self._failing is None:
+                    logger.error(
+                        "could not record memory writes in the outbox %s (%s); they are kept "
+                        "in memory until mem0 stores them or the file takes them again, and "
+                        "recording resumes once it works again",
+                        self._outbox.where,
+                        reason,
+                    )
+                self._failing = reason
+                try:
+                    await self._thread.run(self._spill.add, [row], self._owner, self._lease)
+                except Exception:
+                    logger.exception("could not keep a memory write in memory either")
+                else:
+                    self._stats.unrecorded += 1
+                    self._unrecorded.add(row.key)
+                    recorded = True
+                    return
+            logger.error(
+                "could not record a memory write for user %s (%s); it is not stored",
+                row.user_id,
+                reason,
+            )
+        finally:
             told(recorded)
-
-    async def _keep_elsewhere(self, row: OutboxRow, exc: Exception) -> bool:
-        self._stats.outbox_errors += 1
-        if isinstance(exc, DamagedFileError):
-            with contextlib.suppress(Exception):
-                await self._thread.run(self._outbox.repair)
-                await self._thread.run(self._outbox.add, [row], self._owner, self._lease)
-                return True
-        cause = exc.__cause__ if isinstance(exc, LocalFileError) and exc.__cause__ else exc
-        reason = f"{type(cause).__name__}: {cause}"
-        if self._spill is not self._outbox:
-            if self._failing is None:
-                logger.error(
-                    "could not record memory writes in the outbox %s (%s); they are kept "
-                    "in memory until mem0 stores them or the file takes them again, and "
-                    "recording resumes once it works again",
-                    self._outbox.where,
-                    reason,
-                )
-            self._failing = reason
-            try:
-                await self._thread.run(self._spill.add, [row], self._owner, self._lease)
-            except Exception:
-                logger.exception("could not keep a memory write in memory either")
-            else:
-                self._stats.unrecorded += 1
-                self._unrecorded.add(row.key)
-                return True
-        logger.error(
-            "could not record a memory write for user %s (%s); it is not stored",
-            row.user_id,
-            reason,
-        )
-        return False
 
     def _boxes(self) -> tuple[BaseOutbox, ...]:
         """Memory first (it always progresses), then the file."""
@@ -596,7 +601,8 @@ class WriteQueue:
         if not self._unrecorded:
             return
         try:
-            keys = await self._thread.run(self._unspill, scope, frozenset(self._delivery.unsynced))
+            unsynced = frozenset(self._store_sync.unsynced)
+            keys = await self._thread.run(self._unspill, scope, unsynced)
         except Exception as exc:
             logger.debug("memory writes kept in memory stay there for now: %s", exc)
             return
@@ -609,14 +615,14 @@ class WriteQueue:
                 self._outbox.where,
             )
 
-    def _save_spilled(self) -> None:
-        """At close and exit: the writes kept in memory into the file, or lost (and logged)."""
+    def _save_spilled(self) -> int:
+        """At close and exit: the writes kept in memory into the file, or lost
+        (and logged); returns how many were lost."""
         try:
             self._unspill()
         except Exception as exc:
             left = len(self._spill.held(self._owner))
             self._stats.lost += left
-            self._dropped += left
             logger.error(
                 "%d memory writes kept in memory (the outbox %s could not record them: %s) "
                 "are lost",
@@ -624,6 +630,8 @@ class WriteQueue:
                 self._outbox.where,
                 exc,
             )
+            return left
+        return 0
 
     def _close_boxes(self) -> None:
         for box in self._boxes():
@@ -647,40 +655,36 @@ class WriteQueue:
 
     async def _replay(self, rt: _Runtime) -> None:
         try:
-            own = await self._held()
-            orphans = await self._claim_orphans()
-            if orphans:
-                logger.info(
-                    "replaying %d memory writes left in the outbox by an earlier process",
-                    len(orphans),
-                )
-            self._adopt(rt, [*own, *orphans])
+            self._adopt(rt, await self._take_rows())
         except Exception as exc:
             logger.warning("could not read the outbox at start (%s); trying again later", exc)
 
-    async def _held(self) -> list[OutboxRow]:
-        """The pending rows this queue holds, in memory and in the file, but those
-        stored and waiting for the store's sync (their writes are settled)."""
-        unsynced = self._delivery.unsynced
-        return [
+    async def _take_rows(self) -> list[OutboxRow]:
+        """The pending rows this queue holds, in memory and in the file (but those
+        stored and waiting for the store's sync: their writes are settled), then
+        the rows of writers that died, taken over (counted as replayed); taking
+        them renews this queue's leases too."""
+        unsynced = self._store_sync.unsynced
+        rows = [
             row
             for box in self._boxes()
             for row in await self._thread.run(box.held, self._owner)
             if row.key not in unsynced
         ]
-
-    async def _claim_orphans(self) -> list[OutboxRow]:
-        """Renew this queue's leases and take over the rows whose writer died
-        (counted as replayed)."""
-        if not self._outbox.durable:
-            return []
-        rows = await self._thread.run(
-            self._outbox.claim_orphans,
-            owner=self._owner,
-            lease=self._lease,
-            live_here=frozenset(LIVE_OWNERS),
-        )
-        self._stats.replayed += len(rows)
+        if self._outbox.durable:
+            orphans = await self._thread.run(
+                self._outbox.claim_orphans,
+                owner=self._owner,
+                lease=self._lease,
+                live_here=frozenset(LIVE_OWNERS),
+            )
+            if orphans:
+                logger.info(
+                    "taking over %d memory writes left in the outbox by a writer that ended",
+                    len(orphans),
+                )
+            self._stats.replayed += len(orphans)
+            rows += orphans
         return rows
 
     async def _maintain(self, rt: _Runtime) -> None:
@@ -688,8 +692,7 @@ class WriteQueue:
         while rt.waiters:
             await asyncio.sleep(self._lease / 3)
             try:
-                self._adopt(rt, await self._held())
-                self._adopt(rt, await self._claim_orphans())  # renews this queue's leases too
+                self._adopt(rt, await self._take_rows())
             except Exception as exc:
                 self._stats.outbox_errors += 1
                 logger.warning(
@@ -731,8 +734,6 @@ class WriteQueue:
                 except asyncio.CancelledError:
                     if not self._keep_going_at_teardown(rt, me):
                         raise
-        except asyncio.CancelledError:
-            raise
         except Exception:
             logger.exception(
                 "memory writes for user %s stopped; they stay queued and resume shortly",
@@ -763,7 +764,7 @@ class WriteQueue:
 
     async def _next_rows(self, scope: Scope) -> tuple[BaseOutbox, list[OutboxRow]] | None:
         """The next batch of ``scope`` and the outbox holding it, or ``None``."""
-        unsynced = frozenset(self._delivery.unsynced)  # stored, waiting for the sync
+        unsynced = frozenset(self._store_sync.unsynced)  # stored, waiting for the sync
         for box in self._boxes():
             try:
                 rows = await self._thread.run(
@@ -785,8 +786,8 @@ class WriteQueue:
     def _settle_sent(self, scope: Scope, sent: Sent) -> None:
         """Settle a sent batch's writes, then tell :attr:`_after_store` what was stored."""
         for rows, results in sent.stored:
-            self._settle([row.key for row in rows], stored=True, results=results)
-        self._settle([row.key for row in sent.dropped], stored=False)
+            self._settle([row.key for row in rows], results)
+        self._settle([row.key for row in sent.dropped], None)
         for rows, results in sent.stored:
             if self._after_store is None:
                 continue
@@ -795,22 +796,17 @@ class WriteQueue:
             except Exception:
                 logger.exception("what follows a stored write failed for user %s", scope.user_id)
 
-    def _settle(
-        self, keys: list[str], *, stored: bool, results: list[dict[str, Any]] | None = None
-    ) -> None:
+    def _settle(self, keys: list[str], results: Stored) -> None:
+        """End the writes of ``keys``: stored as ``results``, or not (``None``)."""
         rt = self._rt
         now = time.perf_counter()
         for key in keys:
             done = rt.waiters.pop(key, None) if rt is not None else None
-            if stored and done is not None and results is not None and len(keys) == 1:
-                self._results[key] = results
             if done is not None and not done.done():
-                done.set_result(stored)
+                done.set_result(results)
             started = self._submitted_at.pop(key, None)
-            if stored and started is not None:
+            if results is not None and started is not None:
                 self._latency.record(now - started)
-        while len(self._results) > 1000:  # answers nobody collected
-            self._results.pop(next(iter(self._results)))
         self._unrecorded.difference_update(keys)
 
     def _keep_going_at_teardown(self, rt: _Runtime, task: asyncio.Task[Any] | None) -> bool:
@@ -851,13 +847,9 @@ class WriteQueue:
         left = len(rt.waiters)
         for done in rt.waiters.values():
             if not done.done():
-                done.set_result(False)
+                done.set_result(None)
         rt.waiters.clear()
         return left
-
-    def _waiter(self, key: str | None) -> asyncio.Future[bool] | None:
-        rt = self._rt
-        return rt.waiters.get(key) if key is not None and rt is not None else None
 
     def _take_lost(self) -> bool:
         lost, self._lost_unreported = self._lost_unreported, False
@@ -866,13 +858,7 @@ class WriteQueue:
     # -- what is left at close or exit ---------------------------------------------
 
     def _report_left(self, count: int, when: str) -> None:
-        """Log ``count`` writes left unstored (``when``: "at close", "at exit").
-
-        Those :meth:`_save_spilled` reported lost are not counted again.
-        """
-        count, self._dropped = count - self._dropped, 0
-        if count <= 0:
-            return
+        """Log ``count`` writes left unstored (``when``: "at close", "at exit")."""
         if self._outbox.durable:
             logger.warning(
                 "%d memory writes not stored %s; they stay in the outbox %s and the next "
@@ -893,13 +879,13 @@ class WriteQueue:
         """At interpreter exit: save what memory holds, report what is left."""
         if self._closed:
             return
-        with contextlib.suppress(Exception):
-            self._save_spilled()
         count = self.pending
+        with contextlib.suppress(Exception):
+            count -= self._save_spilled()  # those are logged as lost
         if self._outbox.durable:
             with contextlib.suppress(Exception):
                 count = len(self._outbox.held(self._owner))
-        if count:
+        if count > 0:
             self._report_left(count, "at exit")
 
     def __del__(self) -> None:

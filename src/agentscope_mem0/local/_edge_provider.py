@@ -20,13 +20,13 @@ shared with the Qdrant server provider, are in
 :mod:`agentscope_mem0._vectors.fusion`. mem0 sees the fused score divided by
 the best one possible. A rank is no similarity, so the search threshold is
 applied here to each hit's cosine with the query (see
-:mod:`agentscope_mem0._vectors.threshold`), and ``keyword_search`` returns
+:mod:`agentscope_mem0._vectors.search_terms`), and ``keyword_search`` returns
 ``None`` so that mem0 does not add a keyword score again. ``fusion="none"``
 and mem0's entity collection (``<name>_entities``) search by meaning only.
 
 A search's candidates come from the engine with their ids and scores. When
 the search keeps only the first ``kept`` unexpired hits
-(:mod:`agentscope_mem0._vectors.results_kept`), payloads are read for those
+(:mod:`agentscope_mem0._vectors.search_terms`), payloads are read for those
 first ones only, reading on past expired memories until ``kept`` live ones
 are found or the candidates end (:func:`hits_with_payloads`).
 """
@@ -55,8 +55,7 @@ from .._vectors.fusion import (
     rrf_weights,
 )
 from .._vectors.keywords_only import is_keywords_only
-from .._vectors.results_kept import kept_of_search
-from .._vectors.threshold import cosine_floor
+from .._vectors.search_terms import cosine_floor, kept_of_search
 from ._edge import DENSE, SPARSE, SharedShard, index_state, shard_exists, shared_shard
 from ._edge_filters import build_filter
 from ._folder import COLLECTION, ENTITY_SUFFIX

@@ -21,7 +21,7 @@ from .._exceptions import (
     PermanentBackendError,
     TransientBackendError,
 )
-from .._memories.hit import MemoryHit
+from .._memories.hit import MemoryHit, entries_of, normalise_hits, results_of
 from .._memories.lifecycle import read_current, write_metadata
 from .._memories.release import Forgotten, release
 from .._observe.usage import TokenMeter
@@ -30,7 +30,6 @@ from .._vectors.search_terms import mem0_threshold
 from .call_context import Lane, WriteTime, caller_loop_scope, calling, current, reply_waits
 from .errors import is_not_found, mapped_errors
 from .extraction import ExtractionStyle, annotate_results, check_extraction
-from .hits import entries_of, normalise_hits, results_of
 from .loops import get_lanes
 from .user_level import merge_user_level, one_read_filters
 

@@ -174,6 +174,35 @@ async def test_in_memory_queue_when_asked(memory: AsyncMemory) -> None:
     assert await queue.aclose()  # idempotent
 
 
+async def test_a_write_settled_while_flush_reads_the_outbox_is_not_waited_for_again(
+    memory: AsyncMemory, tmp_path: Path
+) -> None:
+    # flush() reads the rows this queue holds, then tracks them; a write stored
+    # and settled between the two must not get a new waiter that nothing ends.
+    queue = queue_for(FaultyClient(memory, delay=0.2), outbox_dir=tmp_path / "outbox")
+    key = await queue.submit(SCOPE, said("I like fruit03."))
+    assert key is not None
+    real_take = queue._take_rows
+    settled: list[bool] = []
+
+    async def take_then_let_the_write_end() -> Any:
+        rows = await real_take()
+        rt = queue._rt
+        assert rt is not None
+        done = rt.waiters.get(key)
+        if done is not None and any(row.key == key for row in rows[0]):
+            await done  # the write ends between the read and the tracking
+            settled.append(True)
+        return rows
+
+    queue._take_rows = take_then_let_the_write_end  # type: ignore[method-assign]
+    assert await queue.flush(timeout=5)
+    assert settled == [True]
+    assert queue.pending == 0
+    assert await facts(memory) == Counter({"fruit03": 1})
+    assert await queue.aclose(timeout=5)
+
+
 async def test_busy_scope_is_batched_in_order(memory: AsyncMemory) -> None:
     client = FaultyClient(memory, delay=0.2)
     queue = queue_for(client, max_batch=8)

@@ -336,7 +336,7 @@ class WriteQueue:
         try:
             await asyncio.wait_for(asyncio.shield(rt.started), timeout)
             # Writes another process left since the start are ours to store too.
-            self._adopt(rt, await self._take_rows())
+            self._adopt_again(rt, *await self._take_rows())
         except TimeoutError:
             return False
         except Exception as exc:
@@ -655,22 +655,24 @@ class WriteQueue:
 
     async def _replay(self, rt: _Runtime) -> None:
         try:
-            self._adopt(rt, await self._take_rows())
+            held, orphans = await self._take_rows()
+            self._adopt(rt, [*held, *orphans])
         except Exception as exc:
             logger.warning("could not read the outbox at start (%s); trying again later", exc)
 
-    async def _take_rows(self) -> list[OutboxRow]:
+    async def _take_rows(self) -> tuple[list[OutboxRow], list[OutboxRow]]:
         """The pending rows this queue holds, in memory and in the file (but those
-        stored and waiting for the store's sync: their writes are settled), then
+        stored and waiting for the store's sync: their writes are settled), and
         the rows of writers that died, taken over (counted as replayed); taking
         them renews this queue's leases too."""
         unsynced = self._store_sync.unsynced
-        rows = [
+        held = [
             row
             for box in self._boxes()
             for row in await self._thread.run(box.held, self._owner)
             if row.key not in unsynced
         ]
+        orphans: list[OutboxRow] = []
         if self._outbox.durable:
             orphans = await self._thread.run(
                 self._outbox.claim_orphans,
@@ -684,15 +686,14 @@ class WriteQueue:
                     len(orphans),
                 )
             self._stats.replayed += len(orphans)
-            rows += orphans
-        return rows
+        return held, orphans
 
     async def _maintain(self, rt: _Runtime) -> None:
         """Keep the leases of held writes, take over orphans, restart stalled scopes."""
         while rt.waiters:
             await asyncio.sleep(self._lease / 3)
             try:
-                self._adopt(rt, await self._take_rows())
+                self._adopt_again(rt, *await self._take_rows())
             except Exception as exc:
                 self._stats.outbox_errors += 1
                 logger.warning(
@@ -708,6 +709,12 @@ class WriteQueue:
             scopes[Scope(row.user_id, row.agent_id)] = None
         for scope in scopes:
             self._kick(rt, scope)
+
+    def _adopt_again(self, rt: _Runtime, held: list[OutboxRow], orphans: list[OutboxRow]) -> None:
+        """Track ``orphans`` and restart the scopes of the rows this queue still
+        waits for. A held row whose write was settled while the rows were read
+        (stored and being removed) is not tracked again: nothing would end it."""
+        self._adopt(rt, [*(row for row in held if row.key in rt.waiters), *orphans])
 
     def _kick(self, rt: _Runtime, scope: Scope) -> None:
         """Make sure ``scope`` has a worker (and the leases a keeper)."""

@@ -385,8 +385,8 @@ def main() -> None:
         return
     json_path = args.out_dir / "edge-scaling.json"
     if not args.plot_only:
+        args.out_dir.mkdir(parents=True, exist_ok=True)  # the partial results go there too
         report = drive(args)
-        args.out_dir.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2) + "\n")
     report = json.loads(json_path.read_text())
     render(args.out_dir)

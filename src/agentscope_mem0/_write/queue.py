@@ -661,16 +661,15 @@ class WriteQueue:
 
     async def _take_rows(self) -> list[OutboxRow]:
         """The pending rows this queue holds, in memory and in the file (but those
-        stored and waiting for the store's sync: their writes are settled), then
-        the rows of writers that died, taken over (counted as replayed); taking
-        them renews this queue's leases too."""
-        unsynced = self._store_sync.unsynced
-        rows = [
-            row
-            for box in self._boxes()
-            for row in await self._thread.run(box.held, self._owner)
-            if row.key not in unsynced
-        ]
+        stored and waiting for the store's sync: their writes are settled), after
+        taking over the rows of writers that died (counted as replayed; taking
+        them renews this queue's leases too).
+
+        The held rows are read last, in one call, and the caller adopts them
+        in the step that reads them: a write stored (and settled) while an
+        earlier read was on its way would otherwise be adopted again, with a
+        waiter that nothing settles, and ``flush()`` would wait for it forever.
+        """
         if self._outbox.durable:
             orphans = await self._thread.run(
                 self._outbox.claim_orphans,
@@ -684,8 +683,12 @@ class WriteQueue:
                     len(orphans),
                 )
             self._stats.replayed += len(orphans)
-            rows += orphans
-        return rows
+        boxes = self._boxes()
+        held = await self._thread.run(
+            lambda: [row for box in boxes for row in box.held(self._owner)]
+        )
+        unsynced = self._store_sync.unsynced
+        return [row for row in held if row.key not in unsynced]
 
     async def _maintain(self, rt: _Runtime) -> None:
         """Keep the leases of held writes, take over orphans, restart stalled scopes."""

@@ -1,13 +1,18 @@
 """Every benchmark's own command still runs, on a tiny input, in seconds.
 
-Each test runs ``python benchmarks/X.py ...`` as a subprocess, the way its
-report says to reproduce it, but on the smallest sizes and (for the LoCoMo
-benchmarks) on two short invented conversations in LoCoMo's JSON shape, so
-that no outside data is needed. It checks that the command exits 0 and wrote
-its result file with the keys its report reads; where the benchmark measures
-a guarantee (nothing lost, nothing stored twice, a replaced fact not shown as
-current), that too. The figures themselves are not checked: a run this small
-measures nothing. The commands the reports give are checked to parse.
+Each benchmark's command line (``python benchmarks/X.py ...``, as its report
+gives it) runs as a subprocess on the smallest sizes, on two short invented
+conversations in LoCoMo's shape where it reads LoCoMo (no outside data), into
+a folder of its own that does not exist yet. Each test checks that its
+command exited 0 and wrote its result file with the keys its report reads;
+where the benchmark measures a guarantee (nothing lost, nothing stored twice,
+a replaced fact not shown as current), that too. The figures are not checked:
+a run this small measures nothing. The commands the reports give are checked
+to parse with the benchmarks' current options.
+
+Most of a run is an interpreter starting and importing mem0 and AgentScope,
+so the runs go two at a time in the background, in the order of the tests
+selected, and each test waits for its own.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,36 +33,108 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 PG_DSN = os.environ.get("AGENTSCOPE_MEM0_TEST_PG_DSN")
+_PGVECTOR = ",pgvector,pgvector-hnsw-noscope,pgvector-exact --pg-dsn {dsn}"
+
+SMOKE: dict[str, str] = {
+    # test_<name> -> its command after "python benchmarks/": {out} is the run's own
+    # folder (not there yet), {data} the invented LoCoMo file, {pairs} and {fresh}
+    # the invented pair sets.
+    "embedded_recall": "embedded_recall.py {data} --limit-conversations 2 --quick --out-dir {out}",
+    "note_recall": "note_recall.py --data {data} --embedder hash --turns 3 --out {out}/nr.json",
+    "note_dedupe": "note_dedupe.py --embedder e5 --data {data} --out {out}/note-dedupe.json",
+    "time_locomo": "time_locomo.py --data {data} --out {out}/time-locomo.json",
+    "consolidation": "consolidation.py --parts rule store judge --judge-model scripted "
+    "--pairs {pairs} --fresh-pairs {fresh} --out {out}/consolidation.json",
+    "fact_change": "fact_change.py --scenarios 6 --rounds 1 --out {out}/fact-change.json "
+    "--plot {out}/fact-change.png",
+    "real_model": "real_model.py --scripted --split dev --cases home-allergy chitchat-weather "
+    "change-01 person-07 --out {out}/real-model.json --plot {out}/real-model.png",
+    "e5_queries": "e5_queries.py --sizes 1 2 --repeats 1 --out {out}/e5-queries.json",
+    "edge_scaling": "edge_scaling.py --sizes 200 --queries 20 --phase-seconds 0.2 --out-dir {out}",
+    "edge_tenants": "edge_tenants.py --memories 600 --users 6 --big-users 1 --big-size 300 "
+    "--rounds 1 --searches 3 --tmp {out}/stores --out-dir {out}",
+    # pgvector's stores where the suite has a PostgreSQL server; the embedded one always.
+    "scaling": "scaling.py --sizes 100 --users 2 --dims 32 --queries 6 --adds 4 "
+    "--phase-seconds 0.2 --out {out}/scaling.json --plot {out}/scaling.png --backends qdrant"
+    + (_PGVECTOR if PG_DSN else ""),
+    "inspector_home": "inspector_home.py --folder {out}/folder --make 30 --runs 1 "
+    "--out {out}/inspector-home.json",
+    "write_latency": "write_latency.py --turns 3 --rounds 1 --reply-delay 0.01 "
+    "--extraction-delay 0.01 --out {out}",
+    # Each workload is an interpreter of its own: the two that compare, not the variants.
+    "load": "load.py --users 2 --turns 2 --reply-delay 0.01 --extraction-delay 0.01 "
+    "--max-reply 100 --drain-timeout 60 --skip pause memory-waiting --out {out}",
+    "fault_exit": "fault_exit.py --turns 2 --delays 0.2 --out {out}/fault-exit.json",
+}
 
 
-def run(tmp_path: Path, command: str, **paths: Path | str) -> str:
-    """Run ``python benchmarks/<command>`` from ``tmp_path``; its stdout.
-
-    ``{name}`` in ``command`` stands for ``paths[name]``. The package comes from
-    this checkout; the benchmarks' caches and mem0's home folder stay in
-    ``tmp_path``; a relative default path lands there too.
-    """
-    script, *args = shlex.split(
-        command.format(**{k: shlex.quote(str(v)) for k, v in paths.items()})
-    )
+def _run(folder: Path, command: str) -> subprocess.CompletedProcess[str]:
+    """``python benchmarks/<command>`` from ``folder``, with this checkout's package,
+    and the benchmarks' caches, the data folder and mem0's home inside ``folder``."""
+    script, *args = shlex.split(command)
+    folder.mkdir(parents=True)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
             p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p
         ),
-        "AGENTSCOPE_MEM0_BENCH_CACHE": str(tmp_path / "bench-cache"),
+        "AGENTSCOPE_MEM0_BENCH_CACHE": str(folder / "bench-cache"),
+        "AGENTSCOPE_MEM0_DIR": str(folder / "data"),
+        "MEM0_DIR": str(folder / "mem0-home"),
         "MEM0_TELEMETRY": "False",
     }
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(BENCHMARKS / script), *args],
-        cwd=tmp_path,
+        cwd=folder,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stderr[-4000:]}"
-    return done.stdout
+
+
+class Runs:
+    """The smoke runs of ``names``, two at a time in the background, in that order."""
+
+    def __init__(self, folder: Path, names: list[str]) -> None:
+        paths = {
+            "data": write_tiny_locomo(folder / "tiny-locomo.json"),
+            "pairs": _pair_file(folder / "pairs.jsonl", _PAIRS[:4], 0),
+            "fresh": _pair_file(folder / "fresh.jsonl", _PAIRS[4:], 100),
+            "dsn": PG_DSN or "",
+        }
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="benchmark")
+        self._runs: dict[str, tuple[Path, Future[subprocess.CompletedProcess[str]]]] = {}
+        for name in names:
+            run = folder / name
+            quoted = {k: shlex.quote(str(v)) for k, v in {**paths, "out": run / "out"}.items()}
+            command = SMOKE[name].format(**quoted)
+            self._runs[name] = run / "out", self._pool.submit(_run, run, command)
+
+    def out(self, name: str) -> Path:
+        """Wait for ``name``'s run; the folder it wrote into, once it exited 0."""
+        out, future = self._runs[name]
+        done = future.result()
+        assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stderr[-4000:]}"
+        return out
+
+    def close(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Runs]:
+    """The runs of the tests selected in this module, started at the first of them."""
+    selected = [
+        item.name.removeprefix("test_")
+        for item in request.session.items
+        if item.path == request.path
+    ]
+    started = Runs(tmp_path_factory.mktemp("benchmarks"), [n for n in selected if n in SMOKE])
+    yield started
+    started.close()
 
 
 def result(path: Path, *keys: str) -> dict[str, Any]:
@@ -149,63 +228,6 @@ def write_tiny_locomo(path: Path) -> Path:
     return path
 
 
-# -- the LoCoMo benchmarks ------------------------------------------------------------
-
-
-@pytest.fixture
-def locomo(tmp_path: Path) -> Path:
-    return write_tiny_locomo(tmp_path / "tiny-locomo.json")
-
-
-def test_embedded_recall(tmp_path: Path, locomo: Path) -> None:
-    # The recall benchmark's smoke command (issue #40): two conversations, the small grid.
-    out = tmp_path / "out"
-    run(
-        tmp_path,
-        "embedded_recall.py {data} --limit-conversations 2 --quick --out-dir {out}",
-        data=locomo,
-        out=out,
-    )
-    data = result(
-        out / "embedded-recall-partial.json",
-        *("default", "rows", "variants", "choice", "encoders", "ms_per_search"),
-    )
-    assert data["conversations"] == ["tiny-1", "tiny-2"]
-    assert data["questions"] == 10  # those with evidence, category 5 included
-    assert (out / "embedded-recall-partial.md").is_file()
-    assert (out / "embedded-recall-partial.png").is_file()
-
-
-def test_note_recall(tmp_path: Path, locomo: Path) -> None:
-    out = tmp_path / "out" / "note-recall.json"
-    run(
-        tmp_path,
-        "note_recall.py --data {data} --embedder hash --turns 3 --out {out}",
-        data=locomo,
-        out=out,
-    )
-    data = result(out, "recall", "context")
-    assert data["recall"]["questions"] == 8  # categories 1-4
-    assert data["context"]["turns"] == 3
-
-
-def test_note_dedupe(tmp_path: Path, locomo: Path) -> None:
-    out = tmp_path / "out" / "note-dedupe.json"
-    run(tmp_path, "note_dedupe.py --embedder e5 --data {data} --out {out}", data=locomo, out=out)
-    data = result(out, "recall", "hits_merged_per_question", "evidence_lost_examples")
-    assert data["questions"] == 8
-
-
-def test_time_locomo(tmp_path: Path, locomo: Path) -> None:
-    out = tmp_path / "out" / "time-locomo.json"
-    run(tmp_path, "time_locomo.py --data {data} --out {out}", data=locomo, out=out)
-    data = result(out, "command", "results")
-    assert [r["variant"] for r in data["results"]] == ["no-date", "said_at", "date-in-text"]
-    assert all(r["questions"] == 2 for r in data["results"])  # one temporal question each
-
-
-# -- the judgement and the note ---------------------------------------------------------
-
 _PAIRS = [
     # (user, same fact?, kind, older memory, newer memory): invented for this test.
     ("dora", True, "paraphrase", "User keeps two hens.", "The user keeps two hens."),
@@ -218,6 +240,7 @@ _PAIRS = [
 
 
 def _pair_file(path: Path, pairs: list[tuple[str, bool, str, str, str]], first_id: int) -> Path:
+    """``pairs`` as consolidation.py reads a pair set (JSON lines)."""
     rows = [
         {"id": first_id + i, "user": user, "same": same, "kind": kind, "a": a, "b": b}
         for i, (user, same, kind, a, b) in enumerate(pairs)
@@ -226,33 +249,57 @@ def _pair_file(path: Path, pairs: list[tuple[str, bool, str, str, str]], first_i
     return path
 
 
-def test_consolidation(tmp_path: Path) -> None:
-    pairs = _pair_file(tmp_path / "pairs.jsonl", _PAIRS[:4], 0)
-    fresh = _pair_file(tmp_path / "fresh.jsonl", _PAIRS[4:], 100)
-    out = tmp_path / "out" / "consolidation.json"
-    run(
-        tmp_path,
-        "consolidation.py --parts rule store judge --judge-model scripted "
-        "--pairs {pairs} --fresh-pairs {fresh} --out {out}",
-        pairs=pairs,
-        fresh=fresh,
-        out=out,
+# -- the LoCoMo benchmarks ------------------------------------------------------------
+
+
+def test_embedded_recall(runs: Runs) -> None:
+    # The recall benchmark's smoke command (issue #40): two conversations, the small grid.
+    out = runs.out("embedded_recall")
+    data = result(
+        out / "embedded-recall-partial.json",
+        *("default", "rows", "variants", "choice", "encoders", "ms_per_search"),
     )
-    data = result(out, "pairs", "fresh_pairs", "rule", "store", "judge_scripted")
+    assert data["conversations"] == ["tiny-1", "tiny-2"]
+    assert data["questions"] == 10  # those with evidence, category 5 included
+    assert (out / "embedded-recall-partial.md").is_file()
+    assert (out / "embedded-recall-partial.png").is_file()
+
+
+def test_note_recall(runs: Runs) -> None:
+    data = result(runs.out("note_recall") / "nr.json", "recall", "context")
+    assert data["recall"]["questions"] == 8  # categories 1-4
+    assert data["context"]["turns"] == 3
+
+
+def test_note_dedupe(runs: Runs) -> None:
+    data = result(
+        runs.out("note_dedupe") / "note-dedupe.json",
+        *("recall", "hits_merged_per_question", "evidence_lost_examples"),
+    )
+    assert data["questions"] == 8
+
+
+def test_time_locomo(runs: Runs) -> None:
+    data = result(runs.out("time_locomo") / "time-locomo.json", "command", "results")
+    assert [r["variant"] for r in data["results"]] == ["no-date", "said_at", "date-in-text"]
+    assert all(r["questions"] == 2 for r in data["results"])  # one temporal question each
+
+
+# -- the judgement ---------------------------------------------------------------------------
+
+
+def test_consolidation(runs: Runs) -> None:
+    out = runs.out("consolidation")
+    data = result(
+        out / "consolidation.json", "pairs", "fresh_pairs", "rule", "store", "judge_scripted"
+    )
     assert (data["pairs"], data["fresh_pairs"]) == (4, 2)
-    assert out.with_suffix(".png").is_file()
+    assert (out / "consolidation.png").is_file()
 
 
-def test_fact_change(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    run(
-        tmp_path,
-        "fact_change.py --scenarios 6 --rounds 1 --out {out}/fact-change.json "
-        "--plot {out}/fact-change.png",
-        out=out,
-    )
-    data = result(out / "fact-change.json", "command", "results")
-    by_system = {r["system"]: r for r in data["results"]}
+def test_fact_change(runs: Runs) -> None:
+    out = runs.out("fact_change")
+    by_system = {r["system"]: r for r in result(out / "fact-change.json", "results")["results"]}
     assert set(by_system) == {"builtin", "ours-no-judge", "ours"}
     # One scenario of each kind: the judge (the shipped RuleJudge) hides every replaced fact.
     assert by_system["ours"]["stale_as_current"] == 0
@@ -260,15 +307,9 @@ def test_fact_change(tmp_path: Path) -> None:
     assert (out / "fact-change.png").is_file()
 
 
-def test_real_model_scripted(tmp_path: Path) -> None:
+def test_real_model(runs: Runs) -> None:
     # No chat server: --scripted runs the whole pipeline with the package's ScriptedChatModel.
-    out = tmp_path / "out"
-    run(
-        tmp_path,
-        "real_model.py --scripted --split dev --cases home-allergy chitchat-weather "
-        "change-01 person-07 --out {out}/real-model.json --plot {out}/real-model.png",
-        out=out,
-    )
+    out = runs.out("real_model")
     data = result(out / "real-model.json", "extraction", "judge", "server", "model", "machine")
     assert data["model"] == "scripted"
     assert {r["case"] for r in data["extraction"]["rows"]} == {"home-allergy", "chitchat-weather"}
@@ -279,50 +320,27 @@ def test_real_model_scripted(tmp_path: Path) -> None:
 # -- stores and sizes --------------------------------------------------------------------
 
 
-def test_e5_queries(tmp_path: Path) -> None:
-    out = tmp_path / "out" / "e5-queries.json"
-    run(tmp_path, "e5_queries.py --sizes 1 2 --repeats 1 --out {out}", out=out)
-    assert [row["queries"] for row in result(out, "command", "machine", "rows")["rows"]] == [1, 2]
+def test_e5_queries(runs: Runs) -> None:
+    data = result(runs.out("e5_queries") / "e5-queries.json", "command", "machine", "rows")
+    assert [row["queries"] for row in data["rows"]] == [1, 2]
 
 
-def test_edge_scaling(tmp_path: Path) -> None:
-    out = tmp_path / "out" / "not-there-yet"  # the benchmark creates it
-    run(
-        tmp_path,
-        "edge_scaling.py --sizes 200 --queries 20 --phase-seconds 0.2 --out-dir {out}",
-        out=out,
-    )
+def test_edge_scaling(runs: Runs) -> None:
+    out = runs.out("edge_scaling")
     data = result(out / "edge-scaling.json", "command", "results", "environment")
     assert {r["engine"] for r in data["results"]} == {"edge", "edge-hnsw", "qdrant-local"}
     assert (out / "edge-scaling.png").is_file()
 
 
-def test_edge_tenants(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    run(
-        tmp_path,
-        "edge_tenants.py --memories 600 --users 6 --big-users 1 --big-size 300 "
-        "--rounds 1 --searches 3 --tmp {stores} --out-dir {out}",
-        stores=tmp_path / "stores",
-        out=out,
-    )
+def test_edge_tenants(runs: Runs) -> None:
+    out = runs.out("edge_tenants")
     data = result(out / "edge-tenants.json", "command", "mixes", "environment")
     assert [m["mix"] for m in data["mixes"]] == ["uniform", "skewed"]
     assert (out / "edge-scaling.png").is_file()
 
 
-def test_scaling(tmp_path: Path) -> None:
-    # pgvector's stores run where the suite has a PostgreSQL server; the embedded one always.
-    pg = ",pgvector,pgvector-hnsw-noscope,pgvector-exact --pg-dsn {dsn}" if PG_DSN else ""
-    out = tmp_path / "out"
-    run(
-        tmp_path,
-        "scaling.py --sizes 100 --users 2 --dims 32 --queries 6 --adds 4 "
-        "--phase-seconds 0.2 --out {out}/scaling.json --plot {out}/scaling.png "
-        "--backends qdrant" + pg,
-        out=out,
-        dsn=PG_DSN or "",
-    )
+def test_scaling(runs: Runs) -> None:
+    out = runs.out("scaling")
     data = result(out / "scaling.json", "command", "settings", "results")
     pgvector = {"pgvector-hnsw", "pgvector-hnsw-noscope", "pgvector-exact"}
     expected = {"local-qdrant"} | (pgvector if PG_DSN else set())
@@ -330,28 +348,16 @@ def test_scaling(tmp_path: Path) -> None:
     assert (out / "scaling.png").is_file()
 
 
-def test_inspector_home(tmp_path: Path) -> None:
-    out = tmp_path / "out" / "inspector-home.json"
-    run(
-        tmp_path,
-        "inspector_home.py --folder {folder} --make 30 --runs 1 --out {out}",
-        folder=tmp_path / "folder",
-        out=out,
-    )
-    assert set(result(out, "folder", "runs", "pages")["pages"]) == {"home", "user"}
+def test_inspector_home(runs: Runs) -> None:
+    data = result(runs.out("inspector_home") / "inspector-home.json", "folder", "runs", "pages")
+    assert set(data["pages"]) == {"home", "user"}
 
 
 # -- writes: latency, load, faults ----------------------------------------------------------
 
 
-def test_write_latency(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    run(
-        tmp_path,
-        "write_latency.py --turns 3 --rounds 1 --reply-delay 0.01 "
-        "--extraction-delay 0.01 --out {out}",
-        out=out,
-    )
+def test_write_latency(runs: Runs) -> None:
+    out = runs.out("write_latency")
     data = result(
         out / "write-latency.json",
         *("results", "summary", "query_cache", "search_alone_s", "settings"),
@@ -361,30 +367,28 @@ def test_write_latency(tmp_path: Path) -> None:
         assert (out / name).is_file()
 
 
-def test_load(tmp_path: Path) -> None:
-    # Each workload is an interpreter of its own: the two that compare, not the variants.
-    out = tmp_path / "out"
-    run(
-        tmp_path,
-        "load.py --users 2 --turns 2 --reply-delay 0.01 --extraction-delay 0.01 "
-        "--max-reply 100 --drain-timeout 60 --skip pause memory-waiting --out {out}",
-        out=out,
-    )
+def test_load(runs: Runs) -> None:
+    out = runs.out("load")
     data = result(out / "load.json", "config", "baseline", "memory", "overhead")
-    assert "pause" not in data and "waiting" not in data
+    assert "pause" not in data and "waiting" not in data  # --skip
     memory = data["memory"]  # every fact stored, and once
     assert memory["writes_stored_once"] == memory["writes_expected"] == 2
     assert (out / "load.png").is_file()
 
 
-def test_fault_exit(tmp_path: Path) -> None:
-    out = tmp_path / "out" / "fault-exit.json"
-    run(tmp_path, "fault_exit.py --turns 2 --delays 0.2 --out {out}", out=out)
-    data = result(out, "turns", "runs")
+def test_fault_exit(runs: Runs) -> None:
+    data = result(runs.out("fault_exit") / "fault-exit.json", "turns", "runs")
     assert [r["ending"] for r in data["runs"]] == ["ends", "killed"]
     for ended in data["runs"]:  # however the script ended, the next process stores all once
         assert ended["flushed"] and ended["exchanges_stored"] == 2
         assert ended["stored_twice"] == 0
+
+
+def test_every_benchmark_has_a_smoke_run() -> None:
+    scripts = {path.stem for path in BENCHMARKS.glob("[!_]*.py")}
+    assert scripts == set(SMOKE)
+    tests = {name.removeprefix("test_") for name in globals() if name.startswith("test_")}
+    assert set(SMOKE) <= tests
 
 
 # -- the commands the reports give ------------------------------------------------------------

@@ -206,7 +206,9 @@ def middleware_for(name: str, user_id: str, memory: Any, folder: Path) -> Any:
         folder / "outbox", user_id=user_id, client=memory, mode="static_control", judge=judge
     )
     if name.endswith("no-consolidation"):
-        mw.client_state.judge.consolidates = False
+        time_judge = mw.client_state.judge
+        assert hasattr(time_judge, "consolidates"), "the consolidation switch is gone"
+        time_judge.consolidates = False
     if name == "ours-write-path":
 
         async def no_search(*args: Any, **kwargs: Any) -> list[Any]:

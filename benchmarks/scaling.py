@@ -37,6 +37,7 @@ import logging
 import os
 import platform
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -463,6 +464,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             server.cleanup()
         elif dsn:
             drop_tables(dsn)
+        shutil.rmtree(work, ignore_errors=True)
     return _write(args, results, sizes)
 
 

@@ -107,15 +107,18 @@ class CachedE5Embedding(OfflineE5Embedding):
             logger.info("%d cached vectors in %s", len(self._vectors), self.file)
 
     def embed_sync(
-        self, texts: Sequence[str], *, query: bool = False, background: bool = False
+        self, texts: Sequence[str], *, query: bool = False, **kwargs: Any
     ) -> list[list[float]]:
+        """:meth:`OfflineE5Embedding.embed_sync`, looking up the texts already embedded.
+
+        Every other keyword (``background``, ``may_refuse``, any added later)
+        goes to the real method untouched, so the cache cannot fall behind it.
+        """
         keys = [_key(query, str(t)) for t in texts]
         with self._lock:
             missing = sorted({i for i, k in enumerate(keys) if k not in self._vectors})
         if missing:
-            made = super().embed_sync(
-                [texts[i] for i in missing], query=query, background=background
-            )
+            made = super().embed_sync([texts[i] for i in missing], query=query, **kwargs)
             with self._lock:
                 for i, vector in zip(missing, made, strict=True):
                     self._vectors[keys[i]] = np.asarray(vector, dtype=np.float32)

@@ -134,11 +134,16 @@ def _experimental_search(patches: dict[str, Any], latest: dict[str, str]) -> Any
         )
         return self.shard.call("experiment", lambda s: s.query(request))
 
-    def search(self: Any, query: Any, vectors: Any, top_k: int = 5, filters: Any = None) -> Any:
+    def search(
+        self: Any, query: Any, vectors: Any, top_k: int = 5, filters: Any = None, **kwargs: Any
+    ) -> Any:
+        if not callable(getattr(type(self), "_fused", None)):
+            # Patching a method the store no longer calls would measure the default.
+            raise AttributeError(f"{type(self).__name__} has no _fused() to run experiments in")
         self._now = latest.get((filters or {}).get("user_id"), datetime.now(UTC).isoformat())
         self._fused = types.MethodType(fused, self)
         try:
-            return type(self).search(self, query, vectors, top_k, filters)
+            return type(self).search(self, query, vectors, top_k, filters, **kwargs)
         finally:
             del self._fused
 

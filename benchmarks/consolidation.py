@@ -66,7 +66,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "benchmarks" / "data" / "consolidation_pairs.jsonl"
 FRESH = ROOT / "benchmarks" / "data" / "consolidation_pairs_fresh.jsonl"
 OUT = ROOT / "docs" / "benchmarks" / "consolidation.json"
-PLOT = ROOT / "docs" / "benchmarks" / "consolidation.png"
 SAID = datetime(2024, 3, 10, 10, tzinfo=UTC)
 
 GRID = {
@@ -411,7 +410,7 @@ def _judge_summary(pairs: list[dict[str, Any]], every: list[dict[str, Any]]) -> 
 # -- report ----------------------------------------------------------------------------
 
 
-def plot(result: dict[str, Any]) -> None:
+def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -458,7 +457,7 @@ def plot(result: dict[str, Any]) -> None:
     ax.set_xlabel("repeats merged (%)")
     ax.set_title("Repeats merged, and distinct facts merged by mistake (goal: 0)")
     fig.tight_layout()
-    fig.savefig(PLOT, dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
@@ -494,9 +493,13 @@ def main() -> None:
         choices=["set", "fresh"],
         help="pair sets to run (a slow real model: the fresh set alone)",
     )
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--pairs", type=Path, default=PAIRS, help="the pair set (JSON lines)")
+    parser.add_argument(
+        "--fresh-pairs", type=Path, default=FRESH, help="the fresh pair set (JSON lines)"
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help="the JSON; the plot goes beside it")
     args = parser.parse_args()
-    pairs, fresh = load_pairs(PAIRS), load_pairs(FRESH)
+    pairs, fresh = load_pairs(args.pairs), load_pairs(args.fresh_pairs)
     earlier = json.loads(args.out.read_text()) if args.out.exists() else {}
     # Parts not run this time keep their last results.
     result: dict[str, Any] = {k: v for k, v in earlier.items() if k in _PARTS}
@@ -516,8 +519,9 @@ def main() -> None:
             "RuleJudge (scripted)" if name == "scripted" else "Qwen2.5-Coder-1.5B, local"
         )
         result[f"judge_{name}"] = part
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    plot(result)
+    plot(result, args.out.with_suffix(".png"))
     print(json.dumps({k: v for k, v in result.items()}, indent=2)[:4000], file=sys.stderr)
 
 

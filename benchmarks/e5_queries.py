@@ -70,6 +70,7 @@ def main() -> None:
         "rows": rows,
     }
     if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1) + "\n")
 
 

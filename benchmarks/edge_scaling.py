@@ -320,9 +320,6 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         partial.write_text(json.dumps(results, indent=2) + "\n")
     from importlib.metadata import version
 
-    import mem0
-    import qdrant_edge  # noqa: F401
-
     return {
         "command": "python benchmarks/edge_scaling.py"
         + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""),
@@ -334,7 +331,7 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         "environment": {
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
-            "mem0ai": getattr(mem0, "__version__", "?"),
+            "mem0ai": version("mem0ai"),  # the package's version, without importing it here
             "qdrant-edge-py": version("qdrant-edge-py"),
             "qdrant-client": version("qdrant-client"),
             "load_average_at_start": load_start,
@@ -385,8 +382,8 @@ def main() -> None:
         return
     json_path = args.out_dir / "edge-scaling.json"
     if not args.plot_only:
+        args.out_dir.mkdir(parents=True, exist_ok=True)  # the partial results go there too
         report = drive(args)
-        args.out_dir.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2) + "\n")
     report = json.loads(json_path.read_text())
     render(args.out_dir)

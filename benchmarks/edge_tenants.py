@@ -286,6 +286,8 @@ def main() -> None:
         logging.getLogger(noisy).setLevel(logging.ERROR)
     json_path = args.out_dir / "edge-tenants.json"
     if not args.plot_only:
+        if args.tmp is not None:
+            args.tmp.mkdir(parents=True, exist_ok=True)
         load_start = [round(x, 2) for x in os.getloadavg()]
         started = time.time()
         results = [

@@ -279,6 +279,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         fontsize=10,
     )
     fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
 
 
@@ -323,6 +324,7 @@ async def main() -> None:
     report = {"command": " ".join(["python", *sys.argv]), "results": results}
     text = json.dumps(report, indent=2)
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     else:
         print(text)

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,6 +78,7 @@ def main() -> None:
             }
             run.update(asyncio.run(next_process(folder)))
             results["runs"].append(run)
+            shutil.rmtree(folder, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))

@@ -87,8 +87,8 @@ def main() -> None:
     os.environ.setdefault("AGENTSCOPE_MEM0_EMBEDDER", "hash")
     if args.make:
         export = args.folder.with_suffix(".jsonl")
-        make_export(export, args.make, users=500)
         args.folder.mkdir(parents=True, exist_ok=True)
+        make_export(export, args.make, users=500)
         subprocess.run(
             [sys.executable, "-m", "agentscope_mem0.cli", "import", str(export),
              "--folder", str(args.folder), "--batch-size", "1000", "--no-progress"],
@@ -98,6 +98,7 @@ def main() -> None:
     report = {"folder": str(args.folder), "runs": args.runs, "pages": results}
     print(json.dumps(report, indent=2))
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 

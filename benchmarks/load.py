@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -64,8 +65,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-from agentscope.middleware import MiddlewareBase
 
 _MARKER = re.compile(r"Pet\d+x\d+")
 _ANSWER = (
@@ -107,19 +106,27 @@ def _delay(user: int, turn: int, args: argparse.Namespace) -> float:
     return float(args.reply_delay + draw * args.reply_spread)
 
 
-class _PauseOnce(MiddlewareBase):
-    """The ``pause`` workload's middleware: no memory, one ``await asyncio.sleep(0)``
-    before the reply. What any middleware that waits for anything before the
-    model call costs a reply on a busy loop, however short the wait."""
+@functools.cache
+def _pause_once() -> type:
+    """The ``pause`` workload's middleware class (AgentScope is imported by the
+    workers only: the process that starts them stays light)."""
+    from agentscope.middleware import MiddlewareBase
 
-    async def on_reply(self, agent: Any, input_kwargs: Any, next_handler: Any) -> Any:
-        await asyncio.sleep(0)
-        async for item in next_handler(**input_kwargs):
-            yield item
+    class PauseOnce(MiddlewareBase):
+        """No memory, one ``await asyncio.sleep(0)`` before the reply. What any
+        middleware that waits for anything before the model call costs a reply
+        on a busy loop, however short the wait."""
+
+        async def on_reply(self, agent: Any, input_kwargs: Any, next_handler: Any) -> Any:
+            await asyncio.sleep(0)
+            async for item in next_handler(**input_kwargs):
+                yield item
+
+    return PauseOnce
 
 
 async def _pause_factory(user_id: str, agent_id: str, session_id: str) -> list[Any]:
-    return [_PauseOnce()]
+    return [_pause_once()()]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -375,6 +382,13 @@ def main() -> None:
         "--before-src", type=Path, help="the src folder of another checkout, run side by side"
     )
     parser.add_argument(
+        "--skip",
+        nargs="+",
+        default=[],
+        choices=("pause", "memory-waiting"),
+        help="workloads left out (a quicker run; the report has no rows for them)",
+    )
+    parser.add_argument(
         "--worker",
         choices=("baseline", "pause", "memory", "memory-waiting"),
         help=argparse.SUPPRESS,
@@ -388,9 +402,9 @@ def main() -> None:
     load_before = os.getloadavg()
     here = Path(__file__).resolve().parent.parent / "src"
     baseline = _child("baseline", args, here)
-    pause = _child("pause", args, here)
+    pause = None if "pause" in args.skip else _child("pause", args, here)
     memory = _child("memory", args, here)
-    waiting = _child("memory-waiting", args, here)
+    waiting = None if "memory-waiting" in args.skip else _child("memory-waiting", args, here)
     before = _child("memory", args, args.before_src) if args.before_src else None
     report: dict[str, Any] = {
         "command": "python benchmarks/load.py " + " ".join(sys.argv[1:]),
@@ -404,28 +418,21 @@ def main() -> None:
         "overhead": {
             q: memory["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
         },
-        "overhead_pause": {
-            q: pause["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
-        },
-        "overhead_waiting": {
-            q: waiting["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
-        },
         "baseline": baseline,
-        "pause": pause,
         "memory": memory,
-        "waiting": waiting,
     }
-    if before is not None:
-        report["overhead_before"] = {
-            q: before["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
-        }
-        report["before"] = before
+    for name, run in (("pause", pause), ("waiting", waiting), ("before", before)):
+        if run is not None:
+            report[name] = run
+            report[f"overhead_{name}"] = {
+                q: run["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
+            }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.report}.json").write_text(json.dumps(report, indent=1) + "\n")
     _plot(report, args.out / f"{args.report}.png")
     for name, run, overhead in (
         ("now", memory, report["overhead"]),
-        ("every query waits", waiting, report["overhead_waiting"]),
+        ("every query waits", waiting, report.get("overhead_waiting")),
         ("before", before, report.get("overhead_before")),
     ):
         if run is None or overhead is None:
@@ -440,11 +447,12 @@ def main() -> None:
             f"writes stored once {run['writes_stored_once']}/{run['writes_expected']}; "
             f"drain {run['drain_seconds']:.1f} s"
         )
-    print(
-        f"pause before the reply, no memory: overhead p50 "
-        f"{report['overhead_pause']['p50'] * 1000:+.0f} ms, "
-        f"p95 {report['overhead_pause']['p95'] * 1000:+.0f} ms"
-    )
+    if pause is not None:
+        print(
+            f"pause before the reply, no memory: overhead p50 "
+            f"{report['overhead_pause']['p50'] * 1000:+.0f} ms, "
+            f"p95 {report['overhead_pause']['p95'] * 1000:+.0f} ms"
+        )
     print(
         f"no memory: loop lag p99 {baseline['loop_lag']['p99'] * 1000:.0f} ms, "
         f"max {baseline['loop_lag']['max'] * 1000:.0f} ms"

@@ -127,6 +127,7 @@ def main() -> None:
     data = json.loads(args.data.read_text())
     with tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(run(data, args.embedder, Path(tmp)))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 

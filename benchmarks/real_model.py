@@ -27,6 +27,9 @@ run one benchmark at a time.
 
     python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\
         --plot docs/benchmarks/real-model.png
+
+``--scripted`` runs the same pipeline with no server, the package's
+``ScriptedChatModel`` answering (a smoke run: its figures measure no model).
 """
 
 from __future__ import annotations
@@ -56,6 +59,25 @@ CALLS: list[dict[str, Any]] = []
 """Every model call of the run: its messages' last lines and the answer (for reading)."""
 
 
+class _Recorded:
+    """Records every call of the chat model it is mixed into in :data:`CALLS`."""
+
+    async def _call_api(self, model_name: str, messages: list[Any], **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        response = await super()._call_api(model_name, messages, **kwargs)  # type: ignore[misc]
+        texts = [m.get_text_content() or "" for m in messages]
+        answer = "".join(getattr(b, "text", "") or "" for b in response.content or [])
+        CALLS.append(
+            {
+                "system": texts[0][:60] if texts else "",
+                "user": texts[-1][-300:] if texts else "",
+                "answer": answer[:500],
+                "seconds": round(time.perf_counter() - started, 2),
+            }
+        )
+        return response
+
+
 def chat_model(base_url: str, model: str, api_key: str) -> Any:
     """The real model as an AgentScope user builds it for an OpenAI-compatible server."""
     from agentscope.credential import OpenAICredential
@@ -64,21 +86,8 @@ def chat_model(base_url: str, model: str, api_key: str) -> Any:
 
     from agentscope_mem0 import StringContentFormatter
 
-    class Recorded(OpenAIChatModel):
-        async def _call_api(self, model_name: str, messages: list[Any], **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            response = await super()._call_api(model_name, messages, **kwargs)
-            texts = [m.get_text_content() or "" for m in messages]
-            answer = "".join(getattr(b, "text", "") or "" for b in response.content or [])
-            CALLS.append(
-                {
-                    "system": texts[0][:60] if texts else "",
-                    "user": texts[-1][-300:] if texts else "",
-                    "answer": answer[:500],
-                    "seconds": round(time.perf_counter() - started, 2),
-                }
-            )
-            return response
+    class Recorded(_Recorded, OpenAIChatModel):
+        pass
 
     return Recorded(
         OpenAICredential(api_key=SecretStr(api_key), base_url=base_url),
@@ -88,6 +97,16 @@ def chat_model(base_url: str, model: str, api_key: str) -> Any:
         parameters=OpenAIChatModel.Parameters(temperature=0.0),
         formatter=StringContentFormatter(),
     )
+
+
+def scripted_model() -> Any:
+    """The package's offline stand-in (``RuleExtractor``, ``RuleJudge``), recorded the same way."""
+    from agentscope_mem0.testing import ScriptedChatModel
+
+    class Recorded(_Recorded, ScriptedChatModel):
+        pass
+
+    return Recorded("OK.")
 
 
 def load(name: str, splits: list[str], ids: list[str] | None = None) -> list[dict[str, Any]]:
@@ -329,12 +348,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     # write after 300 s (the write then fails and is retried later); both are
     # lifted here to measure how long one takes.
     AgentScopeLLM.timeout = args.call_timeout
-    model = chat_model(args.base_url, args.model, args.api_key)
+    if args.scripted:
+        model = scripted_model()
+        server: dict[str, Any] = {"base_url": None, "models": ["scripted"]}
+    else:
+        model = chat_model(args.base_url, args.model, args.api_key)
+        server = server_info(args.base_url)
     root = Path(tempfile.mkdtemp(prefix="real-model-"))
     report: dict[str, Any] = {
         "command": " ".join(args.argv),
-        "server": server_info(args.base_url),
-        "model": args.model,
+        "server": server,
+        "model": "scripted" if args.scripted else args.model,
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
@@ -472,6 +496,12 @@ def main() -> None:
     parser.add_argument("--model", default="qwen")
     parser.add_argument("--api-key", default="not-needed")
     parser.add_argument(
+        "--scripted",
+        action="store_true",
+        help="no server: the package's ScriptedChatModel answers (runs the pipeline offline; "
+        "its figures measure no model)",
+    )
+    parser.add_argument(
         "--parts", nargs="+", default=["extraction", "judge"], choices=["extraction", "judge"]
     )
     parser.add_argument(
@@ -515,8 +545,10 @@ def main() -> None:
         if part in report:
             print(part, json.dumps(report[part]["summary"], indent=1))
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     if args.plot:
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
         plot(report, args.plot)
 
 

@@ -37,6 +37,7 @@ import logging
 import os
 import platform
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -53,6 +54,10 @@ logger = logging.getLogger("benchmarks.scaling")
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "benchmarks"
+PG_TABLES = ("scaling_hnsw", "scaling_noscope", "scaling_exact")
+"""The benchmark's own tables (mem0 adds ``<table>_entities``): dropped before
+and after a run, so a rerun on the same database (``--pg-dsn``) starts empty
+and leaves nothing behind."""
 SMALL_USER = "small-user"
 SMALL_USER_MEMORIES = 20
 TOP_K = 5
@@ -396,6 +401,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         server = pgserver.get_server(pgdata, cleanup_mode="delete")
         dsn = server.get_uri()
 
+    if dsn:
+        drop_tables(dsn)
     try:
         for backend in args.backends.split(","):
             corpus = Corpus(args.users, seed=args.seed)
@@ -404,28 +411,26 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 memory = build_qdrant(work / "qdrant", embedding, chat)
                 store = LocalQdrantStore("local-qdrant", memory, embedding)
             elif backend == "pgvector":
-                memory = build_pgvector(dsn, work, embedding, chat, "scaling_hnsw")
-                store = PgvectorStore(
-                    "pgvector-hnsw", memory, embedding, dsn, "scaling_hnsw", hnsw=True
-                )
+                table = PG_TABLES[0]
+                memory = build_pgvector(dsn, work, embedding, chat, table)
+                store = PgvectorStore("pgvector-hnsw", memory, embedding, dsn, table, hnsw=True)
                 with_ef = Store(
                     "pgvector-hnsw-ef200",
-                    build_pgvector(dsn, work, embedding, chat, "scaling_hnsw", ef_search=200),
+                    build_pgvector(dsn, work, embedding, chat, table, ef_search=200),
                     embedding,
                 )
                 extra = [with_ef]
             elif backend == "pgvector-hnsw-noscope":
                 # What mem0 builds by itself: HNSW, no index on user_id.
-                table = "scaling_noscope"
+                table = PG_TABLES[1]
                 memory = build_pgvector(dsn, work, embedding, chat, table, scope_index=False)
                 store = PgvectorStore(
                     "pgvector-hnsw-noscope", memory, embedding, dsn, table, hnsw=True
                 )
             elif backend == "pgvector-exact":
-                memory = build_pgvector(dsn, work, embedding, chat, "scaling_exact", hnsw=False)
-                store = PgvectorStore(
-                    "pgvector-exact", memory, embedding, dsn, "scaling_exact", hnsw=False
-                )
+                table = PG_TABLES[2]
+                memory = build_pgvector(dsn, work, embedding, chat, table, hnsw=False)
+                store = PgvectorStore("pgvector-exact", memory, embedding, dsn, table, hnsw=False)
             else:
                 raise SystemExit(f"unknown backend {backend!r}")
             store.fill(corpus.small_user_batch())
@@ -457,7 +462,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if server is not None:
             server.cleanup()
+        elif dsn:
+            drop_tables(dsn)
+        shutil.rmtree(work, ignore_errors=True)
     return _write(args, results, sizes)
+
+
+def drop_tables(dsn: str) -> None:
+    """Drop :data:`PG_TABLES`, their indexes and mem0's ``<table>_entities`` beside each."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in PG_TABLES:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}", "{table}_entities"')
 
 
 def _write(args: argparse.Namespace, results: list[dict[str, Any]], sizes: list[int]) -> dict:

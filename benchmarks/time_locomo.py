@@ -145,6 +145,7 @@ async def main() -> None:
     report = {"command": " ".join(["python", *sys.argv]), "embedder": "hash", "results": results}
     text = json.dumps(report, indent=2)
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     else:
         print(text)

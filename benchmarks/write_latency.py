@@ -53,6 +53,7 @@ import logging
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -206,7 +207,9 @@ def middleware_for(name: str, user_id: str, memory: Any, folder: Path) -> Any:
         folder / "outbox", user_id=user_id, client=memory, mode="static_control", judge=judge
     )
     if name.endswith("no-consolidation"):
-        mw.client_state.judge.consolidates = False
+        time_judge = mw.client_state.judge
+        assert hasattr(time_judge, "consolidates"), "the consolidation switch is gone"
+        time_judge.consolidates = False
     if name == "ours-write-path":
 
         async def no_search(*args: Any, **kwargs: Any) -> list[Any]:
@@ -708,46 +711,52 @@ def main(argv: list[str] | None = None) -> None:
     for noisy in ("as", "mem0", "httpx", "qdrant_client", "agentscope_mem0"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
+    made = not (args.replay or args.folder)  # a folder of its own, removed at the end
     folder = Path(args.replay or args.folder or tempfile.mkdtemp(prefix="agentscope-mem0-bench-"))
-    memory = build_memory(folder, args)
-    if args.replay:
-        stored = asyncio.run(replay(memory, folder, args.users))
-        sys.stdout.write(json.dumps({"stored": stored}) + "\n")
-        return
+    try:
+        memory = build_memory(folder, args)
+        if args.replay:
+            stored = asyncio.run(replay(memory, folder, args.users))
+            sys.stdout.write(json.dumps({"stored": stored}) + "\n")
+            return
 
-    asyncio.run(memory.search("warm up", filters={"user_id": "warm"}, top_k=1))
-    if args.phase == "cache":
-        merge_cache_phase(memory, args, folder)
-        return
-    timer = SearchTimer(memory)
-    load_before = os.getloadavg()[0]
-    results = [Result(name) for name in CONFIGS]
-    for round_ in range(args.rounds):
-        for result in results:
-            run_script(result, round_, memory, timer, args, folder)
-            sys.stdout.write(
-                f"round {round_ + 1} {result.name:16s} median {result.median * 1000:7.1f} ms"
-                f"  p95 {result.p95 * 1000:7.1f} ms  stored {result.stored_at_end}/"
-                f"{result.writes}\n"
-            )
-    search = asyncio.run(time_search(memory, "user-ours-0", max(args.turns, 30)))
-    args.load = (load_before, os.getloadavg()[0])
-    cache = run_cache_phase(memory, args, folder)  # before the folder is handed over
-    no_close = next(r for r in results if r.name == "ours-no-close")
-    no_close.stored_after_restart = replay_in_next_process(memory, folder, no_close, args)
-    sys.stdout.write(
-        f"ours-no-close after the next process started: "
-        f"{no_close.stored_after_restart}/{no_close.writes}\n"
-    )
+        asyncio.run(memory.search("warm up", filters={"user_id": "warm"}, top_k=1))
+        if args.phase == "cache":
+            merge_cache_phase(memory, args, folder)
+            return
+        timer = SearchTimer(memory)
+        load_before = os.getloadavg()[0]
+        results = [Result(name) for name in CONFIGS]
+        for round_ in range(args.rounds):
+            for result in results:
+                run_script(result, round_, memory, timer, args, folder)
+                sys.stdout.write(
+                    f"round {round_ + 1} {result.name:16s} median {result.median * 1000:7.1f} ms"
+                    f"  p95 {result.p95 * 1000:7.1f} ms  stored {result.stored_at_end}/"
+                    f"{result.writes}\n"
+                )
+        search = asyncio.run(time_search(memory, "user-ours-0", max(args.turns, 30)))
+        args.load = (load_before, os.getloadavg()[0])
+        cache = run_cache_phase(memory, args, folder)  # before the folder is handed over
+        no_close = next(r for r in results if r.name == "ours-no-close")
+        no_close.stored_after_restart = replay_in_next_process(memory, folder, no_close, args)
+        sys.stdout.write(
+            f"ours-no-close after the next process started: "
+            f"{no_close.stored_after_restart}/{no_close.writes}\n"
+        )
 
-    data = report(results, search, args)
-    data["query_cache"] = {args.embedding: cache}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "write-latency.json").write_text(json.dumps(data, indent=2) + "\n")
-    plotted = args.plot and plot(data, out)
-    (out / "write-latency.md").write_text(markdown(data, args, plotted))
-    sys.stdout.write(f"search alone median {data['search_alone_s']['median'] * 1000:.1f} ms\n")
+        data = report(results, search, args)
+        data["query_cache"] = {args.embedding: cache}
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "write-latency.json").write_text(json.dumps(data, indent=2) + "\n")
+        plotted = args.plot and plot(data, out)
+        (out / "write-latency.md").write_text(markdown(data, args, plotted))
+        sys.stdout.write(f"search alone median {data['search_alone_s']['median'] * 1000:.1f} ms\n")
+    finally:
+        if made:
+            close_shared_clients(folder)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_cache_phase(memory: Any, args: argparse.Namespace, folder: Path) -> dict[str, Any]:

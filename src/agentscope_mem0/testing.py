@@ -162,6 +162,9 @@ _STOP = frozenset(
     "user user's own has the a an to of in at on and is are was for with now their his her".split()  # noqa: SIM905
 )
 
+_A_CHANGE = " (a change)"
+"""What :class:`RuleJudge` adds to a question written for a memory that tells of a change."""
+
 _SINGLE = ("home", "job")
 """Kinds a person has one of at a time: a change updates any earlier one."""
 
@@ -202,15 +205,21 @@ class RuleJudge:
         memory = memory.removeprefix("Memory: ").strip()
         if not reading:
             # The question quotes its memory, so the reading knows what was asked.
+            # Whether it tells of a change is said apart: the judgement reads the
+            # question without its words of time, "now" in the quote included.
             kind = _kind(memory) or "fact"
-            asked = f'What does the user say about their {kind}, as in "{memory}"?'
+            change = _A_CHANGE if _CHANGE.search(memory) else ""
+            asked = f'What does the user say about their {kind}{change}, as in "{memory}"?'
             return json.dumps({"question": asked, "answer": " ".join(_words_of(memory))})
         quoted = re.search(r'as in "(.*)"\?\s*$', question, re.S)
-        return self._read(memory, quoted.group(1)) if quoted else "not said"
+        if quoted is None:
+            return "not said"
+        return self._read(memory, quoted.group(1), _A_CHANGE + ", as in" in question)
 
     @staticmethod
-    def _read(memory: str, source: str) -> str:
-        """``memory``'s answer to the question ``source`` answers."""
+    def _read(memory: str, source: str, source_changes: bool) -> str:
+        """``memory``'s answer to the question ``source`` answers (``source_changes``:
+        the memory that question was written for tells of a change)."""
         kind = _kind(source)
         if kind is None or _kind(memory) != kind:
             return "not said"
@@ -218,8 +227,9 @@ class RuleJudge:
             return " ".join(_words_of(source))  # the same memory
         mine, theirs = _content_words(source), _content_words(memory)
         shared = mine & theirs
-        changed = bool(_CHANGE.search(source) or _CHANGE.search(memory))
-        both = _CHANGE.search(source) and _CHANGE.search(memory)
+        source_changes = source_changes or bool(_CHANGE.search(source))
+        changed = source_changes or bool(_CHANGE.search(memory))
+        both = source_changes and _CHANGE.search(memory)
         if both and (theirs <= mine or mine <= theirs):
             return " ".join(_words_of(source))  # the same change said again
         if changed and (kind in _SINGLE or shared):

@@ -201,3 +201,49 @@ async def test_rows_waiting_for_a_sync_are_not_taken_for_unsent_writes(
     assert queue.outbox.counts() == {"pending": 0, "failed": 0}
     await queue.aclose()
     close_shared_clients(tmp_path)
+
+
+async def test_a_write_stored_while_the_queue_looks_for_its_rows_is_not_taken_again(
+    tmp_path: Path,
+) -> None:
+    """flush() reads the rows this queue holds; a write stored and settled
+    while that read is on its way must not be queued again (nothing would
+    settle it, and flush() would wait for it forever)."""
+    memory = build_local_memory(
+        ScriptedChatModel(), embedding_model=HashEmbedding(64), folder=tmp_path
+    )
+    queue = WriteQueue(Mem0Backend(memory), outbox_dir=tmp_path)
+    gate = asyncio.Event()
+    store = queue._delivery._store
+
+    async def gated(batch: object) -> object:
+        await gate.wait()
+        return await store(batch)
+
+    queue._delivery._store = gated  # type: ignore[method-assign]
+    armed, looking, go_on = threading.Event(), threading.Event(), threading.Event()
+    claim = queue.outbox.claim_orphans
+
+    def slow_claim(**kwargs: object) -> list[OutboxRow]:
+        if armed.is_set():  # flush()'s look, not the replay at start
+            looking.set()
+            go_on.wait(10)
+        return claim(**kwargs)  # type: ignore[arg-type]
+
+    queue.outbox.claim_orphans = slow_claim  # type: ignore[method-assign]
+    await queue.submit(Scope("alice"), [{"role": "user", "content": "I like fruit01."}])
+    deadline = time.monotonic() + 30
+    while not queue._delivery.in_flight and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)  # the write is with mem0, held at the gate
+    armed.set()
+    flushing = asyncio.create_task(queue.flush(5))
+    while not looking.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    gate.set()  # the write is stored and settled while flush() looks for rows
+    while queue.stats()["writes_stored"] < 1 and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    go_on.set()
+    assert await flushing
+    assert queue.outbox.counts() == {"pending": 0, "failed": 0}
+    await queue.aclose()
+    close_shared_clients(tmp_path)

@@ -245,6 +245,12 @@ async def test_the_rule_judge_knows_common_changes() -> None:
     changes = Relation.CHANGES
     assert await _relation("User switched to Vim", "User prefers Emacs") != changes
     assert await _relation("User now prefers Vim", "User prefers Emacs") == changes
+    # The judgement reads questions without "now": the change is still seen
+    # where the two memories share more words than the changed one.
+    drink = "User prefers matcha as their morning drink"
+    assert await _relation("User now prefers chai as their morning drink", drink) == changes
+    partner = "User's partner is now Sam, they met in spring"
+    assert await _relation(partner, "User's partner is Alex") == changes
     assert await _relation("User changed jobs to Globex", "User works at Acme") == changes
     assert await _relation("User no longer owns a car", "User owns a red car") == changes
     assert await _relation("User likes green tea", "User works at Acme") == Relation.UNRELATED

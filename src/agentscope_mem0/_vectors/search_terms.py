@@ -89,7 +89,10 @@ def searching_with(**changes: Any) -> Iterator[SearchTerms]:
     try:
         yield terms
     finally:
-        _TERMS.reset(token)
+        # A coroutine never finished is closed by the garbage collector in
+        # another context, where its token cannot be reset (nor needs to be).
+        with contextlib.suppress(ValueError):
+            _TERMS.reset(token)
 
 
 # -- the cosine floor -----------------------------------------------------------------

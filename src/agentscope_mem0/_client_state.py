@@ -23,6 +23,7 @@ from ._mem0.query_cache import install_query_cache
 from ._observe.usage import TokenMeter
 from ._parameters import Mem0MiddlewareParameters
 from ._recall.profile import ProfileCache
+from ._text.grounding import DROP_REASONS
 from ._vectors.keywords_only import allow_keywords_only, keyword_only_queries
 from ._write.judge import FollowUp, build_time_judge
 from ._write.queue import WriteQueue
@@ -94,6 +95,9 @@ class ClientState:
             else Mem0Backend(client, extraction=extraction)
         )
         """The one door to the client."""
+        if write_queue is None:
+            self.backend.grounded = parameters.grounded
+            self.backend.remember, self.backend.ignore = parameters.remember, parameters.ignore
         self.breaker = CircuitBreaker(
             threshold=parameters.breaker_threshold, cooldown=parameters.breaker_cooldown
         )
@@ -149,8 +153,19 @@ class ClientState:
         ``breaker_opened``, ``breaker_state``, ``search_latency_p50/p95``.
         Writes: ``writes_queued/stored/retried/failed/pending`` and more, see
         ``WriteQueue.stats``. Model tokens: ``tokens_in/out_per_write`` and
-        the totals, see ``TokenMeter.stats``. Latencies are in seconds.
+        the totals, see ``TokenMeter.stats``. What the extraction proposed and
+        the check of it dropped: ``memories_dropped_assistant`` (the reply's
+        words), ``_question`` (a question or request restated), ``_ungrounded``
+        (nobody said it), ``_language`` (not the user's language), with
+        ``memories_kept_grounded`` and ``grounding_model_checks`` (proposals the
+        words could not decide). Latencies are in seconds.
         """
+        extraction = dict.fromkeys(
+            [f"memories_dropped_{reason}" for reason in DROP_REASONS]
+            + ["memories_kept_grounded", "grounding_model_checks"],
+            0,
+        )
+        extraction.update(self.backend.extraction_counts)
         cache = self.query_cache.stats() if self.query_cache else {}
         cache["searches_by_keywords_alone"] = keyword_only_queries(self.client)
         tokens = self.meter.stats()
@@ -158,6 +173,7 @@ class ClientState:
             **self.breaker.stats(),
             **self.writer.stats(),
             **self.follow_up.stats(),
+            **extraction,
             **cache,
             **tokens,
         }

@@ -143,6 +143,21 @@ class Mem0MiddlewareParameters(BaseModel):
     per write). `compact`: this package's, which fits a 4k context with the
     conversation: for small local models and fewer paid tokens."""
 
+    remember: str = Field(default="", max_length=2000)
+    """What the user wants remembered, in their own words or as categories
+    ("my family, my diet, deadlines"): given to the extraction and to the check
+    of what it proposes. Empty: durable facts the user states about themselves."""
+
+    ignore: str = Field(default="", max_length=2000)
+    """What never to remember, in words or categories ("health, money"): given
+    to the extraction and to the check of what it proposes."""
+
+    grounded: bool = True
+    """Keep only what the user's own words in the exchange support: the
+    extraction's proposals that restate the assistant, a question or a request,
+    name what nobody said, or switch language are dropped (counted in
+    `stats()` as `memories_dropped_*`). Off: whatever mem0 extracts is stored."""
+
     search_timeout: float | None = Field(default=2.0, gt=0)
     """Seconds the automatic search (and `search_memory`) may take before the
     reply goes on without memories. Empty: no limit."""

@@ -92,10 +92,28 @@ class AgentScopeLLM(LLMBase):
             span.usage(record_call(response.usage, prompt, text))
             span.set(response_chars=len(text))
             span.set_text("response", text)
-        json_mode = (
-            isinstance(response_format, dict) and response_format.get("type") == "json_object"
-        )
-        return read_extraction_answer(answer, json_mode=json_mode)
+            json_mode = (
+                isinstance(response_format, dict) and response_format.get("type") == "json_object"
+            )
+            checked = read_extraction_answer(answer, json_mode=json_mode, ask=self._ask)
+            check = current().check
+            if check is not None and check.grounding is not None:
+                span.set(
+                    memories_kept=check.kept,
+                    memories_dropped=sum(check.dropped.values()),
+                    **{f"memories_dropped_{k}": n for k, n in check.dropped.items()},
+                )
+        return checked
+
+    def _ask(self, question: str) -> str:
+        """One short question to the model (the check of an extraction's proposal)."""
+        msgs = [UserMsg(name="user", content=question)]
+        with model_span("check", self.model, messages=1, prompt_chars=len(question)) as span:
+            response = run_model(_final_response(self.model, msgs, None), timeout=self.timeout)
+            answer = flatten_response(response, with_tools=False)
+            text = answer if isinstance(answer, str) else str(answer.get("content") or "")
+            span.usage(record_call(response.usage, question, text))
+        return text
 
 
 def to_agentscope_messages(messages: list[dict[str, Any]]) -> list[Msg]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -26,8 +27,17 @@ from .._memories.lifecycle import read_current, write_metadata
 from .._memories.release import Forgotten, release
 from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
+from .._text.grounding import Grounding
 from .._vectors.search_terms import mem0_threshold
-from .call_context import Lane, WriteTime, caller_loop_scope, calling, current, reply_waits
+from .call_context import (
+    ExtractionCheck,
+    Lane,
+    WriteTime,
+    caller_loop_scope,
+    calling,
+    current,
+    reply_waits,
+)
 from .errors import is_not_found, mapped_errors
 from .extraction import ExtractionStyle, annotate_results, check_extraction
 from .loops import get_lanes
@@ -72,6 +82,17 @@ class Mem0Backend:
             )
         self.meter: TokenMeter | None = None
         """Counts the model tokens of each write's extraction, when set."""
+        self.grounded = False
+        """Check what the extraction proposes against the user's words
+        (:mod:`.._text.grounding`); a middleware's client state turns it on
+        (``Parameters(grounded=True)``, the default)."""
+        self.remember = ""
+        """The user's rules for what to keep (``Parameters(remember=...)``)."""
+        self.ignore = ""
+        """... and for what never to keep (``Parameters(ignore=...)``)."""
+        self.extraction_counts: Counter[str] = Counter()
+        """What the checks of extractions did: ``memories_dropped_<reason>``,
+        ``memories_kept_grounded``, ``grounding_model_checks``."""
         # mem0's own AsyncMemory blocks worker threads on model calls: it runs
         # on this package's lanes, off the agent loop's executor (see .loops).
         self._on_lanes = _is_oss_memory(client)
@@ -246,14 +267,37 @@ class Mem0Backend:
         kwargs["metadata"] = {**write_metadata(when, hosted=self.hosted), **(metadata or {})}
         said = WriteTime(when)
         meter = (self.meter, "extraction") if self.meter is not None else None
-        with calling(said=said, extraction=self.extraction, meter=meter):
+        check = self._check_of(messages) if infer else None
+        if check is not None and check.guidance and not self.hosted and self.extraction == "mem0":
+            # mem0's own prompt takes the user's rules as its custom instructions.
+            own = getattr(self.client, "custom_instructions", None)
+            kwargs["prompt"] = "\n".join(filter(None, [own, check.guidance]))
+        with calling(said=said, extraction=self.extraction, meter=meter, check=check):
             results = entries_of(await self._call("add", messages, **kwargs))
+        if check is not None:
+            self._count(check)
         if infer and self.meter is not None:
             # A write is an exchange (one user message); a backlog's are sent in one call.
             exchanges = sum(m.get("role") == "user" for m in messages)
             self.meter.add("extraction", writes=max(exchanges, 1))
         annotate_results(results, said)
         return results
+
+    def _check_of(self, messages: list[dict[str, str]]) -> ExtractionCheck:
+        """What one write's extraction is checked against."""
+
+        def side(role: str) -> str:
+            return "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == role)
+
+        grounding = Grounding(side("user"), side("assistant")) if self.grounded else None
+        return ExtractionCheck(grounding, remember=self.remember, ignore=self.ignore)
+
+    def _count(self, check: ExtractionCheck) -> None:
+        counts = self.extraction_counts
+        for reason, n in check.dropped.items():
+            counts[f"memories_dropped_{reason}"] += n
+        counts["memories_kept_grounded"] += check.kept
+        counts["grounding_model_checks"] += check.asked
 
     async def update_metadata(self, memory_id: str, changes: dict[str, Any]) -> bool:
         """Set metadata fields of one memory, leaving its text, vector and dates alone.

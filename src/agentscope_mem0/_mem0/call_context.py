@@ -26,9 +26,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 from .._observe.usage import CallTokens, Kind, TokenMeter
+from .._text.grounding import Grounding, GroundingReading
 
 __all__ = [
     "AddSeen",
+    "ExtractionCheck",
     "ExtractionStyle",
     "Lane",
     "Mem0Call",
@@ -70,6 +72,31 @@ class AddSeen:
     """Ids of memories the vector store refused and never took since, with the error."""
 
 
+@dataclass
+class ExtractionCheck:
+    """What the extraction of one write is checked against, and what the check did."""
+
+    grounding: Grounding | None
+    """The exchange's words; ``None``: proposals are kept as mem0 extracted them."""
+    remember: str = ""
+    """The user's own rules for what to keep (``Parameters(remember=...)``)."""
+    ignore: str = ""
+    """... and for what never to keep (``Parameters(ignore=...)``)."""
+    dropped: dict[GroundingReading, int] = field(default_factory=dict)
+    """Proposals dropped, by reason."""
+    kept: int = 0
+    """Proposals kept."""
+    asked: int = 0
+    """Proposals the words could not decide, asked of the model."""
+
+    @property
+    def guidance(self) -> str:
+        """The user's rules as the prompts show them ("" when none)."""
+        lines = [f"Remember: {self.remember.strip()}"] if self.remember.strip() else []
+        lines += [f"Never remember: {self.ignore.strip()}"] if self.ignore.strip() else []
+        return "\n".join(lines)
+
+
 @dataclass(frozen=True, slots=True)
 class Mem0Call:
     """The context of one call of mem0 by this package, as its adapters see it."""
@@ -86,6 +113,8 @@ class Mem0Call:
     """The extraction prompt of the ``add`` under way (:mod:`.extraction`)."""
     said: WriteTime | None = None
     """The said time of the ``add`` under way, and the event dates it found."""
+    check: ExtractionCheck | None = None
+    """What the extraction of the ``add`` under way is checked against (:mod:`.extraction`)."""
     watch: AddSeen | None = None
     """Where the add watch records what mem0 swallows (:mod:`.add_check`)."""
     meter: tuple[TokenMeter, Kind] | None = None

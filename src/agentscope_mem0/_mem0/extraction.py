@@ -27,24 +27,38 @@ strings into mem0's items, where that is unambiguous.
 from __future__ import annotations
 
 import json
+import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .._exceptions import ConfigurationError
 from .._memories.lifecycle import EVENT_DATE, is_event_date
+from .._text.grounding import (
+    DROP_REASONS,
+    grounding_question,
+    read_answer,
+    read_grounding,
+    writes_cjk,
+)
 from .._text.model_json import find_json_object
 from .._text.tokens import estimate_tokens, prefix_within
-from .call_context import ExtractionStyle, WriteTime, current
+from .call_context import ExtractionCheck, ExtractionStyle, WriteTime, current
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "COMPACT_CONTEXT_TOKENS",
     "COMPACT_SYSTEM_PROMPT",
     "EVENT_DATE_INSTRUCTIONS",
     "EXTRACTION_STYLES",
+    "KEEP_INSTRUCTIONS",
     "ExtractionStyle",
     "annotate_results",
     "check_extraction",
     "compact_extraction",
+    "keep_grounded",
+    "language_instruction",
     "prepare_extraction",
     "read_extraction_answer",
     "repair_extraction_answer",
@@ -66,18 +80,16 @@ COMPACT_SYSTEM_PROMPT = """You are a Memory Extractor. From the New Messages of 
 conversation between a user and an assistant, write down the facts worth remembering \
 for later conversations with this user.
 
-Keep:
-- what the user says about themselves and the people in their life: name, home, work, \
-family, pets, health and allergies, likes and dislikes, habits, plans, events, \
-possessions, opinions;
-- what the assistant recommended, planned or found for the user, written as \
-"User was recommended ..." or "User's plan ...".
-Skip: greetings, thanks, small talk, questions that state no fact, general knowledge, \
-and facts already in Existing Memories.
+Keep only what the user states about themselves and the people in their life: name, \
+home, work, family, pets, health and allergies, likes and dislikes, habits, plans, \
+events, possessions, opinions; and what the user asks you to remember.
+Never keep: the assistant's answers, advice, recommendations or claims about the user; \
+general knowledge; the user's questions and requests (asking is not a fact); greetings, \
+thanks, small talk; code; and facts already in Existing Memories.
 
 Rules:
 - One fact per item: a short sentence that names who it is about ("User ...", \
-"User's sister ..."), in the language of the messages.
+"User's sister ..."), in the language the user writes in (Chinese -> Chinese).
 - Several facts in one message are several items.
 - Copy names, numbers and places exactly. Never add a fact the messages do not state.
 - "event_date": only when the messages say when the event happened or will happen \
@@ -87,7 +99,7 @@ YYYY-MM-DD, or YYYY-MM / YYYY when only the month or year is known.
 
 Answer with JSON only, in this shape:
 {"memory": [{"id": "0", "text": "<fact>", "attributed_to": "user"}, \
-{"id": "1", "text": "<fact>", "attributed_to": "assistant", "event_date": "<date>"}]}"""
+{"id": "1", "text": "<fact>", "attributed_to": "user", "event_date": "<date>"}]}"""
 """The compact extraction's system prompt (about 380 tokens)."""
 
 
@@ -130,7 +142,8 @@ def prepare_extraction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (:func:`compact_extraction`). Other prompts, and calls outside an ``add``
     of this package, pass unchanged.
     """
-    return compact_extraction(_with_said_date(messages, current().said))
+    call = current()
+    return compact_extraction(_with_rules(_with_said_date(messages, call.said), call.check))
 
 
 def _with_said_date(messages: list[dict[str, Any]], said: WriteTime | None) -> list[dict[str, Any]]:
@@ -150,6 +163,45 @@ def _with_said_date(messages: list[dict[str, Any]], said: WriteTime | None) -> l
     else:
         content = f"{content}\n\n{EVENT_DATE_INSTRUCTIONS}"
     return [*messages[:-1], {**last, "content": content}]
+
+
+KEEP_INSTRUCTIONS = (
+    "## What This Store Keeps\n"
+    "Keep only facts the user states about themselves and the people in their life, "
+    "and what the user asks to be remembered. Do not keep the assistant's answers, "
+    "advice, recommendations or claims about the user, general knowledge, or the "
+    "user's questions and requests: asking is not a fact."
+)
+"""Added to mem0's own extraction prompt when the extraction is checked."""
+
+
+def language_instruction(user_text: str) -> str:
+    """The line telling the extraction which language to write memories in."""
+    if writes_cjk(user_text):
+        return (
+            "The user writes in Chinese (or Japanese, Korean): write every memory in the "
+            "user's language and script, never translated into English."
+        )
+    return "Write every memory in the language the user writes in."
+
+
+def _with_rules(
+    messages: list[dict[str, Any]], check: ExtractionCheck | None
+) -> list[dict[str, Any]]:
+    """mem0's own prompt with what this store keeps and the user's language (the
+    compact prompt says both itself; the user's own rules reach mem0's prompt as
+    its custom instructions)."""
+    if check is None or check.grounding is None or not messages:
+        return messages
+    last = messages[-1]
+    content = last.get("content")
+    if last.get("role") != "user" or not isinstance(content, str):
+        return messages
+    if "## New Messages" not in content or _OUTPUT not in content:
+        return messages
+    rules = f"{KEEP_INSTRUCTIONS}\n{language_instruction(check.grounding.user)}"
+    head, _, tail = content.rpartition(_OUTPUT)
+    return [*messages[:-1], {**last, "content": f"{head}{rules}\n\n{_OUTPUT}{tail}"}]
 
 
 def annotate_results(results: list[Any], said: WriteTime) -> None:
@@ -271,8 +323,12 @@ def compact_extraction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if earlier:
         lines = [f"{role}: {_shorten(text, _EARLIER_TOKENS)}" for role, text in earlier]
         parts.append("## Earlier Messages (context only, do not extract)\n" + "\n".join(lines))
-    if sections.get("Custom Instructions"):
-        parts.append("## Custom Instructions\n" + sections["Custom Instructions"])
+    check = current().check
+    custom = [sections.get("Custom Instructions", ""), check.guidance if check else ""]
+    if any(custom):
+        parts.append("## Custom Instructions\n" + "\n".join(filter(None, custom)))
+    if check is not None and check.grounding is not None:
+        parts.append("## Language\n" + language_instruction(check.grounding.user))
     date = f"## Observation Date\n{sections['Observation Date']}"
     used = estimate_tokens(COMPACT_SYSTEM_PROMPT) + estimate_tokens("\n\n".join([*parts, date]))
     budget = COMPACT_CONTEXT_TOKENS - _ANSWER_TOKENS - used - 16
@@ -289,13 +345,21 @@ def compact_extraction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def read_extraction_answer(
-    answer: str | dict[str, Any], *, json_mode: bool
+    answer: str | dict[str, Any],
+    *,
+    json_mode: bool,
+    ask: Callable[[str], str] | None = None,
 ) -> str | dict[str, Any]:
     """mem0's answer as this package hands it back: a JSON-mode answer repaired
-    (:func:`repair_extraction_answer`); the event dates it gives kept for the
-    write under way."""
+    (:func:`repair_extraction_answer`), the proposals the user's words do not
+    ground dropped (:func:`keep_grounded`, ``ask`` putting a short question to
+    the model where the words cannot tell), and the event dates it gives kept
+    for the write under way."""
     if json_mode and isinstance(answer, str):
         answer = repair_extraction_answer(answer)
+        check = current().check
+        if check is not None and check.grounding is not None:
+            answer = keep_grounded(answer, check, ask)
     said = current().said
     if said is None or not isinstance(answer, str) or '"event_date"' not in answer:
         return answer
@@ -308,6 +372,46 @@ def read_extraction_answer(
         if isinstance(memory, str) and isinstance(when, str) and is_event_date(when):
             said.event_dates[memory] = when
     return answer
+
+
+def keep_grounded(answer: str, check: ExtractionCheck, ask: Callable[[str], str] | None) -> str:
+    """``answer`` without the proposed memories the exchange does not ground.
+
+    Each proposal is read against the user's words (:func:`.._text.grounding.read_grounding`);
+    one the words cannot decide is put to the model in one short question
+    (``ask``; without it, it is kept). What was dropped, kept and asked is
+    counted on ``check``. An answer that is not mem0's JSON is left as it is.
+    """
+    assert check.grounding is not None
+    parsed = find_json_object(answer)
+    items = parsed.get("memory") if parsed is not None else None
+    if not isinstance(items, list):
+        return answer
+    kept = []
+    for item in items:
+        text = item.get("text") if isinstance(item, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            kept.append(item)  # not a proposal: mem0's answer check reports it
+            continue
+        reading = read_grounding(text, check.grounding)
+        if reading == "unsure" and ask is not None:
+            check.asked += 1
+            try:
+                said = read_answer(ask(grounding_question(text, check.grounding, check.guidance)))
+            except Exception as exc:  # the check is best effort; the proposal stays
+                logger.warning("could not ask the model whether a memory was said: %s", exc)
+                said = True
+            reading = "grounded" if said else "ungrounded"
+        if reading in DROP_REASONS:
+            check.dropped[reading] = check.dropped.get(reading, 0) + 1
+            logger.debug("dropped a proposed memory (%s): %r", reading, text)
+            continue
+        check.kept += 1
+        kept.append(item)
+    if len(kept) == len(items):
+        return answer
+    assert parsed is not None
+    return json.dumps({**parsed, "memory": kept}, ensure_ascii=False)
 
 
 def repair_extraction_answer(answer: str) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
+    "CHINESE",
     "CJK_NEGATIONS",
     "CJK_RUN",
     "ENGLISH",
@@ -129,6 +130,11 @@ class Lexicon:
     """Where the thing named after an ending word stops ("and", "because", a comma)."""
     year: re.Pattern[str] = _NOTHING
     """A year an event is told in ("in 2015", "March 2019"), not an amount ("2000 euros")."""
+    asks: re.Pattern[str] = _NOTHING
+    """The opening of a clause that asks or requests ("what", "can you", "write")."""
+    remember: re.Pattern[str] = _NOTHING
+    """Words asking for something to be remembered ("remember that") or stating a
+    standing wish ("by default", "always"): such a request is a statement."""
 
     def denies(self, word: str) -> bool:
         """Whether ``word`` (folded) denies."""
@@ -345,7 +351,41 @@ ENGLISH = Lexicon(
         r"meters?|metres?|feet|ft|calories?|steps?|words?|people|users?|units?|items?))",
         re.I,
     ),
+    asks=re.compile(
+        r"(?:what|what's|whats|which|who|whom|whose|where|when|why|how|is|are|am|was|were|"
+        r"do|does|did|can|could|would|will|shall|should|may|might|have|has|had|isn't|aren't|"
+        r"don't|doesn't|didn't|won't|wouldn't|shouldn't|please|tell|give|show|write|make|"
+        r"create|translate|explain|describe|list|name|suggest|recommend|help|find|compute|"
+        r"calculate|summarize|summarise|define|compare|let's|any|ok|okay|thanks|thank|hi|hello|"
+        r"hey|good|bye|goodbye)\b",
+        re.I,
+    ),
+    remember=re.compile(
+        r"\b(?:remember|note|keep in mind|don't forget|do not forget|for the record|"
+        r"by default|always|never|from now on|every time|in (?:the )?future)\b",
+        re.I,
+    ),
 )
+
+
+# Chinese -------------------------------------------------------------------
+
+CHINESE = Lexicon(
+    code="zh",
+    letters=re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"),
+    fillers=frozenset(
+        "的了是在我你他她它们用户这那有个也都就和与及吗呢吧啊呀哦嗯么着过地得很还又把被给"
+        "对从到向让请"
+    ),
+    numbers={char: str(value) for value, char in enumerate("零一二三四五六七八九十")} | {"两": "2"},
+    asks=re.compile(
+        r"(?:请|帮我|帮忙|给我|告诉我|写|讲|说说|翻译|解释|推荐|介绍|怎么|怎样|如何|什么|为什么|"
+        r"哪|谁|几|多少|多长|多大|能不能|可不可以|可以|是不是|有没有|你好|您好|谢谢|好的|再见)"
+    ),
+    remember=re.compile(r"记住|记得|别忘了|不要忘了|请注意|以后|总是|每次|默认|一直|从现在起"),
+)
+"""Chinese, as the grounding check reads it (character by character); not yet
+in :data:`LEXICONS`, whose rules decide only where they have the words."""
 
 LEXICONS: Mapping[str, Lexicon] = {ENGLISH.code: ENGLISH}
 """The lexicons by language code."""

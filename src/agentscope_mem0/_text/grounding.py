@@ -1,0 +1,205 @@
+"""Whether a memory the extraction proposes is grounded in what the user said.
+
+An extraction model proposes memories; this module reads each proposal
+against the exchange it came from and says whether the user's own words
+support it, before it is stored. What it reads:
+
+* **Whose words.** The user's side of the exchange grounds a memory; the
+  assistant's reply does not (its answers, advice and claims about the user
+  are not the user's), nor does anything else in the prompt.
+* **Statements, not asks.** A user's question or request ("What's 17 times
+  23?", "Write a story about a fisherman in Lisbon") tells nothing about the
+  user; a memory that only restates one is not kept. "Remember that ..." is a
+  statement.
+* **Specifics.** A name or a number in the memory must be in the user's
+  words (dates the extraction resolved against the day are allowed).
+* **Language.** A memory is written in the language the user wrote in.
+
+Words decide where they can (:func:`read_grounding` answers
+``"grounded"``, or the reason to drop); where they cannot (``"unsure"``), the
+caller asks the model one short question (:func:`grounding_question`).
+Text in a script no lexicon reads is compared character by character.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from .lexicon import CHINESE, CJK_RUN, ENGLISH, WORD, Lexicon, fold
+
+__all__ = [
+    "DROP_REASONS",
+    "Grounding",
+    "GroundingReading",
+    "grounding_question",
+    "read_answer",
+    "read_grounding",
+    "writes_cjk",
+]
+
+GroundingReading = Literal["grounded", "unsure", "assistant", "ungrounded", "question", "language"]
+"""What the words say of a proposed memory: kept (``grounded``), asked of the
+model (``unsure``), or dropped for a reason (the others)."""
+
+DROP_REASONS: tuple[GroundingReading, ...] = ("assistant", "ungrounded", "question", "language")
+
+KEEP_SHARE = 0.6
+"""A memory whose content words are at least this share in the user's
+statements is grounded by the words (chosen on the dev half of
+benchmarks/data/grounding.jsonl, docs/benchmarks/real-model.md)."""
+
+DROP_SHARE = 0.25
+"""Below this share in the user's words, a memory is not the user's: the
+assistant's when its words are the reply's, otherwise not said at all."""
+
+_CLAUSE = re.compile(r"[^,;，；。！？!?.\n]+[,;，；。！？!?.]*")
+_ASKED = re.compile(r"[?？]\s*$")
+_DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
+_NAME = re.compile(r"(?<![\w'])([A-Z][\w'’-]*)")
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
+
+
+@dataclass(frozen=True, slots=True)
+class Grounding:
+    """The words of one exchange a proposed memory is read against.
+
+    Args:
+        user: What the user said (the user messages of the write).
+        assistant: What the assistant answered.
+    """
+
+    user: str
+    assistant: str
+
+    @property
+    def cjk(self) -> bool:
+        """Whether the user wrote in Chinese, Japanese or Korean."""
+        return writes_cjk(self.user)
+
+
+def writes_cjk(text: str) -> bool:
+    """Whether most letters of ``text`` are Chinese, Japanese or Korean characters."""
+    cjk = sum(len(run) for run in CJK_RUN.findall(text))
+    latin = len(ENGLISH.letters.findall(text))
+    return cjk > 0 and cjk >= latin / 3
+
+
+def _lexicon(text: str) -> Lexicon:
+    return CHINESE if writes_cjk(text) else ENGLISH
+
+
+def _tokens(text: str) -> set[str]:
+    """The content words of ``text``: stems of words no lexicon calls filler,
+    Chinese, Japanese and Korean characters one by one (but the function
+    characters of the Chinese lexicon), and numbers."""
+    folded = fold(text)
+    out: set[str] = set()
+    for word in WORD.findall(folded):
+        if CJK_RUN.fullmatch(word):
+            continue
+        if word in ENGLISH.fillers:
+            continue
+        out.add(ENGLISH.numbers.get(word, ENGLISH.stem(word)))
+    for run in CJK_RUN.findall(folded):
+        out.update(CHINESE.numbers.get(char, char) for char in run if char not in CHINESE.fillers)
+    return out
+
+
+def _clauses(text: str) -> tuple[str, str]:
+    """``text``'s statements and its asks (questions, requests), each joined."""
+    stated, asked = [], []
+    for clause in _CLAUSE.findall(text):
+        lexicon = _lexicon(clause)
+        if lexicon.remember.search(clause):
+            stated.append(clause)
+        elif _ASKED.search(clause) or lexicon.asks.match(clause.strip()):
+            asked.append(clause)
+        else:
+            stated.append(clause)
+    return " ".join(stated), " ".join(asked)
+
+
+def _specifics(memory: str) -> set[str]:
+    """Names and numbers the memory states (folded); month and day names and
+    years are left out: the extraction resolves "next March" against the day."""
+    calendar = {*ENGLISH.months, *ENGLISH.weekdays, *ENGLISH.month_abbreviations}
+    names = {
+        fold(name).rstrip("'’s")
+        for name in _NAME.findall(memory)
+        if fold(name) not in ENGLISH.fillers and fold(name) not in calendar
+    }
+    numbers = {number for number in _DIGITS.findall(memory) if not _YEAR.match(number)}
+    # A capital that opens the memory or follows "User's" opens a sentence.
+    first = WORD.findall(fold(memory))[:1]
+    return (names - set(first) - {"user", "user's"}) | numbers
+
+
+def _says(text: str, specific: str) -> bool:
+    folded = fold(text)
+    if specific.isdigit():
+        words = {ENGLISH.numbers.get(w, w) for w in WORD.findall(folded)}
+        return (
+            specific in words
+            or re.search(rf"(?<!\d){re.escape(specific)}(?!\d)", folded) is not None
+        )
+    return specific in folded
+
+
+def read_grounding(memory: str, grounding: Grounding) -> GroundingReading:
+    """What the words of the exchange say of ``memory``.
+
+    Returns:
+        ``"grounded"`` (the user's statements say it), ``"unsure"`` (ask the
+        model), or why it is not the user's: ``"language"`` (not in the
+        language the user wrote in), ``"question"`` (it restates the user's
+        question or request), ``"assistant"`` (the reply's words, not the
+        user's) or ``"ungrounded"`` (nobody said it).
+    """
+    if grounding.cjk != writes_cjk(memory) and (CJK_RUN.search(memory) or grounding.cjk):
+        return "language"
+    content = _tokens(memory)
+    if not content:
+        return "ungrounded"
+    missing = [s for s in _specifics(memory) if not _says(grounding.user, s)]
+    if missing:
+        return "assistant" if all(_says(grounding.assistant, s) for s in missing) else "ungrounded"
+    stated_text, asked_text = _clauses(grounding.user)
+    stated, asked = _tokens(stated_text), _tokens(asked_text)
+    share = len(content & stated) / len(content)
+    if share >= KEEP_SHARE:
+        return "grounded"
+    if len(content & (stated | asked)) / len(content) >= KEEP_SHARE:
+        return "question"
+    said_by_user = len(content & (stated | asked)) / len(content)
+    if said_by_user < DROP_SHARE:
+        replied = len((content & _tokens(grounding.assistant)) - stated - asked) / len(content)
+        return "assistant" if replied >= DROP_SHARE else "ungrounded"
+    return "unsure"
+
+
+def grounding_question(memory: str, grounding: Grounding, guidance: str = "") -> str:
+    """The one short question the model answers when the words cannot tell."""
+    parts = [
+        "A memory store keeps only facts the user states about themselves. Answer YES or NO.",
+        f"The user wrote:\n{grounding.user.strip()}",
+        f"Proposed memory: {memory.strip()}",
+    ]
+    if guidance:
+        parts.append(f"The user's own rules for what to keep:\n{guidance.strip()}")
+    parts.append(
+        "Does the user's own text state this fact about the user (not a question, "
+        "not a request, not something only the assistant said)? Answer YES or NO."
+    )
+    return "\n\n".join(parts)
+
+
+def read_answer(answer: str) -> bool | None:
+    """The model's YES (``True``) or NO (``False``); ``None`` when it said neither."""
+    words = WORD.findall(fold(answer))[:3]
+    if any(word in ("yes", "是", "是的", "对") for word in words):
+        return True
+    if any(word in ("no", "不", "否", "不是") for word in words):
+        return False
+    return None

@@ -156,7 +156,8 @@ class ClientState:
         the totals, see ``TokenMeter.stats``. What the extraction proposed and
         the check of it dropped: ``memories_dropped_assistant`` (the reply's
         words), ``_question`` (a question or request restated), ``_ungrounded``
-        (nobody said it), ``_language`` (not the user's language), with
+        (nobody said it), ``_language`` (not the user's language), ``_ignored``
+        (under the user's ``ignore`` rules), with
         ``memories_kept_grounded`` and ``grounding_model_checks`` (proposals the
         words could not decide). Latencies are in seconds.
         """

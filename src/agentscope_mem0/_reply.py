@@ -12,6 +12,7 @@ once the resumed reply completes.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agentscope.event import (
@@ -24,7 +25,8 @@ from agentscope.event import (
 from agentscope.message import Msg
 from agentscope.types import ReplyFinishedReason
 
-from ._recall.note import place_note
+from ._recall.note import MEMORIES_CLOSE, MEMORIES_OPEN, place_note
+from ._working.manager import WORKING_CLOSE, WORKING_OPEN
 
 __all__ = ["ReplyWatch", "query_text"]
 
@@ -98,10 +100,26 @@ class ReplyWatch:
         answer = final.get_text_content()
         if not answer:
             return None
-        return [
-            {"role": "user", "content": query},
-            {"role": "assistant", "content": answer},
-        ]
+        answer = without_own_text(answer, self._header)
+        user = {"role": "user", "content": query}
+        return [user, {"role": "assistant", "content": answer}] if answer else [user]
+
+
+_OWN_BLOCKS = [
+    re.compile(rf"{re.escape(opening)}.*?(?:{re.escape(closing)}|\Z)", re.S)
+    for opening, closing in ((MEMORIES_OPEN, MEMORIES_CLOSE), (WORKING_OPEN, WORKING_CLOSE))
+]
+
+
+def without_own_text(answer: str, header: str) -> str:
+    """``answer`` without what this package put in front of the model and the
+    model repeated: the memory note's and working memory's blocks (to the end
+    when a block is not closed) and the note's header. What the model read
+    from memory must not be written back as something said.
+    """
+    for block in _OWN_BLOCKS:
+        answer = block.sub("", answer)
+    return answer.replace(header, "").strip() if header else answer.strip()
 
 
 # -- before the reply: what it recalls ----------------------------------------------

@@ -378,9 +378,12 @@ def keep_grounded(answer: str, check: ExtractionCheck, ask: Callable[[str], str]
     """``answer`` without the proposed memories the exchange does not ground.
 
     Each proposal is read against the user's words (:func:`.._text.grounding.read_grounding`);
-    one the words cannot decide is put to the model in one short question
-    (``ask``; without it, it is kept). What was dropped, kept and asked is
-    counted on ``check``. An answer that is not mem0's JSON is left as it is.
+    one the words cannot decide, and with the user's ``ignore`` rules every one
+    the words keep, is put to the model in one short question (``ask``; without
+    it, the words' reading stands and an undecided one is kept). A failing
+    question fails the write, which is retried. What was dropped, kept and
+    asked is counted on ``check``. An answer that is not mem0's JSON is left
+    as it is.
     """
     assert check.grounding is not None
     parsed = find_json_object(answer)
@@ -394,14 +397,14 @@ def keep_grounded(answer: str, check: ExtractionCheck, ask: Callable[[str], str]
             kept.append(item)  # not a proposal: mem0's answer check reports it
             continue
         reading = read_grounding(text, check.grounding)
-        if reading == "unsure" and ask is not None:
+        # The words cannot tell, or cannot read the user's "never remember" rules.
+        if ask is not None and (reading == "unsure" or (reading == "grounded" and check.ignore)):
             check.asked += 1
-            try:
-                said = read_answer(ask(grounding_question(text, check.grounding, check.guidance)))
-            except Exception as exc:  # the check is best effort; the proposal stays
-                logger.warning("could not ask the model whether a memory was said: %s", exc)
-                said = True
-            reading = "grounded" if said else "ungrounded"
+            question = grounding_question(text, check.grounding, check.guidance)
+            if not read_answer(ask(question)):  # NO, or no clear answer: not stored
+                reading = "ignored" if reading == "grounded" else "ungrounded"
+            else:
+                reading = "grounded"
         if reading in DROP_REASONS:
             check.dropped[reading] = check.dropped.get(reading, 0) + 1
             logger.debug("dropped a proposed memory (%s): %r", reading, text)

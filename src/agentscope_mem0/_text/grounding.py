@@ -39,11 +39,20 @@ __all__ = [
     "writes_cjk",
 ]
 
-GroundingReading = Literal["grounded", "unsure", "assistant", "ungrounded", "question", "language"]
-"""What the words say of a proposed memory: kept (``grounded``), asked of the
-model (``unsure``), or dropped for a reason (the others)."""
+GroundingReading = Literal[
+    "grounded", "unsure", "assistant", "ungrounded", "question", "language", "ignored"
+]
+"""What is read of a proposed memory: kept (``grounded``), to be asked of the
+model (``unsure``), or dropped for a reason (the others; ``ignored``: the model
+found it under the user's "never remember" rules)."""
 
-DROP_REASONS: tuple[GroundingReading, ...] = ("assistant", "ungrounded", "question", "language")
+DROP_REASONS: tuple[GroundingReading, ...] = (
+    "assistant",
+    "ungrounded",
+    "question",
+    "language",
+    "ignored",
+)
 
 KEEP_SHARE = 0.6
 """A memory whose content words are at least this share in the user's
@@ -59,6 +68,8 @@ _ASKED = re.compile(r"[?？]\s*$")
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 _NAME = re.compile(r"(?<![\w'])([A-Z][\w'’-]*)")
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
+# Forms of "have" say nothing of whose fact it is ("User has asthma", "I have asthma").
+_HAVE = frozenset({"have", "has", "had", "having", "'ve", "'d"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +110,7 @@ def _tokens(text: str) -> set[str]:
     for word in WORD.findall(folded):
         if CJK_RUN.fullmatch(word):
             continue
-        if word in ENGLISH.fillers:
+        if word in ENGLISH.fillers or word in _HAVE:
             continue
         out.add(ENGLISH.numbers.get(word, ENGLISH.stem(word)))
     for run in CJK_RUN.findall(folded):
@@ -190,7 +201,9 @@ def grounding_question(memory: str, grounding: Grounding, guidance: str = "") ->
         parts.append(f"The user's own rules for what to keep:\n{guidance.strip()}")
     parts.append(
         "Does the user's own text state this fact about the user (not a question, "
-        "not a request, not something only the assistant said)? Answer YES or NO."
+        "not a request, not something only the assistant said)"
+        + (", and do the user's rules allow keeping it" if guidance else "")
+        + "? Answer YES or NO."
     )
     return "\n\n".join(parts)
 

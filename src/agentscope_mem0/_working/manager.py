@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_WORKING_INSTRUCTIONS",
     "DEFAULT_WORKING_MAX_CHARS",
+    "WORKING_CLOSE",
     "WORKING_MARKER",
+    "WORKING_OPEN",
     "WorkingMemory",
     "WorkingMemoryManager",
     "WorkingScope",
@@ -61,7 +63,7 @@ WORKING_MARKER = "agentscope_mem0.working_memory"
 
 _STATE_KEY = "agentscope_mem0.working"
 _BLOCK_NAME = "working_memory"
-_OPEN, _CLOSE = "<working_memory>", "</working_memory>"
+WORKING_OPEN, WORKING_CLOSE = "<working_memory>", "</working_memory>"
 _MIN_CONTENT_TOKENS = 40
 
 DEFAULT_WORKING_MAX_CHARS = 20_000
@@ -129,7 +131,9 @@ class WorkingMemory:
                 f"working memory max_tokens must be an integer >= 50, got {self.max_tokens!r}"
             )
         frame = estimate_tokens(
-            "\n".join([self.header, self.instructions, _OPEN, _CLOSE, TRUNCATION_MARKER])
+            "\n".join(
+                [self.header, self.instructions, WORKING_OPEN, WORKING_CLOSE, TRUNCATION_MARKER]
+            )
         )
         if self.max_tokens < frame + _MIN_CONTENT_TOKENS:
             raise ConfigurationError(
@@ -368,9 +372,9 @@ class WorkingMemoryManager:
             shown = content.strip() or self.format.initial() or "(empty)"
         scope = "this conversation" if self.options.scope == "conversation" else "this user"
         instructions = self.options.instructions if self.tools_offered else _READ_ONLY_INSTRUCTIONS
-        frame = [f"{self.options.header} ({scope})", instructions, _OPEN, _CLOSE]
+        frame = [f"{self.options.header} ({scope})", instructions, WORKING_OPEN, WORKING_CLOSE]
         body = self._shown(shown, self.options.max_tokens - estimate_tokens("\n".join(frame)))
-        text = "\n".join([*frame[:3], body, _CLOSE])
+        text = "\n".join([*frame[:3], body, WORKING_CLOSE])
         return AssistantMsg(
             name=_BLOCK_NAME,
             content=[HintBlock(hint=text, source=WORKING_MARKER)],

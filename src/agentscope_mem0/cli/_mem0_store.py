@@ -74,6 +74,7 @@ class MemoryStore:
     ) -> None:
         self.client = client
         self.backend = Mem0Backend(client)
+        self.backend.grounded = True  # `add` keeps what the text grounds, as a middleware does
         self.hosted = self.backend.hosted
         self.settings = settings
         self._on_close = on_close

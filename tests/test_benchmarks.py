@@ -39,7 +39,7 @@ _PGVECTOR = ",pgvector,pgvector-hnsw-noscope,pgvector-exact --pg-dsn {dsn}"
 SMOKE: dict[str, str] = {
     # test_<name> -> its command after "python benchmarks/": {out} is the run's own
     # folder (not there yet), {data} the invented LoCoMo file, {pairs} and {fresh}
-    # the invented pair sets.
+    # the invented pair sets, {src} this checkout's package.
     "embedded_recall": "embedded_recall.py {data} --limit-conversations 2 --quick --out-dir {out}",
     "note_recall": "note_recall.py --data {data} --embedder hash --turns 3 --out {out}/nr.json",
     "note_dedupe": "note_dedupe.py --embedder hash --data {data} --out {out}/note-dedupe.json",
@@ -50,6 +50,9 @@ SMOKE: dict[str, str] = {
     "--plot {out}/fact-change.png",
     "real_model": "real_model.py --scripted --split dev --cases home-allergy chitchat-weather "
     "change-01 person-07 --out {out}/real-model.json --plot {out}/real-model.png",
+    # Both sides on this checkout: the side by side runs, compares nothing.
+    "grounding": "grounding.py --scripted --before-src {src} --splits held-out --limit 3 "
+    "--sweep --out {out}/grounding.json --plot {out}/grounding.png",
     "e5_queries": "e5_queries.py --sizes 1 2 --repeats 1 --out {out}/e5-queries.json",
     # Release 0.1's local mode (--local-max) would be one more interpreter; scaling runs it.
     "edge_scaling": "edge_scaling.py --sizes 200 --local-max 0 --queries 20 --phase-seconds 0.2 "
@@ -105,6 +108,7 @@ class Runs:
             "pairs": _pair_file(folder / "pairs.jsonl", _PAIRS[:4], 0),
             "fresh": _pair_file(folder / "fresh.jsonl", _PAIRS[4:], 100),
             "dsn": PG_DSN or "",
+            "src": ROOT / "src",
         }
         self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="benchmark")
         self._runs: dict[str, tuple[Path, Future[subprocess.CompletedProcess[str]]]] = {}
@@ -318,6 +322,16 @@ def test_real_model(runs: Runs) -> None:
     assert {r["case"] for r in data["extraction"]["rows"]} == {"home-allergy", "chitchat-weather"}
     assert {r["scenario"] for r in data["judge"]["rows"]} == {"change-01", "person-07"}
     assert (out / "real-model.png").is_file()
+
+
+def test_grounding(runs: Runs) -> None:
+    out = runs.out("grounding")
+    data = result(out / "grounding.json", "sides", "sweep", "command", "model")
+    assert set(data["sides"]) == {"before", "after"}
+    for side in data["sides"].values():
+        assert len(side["rows"]) == 3
+        assert side["summary"]["compact/held-out"]["exchanges"] == 3
+    assert (out / "grounding.png").is_file()
 
 
 # -- stores and sizes --------------------------------------------------------------------

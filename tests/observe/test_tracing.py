@@ -108,6 +108,8 @@ async def test_search_nests_under_the_reply_and_write_links_to_it(
     assert eattrs["agentscope_mem0.prompt_chars"] > 0
     assert eattrs["agentscope_mem0.response_chars"] > 0
     assert "agentscope_mem0.response" not in eattrs
+    assert eattrs["agentscope_mem0.memories_kept"] == 1  # the user's, checked
+    assert eattrs["agentscope_mem0.memories_dropped"] == 0
 
     # Nothing of the conversation is on any of this package's spans.
     for item in spans.get_finished_spans():

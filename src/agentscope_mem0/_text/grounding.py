@@ -68,6 +68,8 @@ _ASKED = re.compile(r"[?？]\s*$")
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 _NAME = re.compile(r"(?<![\w'])([A-Z][\w'’-]*)")
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
+# Words that say a memory is about the user (with the lexicons' people).
+_SELF = frozenset({"user", "user's", "users", "i", "i'm", "me", "my", "mine", "we", "our", "us"})
 # Forms of "have" say nothing of whose fact it is ("User has asthma", "I have asthma").
 _HAVE = frozenset({"have", "has", "had", "having", "'ve", "'d"})
 
@@ -147,6 +149,17 @@ def _specifics(memory: str) -> set[str]:
     return (names - set(first) - {"user", "user's"}) | numbers
 
 
+def _about_the_user(memory: str) -> bool:
+    """Whether ``memory`` names the user or someone in their life."""
+    folded = fold(memory)
+    if any(person in folded for person in CHINESE.people):
+        return True
+    words = {*WORD.findall(folded)}
+    return bool(
+        words & _SELF or {ENGLISH.stem(w) for w in words} & ENGLISH.people or words & ENGLISH.people
+    )
+
+
 def _says(text: str, specific: str) -> bool:
     folded = fold(text)
     if specific.isdigit():
@@ -162,11 +175,12 @@ def read_grounding(memory: str, grounding: Grounding) -> GroundingReading:
     """What the words of the exchange say of ``memory``.
 
     Returns:
-        ``"grounded"`` (the user's statements say it), ``"unsure"`` (ask the
-        model), or why it is not the user's: ``"language"`` (not in the
-        language the user wrote in), ``"question"`` (it restates the user's
-        question or request), ``"assistant"`` (the reply's words, not the
-        user's) or ``"ungrounded"`` (nobody said it).
+        ``"grounded"`` (the user's statements say it, of the user or someone
+        in their life), ``"unsure"`` (ask the model), or why it is not the
+        user's: ``"language"`` (not in the language the user wrote in),
+        ``"question"`` (it restates the user's question or request),
+        ``"assistant"`` (the reply's words, not the user's) or
+        ``"ungrounded"`` (nobody said it).
     """
     if grounding.cjk != writes_cjk(memory) and (CJK_RUN.search(memory) or grounding.cjk):
         return "language"
@@ -180,7 +194,8 @@ def read_grounding(memory: str, grounding: Grounding) -> GroundingReading:
     stated, asked = _tokens(stated_text), _tokens(asked_text)
     share = len(content & stated) / len(content)
     if share >= KEEP_SHARE:
-        return "grounded"
+        # The user's words, but about nobody ("Good morning!"): the model decides.
+        return "grounded" if _about_the_user(memory) else "unsure"
     if len(content & (stated | asked)) / len(content) >= KEEP_SHARE:
         return "question"
     said_by_user = len(content & (stated | asked)) / len(content)

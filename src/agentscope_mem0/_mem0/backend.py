@@ -29,6 +29,7 @@ from .._scope import Scope, is_hosted, mem0_ids
 from .._vectors.search_terms import mem0_threshold
 from .call_context import Lane, WriteTime, caller_loop_scope, calling, current, reply_waits
 from .errors import is_not_found, mapped_errors
+from .existing import compare_with_current
 from .extraction import ExtractionStyle, annotate_results, check_extraction
 from .loops import get_lanes
 from .user_level import merge_user_level, one_read_filters
@@ -75,6 +76,7 @@ class Mem0Backend:
         # mem0's own AsyncMemory blocks worker threads on model calls: it runs
         # on this package's lanes, off the agent loop's executor (see .loops).
         self._on_lanes = _is_oss_memory(client)
+        compare_with_current(client)  # mem0's add: superseded memories are not "known"
 
     def read_filters(self, scope: Scope) -> dict[str, Any]:
         """The filters that read ``scope``'s memories from this client in one call.

@@ -469,5 +469,4 @@ def _belongs(entry: dict[str, Any], scope: Scope) -> bool:
     """Whether mem0's entry is a memory ``scope``'s search can show."""
     if entry.get("user_id") != scope.user_id:
         return False
-    agent = entry.get("agent_id")
-    return scope.agent_id in (None, agent) or (scope.with_user_level and not agent)
+    return scope.shows(entry.get("agent_id") or None)

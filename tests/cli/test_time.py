@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
 
@@ -120,3 +121,45 @@ def test_forgetting_the_kept_memory_brings_its_repeat_back(_data_dir: Path) -> N
     report = run_json("forget", repeat["id"], "--yes")
     assert report["current_again"] == [] and report["ids"] == [repeat["id"]]
     assert run("list", "--user", "alice").exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("told", "stored"),
+    [
+        ("I live in Hangzhou.", "User lives in Hangzhou."),
+        ("I moved back to Hangzhou.", "User moved back to Hangzhou."),
+    ],
+)
+def test_a_fact_told_again_with_add_is_current_again(
+    _data_dir: Path, told: str, stored: str
+) -> None:
+    """The agent's "moved to Beijing" superseded "lives in Hangzhou"; telling it
+    again without an agent, as every agent's reads show, makes it current."""
+    asyncio.run(_two_sessions(_data_dir))
+    beijing = run_json("list", "--user", "alice")[0]
+
+    added = run_json("add", "--user", "alice", told)["stored"]
+    assert [m["text"] for m in added] == [stored]
+    assert added[0]["metadata"]["supersedes"] == [beijing["id"]]
+    # An unrelated fact replaces nothing.
+    assert "replaces" not in run("add", "--user", "alice", "I like tea.").stdout
+
+    assert [m["text"] for m in run_json("list", "--user", "alice")] == ["User likes tea.", stored]
+    everything = {m["id"]: m for m in run_json("list", "--user", "alice", "--all")}
+    assert everything[beijing["id"]]["metadata"]["superseded_by"] == added[0]["id"]
+
+
+def test_add_without_an_agent_keeps_a_fact_only_one_agent_has(_data_dir: Path) -> None:
+    """A fact only the planner's reads show is not the user's own yet: told to
+    no agent it is stored, and it is not merged into the planner's memory."""
+    planner = run_json("add", "--user", "alice", "--agent", "planner", "I live in Hangzhou.")
+    added = run_json("add", "--user", "alice", "I live in Hangzhou.")["stored"]
+    assert [m["text"] for m in added] == ["User lives in Hangzhou."]
+    assert not added[0]["metadata"].get("duplicate_of")
+    assert added[0]["id"] != planner["stored"][0]["id"]
+    # Told to the planner again, it is a repeat of what the planner's reads show.
+    again = run_json("add", "--user", "alice", "--agent", "planner", "I live in Hangzhou!")
+    assert again["stored"][0]["metadata"]["duplicate_of"] in {
+        planner["stored"][0]["id"],
+        added[0]["id"],
+    }

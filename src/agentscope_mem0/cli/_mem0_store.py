@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._exceptions import (
@@ -222,8 +223,31 @@ class MemoryStore:
     # -- writing through mem0 -------------------------------------------------
 
     async def add(self, text: str, scope: Scope, *, infer: bool) -> list[dict[str, Any]]:
-        """Store ``text`` through mem0 (extracted, or verbatim without ``infer``)."""
-        return await self.backend.add([{"role": "user", "content": text}], scope, infer=infer)
+        """Store ``text`` through mem0 (extracted, or verbatim without ``infer``),
+        then judge the new memories as the middleware does after a write.
+
+        The judgement (:mod:`.._write.judge`) looks at what the reads of
+        ``scope`` show: every memory of the user without an agent, the agent's
+        and the user's own with one. It asks the extraction model; a verbatim
+        add only merges repeats. The hosted platform keeps its own timeline.
+
+        Returns:
+            mem0's result entries, each with the memory's ``metadata`` after
+            the judgement (``supersedes``, ``duplicate_of``, ...).
+        """
+        said = datetime.now(UTC)
+        message = [{"role": "user", "content": text}]
+        results = await self.backend.add(message, scope, infer=infer, said_at=said)
+        if self.hosted or not results:
+            return results
+        from .._write.judge import build_time_judge
+
+        await build_time_judge(self.backend, infer).judge(scope, results, said)
+        for result in results:
+            record = await self.get(str(result.get("id")))
+            if record is not None:
+                result["metadata"] = record.metadata
+        return results
 
     async def forget(
         self, record: MemoryRecord, *, keep_history: bool = False

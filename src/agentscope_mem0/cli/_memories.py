@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .._memories.lifecycle import DUPLICATE_OF, SUPERSEDED_BY, VALID_UNTIL
+from .._memories.lifecycle import DUPLICATE_OF, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL, ids_of
 from .._scope import Scope
 from ._common import (
     agent_option,
@@ -40,6 +40,12 @@ def _marked(record: MemoryRecord) -> str:
         until = str(meta.get(VALID_UNTIL) or "")[:10]
         return f"{record.text} (superseded{f' {until}' if until else ''} by {meta[SUPERSEDED_BY]})"
     return record.text
+
+
+def _marked_stored(stored: dict[str, Any]) -> str:
+    """A new memory's text, with ``(duplicate of <id>)`` when it repeats a current one."""
+    kept = (stored.get("metadata") or {}).get(DUPLICATE_OF)
+    return f"{stored['text']} (duplicate of {kept})" if kept else str(stored["text"])
 
 
 def _row(record: MemoryRecord) -> list[Any]:
@@ -195,8 +201,13 @@ def add(
             }
         )
         return
-    out.table(["ID", "EVENT", "MEMORY"], [[r["id"], r["event"], r["text"]] for r in stored])
+    out.table(["ID", "EVENT", "MEMORY"], [[r["id"], r["event"], _marked_stored(r)] for r in stored])
     out.note(f"stored {count(len(results), 'memory', 'memories')} for {describe_scope(scope)}")
+    for r in stored:
+        replaced = ids_of((r.get("metadata") or {}).get(SUPERSEDES))
+        if replaced:
+            # What the reads of this scope showed until now and no longer do.
+            out.line(f"{r['id']} replaces (no longer current): {', '.join(replaced)}")
 
 
 @click.command()

@@ -325,7 +325,9 @@ class TimeJudge:
         """The model asked; ``None``: consolidation alone."""
         self._candidates = candidates
         self._timeout = timeout if model is not None else _CONSOLIDATION_TIMEOUT
-        self._search_by_agent = search_by_agent
+        self.search_by_agent = search_by_agent
+        """Whether the reads this judgement serves are scoped by agent
+        (``scope_search_by_agent``); hosted mem0 reads every agent's memories."""
         self._max_superseded = max_superseded
         self._latency = LatencyRecorder()
         self.prefix = "judge" if model is not None else "consolidation"
@@ -349,7 +351,7 @@ class TimeJudge:
 
     def searched(self, scope: Scope) -> Scope:
         """The scope whose memories a write of ``scope`` is related to."""
-        return scope.searched(by_agent=self._search_by_agent)
+        return scope.searched(by_agent=self.search_by_agent)
 
     def skip(self) -> None:
         """Count a write left alone: too many were waiting."""
@@ -517,7 +519,9 @@ class TimeJudge:
         """Whether a repeat written in ``scope`` may be merged into ``old``: every
         read that shows the repeat must show ``old`` (an agent's reads show its
         own memories and the user's of no agent; unscoped reads show all)."""
-        return not self._search_by_agent or old.agent_id in (None, scope.agent_id)
+        if not self.search_by_agent or self._backend.hosted:
+            return True  # every read shows every agent's memories
+        return old.agent_id in (None, scope.agent_id)
 
     async def _told_again(
         self,
@@ -566,7 +570,8 @@ class TimeJudge:
             metadata = found[0].metadata or {}
             following = metadata.get(SUPERSEDED_BY) or metadata.get(DUPLICATE_OF)
             if not following:
-                return fact_of_hit(found[0]) if searched.shows(found[0].agent_id) else None
+                shown = self._backend.hosted or searched.shows(found[0].agent_id)
+                return fact_of_hit(found[0]) if shown else None
         return None
 
     async def _first_repeat(

@@ -87,7 +87,7 @@ async def _a_fact_said_twice(folder: Path) -> None:
     close_shared_clients(folder)
 
 
-def test_forgetting_the_kept_memory_brings_its_repeat_back(_data_dir: Path) -> None:
+def test_forgetting_the_kept_memory_forgets_its_repeat_too(_data_dir: Path) -> None:
     asyncio.run(_a_fact_said_twice(_data_dir))
     everything = run_json("list", "--user", "alice", "--all")
     kept = next(m for m in everything if not m["metadata"].get("duplicate_of"))
@@ -110,17 +110,21 @@ def test_forgetting_the_kept_memory_brings_its_repeat_back(_data_dir: Path) -> N
 
     forgotten = run("forget", kept["id"], "--yes")
     assert forgotten.exit_code == 0, forgotten.output
-    assert (
-        f"Current again (hidden by the forgotten memory): {repeat['id']}: {repeat['text']}"
-        in forgotten.stdout
-    )
-    listed = run_json("list", "--user", "alice")
-    assert [m["id"] for m in listed] == [repeat["id"]]
-    assert not listed[0]["metadata"].get("duplicate_of")
+    assert f"Forgot its repeat {repeat['id']}: {repeat['text']}" in forgotten.stdout
+    assert "Current again" not in forgotten.stdout
+    # Neither telling of the fact is left, nor its change history.
+    assert run("list", "--user", "alice", "--all").exit_code == 1
+    assert run("history", repeat["id"]).exit_code == 1
 
-    report = run_json("forget", repeat["id"], "--yes")
-    assert report["current_again"] == [] and report["ids"] == [repeat["id"]]
-    assert run("list", "--user", "alice").exit_code == 1
+
+def test_forget_json_names_the_repeats_it_removed(_data_dir: Path) -> None:
+    asyncio.run(_a_fact_said_twice(_data_dir))
+    everything = run_json("list", "--user", "alice", "--all")
+    kept = next(m for m in everything if not m["metadata"].get("duplicate_of"))
+    repeat = next(m for m in everything if m["metadata"].get("duplicate_of"))
+    report = run_json("forget", kept["id"], "--yes")
+    assert report["ids"] == [kept["id"], repeat["id"]] and report["removed"] == 2
+    assert report["current_again"] == []
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from .._exceptions import (
 )
 from .._memories.hit import MemoryHit, entries_of, normalise_hits, results_of
 from .._memories.lifecycle import read_current, write_metadata
-from .._memories.release import Forgotten, release
+from .._memories.release import Forgotten, forget
 from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
 from .._vectors.search_terms import mem0_threshold
@@ -314,24 +314,27 @@ class Mem0Backend:
         return vectors if all(vectors) else None
 
     async def delete(self, memory_id: str) -> bool:
-        """Delete one memory; ``False`` when it was gone already (see :meth:`forget`)."""
+        """Forget one memory; ``False`` when it was gone already (see :meth:`forget`)."""
         return (await self.forget(memory_id)).deleted
 
     async def forget(self, memory_id: str) -> Forgotten:
-        """Delete one memory, bringing back what it hid.
+        """Delete one memory and its repeats, bringing back what it hid.
 
-        The memories it superseded become current again, and so does the
-        oldest of the repeats merged into it (see :mod:`.release`).
+        The memories it superseded become current again unless a newer memory
+        says otherwise (see :mod:`.._memories.release`).
         """
-        entry = await self.get(memory_id)
-        back = await release(self, memory_id, entry.get("metadata") if entry else None)
+        return await forget(self, memory_id)
+
+    async def delete_only(self, memory_id: str) -> bool:
+        """Delete one memory and nothing else (what it hid stays hidden; use
+        :meth:`forget`); ``False`` when it was gone already."""
         try:
             await self._call("delete", memory_id)
         except PermanentBackendError as exc:
             if is_not_found(exc):
-                return Forgotten(False, back)
+                return False
             raise
-        return Forgotten(True, back)
+        return True
 
     async def delete_all(self, scope: Scope) -> None:
         """Delete every memory of ``scope``."""

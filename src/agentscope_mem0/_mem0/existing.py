@@ -45,13 +45,12 @@ def compare_with_current(client: Any) -> None:
     Idempotent; a client without a vector store (hosted mem0) is left alone.
     """
     store = getattr(client, "vector_store", None)
-    search = getattr(store, "search", None)
-    if store is None or not callable(search):
+    if store is None:
         return
     with _INSTALL_LOCK:
         if getattr(store, _MARK, False):
             return
-        store.search = _current_only(search)
+        store.search = _current_only(store.search)
         setattr(store, _MARK, True)
 
 

@@ -251,24 +251,30 @@ class MemoryStore:
 
     async def forget(
         self, record: MemoryRecord, *, keep_history: bool = False
-    ) -> tuple[int, list[MemoryRecord]]:
-        """Forget ``record`` (and its change history, unless ``keep_history``),
-        then check that it is gone.
+    ) -> tuple[int, list[MemoryRecord], list[MemoryRecord]]:
+        """Forget ``record`` and its repeats (and their change history, unless
+        ``keep_history``), then check that they are gone.
 
         Returns:
-            How many history entries were removed, and the memories it hid
-            that are current again (what it superseded, the oldest repeat
-            merged into it).
+            How many history entries were removed, the memories it hid that
+            are current again (what it superseded, when nothing newer
+            replaces them), and the repeats forgotten with it.
 
         Raises:
-            PermanentBackendError: The memory is still there.
+            PermanentBackendError: A memory is still there.
         """
-        back_ids = (await self.backend.forget(record.id)).current_again
-        purged = 0 if keep_history else await self._purge_history([record.id])
-        if await self.get(record.id) is not None:
-            raise PermanentBackendError(f"memory {record.id} is still there after deleting it")
-        back = [await self.get(i) for i in back_ids]
-        return purged, [r for r in back if r is not None]
+        done = await self.backend.forget(record.id)
+        repeats = [
+            MemoryRecord(id=str(hit.id), text=hit.memory, agent_id=hit.agent_id)
+            for hit in done.repeats
+        ]
+        ids = [record.id, *(r.id for r in repeats)]
+        purged = 0 if keep_history else await self._purge_history(ids)
+        for memory_id in ids:
+            if await self.get(memory_id) is not None:
+                raise PermanentBackendError(f"memory {memory_id} is still there after deleting it")
+        back = [await self.get(i) for i in done.current_again]
+        return purged, [r for r in back if r is not None], repeats
 
     async def forget_all(
         self, scope: Scope, records: Sequence[MemoryRecord], *, keep_history: bool = False

@@ -273,18 +273,20 @@ def _confirmed(question: str, yes: bool, out: Output) -> bool:
 
 
 def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, keep: bool) -> None:
-    with session(settings) as (store, run):
+    # Embeds: before what the memory replaced comes back, a search checks that no
+    # newer memory states it (the embedder loads only then).
+    with session(settings, embeds=True) as (store, run):
         record = run(store.get(memory_id))
         if record is None:
             raise NotFoundError(f"no memory with id {memory_id} in {where(settings)}")
         owner = f" of user {record.user_id!r}" if record.user_id else ""
         if not _confirmed(f"Forget memory {memory_id}{owner}: {record.text!r}?", yes, out):
             return
-        purged, back = run(store.forget(record, keep_history=keep))
+        purged, back, repeats = run(store.forget(record, keep_history=keep))
     report = {
-        "removed": 1,
+        "removed": 1 + len(repeats),
         "remaining": 0,
-        "ids": [memory_id],
+        "ids": [memory_id, *(r.id for r in repeats)],
         "history_entries_removed": purged,
         "current_again": [{"id": r.id, "text": r.text} for r in back],
     }
@@ -292,12 +294,15 @@ def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, k
         out.json(report)
         return
     out.line(f"Forgot memory {memory_id}: {record.text}")
+    for repeat in repeats:
+        # The same fact said again: forgetting the fact forgets every telling of it.
+        out.line(f"Forgot its repeat {repeat.id}: {repeat.text}")
     extra = f"; removed {count(purged, 'history entry', 'history entries')}" if not keep else ""
-    out.line(f"Verified: it is gone{extra}.")
+    gone = "it is gone" if not repeats else "they are gone"
+    out.line(f"Verified: {gone}{extra}.")
     for other in back:
-        # What it hid is true again as far as the store knows: a repeat of the
-        # fact, or what it had replaced.
-        out.line(f"Current again (hidden by the forgotten memory): {other.id}: {other.text}")
+        # What it had replaced is true again as far as the store knows.
+        out.line(f"Current again (replaced by the forgotten memory): {other.id}: {other.text}")
 
 
 def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, keep: bool) -> None:

@@ -387,7 +387,8 @@ def open_store(
     Args:
         settings: From :func:`~._config.load_settings`.
         chat: The extraction model; ``None`` for commands that do not extract.
-        embeds: The command embeds (searches, adds, imports); the others get a
+        embeds: The command embeds (searches, adds, imports, forgetting one
+            memory); the others get a
             stand-in of the configured embedder's size.
 
     Raises:

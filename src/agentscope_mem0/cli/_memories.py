@@ -233,7 +233,8 @@ def forget(
     yes: bool,
     keep_history: bool,
 ) -> None:
-    """Forget one memory by ID, or every memory of a user with --user U --all.
+    """Forget one memory by ID (and its repeats), or every memory of a user with
+    --user U --all.
 
     Also removes the forgotten memories' change history and, with --all, the
     conversation messages mem0 kept for the scope, unless --keep-history.

@@ -25,7 +25,7 @@ class MemoryHit:
     updated_at: str | None = None
     metadata: dict[str, Any] | None = field(default=None, compare=False)
     """mem0's metadata of the memory (``said_at``, ``superseded_by``, ... see :mod:`.lifecycle`)."""
-    agent_id: str | None = None
+    agent_id: str | None = field(default=None, compare=False)
     """The agent it is filed under; ``None`` for the user's memories of no agent."""
 
     @property

@@ -12,7 +12,15 @@ superseded and a detail marks the new one as extending it, one pair at a
 time (:mod:`.judge_pairs`). The verdicts are metadata (:class:`ChangePlan`,
 :mod:`.._memories.lifecycle`): nothing is deleted; superseded memories and
 repeats are only left out of reads, ``export`` and ``history`` keep them, and
-forgetting the memory kept brings a repeat back.
+forgetting the memory kept forgets its repeats too.
+
+The candidates are the memories the reads of the write's scope show (one
+scope for judging and reading: :meth:`TimeJudge.searched`), superseded ones
+included: a new memory that states the fact of a superseded memory (by the
+words) supersedes the memory that took its place, so a fact told again is
+current again (:meth:`TimeJudge._told_again`). A repeat is merged only into
+a memory that every read showing the repeat shows too
+(:meth:`TimeJudge._may_merge`).
 
 A repeat is decided by :func:`~.._text.same_fact.first_repeat`, the one place
 that does: by the words when they show it, then, with a model, by the

@@ -145,6 +145,31 @@ async def test_middlewares_given_one_state_share_it(store_config: dict[str, Any]
     assert state.writer.closed
 
 
+async def test_the_judge_looks_where_the_middlewares_read(store_config: dict[str, Any]) -> None:
+    """One scope for judging and reading: a state that judges each agent's
+    memories apart cannot serve a middleware whose reads show every agent's."""
+    memory = real_memory(store_config)
+    by_agent = ClientState(memory)
+    with pytest.raises(ConfigurationError, match=r"ClientState\(\.\.\., search_by_agent=False\)"):
+        Mem0Middleware(user_id="alice", client_state=by_agent, scope_search_by_agent=False)
+    await by_agent.aclose()
+
+    shared = ClientState(memory, search_by_agent=False)
+    mw = Mem0Middleware(
+        user_id="alice", client_state=shared, scope_search_by_agent=False, mode="static_control"
+    )
+    for agent, text in (("a1", "I live in Hangzhou."), ("a2", "I moved to Beijing.")):
+        bot = Agent(name=agent, system_prompt="", model=ScriptedChatModel("Ok."), middlewares=[mw])
+        await bot.reply(UserMsg("user", text))
+        assert await mw.flush(timeout=30)
+    model = ScriptedChatModel("Ok.")
+    bot = Agent(name="a1", system_prompt="", model=model, middlewares=[mw])
+    await bot.reply(UserMsg("user", "Where do I live?"))
+    note = note_text(model.calls[-1])
+    assert "Beijing" in note and "Hangzhou" not in note
+    await shared.aclose()
+
+
 def test_a_misspelled_keyword_or_field_is_a_type_error(store_config: dict[str, Any]) -> None:
     memory = real_memory(store_config)
     with pytest.raises(TypeError, match="unexpected keyword"):

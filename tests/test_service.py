@@ -23,7 +23,7 @@ from agentscope_mem0 import (
 )
 from agentscope_mem0.service import Mem0MiddlewareFactory, check_user_id, mem0_middleware_factory
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from fakes import AppUser, RecordingClient, ScriptedCredential, real_memory, recalled
+from fakes import AppUser, RecordingClient, ScriptedCredential, note_text, real_memory, recalled
 
 # -- helpers ---------------------------------------------------------------
 
@@ -462,3 +462,42 @@ async def test_app_users_recall_their_own_facts_across_sessions(tmp_path: Path) 
         assert {m["agent_id"] for m in stored[name]} == {users[name].agent_id}
         assert {m["user_id"] for m in stored[name]} == {name}
     assert client.db is None  # the app's shutdown closed the factory's client
+
+
+async def test_a_change_told_to_another_agent_supersedes_when_reads_are_user_wide(
+    tmp_path: Path,
+) -> None:
+    """With every agent reading all of the user's memories, what one agent was
+    told replaces what another agent's memory said, and back again."""
+    factory = mem0_middleware_factory(
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(),
+        folder=tmp_path / "data",
+        mode="static_control",
+        scope_search_by_agent=False,
+    )
+    async with factory.running():
+        notes = []
+        for agent, text, when in (
+            ("planner", "I live in Hangzhou.", "2024-01-05T10:00:00+00:00"),
+            ("helper", "I moved to Beijing.", "2024-03-10T10:00:00+00:00"),
+            ("planner", "I live in Hangzhou.", "2024-06-01T10:00:00+00:00"),
+        ):
+            model = ScriptedChatModel("Ok.")
+            agent_mws = await factory("alice", agent, "s")
+            bot = Agent(name=agent, system_prompt="", model=model, middlewares=agent_mws)
+            await bot.reply(UserMsg(name="user", content=text, created_at=when))
+            assert await factory.flush(timeout=30)
+            notes.append(note_text(model.calls[-1]))
+        assert "Hangzhou" in notes[1]  # the helper was shown the planner's memory
+        for agent in ("planner", "helper"):
+            model = ScriptedChatModel("Ok.")
+            bot = Agent(
+                name=agent,
+                system_prompt="",
+                model=model,
+                middlewares=await factory("alice", agent, "s"),
+            )
+            await bot.reply(UserMsg(name="user", content="Where do I live?"))
+            note = note_text(model.calls[-1])
+            assert "User lives in Hangzhou." in note and "Beijing" not in note, note

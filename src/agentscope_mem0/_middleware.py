@@ -126,7 +126,9 @@ class Mem0Middleware(MiddlewareBase):
                 memory): a :attr:`Parameters`; ``None`` for the defaults.
             client_state: State shared by the middlewares on one client (service
                 mode passes it): its breaker, profile cache, write queue and
-                judge are used, and :meth:`aclose` only flushes it.
+                judge are used, and :meth:`aclose` only flushes it. Its judge
+                must look where this middleware reads (its ``search_by_agent``
+                is ``scope_search_by_agent``).
             judge_model: The chat model of the time judgement (see
                 ``docs/time.md``); default: the model mem0 extracts with.
             working_store: Where working memory is kept, shared wider than
@@ -149,6 +151,13 @@ class Mem0Middleware(MiddlewareBase):
             raise ConfigurationError("client_state brings its client; drop client=")
         if client_state is not None and judge_model is not None:
             raise ConfigurationError("client_state brings its time judge; drop judge_model=")
+        if client_state is not None and client_state.judge.search_by_agent != scope_search_by_agent:
+            # One scope for judging and reading: a change must supersede what the reads show.
+            raise ConfigurationError(
+                f"this middleware reads {_read_scope(scope_search_by_agent)} but client_state "
+                f"judges new memories against {_read_scope(client_state.judge.search_by_agent)}; "
+                f"build it with ClientState(..., search_by_agent={scope_search_by_agent})"
+            )
         if working_store is not None and self._parameters.working_memory is None:
             raise ConfigurationError(
                 "working_store= is for working memory, which is off: pass "
@@ -400,3 +409,10 @@ class Mem0Middleware(MiddlewareBase):
         agent_id = resolve_agent_id(self._agent_id, agent)
         agent.state.middle_context.setdefault(STATE_KEY, {})["agent_id"] = agent_id
         return agent_id
+
+
+def _read_scope(by_agent: bool) -> str:
+    """The memories a read sees, in words, under ``scope_search_by_agent``."""
+    if by_agent:
+        return "the agent's memories and the user's of no agent (scope_search_by_agent=True)"
+    return "every agent's memories of the user (scope_search_by_agent=False)"

@@ -159,6 +159,11 @@ class Scope:
             else Scope(self.user_id)
         )
 
+    def shows(self, agent_id: str | None) -> bool:
+        """Whether a read of this scope shows the user's memories filed under
+        ``agent_id`` (``None``: under no agent)."""
+        return self.agent_id in (None, agent_id) or (self.with_user_level and not agent_id)
+
     def filters(self, *, hosted: bool = False) -> dict[str, str]:
         """mem0's read filters for this scope (see :func:`mem0_ids`)."""
         return mem0_ids(self, hosted=hosted, reading=True)

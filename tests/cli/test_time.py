@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agentscope.agent import Agent
 from agentscope.message import UserMsg
 
@@ -86,7 +87,7 @@ async def _a_fact_said_twice(folder: Path) -> None:
     close_shared_clients(folder)
 
 
-def test_forgetting_the_kept_memory_brings_its_repeat_back(_data_dir: Path) -> None:
+def test_forgetting_the_kept_memory_forgets_its_repeat_too(_data_dir: Path) -> None:
     asyncio.run(_a_fact_said_twice(_data_dir))
     everything = run_json("list", "--user", "alice", "--all")
     kept = next(m for m in everything if not m["metadata"].get("duplicate_of"))
@@ -109,14 +110,60 @@ def test_forgetting_the_kept_memory_brings_its_repeat_back(_data_dir: Path) -> N
 
     forgotten = run("forget", kept["id"], "--yes")
     assert forgotten.exit_code == 0, forgotten.output
-    assert (
-        f"Current again (hidden by the forgotten memory): {repeat['id']}: {repeat['text']}"
-        in forgotten.stdout
-    )
-    listed = run_json("list", "--user", "alice")
-    assert [m["id"] for m in listed] == [repeat["id"]]
-    assert not listed[0]["metadata"].get("duplicate_of")
+    assert f"Forgot its repeat {repeat['id']}: {repeat['text']}" in forgotten.stdout
+    assert "Current again" not in forgotten.stdout
+    # Neither telling of the fact is left, nor its change history.
+    assert run("list", "--user", "alice", "--all").exit_code == 1
+    assert run("history", repeat["id"]).exit_code == 1
 
-    report = run_json("forget", repeat["id"], "--yes")
-    assert report["current_again"] == [] and report["ids"] == [repeat["id"]]
-    assert run("list", "--user", "alice").exit_code == 1
+
+def test_forget_json_names_the_repeats_it_removed(_data_dir: Path) -> None:
+    asyncio.run(_a_fact_said_twice(_data_dir))
+    everything = run_json("list", "--user", "alice", "--all")
+    kept = next(m for m in everything if not m["metadata"].get("duplicate_of"))
+    repeat = next(m for m in everything if m["metadata"].get("duplicate_of"))
+    report = run_json("forget", kept["id"], "--yes")
+    assert report["ids"] == [kept["id"], repeat["id"]] and report["removed"] == 2
+    assert report["current_again"] == []
+
+
+@pytest.mark.parametrize(
+    ("told", "stored"),
+    [
+        ("I live in Hangzhou.", "User lives in Hangzhou."),
+        ("I moved back to Hangzhou.", "User moved back to Hangzhou."),
+    ],
+)
+def test_a_fact_told_again_with_add_is_current_again(
+    _data_dir: Path, told: str, stored: str
+) -> None:
+    """The agent's "moved to Beijing" superseded "lives in Hangzhou"; telling it
+    again without an agent, as every agent's reads show, makes it current."""
+    asyncio.run(_two_sessions(_data_dir))
+    beijing = run_json("list", "--user", "alice")[0]
+
+    added = run_json("add", "--user", "alice", told)["stored"]
+    assert [m["text"] for m in added] == [stored]
+    assert added[0]["metadata"]["supersedes"] == [beijing["id"]]
+    # An unrelated fact replaces nothing.
+    assert "replaces" not in run("add", "--user", "alice", "I like tea.").stdout
+
+    assert [m["text"] for m in run_json("list", "--user", "alice")] == ["User likes tea.", stored]
+    everything = {m["id"]: m for m in run_json("list", "--user", "alice", "--all")}
+    assert everything[beijing["id"]]["metadata"]["superseded_by"] == added[0]["id"]
+
+
+def test_add_without_an_agent_keeps_a_fact_only_one_agent_has(_data_dir: Path) -> None:
+    """A fact only the planner's reads show is not the user's own yet: told to
+    no agent it is stored, and it is not merged into the planner's memory."""
+    planner = run_json("add", "--user", "alice", "--agent", "planner", "I live in Hangzhou.")
+    added = run_json("add", "--user", "alice", "I live in Hangzhou.")["stored"]
+    assert [m["text"] for m in added] == ["User lives in Hangzhou."]
+    assert not added[0]["metadata"].get("duplicate_of")
+    assert added[0]["id"] != planner["stored"][0]["id"]
+    # Told to the planner again, it is a repeat of what the planner's reads show.
+    again = run_json("add", "--user", "alice", "--agent", "planner", "I live in Hangzhou!")
+    assert again["stored"][0]["metadata"]["duplicate_of"] in {
+        planner["stored"][0]["id"],
+        added[0]["id"],
+    }

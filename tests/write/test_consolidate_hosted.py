@@ -48,12 +48,13 @@ async def test_a_repeat_is_found_by_its_write_and_marked_on_the_platform(
     assert note.count("oolong tea") == 2, note  # the user's, once; the sister's
     assert "I enjoy oolong tea." not in note
 
-    # Forgetting the kept memory brings the repeat back.
+    # Forgetting the kept memory forgets its repeat too; the sister's fact stays.
     done = await mw.client_state.backend.forget(kept.id)
-    assert done.deleted and done.current_again == (repeat.id,)
-    assert not _users(platform)["I enjoy oolong tea."].metadata.get("duplicate_of")
+    assert done.deleted and done.current_again == ()
+    assert [hit.id for hit in done.repeats] == [repeat.id]
+    assert set(_users(platform)) == {"My sister likes oolong tea."}
     found = await mw.client_state.backend.search("tea", Scope("alice"), top_k=5)
-    assert "I enjoy oolong tea." in [h.memory for h in found]
+    assert [h.memory for h in found] == ["My sister likes oolong tea."]
     await mw.aclose()
 
 

@@ -24,7 +24,7 @@ from .._exceptions import (
 )
 from .._memories.hit import MemoryHit, entries_of, normalise_hits, results_of
 from .._memories.lifecycle import read_current, write_metadata
-from .._memories.release import Forgotten, release
+from .._memories.release import Forgotten, forget
 from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
 from .._text.grounding import Grounding
@@ -39,6 +39,7 @@ from .call_context import (
     reply_waits,
 )
 from .errors import is_not_found, mapped_errors
+from .existing import compare_with_current
 from .extraction import ExtractionStyle, annotate_results, check_extraction
 from .loops import get_lanes
 from .user_level import merge_user_level, one_read_filters
@@ -96,6 +97,7 @@ class Mem0Backend:
         # mem0's own AsyncMemory blocks worker threads on model calls: it runs
         # on this package's lanes, off the agent loop's executor (see .loops).
         self._on_lanes = _is_oss_memory(client)
+        compare_with_current(client)  # mem0's add: superseded memories are not "known"
 
     def read_filters(self, scope: Scope) -> dict[str, Any]:
         """The filters that read ``scope``'s memories from this client in one call.
@@ -356,24 +358,27 @@ class Mem0Backend:
         return vectors if all(vectors) else None
 
     async def delete(self, memory_id: str) -> bool:
-        """Delete one memory; ``False`` when it was gone already (see :meth:`forget`)."""
+        """Forget one memory; ``False`` when it was gone already (see :meth:`forget`)."""
         return (await self.forget(memory_id)).deleted
 
     async def forget(self, memory_id: str) -> Forgotten:
-        """Delete one memory, bringing back what it hid.
+        """Delete one memory and its repeats, bringing back what it hid.
 
-        The memories it superseded become current again, and so does the
-        oldest of the repeats merged into it (see :mod:`.release`).
+        The memories it superseded become current again unless a newer memory
+        says otherwise (see :mod:`.._memories.release`).
         """
-        entry = await self.get(memory_id)
-        back = await release(self, memory_id, entry.get("metadata") if entry else None)
+        return await forget(self, memory_id)
+
+    async def delete_only(self, memory_id: str) -> bool:
+        """Delete one memory and nothing else (what it hid stays hidden; use
+        :meth:`forget`); ``False`` when it was gone already."""
         try:
             await self._call("delete", memory_id)
         except PermanentBackendError as exc:
             if is_not_found(exc):
-                return Forgotten(False, back)
+                return False
             raise
-        return Forgotten(True, back)
+        return True
 
     async def delete_all(self, scope: Scope) -> None:
         """Delete every memory of ``scope``."""

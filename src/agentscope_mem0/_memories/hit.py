@@ -25,6 +25,8 @@ class MemoryHit:
     updated_at: str | None = None
     metadata: dict[str, Any] | None = field(default=None, compare=False)
     """mem0's metadata of the memory (``said_at``, ``superseded_by``, ... see :mod:`.lifecycle`)."""
+    agent_id: str | None = field(default=None, compare=False)
+    """The agent it is filed under; ``None`` for the user's memories of no agent."""
 
     @property
     def date(self) -> str | None:
@@ -66,6 +68,7 @@ def normalise_hits(raw: Any) -> list[MemoryHit]:
                 created_at=_as_text(item.get("created_at")),
                 updated_at=_as_text(item.get("updated_at")),
                 metadata=item["metadata"] if isinstance(item.get("metadata"), dict) else None,
+                agent_id=_as_text(item.get("agent_id")) or None,
             )
         )
     return hits

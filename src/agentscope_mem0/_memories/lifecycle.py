@@ -20,10 +20,13 @@ states a fact a current one already states:
 
 * ``duplicate_of`` / ``valid_until``: on the redundant memory, the id of the
   one kept and when it was merged; ``duplicates`` on the kept one lists the
-  ids merged into it (so forgetting it can bring them back).
+  ids merged into it (so forgetting it forgets them too, see :mod:`.release`).
 
 A superseded or duplicate memory is kept; reads leave it out unless asked for
-it (duplicates always: they add nothing a reader does not already get).
+it (duplicates always: they add nothing a reader does not already get), and
+so does mem0's extraction, which would otherwise take a fact told again for
+one it already has (:mod:`.._mem0.existing`). A new memory that states the
+fact of a superseded one supersedes what replaced it (:mod:`.._write.judge`).
 
 A queued write keeps its said time in its outbox row (the ``said_at``
 column), so it survives a restart; the backend's ``add`` takes it as one

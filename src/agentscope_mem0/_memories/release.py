@@ -1,19 +1,37 @@
-"""What forgetting a memory brings back.
+"""Forgetting a memory: its repeats go with it, and what it hid comes back
+only when nothing newer says otherwise.
 
-A superseded memory or a repeat (:mod:`.lifecycle`) is hidden because of
-another memory. When that one is deleted, what it hid is true again as far
-as the store knows: the memories it superseded become current, and so does
-the oldest repeat merged into it, which keeps the other repeats. Forgetting
-a fact said twice therefore takes forgetting it twice, as the user said it
-twice; whoever deletes is told what came back (:class:`Forgotten`).
+A memory hides others (:mod:`.lifecycle`): the repeats merged into it
+(``duplicates``) and the older memories it superseded (``supersedes``).
+:func:`forget` deletes the memory and its repeats, since they state the fact
+the user wants gone, and then decides, for each memory it had superseded,
+what that one is now:
+
+* when the forgotten memory was itself replaced (``superseded_by``) or merged
+  into another (``duplicate_of``), that newer memory replaces it in turn: the
+  user moved from Hangzhou to Beijing to Shanghai, and forgetting "moved to
+  Beijing" leaves "lives in Hangzhou" replaced by "moved to Shanghai";
+* when a current memory superseded it too, or states the same fact (by the
+  words, :func:`~.._text.same_fact.first_repeat`) and is shown wherever it
+  is, it stays hidden behind that one (superseded, or merged as its repeat);
+* otherwise it is current again, and whoever forgets is told
+  (:class:`Forgotten`).
+
+Every path that forgets (``Mem0Backend.forget``/``delete``, the
+``forget_memory`` tool, the CLI's ``forget``, the inspector) comes here.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from .._scope import Scope
+from .._text.dates import iso
+from .._text.same_fact import fact_shape, first_repeat, user_names
+from .hit import MemoryHit, normalise_hits
 from .lifecycle import (
     DUPLICATE_OF,
     DUPLICATES,
@@ -23,92 +41,182 @@ from .lifecycle import (
     ids_of,
 )
 
-__all__ = ["Forgotten", "release"]
+__all__ = ["Forgotten", "forget"]
 
 logger = logging.getLogger(__name__)
 
+_MAX_REPEATS = 100
+"""Repeats forgotten with one memory at most (a fact said that often is a loop)."""
+
+_LOOKED_AT = 5
+"""Current memories most like a hidden one that are checked before it comes back."""
+
 
 class Memories(Protocol):
-    """What releasing needs of :class:`~agentscope_mem0._mem0.backend.Mem0Backend`
+    """What forgetting needs of :class:`~agentscope_mem0._mem0.backend.Mem0Backend`
     (which calls it)."""
 
     async def get(self, memory_id: str) -> dict[str, Any] | None: ...
 
     async def update_metadata(self, memory_id: str, changes: dict[str, Any]) -> bool: ...
 
+    async def search(self, query: str, scope: Scope, *, top_k: int) -> list[MemoryHit]: ...
+
+    async def delete_only(self, memory_id: str) -> bool: ...
+
 
 @dataclass(frozen=True)
 class Forgotten:
-    """What deleting one memory did."""
+    """What forgetting one memory did."""
 
     deleted: bool
     """Whether the memory was there to delete."""
     current_again: tuple[str, ...] = ()
-    """Ids of the memories it hid that are current again (those it superseded,
-    and the oldest of its repeats)."""
+    """Ids of the memories it had superseded that are current again."""
+    repeats: tuple[MemoryHit, ...] = ()
+    """Its repeats (the same fact said again, merged into it), forgotten with it."""
 
 
-async def release(backend: Memories, memory_id: str, metadata: Any) -> tuple[str, ...]:
-    """Make current again what ``memory_id``, about to be deleted, hides.
+async def forget(memories: Memories, memory_id: str) -> Forgotten:
+    """Delete ``memory_id`` and its repeats; bring back what it superseded
+    unless something newer says otherwise (see the module docstring).
+
+    The memories coming back are marked before the memory is deleted, so a
+    stop halfway hides nothing for good: forgetting it again finishes.
 
     Args:
-        backend: The door to mem0.
-        memory_id: The memory being deleted.
-        metadata: Its metadata.
+        memories: The door to mem0.
+        memory_id: The memory to forget.
 
     Returns:
-        The ids of the memories that became current again.
+        What was deleted and what is current again.
     """
-    if not isinstance(metadata, dict):
-        return ()
-    back = await _release_superseded(backend, memory_id, metadata)
-    heir = await _release_duplicates(backend, memory_id, metadata)
-    return (*back, heir) if heir is not None else back
-
-
-async def _metadata_of(backend: Memories, memory_id: str) -> dict[str, Any] | None:
-    entry = await backend.get(memory_id)
-    metadata = entry.get("metadata") if entry else None
-    return metadata if isinstance(metadata, dict) else None
-
-
-async def _release_superseded(
-    backend: Memories, memory_id: str, metadata: dict[str, Any]
-) -> tuple[str, ...]:
-    """The memories ``memory_id`` superseded and still names, made current again."""
-    released = []
-    for old_id in ids_of(metadata.get(SUPERSEDES)):
-        old = await _metadata_of(backend, old_id)
-        if old is not None and old.get(SUPERSEDED_BY) == memory_id:
-            await backend.update_metadata(old_id, {SUPERSEDED_BY: None, VALID_UNTIL: None})
-            released.append(old_id)
-    if released:
-        logger.info(
-            "memory %s is forgotten: %d memories it replaced are current again",
-            memory_id,
-            len(released),
-        )
-    return tuple(released)
-
-
-async def _release_duplicates(
-    backend: Memories, memory_id: str, metadata: dict[str, Any]
-) -> str | None:
-    """The oldest repeat merged into ``memory_id``, made current again; the
-    other repeats become its own, so the fact is stated once again rather than
-    by every copy at once."""
-    merged = []
-    for other_id in ids_of(metadata.get(DUPLICATES)):
-        other = await _metadata_of(backend, other_id)
-        if other is not None and other.get(DUPLICATE_OF) == memory_id:
-            merged.append(other_id)
-    if not merged:
-        return None
-    heir, rest = merged[0], merged[1:]
-    await backend.update_metadata(
-        heir, {DUPLICATE_OF: None, VALID_UNTIL: None, DUPLICATES: rest or None}
+    entry = await memories.get(memory_id)
+    if entry is None:
+        return Forgotten(await memories.delete_only(memory_id))
+    metadata = _metadata(entry)
+    repeats = await _repeats(memories, memory_id, metadata)
+    gone = {memory_id, *(hit.id for hit in repeats if hit.id)}
+    olds = await _superseded(
+        memories, {memory_id: metadata, **{h.id: h.metadata or {} for h in repeats if h.id}}
     )
-    for other_id in rest:
-        await backend.update_metadata(other_id, {DUPLICATE_OF: heir})
-    logger.info("memory %s is forgotten: its repeat %s is current again", memory_id, heir)
-    return heir
+    heir = await _heir(memories, metadata, gone)
+    for hit in repeats:
+        if hit.id:
+            await memories.delete_only(hit.id)
+    back: list[str] = []
+    if heir is not None:
+        # The memory that replaced the forgotten one replaces what it had replaced.
+        for old in olds:
+            await memories.update_metadata(_id(old), {SUPERSEDED_BY: _id(heir)})
+        await _relink(memories, heir, gone, [_id(old) for old in olds])
+    else:
+        for old in olds:
+            if await _still_hidden(memories, old, gone) is None:
+                await memories.update_metadata(_id(old), {SUPERSEDED_BY: None, VALID_UNTIL: None})
+                back.append(_id(old))
+    deleted = await memories.delete_only(memory_id)
+    logger.info(
+        "memory %s is forgotten with %d repeats; %d memories it replaced are current again",
+        memory_id,
+        len(repeats),
+        len(back),
+    )
+    return Forgotten(deleted, tuple(back), tuple(repeats))
+
+
+def _metadata(entry: dict[str, Any]) -> dict[str, Any]:
+    metadata = entry.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _id(entry: dict[str, Any]) -> str:
+    return str(entry["id"])
+
+
+async def _repeats(memories: Memories, memory_id: str, metadata: dict[str, Any]) -> list[MemoryHit]:
+    """The repeats merged into ``memory_id``, and theirs, that still say so."""
+    found: list[MemoryHit] = []
+    seen = {memory_id}
+    waiting = [(memory_id, other) for other in ids_of(metadata.get(DUPLICATES))]
+    while waiting and len(found) < _MAX_REPEATS:
+        kept, other_id = waiting.pop(0)
+        if other_id in seen:
+            continue
+        seen.add(other_id)
+        entry = await memories.get(other_id)
+        if entry is None or _metadata(entry).get(DUPLICATE_OF) != kept:
+            continue  # gone, or merged elsewhere since
+        found += normalise_hits([{**entry, "id": other_id}])
+        waiting += [(other_id, more) for more in ids_of(_metadata(entry).get(DUPLICATES))]
+    return found
+
+
+async def _superseded(
+    memories: Memories, forgotten: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The memories that the ``forgotten`` (id -> metadata) superseded and that
+    still name one of them."""
+    olds: dict[str, dict[str, Any]] = {}
+    for memory_id, metadata in forgotten.items():
+        for old_id in ids_of(metadata.get(SUPERSEDES)):
+            old = await memories.get(old_id)
+            if old is not None and _metadata(old).get(SUPERSEDED_BY) == memory_id:
+                olds.setdefault(old_id, {**old, "id": old_id})
+    return list(olds.values())
+
+
+async def _heir(
+    memories: Memories, metadata: dict[str, Any], gone: set[str]
+) -> dict[str, Any] | None:
+    """The memory that replaced the forgotten one or that it was merged into, if any."""
+    for field in (SUPERSEDED_BY, DUPLICATE_OF):
+        other_id = metadata.get(field)
+        if isinstance(other_id, str) and other_id and other_id not in gone:
+            entry = await memories.get(other_id)
+            if entry is not None:
+                return {**entry, "id": other_id}
+    return None
+
+
+async def _relink(
+    memories: Memories, heir: dict[str, Any], gone: set[str], replaced: list[str]
+) -> None:
+    """Store ``heir``'s links without the forgotten memories, and with the
+    memories it ``replaced`` in their place."""
+    metadata = _metadata(heir)
+    supersedes = [i for i in ids_of(metadata.get(SUPERSEDES)) if i not in gone]
+    supersedes += [i for i in replaced if i not in supersedes]
+    duplicates = [i for i in ids_of(metadata.get(DUPLICATES)) if i not in gone]
+    changes = {SUPERSEDES: supersedes or None, DUPLICATES: duplicates or None}
+    if any(ids_of(metadata.get(field)) != (value or []) for field, value in changes.items()):
+        await memories.update_metadata(_id(heir), changes)
+
+
+async def _still_hidden(memories: Memories, old: dict[str, Any], gone: set[str]) -> str | None:
+    """Keep ``old`` hidden when a current memory superseded it too, or states its
+    fact and is shown wherever ``old`` is; returns that memory's id."""
+    user_id, text = old.get("user_id"), old.get("memory")
+    if not isinstance(user_id, str) or not user_id or not isinstance(text, str) or not text:
+        return None
+    hits = await memories.search(text, Scope(user_id), top_k=_LOOKED_AT)
+    others = [h for h in hits if h.id and h.id != _id(old) and h.id not in gone]
+    for hit in others:
+        if _id(old) in ids_of((hit.metadata or {}).get(SUPERSEDES)):
+            await memories.update_metadata(_id(old), {SUPERSEDED_BY: hit.id})
+            return hit.id
+    agent = old.get("agent_id") or None
+    shown = [h for h in others if h.agent_id in (None, agent)]
+    names = user_names(user_id, [text, *(h.memory for h in shown)])
+    at = await first_repeat(fact_shape(text, names), [fact_shape(h.memory, names) for h in shown])
+    if at is None:
+        return None
+    kept = shown[at]
+    assert kept.id is not None  # others have ids
+    await memories.update_metadata(
+        _id(old),
+        {SUPERSEDED_BY: None, DUPLICATE_OF: kept.id, VALID_UNTIL: iso(datetime.now(UTC))},
+    )
+    duplicates = ids_of((kept.metadata or {}).get(DUPLICATES))
+    await memories.update_metadata(kept.id, {DUPLICATES: [*duplicates, _id(old)]})
+    return kept.id

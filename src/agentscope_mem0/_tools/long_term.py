@@ -416,11 +416,14 @@ class ForgetMemoryTool(_LongTermTool):
             return tool_result("No memory ids were given, so nothing was forgotten.", error=True)
         backend = self._ctx.backend
         forgotten: list[str] = []
+        repeats: list[str] = []
         refused: list[str] = []
         back: dict[str, str] = {}
 
         async def forget_all() -> None:
             for memory_id in dict.fromkeys(wanted):
+                if memory_id in repeats:
+                    continue  # forgotten already, with the memory it repeats
                 entry = await backend.get(memory_id)
                 if entry is None or not _belongs(entry, scope):
                     # Someone else's memory reads the same as a missing one.
@@ -428,6 +431,7 @@ class ForgetMemoryTool(_LongTermTool):
                     continue
                 done = await backend.forget(memory_id)
                 forgotten.append(memory_id)
+                repeats.extend(hit.id for hit in done.repeats if hit.id)
                 back.pop(memory_id, None)
                 for other_id in done.current_again:
                     other = await backend.get(other_id)
@@ -451,14 +455,17 @@ class ForgetMemoryTool(_LongTermTool):
         parts = []
         if forgotten:
             parts.append(f"Forgot {len(forgotten)} memories: {', '.join(forgotten)}.")
+        if repeats:
+            parts.append(
+                f"Forgot their repeats too (the same fact said again): {', '.join(repeats)}."
+            )
         if back:
-            # A fact said twice (or replaced by the forgotten memory) is remembered
-            # again: the model must know, to tell the user or forget it too.
+            # What the forgotten memory had replaced is true again as far as the
+            # store knows: the model must know, to tell the user or forget it too.
             lines = "\n".join(f"- [{i}] {escape_memory(text)}" for i, text in back.items())
             parts.append(
-                "These memories were hidden behind the forgotten ones and are current "
-                f"again (the same fact said another time, or what it had replaced):\n{lines}\n"
-                "Forget them too if the user wants the fact itself gone."
+                "These memories had been replaced by the forgotten ones and are current "
+                f"again:\n{lines}\nForget them too if they are not true either."
             )
         if refused:
             parts.append(f"No memory of this user with id {', '.join(refused)}.")
@@ -469,5 +476,4 @@ def _belongs(entry: dict[str, Any], scope: Scope) -> bool:
     """Whether mem0's entry is a memory ``scope``'s search can show."""
     if entry.get("user_id") != scope.user_id:
         return False
-    agent = entry.get("agent_id")
-    return scope.agent_id in (None, agent) or (scope.with_user_level and not agent)
+    return scope.shows(entry.get("agent_id") or None)

@@ -12,7 +12,15 @@ superseded and a detail marks the new one as extending it, one pair at a
 time (:mod:`.judge_pairs`). The verdicts are metadata (:class:`ChangePlan`,
 :mod:`.._memories.lifecycle`): nothing is deleted; superseded memories and
 repeats are only left out of reads, ``export`` and ``history`` keep them, and
-forgetting the memory kept brings a repeat back.
+forgetting the memory kept forgets its repeats too.
+
+The candidates are the memories the reads of the write's scope show (one
+scope for judging and reading: :meth:`TimeJudge.searched`), superseded ones
+included: a new memory that states the fact of a superseded memory (by the
+words) supersedes the memory that took its place, so a fact told again is
+current again (:meth:`TimeJudge._told_again`). A repeat is merged only into
+a memory that every read showing the repeat shows too
+(:meth:`TimeJudge._may_merge`).
 
 A repeat is decided by :func:`~.._text.same_fact.first_repeat`, the one place
 that does: by the words when they show it, then, with a model, by the
@@ -55,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentscope.message import SystemMsg, UserMsg
 
 from .._mem0.call_context import metered, no_reply_waits, record_call
+from .._memories.hit import normalise_hits
 from .._memories.lifecycle import (
     DUPLICATE_OF,
     DUPLICATES,
@@ -67,6 +76,7 @@ from .._memories.lifecycle import (
     VALID_UNTIL,
     event_date_of,
     ids_of,
+    is_superseded,
     retired_since,
 )
 from .._observe.latency import LatencyRecorder
@@ -135,6 +145,9 @@ HOSTED_WAITS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 _MAX_NEW_JUDGED = 8
 """New memories of one write that are related to older ones; the rest are only dated."""
+
+_MAX_HOPS = 8
+"""Memories followed from a superseded one to the one standing in its place."""
 
 _JUDGE_BACKLOG = 32
 """Writes waiting for judgement per searched scope; beyond it new ones are only dated."""
@@ -320,7 +333,9 @@ class TimeJudge:
         """The model asked; ``None``: consolidation alone."""
         self._candidates = candidates
         self._timeout = timeout if model is not None else _CONSOLIDATION_TIMEOUT
-        self._search_by_agent = search_by_agent
+        self.search_by_agent = search_by_agent
+        """Whether the reads this judgement serves are scoped by agent
+        (``scope_search_by_agent``); hosted mem0 reads every agent's memories."""
         self._max_superseded = max_superseded
         self._latency = LatencyRecorder()
         self.prefix = "judge" if model is not None else "consolidation"
@@ -344,7 +359,7 @@ class TimeJudge:
 
     def searched(self, scope: Scope) -> Scope:
         """The scope whose memories a write of ``scope`` is related to."""
-        return scope.searched(by_agent=self._search_by_agent)
+        return scope.searched(by_agent=self.search_by_agent)
 
     def skip(self) -> None:
         """Count a write left alone: too many were waiting."""
@@ -445,21 +460,32 @@ class TimeJudge:
         batch = {fact.id for fact in facts}
         names = user_names(scope.user_id)
         pool = max(self._candidates, DEFAULT_CONSOLIDATION_CANDIDATES)
+        searched = self.searched(scope)
         kept_new: list[tuple[Fact, FactShape]] = []
         capped = self._counts["capped"]
         ask = ask and self.model is not None
         try:
             for index, new in enumerate(facts):
+                # Superseded memories too (twice the places, so the current ones
+                # still fill theirs): a fact told again may be one of them.
                 hits = await self._backend.search(
-                    new.text, self.searched(scope), top_k=pool + len(batch)
+                    new.text, searched, top_k=2 * pool + len(batch), include_superseded=True
                 )
-                olds = [fact_of_hit(h) for h in hits if h.id and h.id not in batch | plan.replaced]
-                olds = olds[:pool]
+                hits = [h for h in hits if h.id and h.id not in batch | plan.replaced]
+                olds = [fact_of_hit(h) for h in hits if not is_superseded(h)][:pool]
                 handle.count(candidates=len(olds))
                 names_here = names | user_names(None, [new.text, *(o.text for o in olds)])
                 shape = fact_shape(new.text, names_here)
-                shaped = [(old, fact_shape(old.text, names_here)) for old in olds]
-                others = [*kept_new, *shaped]
+                await self._told_again(
+                    new, shape, [h for h in hits if is_superseded(h)], names_here, searched, plan
+                )
+                shaped = [
+                    (old, fact_shape(old.text, names_here))
+                    for old in olds
+                    if old.id not in plan.replaced
+                ]
+                # A repeat is merged only into a memory every read showing it shows too.
+                others = [*kept_new, *((o, s) for o, s in shaped if self._may_merge(scope, o))]
                 if self.consolidates:
                     at = await self._first_repeat(new, shape, others, names_here)
                     if at is not None:
@@ -473,7 +499,7 @@ class TimeJudge:
                         continue
                 if ask and index < _MAX_NEW_JUDGED:
                     try:
-                        if await self._relate(pairs, new, shape, shaped, plan, handle):
+                        if await self._relate(pairs, scope, new, shape, shaped, plan, handle):
                             continue  # a repeat: not a candidate for the write's other memories
                     except Exception as exc:
                         ask = False
@@ -496,6 +522,65 @@ class TimeJudge:
                     "are kept current",
                     self._max_superseded,
                 )
+
+    def _may_merge(self, scope: Scope, old: Fact) -> bool:
+        """Whether a repeat written in ``scope`` may be merged into ``old``: every
+        read that shows the repeat must show ``old`` (an agent's reads show its
+        own memories and the user's of no agent; unscoped reads show all)."""
+        if not self.search_by_agent or self._backend.hosted:
+            return True  # every read shows every agent's memories
+        return old.agent_id in (None, scope.agent_id)
+
+    async def _told_again(
+        self,
+        new: Fact,
+        shape: FactShape,
+        superseded: list[MemoryHit],
+        names: frozenset[str],
+        searched: Scope,
+        plan: ChangePlan,
+    ) -> None:
+        """A fact told again: when ``new`` states the fact of a ``superseded``
+        memory (by the words), the memory that now stands in its place, the
+        one at the end of its ``superseded_by`` chain, is superseded by ``new``
+        ("I moved back to Hangzhou" after "moved to Beijing" hid "lives in
+        Hangzhou"); the later said of the two wins, as for any change."""
+        if not superseded:
+            return
+        at = await first_repeat(shape, [fact_shape(h.memory, names) for h in superseded])
+        if at is None:
+            return
+        standing = await self._standing_in_for(superseded[at], searched)
+        if standing is not None and standing.id != new.id:
+            logger.info(
+                "memory %s tells again what memory %s said before memory %s replaced it",
+                new.id,
+                superseded[at].id,
+                standing.id,
+            )
+            plan.supersede(new, standing)
+
+    async def _standing_in_for(self, hit: MemoryHit, searched: Scope) -> Fact | None:
+        """The current memory that took ``hit``'s place (following what superseded
+        it, and what that one was merged into), when the reads of ``searched``
+        show it."""
+        seen: set[str] = set()
+        metadata = hit.metadata or {}
+        following = metadata.get(SUPERSEDED_BY)
+        for _ in range(_MAX_HOPS):
+            if not isinstance(following, str) or not following or following in seen:
+                return None
+            seen.add(following)
+            entry = await self._backend.get(following)
+            found = normalise_hits([entry]) if entry is not None else []
+            if not found:
+                return None
+            metadata = found[0].metadata or {}
+            following = metadata.get(SUPERSEDED_BY) or metadata.get(DUPLICATE_OF)
+            if not following:
+                shown = self._backend.hosted or searched.shows(found[0].agent_id)
+                return fact_of_hit(found[0]) if shown else None
+        return None
 
     async def _first_repeat(
         self,
@@ -523,6 +608,7 @@ class TimeJudge:
     async def _relate(
         self,
         pairs: PairJudge,
+        scope: Scope,
         new: Fact,
         shape: FactShape,
         shaped: list[tuple[Fact, FactShape]],
@@ -554,7 +640,7 @@ class TimeJudge:
                     extended = old
                 elif relation is Relation.SAME:
                     self._counts["same"] += 1
-                    if not self.consolidates:
+                    if not self.consolidates or not self._may_merge(scope, old):
                         continue
                     reason = kept_apart(shape, other)
                     if reason is None:
@@ -749,6 +835,7 @@ def fact_of_hit(hit: MemoryHit) -> Fact:
         question=question_of_metadata(metadata),
         supersedes=ids_of(metadata.get(SUPERSEDES)),
         duplicates=ids_of(metadata.get(DUPLICATES)),
+        agent_id=hit.agent_id,
     )
 
 

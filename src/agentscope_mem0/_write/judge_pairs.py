@@ -125,6 +125,8 @@ class Fact:
     """Ids of the memories it already superseded."""
     duplicates: list[str] = field(default_factory=list)
     """Ids of the repeats already merged into it."""
+    agent_id: str | None = None
+    """The agent it is filed under (``None``: the user's, of no agent)."""
 
 
 def question_of_metadata(metadata: Mapping[str, Any] | None) -> FactQuestion | None:

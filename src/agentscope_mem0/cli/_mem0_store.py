@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._exceptions import (
@@ -223,29 +224,58 @@ class MemoryStore:
     # -- writing through mem0 -------------------------------------------------
 
     async def add(self, text: str, scope: Scope, *, infer: bool) -> list[dict[str, Any]]:
-        """Store ``text`` through mem0 (extracted, or verbatim without ``infer``)."""
-        return await self.backend.add([{"role": "user", "content": text}], scope, infer=infer)
+        """Store ``text`` through mem0 (extracted, or verbatim without ``infer``),
+        then judge the new memories as the middleware does after a write.
+
+        The judgement (:mod:`.._write.judge`) looks at what the reads of
+        ``scope`` show: every memory of the user without an agent, the agent's
+        and the user's own with one. It asks the extraction model; a verbatim
+        add only merges repeats. The hosted platform keeps its own timeline.
+
+        Returns:
+            mem0's result entries, each with the memory's ``metadata`` after
+            the judgement (``supersedes``, ``duplicate_of``, ...).
+        """
+        said = datetime.now(UTC)
+        message = [{"role": "user", "content": text}]
+        results = await self.backend.add(message, scope, infer=infer, said_at=said)
+        if self.hosted or not results:
+            return results
+        from .._write.judge import build_time_judge
+
+        await build_time_judge(self.backend, infer).judge(scope, results, said)
+        for result in results:
+            record = await self.get(str(result.get("id")))
+            if record is not None:
+                result["metadata"] = record.metadata
+        return results
 
     async def forget(
         self, record: MemoryRecord, *, keep_history: bool = False
-    ) -> tuple[int, list[MemoryRecord]]:
-        """Forget ``record`` (and its change history, unless ``keep_history``),
-        then check that it is gone.
+    ) -> tuple[int, list[MemoryRecord], list[MemoryRecord]]:
+        """Forget ``record`` and its repeats (and their change history, unless
+        ``keep_history``), then check that they are gone.
 
         Returns:
-            How many history entries were removed, and the memories it hid
-            that are current again (what it superseded, the oldest repeat
-            merged into it).
+            How many history entries were removed, the memories it hid that
+            are current again (what it superseded, when nothing newer
+            replaces them), and the repeats forgotten with it.
 
         Raises:
-            PermanentBackendError: The memory is still there.
+            PermanentBackendError: A memory is still there.
         """
-        back_ids = (await self.backend.forget(record.id)).current_again
-        purged = 0 if keep_history else await self._purge_history([record.id])
-        if await self.get(record.id) is not None:
-            raise PermanentBackendError(f"memory {record.id} is still there after deleting it")
-        back = [await self.get(i) for i in back_ids]
-        return purged, [r for r in back if r is not None]
+        done = await self.backend.forget(record.id)
+        repeats = [
+            MemoryRecord(id=str(hit.id), text=hit.memory, agent_id=hit.agent_id)
+            for hit in done.repeats
+        ]
+        ids = [record.id, *(r.id for r in repeats)]
+        purged = 0 if keep_history else await self._purge_history(ids)
+        for memory_id in ids:
+            if await self.get(memory_id) is not None:
+                raise PermanentBackendError(f"memory {memory_id} is still there after deleting it")
+        back = [await self.get(i) for i in done.current_again]
+        return purged, [r for r in back if r is not None], repeats
 
     async def forget_all(
         self, scope: Scope, records: Sequence[MemoryRecord], *, keep_history: bool = False
@@ -358,7 +388,8 @@ def open_store(
     Args:
         settings: From :func:`~._config.load_settings`.
         chat: The extraction model; ``None`` for commands that do not extract.
-        embeds: The command embeds (searches, adds, imports); the others get a
+        embeds: The command embeds (searches, adds, imports, forgetting one
+            memory); the others get a
             stand-in of the configured embedder's size.
 
     Raises:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .._memories.lifecycle import DUPLICATE_OF, SUPERSEDED_BY, VALID_UNTIL
+from .._memories.lifecycle import DUPLICATE_OF, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL, ids_of
 from .._scope import Scope
 from ._common import (
     agent_option,
@@ -40,6 +40,12 @@ def _marked(record: MemoryRecord) -> str:
         until = str(meta.get(VALID_UNTIL) or "")[:10]
         return f"{record.text} (superseded{f' {until}' if until else ''} by {meta[SUPERSEDED_BY]})"
     return record.text
+
+
+def _marked_stored(stored: dict[str, Any]) -> str:
+    """A new memory's text, with ``(duplicate of <id>)`` when it repeats a current one."""
+    kept = (stored.get("metadata") or {}).get(DUPLICATE_OF)
+    return f"{stored['text']} (duplicate of {kept})" if kept else str(stored["text"])
 
 
 def _row(record: MemoryRecord) -> list[Any]:
@@ -195,8 +201,13 @@ def add(
             }
         )
         return
-    out.table(["ID", "EVENT", "MEMORY"], [[r["id"], r["event"], r["text"]] for r in stored])
+    out.table(["ID", "EVENT", "MEMORY"], [[r["id"], r["event"], _marked_stored(r)] for r in stored])
     out.note(f"stored {count(len(results), 'memory', 'memories')} for {describe_scope(scope)}")
+    for r in stored:
+        replaced = ids_of((r.get("metadata") or {}).get(SUPERSEDES))
+        if replaced:
+            # What the reads of this scope showed until now and no longer do.
+            out.line(f"{r['id']} replaces (no longer current): {', '.join(replaced)}")
 
 
 @click.command()
@@ -222,7 +233,8 @@ def forget(
     yes: bool,
     keep_history: bool,
 ) -> None:
-    """Forget one memory by ID, or every memory of a user with --user U --all.
+    """Forget one memory by ID (and its repeats), or every memory of a user with
+    --user U --all.
 
     Also removes the forgotten memories' change history and, with --all, the
     conversation messages mem0 kept for the scope, unless --keep-history.
@@ -262,18 +274,20 @@ def _confirmed(question: str, yes: bool, out: Output) -> bool:
 
 
 def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, keep: bool) -> None:
-    with session(settings) as (store, run):
+    # Embeds: before what the memory replaced comes back, a search checks that no
+    # newer memory states it (the embedder loads only then).
+    with session(settings, embeds=True) as (store, run):
         record = run(store.get(memory_id))
         if record is None:
             raise NotFoundError(f"no memory with id {memory_id} in {where(settings)}")
         owner = f" of user {record.user_id!r}" if record.user_id else ""
         if not _confirmed(f"Forget memory {memory_id}{owner}: {record.text!r}?", yes, out):
             return
-        purged, back = run(store.forget(record, keep_history=keep))
+        purged, back, repeats = run(store.forget(record, keep_history=keep))
     report = {
-        "removed": 1,
+        "removed": 1 + len(repeats),
         "remaining": 0,
-        "ids": [memory_id],
+        "ids": [memory_id, *(r.id for r in repeats)],
         "history_entries_removed": purged,
         "current_again": [{"id": r.id, "text": r.text} for r in back],
     }
@@ -281,12 +295,15 @@ def _forget_one(settings: Settings, out: Output, memory_id: str, *, yes: bool, k
         out.json(report)
         return
     out.line(f"Forgot memory {memory_id}: {record.text}")
+    for repeat in repeats:
+        # The same fact said again: forgetting the fact forgets every telling of it.
+        out.line(f"Forgot its repeat {repeat.id}: {repeat.text}")
     extra = f"; removed {count(purged, 'history entry', 'history entries')}" if not keep else ""
-    out.line(f"Verified: it is gone{extra}.")
+    gone = "it is gone" if not repeats else "they are gone"
+    out.line(f"Verified: {gone}{extra}.")
     for other in back:
-        # What it hid is true again as far as the store knows: a repeat of the
-        # fact, or what it had replaced.
-        out.line(f"Current again (hidden by the forgotten memory): {other.id}: {other.text}")
+        # What it had replaced is true again as far as the store knows.
+        out.line(f"Current again (replaced by the forgotten memory): {other.id}: {other.text}")
 
 
 def _forget_scope(settings: Settings, out: Output, scope: Scope, *, yes: bool, keep: bool) -> None:

@@ -312,8 +312,9 @@ class _Pages:
             back = pages.href("./", user=user)
             body = pages.confirm(question, "forget", fields, self.csrf, back)
             return self._html("Forget a memory?", body)
-        _, current_again = await self.store.forget(record)
-        said = "".join(f" Current again: {other.text}" for other in current_again)
+        _, current_again, repeats = await self.store.forget(record)
+        said = "".join(f" Forgot its repeat too: {other.text}" for other in repeats)
+        said += "".join(f" Current again: {other.text}" for other in current_again)
         return self._done("./", f"Forgot: {record.text}{said}", user=user)
 
     async def forget_user(self, request: Request) -> Response:

@@ -156,7 +156,7 @@ async def test_the_note_the_assistant_quotes_is_not_written_back(tmp_path: Any) 
 async def test_what_the_user_never_wants_remembered_is_not_stored(tmp_path: Any) -> None:
     def judge(messages: list[Msg], tools: Any) -> str:
         question = messages[-1].get_text_content() or ""
-        return "NO" if "Proposed memory: User has asthma" in question else "YES"
+        return "NO" if "Proposal: User has asthma" in question else "YES"
 
     model = Extractor("User likes green tea.", "User has asthma.", check=judge)
     mw = _middleware(tmp_path, model, ignore="my health")

@@ -199,28 +199,46 @@ def read_grounding(memory: str, grounding: Grounding) -> GroundingReading:
     if len(content & (stated | asked)) / len(content) >= KEEP_SHARE:
         return "question"
     said_by_user = len(content & (stated | asked)) / len(content)
+    replied = content & _tokens(grounding.assistant)
     if said_by_user < DROP_SHARE:
-        replied = len((content & _tokens(grounding.assistant)) - stated - asked) / len(content)
-        return "assistant" if replied >= DROP_SHARE else "ungrounded"
-    return "unsure"
+        return (
+            "assistant"
+            if len(replied - stated - asked) / len(content) >= DROP_SHARE
+            else "ungrounded"
+        )
+    # Mostly the reply's words that the user did not state (a reply echoing the greeting).
+    return "assistant" if len(replied - stated) / len(content) >= KEEP_SHARE else "unsure"
+
+
+_QUESTION = """Decide whether a proposed memory is a fact the user stated about themselves.
+
+Answer NO when the proposal is a greeting or small talk, a question or request the user made \
+(asking for code, a translation, a story, a calculation), general knowledge, or something only \
+the assistant said. Answer YES only when the user's own words state it about the user or \
+someone in their life.
+
+Examples:
+User wrote: Can you write a poem about autumn? / Proposal: User wants a poem about autumn. -> NO
+User wrote: Hi there, how are you? / Proposal: Hi there, how are you? -> NO
+User wrote: I moved to Oslo last year. / Proposal: User moved to Oslo last year. -> YES
+User wrote: 帮我写一封请假邮件。 / Proposal: 写一封请假邮件。 -> NO
+User wrote: 我女儿在学钢琴。 / Proposal: 用户的女儿在学钢琴。 -> YES
+"""
+"""The check's instructions, with examples in both languages the lexicons read
+(none of them from the sets the check is measured on)."""
 
 
 def grounding_question(memory: str, grounding: Grounding, guidance: str = "") -> str:
     """The one short question the model answers when the words cannot tell."""
-    parts = [
-        "A memory store keeps only facts the user states about themselves. Answer YES or NO.",
-        f"The user wrote:\n{grounding.user.strip()}",
-        f"Proposed memory: {memory.strip()}",
-    ]
+    parts = [_QUESTION]
     if guidance:
-        parts.append(f"The user's own rules for what to keep:\n{guidance.strip()}")
-    parts.append(
-        "Does the user's own text state this fact about the user (not a question, "
-        "not a request, not something only the assistant said)"
-        + (", and do the user's rules allow keeping it" if guidance else "")
-        + "? Answer YES or NO."
-    )
-    return "\n\n".join(parts)
+        parts.append(
+            f"The user's own rules (answer NO for what they say never to remember):\n"
+            f"{guidance.strip()}\n"
+        )
+    parts.append(f"User wrote: {grounding.user.strip()}\nProposal: {memory.strip()}")
+    parts.append("Answer YES or NO.")
+    return "\n".join(parts)
 
 
 def read_answer(answer: str) -> bool | None:

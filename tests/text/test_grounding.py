@@ -43,6 +43,13 @@ from agentscope_mem0._text.grounding import Grounding, read_answer, read_groundi
             "User loves hiking.",
             "assistant",
         ),
+        (
+            "Tell me a joke about computers.",
+            "Why did the computer go to the doctor?",
+            "The assistant provided a joke about computers.",
+            "assistant",
+        ),
+        ("推荐一本书吧。", "推荐《活着》。", "助手推荐了《活着》。", "assistant"),
         # nobody said it
         (
             "Thanks, that's all for now.",

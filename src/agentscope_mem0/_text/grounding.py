@@ -68,6 +68,10 @@ _ASKED = re.compile(r"[?？]\s*$")
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 _NAME = re.compile(r"(?<![\w'])([A-Z][\w'’-]*)")
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
+# A memory whose subject is the assistant ("The assistant provided a joke", "助手推荐了...").
+_ASSISTANT_SUBJECT = re.compile(
+    r"^\W*(?:the\s+)?(?:assistant|ai|bot|chatbot)\b|^\W*(?:助手|助理|AI)", re.I
+)
 # Words that say a memory is about the user (with the lexicons' people).
 _SELF = frozenset({"user", "user's", "users", "i", "i'm", "me", "my", "mine", "we", "our", "us"})
 # Forms of "have" say nothing of whose fact it is ("User has asthma", "I have asthma").
@@ -184,6 +188,8 @@ def read_grounding(memory: str, grounding: Grounding) -> GroundingReading:
     """
     if grounding.cjk != writes_cjk(memory) and (CJK_RUN.search(memory) or grounding.cjk):
         return "language"
+    if _ASSISTANT_SUBJECT.search(memory):
+        return "assistant"
     content = _tokens(memory)
     if not content:
         return "ungrounded"

@@ -7,7 +7,10 @@ plus updates), so the rows exported are the rows mem0 writes.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
+import threading
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -106,6 +109,60 @@ def test_export_of_one_user_and_agent_to_stdout(seeded: Path, tmp_path: Path) ->
         result.stdout.splitlines()
     )
     assert [p.name for p in tmp_path.iterdir()] == ["u.jsonl"]  # no temporary left behind
+
+
+def _read_fifo(fifo: Path, into: list[bytes]) -> tuple[threading.Thread, int]:
+    """A thread reading ``fifo`` into ``into`` until every writer is gone, and the
+    fd of a writer held open meanwhile (close it to let the thread finish: a
+    FIFO never opened by the export must not leave the thread waiting)."""
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    holder = os.open(fifo, os.O_WRONLY)
+    os.set_blocking(reader, True)
+
+    def drain() -> None:
+        try:
+            while chunk := os.read(reader, 65536):
+                into.append(chunk)
+        finally:
+            os.close(reader)
+
+    thread = threading.Thread(target=drain, name="fifo-reader", daemon=True)
+    thread.start()
+    return thread, holder
+
+
+def test_export_writes_through_a_fifo_a_symlink_and_a_device(seeded: Path, tmp_path: Path) -> None:
+    """A path that is not a regular file is written through, never replaced."""
+    expected = run("export", "--folder", str(seeded), "--user", "user0").stdout
+    assert expected
+    select = ("--folder", str(seeded), "--user", "user0", "-o")
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    chunks: list[bytes] = []
+    thread, holder = _read_fifo(fifo, chunks)
+    try:
+        result = run("export", *select, str(fifo))
+    finally:
+        os.close(holder)
+        thread.join(30)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still a FIFO
+    assert b"".join(chunks).decode() == expected
+
+    target = tmp_path / "real.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    assert run("export", *select, str(link)).exit_code == 0
+    assert link.is_symlink() and link.resolve() == target  # the link stays a link
+    assert target.read_text() == expected  # and its target gets the data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "pipe", "real.jsonl"]
+
+    # A character device: safe to try only now that a FIFO was written through
+    # (the code before replaced the path, which would have replaced /dev/null).
+    assert run("export", *select, os.devnull).exit_code == 0
+    assert stat.S_ISCHR(os.lstat(os.devnull).st_mode)
 
 
 def test_export_needs_one_selection() -> None:

@@ -238,6 +238,43 @@ def test_import_rejects_a_malformed_file_before_storing_anything(tmp_path: Path)
     assert run("import", str(tmp_path / "missing.jsonl")).exit_code == 2
 
 
+def _nested(depth: int) -> str:
+    """Metadata ``depth`` objects deep, as JSON text."""
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def test_import_refuses_text_that_is_not_unicode_and_metadata_nested_too_deep(
+    tmp_path: Path,
+) -> None:
+    """A lone surrogate (valid JSON, invalid text) and metadata nested deeper than
+    a store can hold are caught with the other checks, before anything is stored."""
+    good = {"text": "ok", "user_id": "frank"}
+    lines = [
+        json.dumps(good),
+        json.dumps({"text": "bad \ud800 text", "user_id": "frank"}),  # ensure_ascii: "\ud800"
+        json.dumps({"text": "x", "user_id": "frank", "metadata": {"k\udfff": 1}}),
+        '{"text": "x", "user_id": "frank", "metadata": ' + _nested(5000) + "}",
+        '{"text": "x", "user_id": "frank", "metadata": ' + _nested(200) + "}",
+        json.dumps({**good, "text": "also ok"}),
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run("import", str(path))
+    assert result.exit_code == 2, result.output
+    assert "line 2: " in result.stderr and "surrogate" in result.stderr
+    assert "line 3: " in result.stderr
+    assert "line 4: " in result.stderr and "nested" in result.stderr
+    assert "line 5: " in result.stderr
+    assert "nothing was imported" in result.stderr
+    listed = run("list", "--user", "frank")
+    assert listed.exit_code == 2 and "does not exist" in listed.stderr  # nothing stored
+
+    # Nesting the format allows round-trips.
+    path.write_text('{"text": "x", "user_id": "frank", "metadata": ' + _nested(20) + "}\n")
+    assert run("import", str(path)).exit_code == 0
+    assert run("export", "--user", "frank").stdout.count('{"a": ') == 20
+
+
 def test_import_into_a_store_of_another_vector_size_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "small"
     path = tmp_path / "one.jsonl"

@@ -275,6 +275,23 @@ def test_import_refuses_text_that_is_not_unicode_and_metadata_nested_too_deep(
     assert run("export", "--user", "frank").stdout.count('{"a": ') == 20
 
 
+def test_a_memory_holding_a_1_mb_word_imports_and_is_found_by_its_other_words(
+    tmp_path: Path,
+) -> None:
+    """The word is left out of the keyword side (tests/local/test_keyword.py
+    shows the time it cost); the memory is stored whole."""
+    import random
+    import string
+
+    word = "".join(random.Random(1).choices(string.ascii_lowercase, k=1_000_000))
+    path = tmp_path / "word.jsonl"
+    line = {"text": f"Hector keeps {word} in Valparaiso", "user_id": "hector"}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    assert run_json("import", str(path))["stored"] == 1
+    (found,) = run_json("search", "--user", "hector", "Valparaiso")
+    assert found["text"] == line["text"]
+
+
 def test_import_into_a_store_of_another_vector_size_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "small"
     path = tmp_path / "one.jsonl"

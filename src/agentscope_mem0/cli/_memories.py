@@ -9,6 +9,7 @@ import click
 from .._memories.lifecycle import DUPLICATE_OF, SUPERSEDED_BY, VALID_UNTIL
 from .._scope import Scope
 from ._common import (
+    FiniteFloatRange,
     agent_option,
     check_memory_id,
     describe_scope,
@@ -101,7 +102,7 @@ def list_memories(
 )
 @click.option(
     "--threshold",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloatRange(0.0, 1.0),
     default=None,
     help="Minimum similarity score (default: mem0's).",
 )

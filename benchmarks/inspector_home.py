@@ -56,7 +56,7 @@ async def _time_pages(folder: Path, runs: int) -> dict[str, Any]:
     settings = load_settings(folder=str(folder))
     store = open_store(settings, embeds=True)
     try:
-        app = create_app(store, token=None, loopback=True)
+        app = create_app(store, token=None)
         transport = httpx.ASGITransport(app=app)
         results: dict[str, Any] = {}
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:

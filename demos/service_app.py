@@ -17,6 +17,10 @@ What it wires (see docs/deploying.md):
   model that needs no key and answers from the memory note, so the whole
   service runs without network. With a key, clients can create a real
   credential (``dashscope_credential``, ``openai_credential``) instead.
+* the memory inspector at ``/memory-inspector/``, served by the app itself on
+  its own client (``ui`` cannot open a folder the app holds); without a token
+  it answers requests from this machine only
+  (``$AGENTSCOPE_MEM0_UI_TOKEN`` gives it one);
 * ``POST /memory/flush``: waits until the writes queued so far are stored. A
   demo convenience (a real service would not expose it): the client calls it
   between a user's two sessions.
@@ -107,6 +111,7 @@ def build_app(folder: Path = FOLDER) -> Any:
         extra_agent_middlewares=memory,
     )
     memory.install(service)  # builds the mem0 client at startup, stores pending writes at shutdown
+    memory.mount_inspector(service)  # http://127.0.0.1:8000/memory-inspector/
 
     @service.post("/memory/flush")
     async def flush(timeout: float = 30.0) -> dict[str, Any]:

@@ -98,6 +98,9 @@ def test_two_users_over_http_remember_their_own_facts(
     assert "Hangzhou" in alice and "green tea" in alice
     assert "Berlin" not in alice and "coffee" not in alice
     assert "Berlin" in bob and "black coffee" in bob
+    # The app serves the memory inspector of its own folder, to this machine.
+    page = httpx.get(f"{url}/memory-inspector/?user=alice", timeout=30)
+    assert page.status_code == 200 and "Hangzhou" in page.text and "Berlin" not in page.text
     assert "Hangzhou" not in bob and "tea" not in bob
     assert "nothing recalled yet" in lines[1]  # session 1 started with no memory
 

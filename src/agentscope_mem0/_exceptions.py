@@ -80,7 +80,8 @@ class ConfigurationError(Mem0MiddlewareError, ValueError):
 
 
 class ModelTypeError(ConfigurationError, TypeError):
-    """A model argument is not an AgentScope model of the kind asked for."""
+    """A model or client argument is not an object of the kind asked for: an
+    AgentScope model of its kind, an async mem0 client."""
 
 
 class DimensionMismatchError(ConfigurationError):

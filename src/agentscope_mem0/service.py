@@ -369,8 +369,9 @@ class Mem0MiddlewareFactory:
         """Serve the memory inspector of this factory's embedded store under ``path``
         of ``app``, on the factory's own client, with ``agentscope-mem0 ui``'s
         token, host and CSRF rules (``token`` defaults to ``$AGENTSCOPE_MEM0_UI_TOKEN``;
-        without one only requests naming a loopback host are answered). See
-        docs/inspector.md.
+        without one only requests from this machine are answered -- a loopback
+        client naming a loopback host -- and a warning says so: behind a
+        reverse proxy it needs a token). See docs/inspector.md.
 
         Returns:
             ``app``, for chaining.

@@ -84,6 +84,35 @@ def test_a_missing_config_file_is_a_usage_error(tmp_path: Path) -> None:
     assert "cannot read the config file" in result.stderr
 
 
+def test_a_config_that_is_not_a_small_text_file_is_refused(tmp_path: Path) -> None:
+    """A device or a huge file is refused after 1 MiB, not read until memory runs out."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit_memory() -> None:  # if it regressed, it fails instead of eating the machine
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "agentscope_mem0.cli", "status", "--config", "/dev/zero"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit_memory,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "larger than 1 MiB" in done.stderr
+
+    huge = tmp_path / "huge.toml"
+    huge.write_text("# a comment\n" * 200_000, encoding="utf-8")
+    result = run("status", "--config", str(huge))
+    assert result.exit_code == 2 and "larger than 1 MiB" in result.stderr
+    binary = _write(tmp_path / "binary.toml", "")
+    binary.write_bytes(b"backend = '\xff'\n")
+    result = run("status", "--config", str(binary))
+    assert result.exit_code == 2 and "not UTF-8" in result.stderr
+
+
 def test_embedding_model_from_a_module_attribute(tmp_path: Path) -> None:
     config = _write(tmp_path / "m.toml", 'embedding_model = "command_line:make_embedder"\n')
     add_raw("u", "x", "--config", str(config))

@@ -110,6 +110,18 @@ def test_search_returns_scores_best_first() -> None:
     assert len(table.stdout.splitlines()) == 2
 
 
+def test_a_threshold_or_timeout_that_is_no_number_in_range_is_refused() -> None:
+    add_raw("alice", "User lives in Hangzhou")
+    for value in ("nan", "NaN", "inf", "-inf", "-0.5", "1.5"):
+        result = run("search", "--user", "alice", "Hangzhou", "--threshold", value)
+        assert result.exit_code == 2, (value, result.output)
+        assert "--threshold" in result.stderr
+    assert run("search", "--user", "alice", "Hangzhou", "--threshold", "0").exit_code == 0
+    for value in ("nan", "inf"):
+        result = run("retry-failed", "--timeout", value)
+        assert result.exit_code == 2 and "--timeout" in result.stderr, value
+
+
 def test_a_user_without_memories_is_a_clear_error() -> None:
     add_raw("alice", "something")
     for args in (

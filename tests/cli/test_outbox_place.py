@@ -135,7 +135,9 @@ def test_status_and_retry_failed_see_a_pgvector_stores_failed_write(
     store = open_store(load_settings(config_path=config))
     try:
         client = TestClient(
-            create_app(store, token=None, loopback=True), base_url="http://127.0.0.1"
+            create_app(store, token=None),
+            base_url="http://127.0.0.1",
+            client=("127.0.0.1", 50000),
         )
         page = client.get("/outbox").text
     finally:

@@ -7,7 +7,10 @@ plus updates), so the rows exported are the rows mem0 writes.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
+import threading
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -108,6 +111,60 @@ def test_export_of_one_user_and_agent_to_stdout(seeded: Path, tmp_path: Path) ->
     assert [p.name for p in tmp_path.iterdir()] == ["u.jsonl"]  # no temporary left behind
 
 
+def _read_fifo(fifo: Path, into: list[bytes]) -> tuple[threading.Thread, int]:
+    """A thread reading ``fifo`` into ``into`` until every writer is gone, and the
+    fd of a writer held open meanwhile (close it to let the thread finish: a
+    FIFO never opened by the export must not leave the thread waiting)."""
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    holder = os.open(fifo, os.O_WRONLY)
+    os.set_blocking(reader, True)
+
+    def drain() -> None:
+        try:
+            while chunk := os.read(reader, 65536):
+                into.append(chunk)
+        finally:
+            os.close(reader)
+
+    thread = threading.Thread(target=drain, name="fifo-reader", daemon=True)
+    thread.start()
+    return thread, holder
+
+
+def test_export_writes_through_a_fifo_a_symlink_and_a_device(seeded: Path, tmp_path: Path) -> None:
+    """A path that is not a regular file is written through, never replaced."""
+    expected = run("export", "--folder", str(seeded), "--user", "user0").stdout
+    assert expected
+    select = ("--folder", str(seeded), "--user", "user0", "-o")
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    chunks: list[bytes] = []
+    thread, holder = _read_fifo(fifo, chunks)
+    try:
+        result = run("export", *select, str(fifo))
+    finally:
+        os.close(holder)
+        thread.join(30)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still a FIFO
+    assert b"".join(chunks).decode() == expected
+
+    target = tmp_path / "real.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    assert run("export", *select, str(link)).exit_code == 0
+    assert link.is_symlink() and link.resolve() == target  # the link stays a link
+    assert target.read_text() == expected  # and its target gets the data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "pipe", "real.jsonl"]
+
+    # A character device: safe to try only now that a FIFO was written through
+    # (the code before replaced the path, which would have replaced /dev/null).
+    assert run("export", *select, os.devnull).exit_code == 0
+    assert stat.S_ISCHR(os.lstat(os.devnull).st_mode)
+
+
 def test_export_needs_one_selection() -> None:
     assert run("export").exit_code == 2
     assert run("export", "--user", "a", "--all-users").exit_code == 2
@@ -179,6 +236,60 @@ def test_import_rejects_a_malformed_file_before_storing_anything(tmp_path: Path)
     empty.write_text("\n", encoding="utf-8")
     assert run("import", str(empty)).exit_code == 2
     assert run("import", str(tmp_path / "missing.jsonl")).exit_code == 2
+
+
+def _nested(depth: int) -> str:
+    """Metadata ``depth`` objects deep, as JSON text."""
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def test_import_refuses_text_that_is_not_unicode_and_metadata_nested_too_deep(
+    tmp_path: Path,
+) -> None:
+    """A lone surrogate (valid JSON, invalid text) and metadata nested deeper than
+    a store can hold are caught with the other checks, before anything is stored."""
+    good = {"text": "ok", "user_id": "frank"}
+    lines = [
+        json.dumps(good),
+        json.dumps({"text": "bad \ud800 text", "user_id": "frank"}),  # ensure_ascii: "\ud800"
+        json.dumps({"text": "x", "user_id": "frank", "metadata": {"k\udfff": 1}}),
+        '{"text": "x", "user_id": "frank", "metadata": ' + _nested(5000) + "}",
+        '{"text": "x", "user_id": "frank", "metadata": ' + _nested(200) + "}",
+        json.dumps({**good, "text": "also ok"}),
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run("import", str(path))
+    assert result.exit_code == 2, result.output
+    assert "line 2: " in result.stderr and "surrogate" in result.stderr
+    assert "line 3: " in result.stderr
+    assert "line 4: " in result.stderr and "nested" in result.stderr
+    assert "line 5: " in result.stderr
+    assert "nothing was imported" in result.stderr
+    listed = run("list", "--user", "frank")
+    assert listed.exit_code == 2 and "does not exist" in listed.stderr  # nothing stored
+
+    # Nesting the format allows round-trips.
+    path.write_text('{"text": "x", "user_id": "frank", "metadata": ' + _nested(20) + "}\n")
+    assert run("import", str(path)).exit_code == 0
+    assert run("export", "--user", "frank").stdout.count('{"a": ') == 20
+
+
+def test_a_memory_holding_a_1_mb_word_imports_and_is_found_by_its_other_words(
+    tmp_path: Path,
+) -> None:
+    """The word is left out of the keyword side (tests/local/test_keyword.py
+    shows the time it cost); the memory is stored whole."""
+    import random
+    import string
+
+    word = "".join(random.Random(1).choices(string.ascii_lowercase, k=1_000_000))
+    path = tmp_path / "word.jsonl"
+    line = {"text": f"Hector keeps {word} in Valparaiso", "user_id": "hector"}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    assert run_json("import", str(path))["stored"] == 1
+    (found,) = run_json("search", "--user", "hector", "Valparaiso")
+    assert found["text"] == line["text"]
 
 
 def test_import_into_a_store_of_another_vector_size_is_refused(tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ from agentscope_mem0.cli.ui._web import create_app
 
 BASE = "http://127.0.0.1:8765"
 TOKEN = "s3cret-token-for-tests-0123"
+PEER = ("127.0.0.1", 50000)
+"""The client address of every request (Starlette's default, "testclient", is no address)."""
 
 
 @pytest.fixture(autouse=True)
@@ -52,9 +54,9 @@ def add(store: Any, user: str, text: str, agent: str | None = None) -> str:
     return str(stored["id"])
 
 
-def client_for(store: Any, *, token: str | None = None, loopback: bool = True) -> TestClient:
-    app = create_app(store, token=token, loopback=loopback)
-    return TestClient(app, base_url=BASE, follow_redirects=False)
+def client_for(store: Any, *, token: str | None = None) -> TestClient:
+    app = create_app(store, token=token)
+    return TestClient(app, base_url=BASE, follow_redirects=False, client=PEER)
 
 
 def csrf_of(page: str) -> str:
@@ -113,7 +115,7 @@ def test_ui_names_the_process_holding_the_folder(tmp_path: Path) -> None:
 
 def test_a_token_is_required_on_every_request(store: Any) -> None:
     add(store, "alice", "Alice drinks green tea.")
-    client = client_for(store, token=TOKEN, loopback=False)
+    client = client_for(store, token=TOKEN)
     assert client.get("/").status_code == 401
     assert client.get("/?user=alice").status_code == 401
     assert client.get("/?token=wrong-token-xxxxxxxxx").status_code == 401
@@ -130,7 +132,7 @@ def test_a_token_is_required_on_every_request(store: Any) -> None:
 
 
 def test_a_valid_token_never_redirects_to_another_site(store: Any) -> None:
-    client = client_for(store, token=TOKEN, loopback=False)
+    client = client_for(store, token=TOKEN)
     for path in ("//evil.example/", "///evil.example/x", "/\\evil.example/", "//evil.example"):
         opened = client.get(f"{path}?token={TOKEN}")
         assert opened.status_code == 303
@@ -159,6 +161,9 @@ def test_loopback_refuses_foreign_host_names(store: Any) -> None:
     client = client_for(store)
     assert client.get("/", headers={"Host": "attacker.example:8765"}).status_code == 421
     assert client.get("/", headers={"Host": "localhost:8765"}).status_code == 200
+    # The peer decides, not the header: another machine naming localhost is refused.
+    remote = TestClient(client.app, base_url=BASE, client=("203.0.113.5", 5000))
+    assert remote.get("/", headers={"Host": "localhost:8765"}).status_code == 403
 
 
 # -- CSRF ----------------------------------------------------------------------
@@ -181,7 +186,7 @@ def test_posts_without_the_csrf_token_are_refused(store: Any) -> None:
         "/forget", data={**form, "csrf": secret}, headers={"Sec-Fetch-Site": "cross-site"}
     )
     assert cross.status_code == 403
-    no_cookie = TestClient(client.app, base_url=BASE, follow_redirects=False)
+    no_cookie = TestClient(client.app, base_url=BASE, follow_redirects=False, client=PEER)
     assert no_cookie.post("/forget", data={**form, "csrf": secret}).status_code == 403
     assert client.post("/forget-user", data={"user": "alice", "confirm": "yes"}).status_code == 403
     assert client.post("/outbox-retry", data={}).status_code == 403
@@ -527,9 +532,9 @@ def test_the_app_works_mounted_under_a_path(store: Any) -> None:
     from starlette.routing import Mount
 
     memory_id = add(store, "alice", "Alice drinks green tea.")
-    inner = create_app(store, token=None, loopback=True)
+    inner = create_app(store, token=None)
     outer = Starlette(routes=[Mount("/memory-inspector", app=inner)])
-    client = TestClient(outer, base_url=BASE, follow_redirects=False)
+    client = TestClient(outer, base_url=BASE, follow_redirects=False, client=PEER)
     home = client.get("/memory-inspector/")
     assert home.status_code == 200 and 'href="./?user=alice"' in home.text
     assert client.get("/memory-inspector/style.css").status_code == 200

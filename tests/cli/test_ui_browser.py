@@ -105,7 +105,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
     ids = _seed(store)
     # With the token, the app behaves as when bound to a public address.
     token = TOKEN if request.param else None
-    app = create_app(store, token=token, loopback=not token)
+    app = create_app(store, token=token)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, name="inspector", daemon=True)
     thread.start()

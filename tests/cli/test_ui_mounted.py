@@ -7,6 +7,7 @@ own client, behind the same rules, and ``ui`` on the busy folder says where.
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import textwrap
 import urllib.request
 from pathlib import Path
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
@@ -40,7 +42,9 @@ async def _remember(factory, user: str, text: str) -> None:  # type: ignore[no-u
 def test_the_service_serves_the_inspector_of_its_own_folder(tmp_path: Path) -> None:
     factory = _factory(tmp_path / "data")
     app = factory.mount_inspector(Starlette(), "/memory")
-    with TestClient(app, base_url="http://127.0.0.1:8000", follow_redirects=False) as client:
+    with TestClient(
+        app, base_url="http://127.0.0.1:8000", follow_redirects=False, client=("127.0.0.1", 5000)
+    ) as client:
         client.portal.call(_remember, factory, "alice", "Alice drinks green tea.")
         home = client.get("/memory/")
         assert home.status_code == 200 and 'href="./?user=alice">alice' in home.text
@@ -51,6 +55,55 @@ def test_the_service_serves_the_inspector_of_its_own_folder(tmp_path: Path) -> N
         client.portal.call(factory.aclose)
     # The folder notes who serves its inspector, for `agentscope-mem0 ui`.
     assert '"path": "/memory"' in (tmp_path / "data" / "inspector.json").read_text()
+
+
+async def test_without_a_token_only_this_machine_is_answered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A peer elsewhere is refused whatever Host it names (nginx's default names
+    127.0.0.1), on reads and on /forget; the mount says so once."""
+    factory = _factory(tmp_path / "data")
+    with caplog.at_level(logging.WARNING, logger="agentscope_mem0"):
+        app = factory.mount_inspector(Starlette(), "/memory")
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "loopback" in warning.getMessage() and "token" in warning.getMessage()
+    assert "proxy" in warning.getMessage()
+    await _remember(factory, "alice", "Alice drinks green tea.")
+
+    def client(peer: str) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=app, client=(peer, 5000))
+        return httpx.AsyncClient(transport=transport, base_url="http://localhost:8000")
+
+    try:
+        async with client("127.0.0.1") as local, client("203.0.113.5") as remote:
+            page = await local.get("/memory/?user=alice")
+            assert page.status_code == 200 and "green tea" in page.text
+            secret = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            assert secret is not None
+            (memory,) = (await (await factory.get_client()).get_all(filters={"user_id": "alice"}))[
+                "results"
+            ]
+            form = {"memory_id": memory["id"], "user": "alice", "confirm": "yes"}
+            for host in ("localhost", "127.0.0.1:8000"):
+                read = await remote.get("/memory/?user=alice", headers={"Host": host})
+                assert read.status_code == 403 and "green tea" not in read.text
+                assert "token" in read.text
+                # Even with the form's secret and its cookie, copied from this machine.
+                remote.cookies = local.cookies
+                forget = await remote.post(
+                    "/memory/forget", data={**form, "csrf": secret.group(1)}, headers={"Host": host}
+                )
+                assert forget.status_code == 403
+            # A proxy on this machine forwarding a request from elsewhere says so.
+            forwarded = await local.get("/memory/", headers={"X-Forwarded-For": "203.0.113.5"})
+            assert forwarded.status_code == 403
+            # Still the DNS-rebinding check for a loopback peer naming another host.
+            rebound = await local.get("/memory/", headers={"Host": "evil.example"})
+            assert rebound.status_code == 421
+        client_ = await factory.get_client()
+        assert len((await client_.get_all(filters={"user_id": "alice"}))["results"]) == 1
+    finally:
+        await factory.aclose()
 
 
 def test_with_a_token_every_request_carries_it(tmp_path: Path) -> None:

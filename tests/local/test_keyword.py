@@ -138,6 +138,51 @@ def test_chinese_runs_are_split_into_character_pairs() -> None:
     assert not city & set(encoder.document("用户住在上海").indices.tolist())
 
 
+def _random_word(length: int) -> str:
+    import random
+    import string
+
+    return "".join(random.Random(length).choices(string.ascii_lowercase, k=length))
+
+
+def test_a_huge_word_does_not_reach_the_engine() -> None:
+    """The engine's tokenizer is quadratic in a word's length (a 1 MB word took
+    0.7-29 s, 10 MB minutes): words that long are no keyword and are left out."""
+    encoder = KeywordEncoder()
+    seen: list[str] = []
+    model = encoder._model
+
+    class Recording:
+        def embed_document(self, text: str) -> Any:
+            seen.append(text)
+            return model.embed_document(text)
+
+        def embed_query(self, text: str) -> Any:
+            seen.append(text)
+            return model.embed_query(text)
+
+    encoder._model = Recording()
+    word = _random_word(4_000_000)
+    text = f"Alice lives in Hangzhou {word} and drinks tea"
+    short = "Alice lives in Hangzhou and drinks tea"
+    for encode in (encoder.document, encoder.query):
+        got, expected = encode(text), encode(short)
+        assert got.indices.tolist() == expected.indices.tolist()
+        assert got.values.tolist() == pytest.approx(expected.values.tolist())
+    assert max(len(t) for t in seen) < 1_000  # the word never reached the engine
+
+
+def test_a_long_text_of_words_is_encoded_in_linear_time() -> None:
+    import time
+
+    encoder = KeywordEncoder()
+    text = " ".join([_random_word(4_000_000), *(["Hangzhou tea"] * 50_000)])
+    started = time.monotonic()
+    assert encoder.query("Hangzhou").indices[0] in encoder.document(text).indices
+    # Linear: ~0.1 s here; the 4 MB word alone took ~11 s before it was left out.
+    assert time.monotonic() - started < 5
+
+
 def test_embed_has_fastembeds_shape() -> None:
     encoder = KeywordEncoder()
     results = list(encoder.embed(["dark mode charts", "", "the and of"]))

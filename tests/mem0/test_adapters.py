@@ -127,6 +127,59 @@ def test_wrong_model_types_are_both_type_and_configuration_errors(tmp_path: Any)
         AgentScopeLLM({})
 
 
+def test_wrong_arguments_say_what_to_pass_in_the_users_words(tmp_path: Any) -> None:
+    """A model name, a model class, or a mem0 class is named as such, with what to
+    pass instead; no internal name (build_local_memory, ABCMeta, "got type")."""
+    import mem0
+    from agentscope.embedding import DashScopeEmbeddingModel
+    from agentscope.model import DashScopeChatModel
+
+    from agentscope_mem0.service import mem0_middleware_factory
+
+    chat = ScriptedChatModel()
+
+    def message(build: Callable[[], Any]) -> str:
+        with pytest.raises(TypeError) as caught:
+            build()
+        assert isinstance(caught.value, ModelTypeError)
+        text = str(caught.value)
+        for internal in ("build_local_memory", "ABCMeta", "got type", "got str"):
+            assert internal not in text, text
+        return text
+
+    named = message(lambda: Mem0Middleware.local(user_id="u", chat_model="qwen-plus"))
+    assert "'qwen-plus'" in named and "a model name" in named
+    assert "DashScopeChatModel(" in named
+    named = message(lambda: mem0_middleware_factory(chat_model="qwen-plus"))
+    assert "'qwen-plus'" in named and "a model name" in named
+    named = message(
+        lambda: Mem0Middleware.local(
+            user_id="u", chat_model=chat, embedding_model="text-embedding-v4", folder=tmp_path
+        )
+    )
+    assert "'text-embedding-v4'" in named and "DashScopeEmbeddingModel(" in named
+
+    cls = message(lambda: Mem0Middleware.local(user_id="u", chat_model=DashScopeChatModel))
+    assert "the class DashScopeChatModel" in cls and "DashScopeChatModel(...)" in cls
+    cls = message(
+        lambda: Mem0Middleware(
+            user_id="u", chat_model=chat, embedding_model=DashScopeEmbeddingModel
+        )
+    )
+    assert "the class DashScopeEmbeddingModel" in cls
+
+    sync = message(lambda: Mem0Middleware(user_id="u", client=mem0.Memory))
+    assert "the class mem0.Memory" in sync and "synchronous" in sync
+    assert "mem0.AsyncMemory(" in sync
+    sync = message(lambda: mem0_middleware_factory(client=mem0.Memory))
+    assert "the class mem0.Memory" in sync
+    # The async class itself, not a client built from it, was accepted before.
+    unbuilt = message(lambda: Mem0Middleware(user_id="u", client=mem0.AsyncMemory))
+    assert "the class mem0.AsyncMemory" in unbuilt and "mem0.AsyncMemory(" in unbuilt
+    other = message(lambda: Mem0Middleware(user_id="u", client="mem0"))
+    assert "'mem0'" in other and "mem0.AsyncMemory" in other
+
+
 def test_embedding_single_and_batch() -> None:
     model = HashEmbedding(dimensions=32)
     emb = AgentScopeEmbedding({"model": model})

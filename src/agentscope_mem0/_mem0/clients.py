@@ -36,6 +36,39 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+def _model_problem(name: str, value: Any, base: type, example: str) -> str | None:
+    """What is wrong with ``value`` as the model ``name`` and what to pass, in the
+    caller's words (a model name, a class, ...), or ``None`` when it is fine."""
+    if isinstance(value, base):
+        return None
+    kind = "chat model" if base is ChatModelBase else "embedding model"
+    if isinstance(value, str):
+        return (
+            f"{name}={value!r} is a model name; pass the model object built with its "
+            f"credential, for example {name}={example}(credential, model={value!r}) (or "
+            f"any other agentscope {kind}: a {base.__name__} instance)"
+        )
+    if isinstance(value, type):
+        if issubclass(value, base):
+            return (
+                f"{name} is the class {value.__name__}, not a model: pass an instance, "
+                f"{name}={value.__name__}(...) with its credential and model name"
+            )
+        return (
+            f"{name} is the class {value.__qualname__}, which is not an agentscope "
+            f"{kind}: pass a {base.__name__} instance such as {name}={example}(...)"
+        )
+    return (
+        f"{name} must be an agentscope {kind} (a {base.__name__} instance such as "
+        f"{example}(...)), not {type(value).__name__} {_short(value)}"
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def check_model_types(chat_model: Any, embedding_model: Any) -> None:
     """Raise a clear error when a model given is not an AgentScope model of its kind.
 
@@ -43,15 +76,44 @@ def check_model_types(chat_model: Any, embedding_model: Any) -> None:
         ModelTypeError: A ``ConfigurationError`` that is a ``TypeError`` too,
             as AgentScope's built-in raises for the same mistake.
     """
-    if chat_model is not None and not isinstance(chat_model, ChatModelBase):
-        raise ModelTypeError(
-            f"chat_model must be an agentscope ChatModelBase, got {type(chat_model).__name__}"
+    for name, value, base, example in (
+        ("chat_model", chat_model, ChatModelBase, "DashScopeChatModel"),
+        ("embedding_model", embedding_model, EmbeddingModelBase, "DashScopeEmbeddingModel"),
+    ):
+        problem = None if value is None else _model_problem(name, value, base, example)
+        if problem is not None:
+            raise ModelTypeError(problem)
+
+
+def _client_problem(client: Any) -> str | None:
+    """What is wrong with ``client`` as the mem0 client and what to pass, or ``None``."""
+    is_async = _is_async(getattr(client, "search", None)) and _is_async(
+        getattr(client, "add", None)
+    )
+    build = (
+        "client=mem0.AsyncMemory(config) or, for the hosted platform, "
+        "client=mem0.AsyncMemoryClient(api_key=...)"
+    )
+    if isinstance(client, type):
+        module = client.__module__.split(".", 1)[0]
+        name = f"{module}.{client.__name__}" if module == "mem0" else client.__qualname__
+        if is_async:
+            return f"client is the class {name}, not a client: build one, client={name}(...)"
+        return (
+            f"client is the class {name}, which is synchronous: Mem0Middleware needs an "
+            f"async mem0 client, built: {build}"
         )
-    if embedding_model is not None and not isinstance(embedding_model, EmbeddingModelBase):
-        raise ModelTypeError(
-            "embedding_model must be an agentscope EmbeddingModelBase, got "
-            f"{type(embedding_model).__name__}"
+    if is_async:
+        return None
+    if callable(getattr(client, "search", None)) and callable(getattr(client, "add", None)):
+        return (
+            f"client is a {type(client).__name__}, which is synchronous: Mem0Middleware "
+            f"needs an async mem0 client with the same settings: {build}"
         )
+    return (
+        f"client must be an async mem0 client, not {type(client).__name__} "
+        f"{_short(client)}: {build}"
+    )
 
 
 def sized_to(config: MemoryConfig, dims: int) -> MemoryConfig:
@@ -311,7 +373,8 @@ def resolve_client(
 
     Raises:
         ConfigurationError: Nothing to build a client from, or only one model.
-        TypeError: The client is synchronous.
+        ModelTypeError: ``client`` is not an async mem0 client (a synchronous one,
+            a class); also a ``TypeError``.
     """
     if client is not None:
         ignored = [
@@ -347,11 +410,9 @@ def resolve_client(
             chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
         )
 
-    if not (_is_async(getattr(client, "search", None)) and _is_async(getattr(client, "add", None))):
-        raise TypeError(
-            f"{type(client).__name__} is synchronous; Mem0Middleware needs an "
-            "async mem0 client: mem0.AsyncMemory or mem0.AsyncMemoryClient"
-        )
+    problem = _client_problem(client)
+    if problem is not None:
+        raise ModelTypeError(problem)
     return client
 
 

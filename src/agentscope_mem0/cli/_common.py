@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from ._models import ChatChoice
 from ._output import Output
 
 __all__ = [
+    "FiniteFloatRange",
     "agent_option",
     "check_folder_exists",
     "check_memory_id",
@@ -34,6 +36,17 @@ __all__ = [
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's ``FloatRange`` that also refuses ``nan`` (which no bound compares
+    against, so ``FloatRange`` lets it through) and infinities."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def _checked(check: Callable[[str], str]) -> Callable[..., str | None]:

@@ -157,11 +157,27 @@ def mask_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
 
 
+_MAX_CONFIG_BYTES = 1 << 20
+"""A config is a few lines; reading stops after this (``--config /dev/zero`` never ends)."""
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as stream:
+            raw = stream.read(_MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigurationError(f"cannot read the config file {path}: {exc}") from exc
+    if len(raw) > _MAX_CONFIG_BYTES:
+        raise ConfigurationError(
+            f"the config file {path} is larger than 1 MiB; a config is a few lines of "
+            "TOML or JSON: check the --config path (or $AGENTSCOPE_MEM0_CONFIG)"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(
+            f"the config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from exc
     try:
         data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as exc:

@@ -1,37 +1,17 @@
-"""Who holds the embedded store's folder lock.
+"""Which lock file of a data folder tells who holds the embedded store.
 
 The embedded store takes an exclusive ``flock`` on a file in the data folder
-(see :func:`lock_file`).
-On Linux the kernel lists every held lock, with the holder's process id, in
-``/proc/locks``; elsewhere the holder cannot be named.
+(see :func:`lock_file`); :func:`~agentscope_mem0.local._lock_holder.holder_of`
+names the process holding it.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..local._lock_holder import LockHolder, holder_of
+
 __all__ = ["LockHolder", "lock_file", "lock_holder"]
-
-
-@dataclass(frozen=True)
-class LockHolder:
-    """The process holding a folder lock."""
-
-    pid: int
-    command: str
-    """Its command line, or ``""`` when it cannot be read."""
-
-    @property
-    def is_self(self) -> bool:
-        """Whether it is this process."""
-        return self.pid == os.getpid()
-
-    def describe(self) -> str:
-        """``pid 123 (python app.py)``."""
-        command = self.command if len(self.command) <= 100 else self.command[:99] + "…"
-        return f"pid {self.pid}" + (f" ({command})" if command else "")
 
 
 def lock_file(folder: Path) -> Path:
@@ -56,15 +36,6 @@ def lock_file(folder: Path) -> Path:
     return layout.qdrant / ".lock"
 
 
-def _command_of(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    text = " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part)
-    return " ".join(text.split())
-
-
 def lock_holder(folder: Path, *, locks_table: Path = Path("/proc/locks")) -> LockHolder | None:
     """The process holding the data folder's store lock, if it can be found.
 
@@ -76,25 +47,4 @@ def lock_holder(folder: Path, *, locks_table: Path = Path("/proc/locks")) -> Loc
         The holder; ``None`` when the folder is free or the holder is unknown
         (no ``/proc/locks``).
     """
-    try:
-        stat = lock_file(folder).stat()
-        table = locks_table.read_text()
-    except OSError:
-        return None
-    device = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}"
-    same_inode: list[int] = []
-    for line in table.splitlines():
-        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2146479 0 EOF"; "1: -> ..." lines wait.
-        parts = line.split()
-        if len(parts) < 6 or parts[1] == "->" or not parts[4].isdigit():
-            continue
-        where, _, inode = parts[5].rpartition(":")
-        if inode != str(stat.st_ino):
-            continue
-        if where == device:
-            return LockHolder(pid=int(parts[4]), command=_command_of(int(parts[4])))
-        # Overlay filesystems (containers) report the underlying device there.
-        same_inode.append(int(parts[4]))
-    if len(same_inode) == 1:
-        return LockHolder(pid=same_inode[0], command=_command_of(same_inode[0]))
-    return None
+    return holder_of(lock_file(folder), locks_table=locks_table)

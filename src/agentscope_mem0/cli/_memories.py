@@ -9,6 +9,7 @@ import click
 from .._memories.lifecycle import DUPLICATE_OF, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL, ids_of
 from .._scope import Scope
 from ._common import (
+    FiniteFloatRange,
     agent_option,
     check_memory_id,
     describe_scope,
@@ -107,7 +108,7 @@ def list_memories(
 )
 @click.option(
     "--threshold",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloatRange(0.0, 1.0),
     default=None,
     help="Minimum similarity score (default: mem0's).",
 )

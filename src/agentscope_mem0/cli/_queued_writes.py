@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
-from ._common import session, store_command
+from ._common import FiniteFloatRange, session, store_command
 from ._config import Settings
 from ._exit_codes import CliError, failure
 from ._models import chat_model_from_spec
@@ -102,7 +102,7 @@ def requeue_failed(path: Path, user: str | None) -> int:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloatRange(min=0.1),
     default=300.0,
     show_default=True,
     help="Seconds --send waits for the writes.",

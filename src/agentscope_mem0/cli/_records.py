@@ -52,8 +52,39 @@ CORE_PAYLOAD_KEYS = frozenset(
 _ID_NAMESPACE = uuid.UUID("6f0f9a1e-3c1b-4b7e-9a59-1d3e8f2b7c40")
 
 
+# How deep metadata may nest: far beyond real metadata, well within what the
+# stores' payload conversions and this module's recursive helpers can take.
+MAX_METADATA_DEPTH = 32
+
+
 class FormatError(ValueError):
     """An import line that does not follow the format."""
+
+
+def _value_problem(data: Any) -> str | None:
+    """Why a parsed line's values cannot be stored, or ``None``: a string (key or
+    value) that is not Unicode text (a lone surrogate from a ``\\ud800`` escape
+    cannot be encoded), or metadata nested too deep. Iterative: the depth is
+    unbounded until checked."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH + 1:  # the line's object is level 1
+            return f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep; flatten it"
+        if isinstance(value, dict):
+            stack.extend((key, depth) for key in value)
+            stack.extend((item, depth + 1) for item in value.values())
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return (
+                    f"{value[max(0, exc.start - 20) : exc.end + 20]!r} holds a lone "
+                    f"surrogate ({value[exc.start]!r}), which is not text; fix or drop it"
+                )
+    return None
 
 
 def _text(value: Any) -> str | None:
@@ -168,8 +199,16 @@ def parse_line(line: str, number: int, *, now: datetime | None = None) -> Memory
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise FormatError(f"line {number}: not JSON ({exc.msg})") from exc
+    except RecursionError as exc:  # the decoder's own depth limit (about 1,000 levels)
+        raise FormatError(
+            f"line {number}: nested too deep to read; metadata may nest "
+            f"{MAX_METADATA_DEPTH} levels at most"
+        ) from exc
     if not isinstance(data, dict):
         raise FormatError(f"line {number}: expected a JSON object")
+    problem = _value_problem(data)
+    if problem is not None:
+        raise FormatError(f"line {number}: {problem}")
     if "memory" in data:
         if "text" in data and data["text"] != data["memory"]:
             raise FormatError(f"line {number}: 'text' and 'memory' differ; give one of them")

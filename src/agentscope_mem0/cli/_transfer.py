@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -33,12 +34,24 @@ _MAX_SHOWN_ERRORS = 10
 
 @contextlib.contextmanager
 def _destination(path: str) -> Iterator[IO[str]]:
-    """Stdout for ``-``; otherwise a temporary file renamed into place on success."""
+    """Stdout for ``-``; a path that exists and is not a regular file (a device,
+    a FIFO, a symlink) opened and written through; otherwise a temporary file
+    renamed into place on success."""
     if path == "-":
         yield sys.stdout
         sys.stdout.flush()
         return
     target = Path(path)
+    try:
+        mode: int | None = os.lstat(target).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        # Renaming over it would turn /dev/stdout, a FIFO or a device node into a
+        # regular file, and a symlink into a copy: write into what it is instead.
+        with open(target, "w", encoding="utf-8", newline="\n") as stream:
+            yield stream
+        return
     handle, temporary = tempfile.mkstemp(
         dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
     )
@@ -62,7 +75,10 @@ def _destination(path: str) -> Iterator[IO[str]]:
     type=click.Path(dir_okay=False, allow_dash=True),
     default="-",
     show_default=True,
-    help="File to write (written whole or not at all); '-' is stdout.",
+    help=(
+        "File to write (a regular file is written whole or not at all; a device, FIFO "
+        "or symlink is written through); '-' is stdout."
+    ),
 )
 @store_command(json_option=False, reads=True)
 def export(

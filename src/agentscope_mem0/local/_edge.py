@@ -76,6 +76,7 @@ from .._exceptions import (
     StoreLockedError,
 )
 from ._folder import DATA_DIR_ENV
+from ._lock_holder import describe_holder
 
 try:
     import fcntl
@@ -254,9 +255,10 @@ def _dims_message(path: Path, dims: int, existing: int) -> str:
     )
 
 
-def _locked_message(path: Path) -> str:
+def _locked_message(path: Path, lock: Path) -> str:
+    """Why the shard folder ``path`` cannot be opened, naming who holds ``lock``."""
     return (
-        f"the memory store {path} is in use by another process: the embedded "
+        f"the memory store {path} is in use by {describe_holder(lock)}: the embedded "
         "store (Qdrant Edge) can be opened by one process at a time. Use the "
         "memory from one process only (the agentscope-mem0 service shares one "
         "store between all its users), or run a Qdrant server and point "
@@ -278,7 +280,7 @@ def _lock_folder(path: Path) -> int | None:
         os.close(fd)
         if not isinstance(exc, BlockingIOError):
             raise
-        raise StoreLockedError(_locked_message(path)) from None
+        raise StoreLockedError(_locked_message(path, lock)) from None
     # Who holds it, for a person reading the file (the kernel knows anyway).
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
@@ -352,7 +354,7 @@ class SharedShard:
             return EdgeShard.create(os.fspath(self.path), _new_config(self.dims))
         except BaseException as exc:
             if any(marker in str(exc) for marker in _WAL_LOCKED):
-                raise StoreLockedError(_locked_message(self.path)) from exc
+                raise StoreLockedError(_locked_message(self.path, self.path / "wal")) from None
             if isinstance(exc, Exception) or is_panic(exc):
                 raise EdgeEngineError(
                     f"Qdrant Edge could not open the store {self.path}: {exc}. If the "

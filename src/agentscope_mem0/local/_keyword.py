@@ -7,9 +7,13 @@ is qdrant-edge's ``Bm25`` (Snowball stemmer, the language's stop words, token
 ids hashed the way Qdrant server's BM25 hashes them), so a sparse vector means
 the same thing in the embedded store and in a Qdrant server collection.
 
-One addition: the engine's word tokenizer keeps a run of Chinese or Japanese
+Two additions: the engine's word tokenizer keeps a run of Chinese or Japanese
 characters whole (a sentence would be one term), so such runs are first split
-into overlapping character pairs. Text without them is encoded exactly as
+into overlapping character pairs; and its time grows with the square of a
+word's length (a 1 MB word took seconds, 10 MB minutes; 10 MB of words
+takes under a second), so a run of more than :data:`MAX_TERM_CHARS`
+characters without a space is left out: it is no keyword anyone types. Other
+text is encoded exactly as
 ``Bm25(Bm25Config(k=..., b=..., avg_len=..., language=...))`` encodes it.
 
 Documents get BM25's saturated term frequency; a query gets weight 1 for each
@@ -75,6 +79,12 @@ _REWRITE_BATCH = 512
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
 
+MAX_TERM_CHARS = 512
+"""A longer run of characters without a space is left out of the keyword side."""
+
+# Anchored at a run's start, so the scan stays linear in the text's length.
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{MAX_TERM_CHARS + 1},}}")
+
 
 @dataclass(frozen=True, slots=True)
 class SparseTerms:
@@ -95,6 +105,13 @@ def split_cjk(text: str) -> str:
         return " " + " ".join(run[i : i + 2] for i in range(len(run) - 1)) + " "
 
     return _CJK_RUN.sub(pairs, text)
+
+
+def engine_text(text: str) -> str:
+    """What of ``text`` the engine encodes: CJK runs split into pairs, runs
+    longer than :data:`MAX_TERM_CHARS` without a space left out (the engine's
+    tokenizer is quadratic in a word's length)."""
+    return _LONG_RUN.sub(" ", split_cjk(text))
 
 
 class KeywordEncoder:
@@ -149,12 +166,12 @@ class KeywordEncoder:
     def document(self, text: str) -> SparseTerms:
         """The sparse vector of a stored text (empty when it has no terms)."""
         with self._lock:
-            return _terms(self._model.embed_document(split_cjk(text)))
+            return _terms(self._model.embed_document(engine_text(text)))
 
     def query(self, text: str) -> SparseTerms:
         """The sparse vector of a search query: weight 1 per distinct term."""
         with self._lock:
-            return _terms(self._model.embed_query(split_cjk(text)))
+            return _terms(self._model.embed_query(engine_text(text)))
 
     def embed(self, documents: str | Iterable[str], **kwargs: Any) -> Iterator[SparseTerms]:
         """Encode each document (one text or many), as fastembed's

@@ -27,6 +27,7 @@ from typing import Any
 from .._exceptions import DimensionMismatchError, MigrationError, StoreLockedError
 from ._edge import DENSE, close_shards, is_panic
 from ._folder import COLLECTION, DATA_DIR_ENV, ENTITIES, FolderLayout
+from ._lock_holder import describe_holder
 
 __all__ = ["MIGRATION_RECORD", "migrate_folder", "migrate_if_needed"]
 
@@ -96,13 +97,13 @@ def migrate_folder(root: str | os.PathLike[str], *, dims: int | None = None) -> 
     shutil.rmtree(staging, ignore_errors=True)
     try:
         client = LockedQdrantClient(old)
-    except StoreLockedError as exc:
+    except StoreLockedError:
         raise StoreLockedError(
-            f"the release-0.1 store {old} is in use by another process, so it cannot "
-            "be moved to Qdrant Edge now: stop that process (an older release of this "
-            "package, most likely) and open the folder again, or use another data folder "
-            f"(folder=... or ${DATA_DIR_ENV})"
-        ) from exc
+            f"the release-0.1 store {old} is in use by {describe_holder(old / '.lock')}, "
+            "so it cannot be moved to Qdrant Edge now: stop that process (an older "
+            "release of this package, most likely) and open the folder again, or use "
+            f"another data folder (folder=... or ${DATA_DIR_ENV})"
+        ) from None
     counts: dict[str, int] = {}
     try:
         for name in names:

@@ -30,6 +30,7 @@ from qdrant_client import QdrantClient
 from .._exceptions import DimensionMismatchError, StoreLockedError
 from .._vectors.size import qdrant_vector_size
 from ._folder import DATA_DIR_ENV, ENTITY_SUFFIX
+from ._lock_holder import describe_holder
 
 if TYPE_CHECKING:
     from mem0.configs.base import MemoryConfig
@@ -74,12 +75,13 @@ class LockedQdrantClient(QdrantClient):
             if FOLDER_LOCKED not in str(exc):
                 raise
             raise StoreLockedError(
-                f"the vector store folder {self.path} is in use by another process: an "
+                f"the vector store folder {self.path} is in use by "
+                f"{describe_holder(self.path / '.lock')}: an "
                 "on-disk (local) Qdrant store can be opened by one process at a time. "
                 "Use the memory from one process only, or run a Qdrant server and point "
                 "mem0_config's vector_store at its url, or give this process another "
                 f"folder (for the embedded default: folder=... or ${DATA_DIR_ENV})"
-            ) from exc
+            ) from None  # qdrant-client's own words add nothing to these
 
     @property
     def closed(self) -> bool:

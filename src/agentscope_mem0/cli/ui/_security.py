@@ -5,8 +5,12 @@
 * Access token: when set, every request carries it, as
   ``Authorization: Bearer <token>`` or as the cookie set when the printed URL
   (``/?token=<token>``) is opened; anything else gets 401.
-* Host header: on a loopback binding without a token, requests must name a
-  loopback host, so a rebinding DNS name cannot reach the page.
+* Without a token, only this machine: the peer (the ASGI ``client``) must be
+  a loopback address, and no proxy header may name another client, whatever
+  ``Host`` says (403) -- a proxy on this machine forwards every client from
+  127.0.0.1, so an inspector behind one needs a token. The ``Host`` header
+  must name a loopback host too (421), so a rebinding DNS name cannot reach
+  the page.
 * Write actions are POSTs that carry the process's secret in a hidden form
   field *and* in a ``SameSite=Strict`` cookie, with a same-origin ``Origin``
   (and ``Sec-Fetch-Site``) when the browser sends one; anything else gets 403.
@@ -97,19 +101,47 @@ def _same(a: str | None, b: str) -> bool:
     return a is not None and hmac.compare_digest(a.encode(), b.encode())
 
 
+# Headers in which a proxy names the client it forwards.
+_FORWARDED = ("forwarded", "x-forwarded-for", "x-real-ip")
+
+
+def _forwarded_for(headers: dict[str, str]) -> list[str]:
+    """The client addresses proxy headers name (``Forwarded: for=``,
+    ``X-Forwarded-For``, ``X-Real-IP``)."""
+    names = []
+    for header in _FORWARDED:
+        for part in headers.get(header, "").split(","):
+            part = part.strip()
+            if header == "forwarded":
+                fields = dict(
+                    (k.strip().lower(), v.strip().strip('"'))
+                    for k, _, v in (f.partition("=") for f in part.split(";"))
+                )
+                part = fields.get("for", "")
+            if part:
+                names.append(part)
+    return names
+
+
+def _address(name: str) -> str:
+    """``name`` without a port: ``[::1]:80`` -> ``::1``, ``1.2.3.4:80`` -> ``1.2.3.4``."""
+    if name.startswith("["):
+        return name[1:].split("]", 1)[0]
+    return name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+
+
 class Guard:
-    """The token, host and CSRF checks, as ASGI middleware around the app.
+    """The token, peer, host and CSRF checks, as ASGI middleware around the app.
 
     Args:
         app: The inspector's ASGI app.
-        token: The access token; ``None`` on a loopback binding without one.
-        loopback: Whether the server is bound to a loopback address.
+        token: The access token every request must carry; ``None`` answers
+            loopback peers naming a loopback host only.
     """
 
-    def __init__(self, app: ASGIApp, *, token: str | None, loopback: bool) -> None:
+    def __init__(self, app: ASGIApp, *, token: str | None) -> None:
         self.app = app
         self.token = token
-        self.loopback = loopback
         self.csrf = secrets.token_urlsafe(32)
         """This process's secret, in every form and the CSRF cookie."""
         suffix = secrets.token_hex(4)
@@ -119,12 +151,19 @@ class Guard:
 
     # -- checks -------------------------------------------------------------
 
-    def _host_ok(self, headers: dict[str, str]) -> bool:
-        if not self.loopback or self.token:
+    def _peer_ok(self, scope: Scope, headers: dict[str, str]) -> bool:
+        if self.token is not None:
             return True
-        host = headers.get("host", "")
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        return is_loopback(name)
+        # No client (a Unix socket) is a proxy's: the client is unknown.
+        client = scope.get("client")
+        if not client or not is_loopback(str(client[0])):
+            return False
+        return all(is_loopback(_address(name)) for name in _forwarded_for(headers))
+
+    def _host_ok(self, headers: dict[str, str]) -> bool:
+        if self.token is not None:
+            return True
+        return is_loopback(_address(headers.get("host", "")))
 
     def _token_ok(self, headers: dict[str, str], cookies: dict[str, str]) -> bool:
         if self.token is None:
@@ -158,6 +197,15 @@ class Guard:
             return
         headers = _headers(scope)
         cookies = _cookies(headers)
+        if not self._peer_ok(scope, headers):
+            await _plain(
+                send,
+                403,
+                "this inspector has no access token, so it answers requests from this "
+                "machine only; to open it from elsewhere (or behind a proxy) give it a "
+                f"token (token= or ${TOKEN_ENV})",
+            )
+            return
         if not self._host_ok(headers):
             await _plain(send, 421, "this inspector answers on 127.0.0.1 or localhost only")
             return

@@ -23,7 +23,7 @@ import click
 
 from .._common import store_command, where
 from .._exit_codes import UnreachableError, UsageError
-from ._security import TOKEN_ENV, check_bind, is_loopback
+from ._security import TOKEN_ENV, check_bind
 
 if TYPE_CHECKING:
     from .._config import Settings
@@ -147,7 +147,7 @@ def ui(*, settings: Settings, out: Output, host: str, port: int, token: str | No
 
     store = open_store(settings, embeds=True)
     try:
-        app = create_app(store, token=token, loopback=is_loopback(host))
+        app = create_app(store, token=token)
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_serve(app, host, port, token, where(settings)))
     except OSError as exc:
@@ -168,7 +168,7 @@ class MountedInspector:
             ``get_client()`` builds the shared client, which the factory closes.
         folder: Its data folder.
         token: Access token every request must carry; ``None`` answers only
-            requests that name a loopback host (as ``ui`` on 127.0.0.1 does).
+            requests from this machine (a loopback peer naming a loopback host).
     """
 
     def __init__(self, factory: Any, folder: Path, token: str | None) -> None:
@@ -193,8 +193,7 @@ class MountedInspector:
                         backend="embedded", folder=self._folder, outbox=self._folder
                     )
                     store = MemoryStore(client, settings)  # no on_close: the factory's client
-                    token = self._token
-                    self._app = create_app(store, token=token, loopback=token is None)
+                    self._app = create_app(store, token=self._token)
         await self._app(scope, receive, send)
 
 
@@ -223,7 +222,18 @@ def mount_inspector(
         )
     root = data_dir(folder)
     path = path.rstrip("/")
-    app.mount(path, MountedInspector(factory, root, token or os.environ.get(TOKEN_ENV) or None))
+    token = token or os.environ.get(TOKEN_ENV) or None
+    app.mount(path, MountedInspector(factory, root, token))
+    if token is None:
+        # The app's address is unknown here (uvicorn may bind 0.0.0.0): say the rule once.
+        logger.warning(
+            "the memory inspector at %s/ has no access token: it answers requests from "
+            "this machine only (a loopback client naming localhost or 127.0.0.1). Behind "
+            "a reverse proxy, or to open it from elsewhere, give it a token "
+            "(mount_inspector(app, token=...) or $%s)",
+            path,
+            TOKEN_ENV,
+        )
     try:  # only a hint for `agentscope-mem0 ui`
         (root / MOUNT_FILE).write_text(
             json.dumps({"pid": os.getpid(), "path": path}), encoding="utf-8"

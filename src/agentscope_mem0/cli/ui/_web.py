@@ -353,13 +353,13 @@ def _page_of(request: Request, count: int, size: int) -> tuple[int, int]:
     return min(max(page, 1), total), total
 
 
-def create_app(store: MemoryStore, *, token: str | None, loopback: bool) -> Guard:
+def create_app(store: MemoryStore, *, token: str | None) -> Guard:
     """The inspector of ``store`` as an ASGI app: the routes wrapped in the guard.
 
     Args:
         store: The store to show; the caller closes it.
-        token: The access token every request must carry; ``None`` for none.
-        loopback: Whether the server listens on a loopback address only.
+        token: The access token every request must carry; ``None`` answers
+            requests from this machine only.
     """
     view = _Pages(store)
     routes = [
@@ -376,5 +376,5 @@ def create_app(store: MemoryStore, *, token: str | None, loopback: bool) -> Guar
     app = Starlette(
         routes=routes, exception_handlers={_Refused: view.refused, BackendError: view.refused}
     )
-    view.guard = Guard(app, token=token, loopback=loopback)
+    view.guard = Guard(app, token=token)
     return view.guard

@@ -66,8 +66,8 @@ _CALENDAR = " ".join(
 ).lower()
 
 
-def load(splits: list[str]) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line]
+def load(splits: list[str], data: Path = DATA) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines() if line]
     return [row for row in rows if "all" in splits or row["split"] in splits]
 
 
@@ -204,7 +204,7 @@ async def run_side(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="grounding-") as tmp:
         for style in args.styles:
-            for case in load(args.splits)[: args.limit]:
+            for case in load(args.splits, args.data)[: args.limit]:
                 row = await write_case(case, style, model, proposals, Path(tmp), args.timeout)
                 print(f"{case['id']:<22} {style:<8} {row['seconds']:>6}s {row['memories']}")
                 rows.append(row)
@@ -265,7 +265,7 @@ def side(name: str, src: Path, args: argparse.Namespace) -> list[dict[str, Any]]
         path = Path(out.name)
     command = [sys.executable, __file__, "--side", str(path), "--timeout", str(args.timeout)]
     command += ["--splits", *args.splits, "--styles", *args.styles, "--limit", str(args.limit)]
-    command += ["--base-url", args.base_url, "--model", args.model]
+    command += ["--base-url", args.base_url, "--model", args.model, "--data", str(args.data)]
     command += ["--scripted"] if args.scripted else []
     env = {**os.environ, "PYTHONPATH": str(src)}
     print(f"== {name}: {src}", flush=True)
@@ -275,8 +275,8 @@ def side(name: str, src: Path, args: argparse.Namespace) -> list[dict[str, Any]]
     return rows
 
 
-def report(sides: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    cases = {case["id"]: case for case in load(["all"])}
+def report(sides: dict[str, list[dict[str, Any]]], data: Path) -> dict[str, Any]:
+    cases = {case["id"]: case for case in load(["all"], data)}
     out: dict[str, Any] = {"sides": {}}
     for name, rows in sides.items():
         scored = [score(row, cases[row["case"]]) for row in rows]
@@ -286,14 +286,14 @@ def report(sides: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                     [r for r in scored if r["style"] == style and r["split"] == split]
                 )
                 for style in sorted({r["style"] for r in scored})
-                for split in ("dev", "held-out")
+                for split in sorted({r["split"] for r in scored})
             },
             "rows": scored,
         }
     return out
 
 
-def sweep(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def sweep(rows: list[dict[str, Any]], data: Path) -> list[dict[str, Any]]:
     """How each pair of word thresholds decides the dev half's proposals.
 
     A proposal should be kept when its exchange tells a fact and it holds one
@@ -302,7 +302,7 @@ def sweep(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     sys.path.insert(0, str(SRC))  # this checkout's thresholds, whatever is installed
     from agentscope_mem0._text import grounding as g
 
-    cases = {case["id"]: case for case in load(["all"])}
+    cases = {case["id"]: case for case in load(["all"], data)}
     labelled = []
     for row in rows:
         if row["split"] != "dev":
@@ -359,7 +359,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ("memories_wrong_language", "wrong language"),
     ]
     names = list(result["sides"])
-    keys = [k for k in result["sides"][names[0]]["summary"] if k.endswith("held-out")]
+    keys = [k for k in result["sides"][names[0]]["summary"] if not k.endswith("/dev")]
     fig, axes = plt.subplots(1, len(keys), figsize=(7 * len(keys), 4), squeeze=False)
     for ax, key in zip(axes[0], keys, strict=True):
         width = 0.8 / len(names)
@@ -380,6 +380,7 @@ def main() -> None:
     parser.add_argument("--base-url", default=DEFAULT_URL)
     parser.add_argument("--model", default="qwen")
     parser.add_argument("--scripted", action="store_true", help="no server: a smoke run")
+    parser.add_argument("--data", type=Path, default=DATA, help="the exchanges (JSON lines)")
     parser.add_argument("--splits", nargs="+", default=["all"])
     parser.add_argument("--styles", nargs="+", default=["compact"], choices=["compact", "mem0"])
     parser.add_argument("--limit", type=int, default=1000, help="exchanges per style at most")
@@ -397,11 +398,11 @@ def main() -> None:
     if args.before_src:
         sides["before"] = side("before", args.before_src.resolve(), args)
     sides["after"] = side("after", SRC, args)
-    result = report(sides)
+    result = report(sides, args.data)
     result["command"] = " ".join(["python benchmarks/grounding.py", *sys.argv[1:]])
     result["model"] = "scripted" if args.scripted else f"{args.model} at {args.base_url}"
     if args.sweep:
-        result["sweep"] = sweep(result["sides"]["after"]["rows"])
+        result["sweep"] = sweep(result["sides"]["after"]["rows"], args.data)
         for line in result["sweep"]:
             print(line)
     for name, data in result["sides"].items():

@@ -65,6 +65,12 @@ from agentscope_mem0._text.grounding import Grounding, read_answer, read_groundi
             "User wants a story about a fisherman named Tomas in Lisbon.",
             "question",
         ),
+        (
+            "If I save 20 percent of 5000 a month, how much is that in a year?",
+            "12,000.",
+            "If User saves 20 percent of 5000 a month, how much is that in a year?",
+            "question",
+        ),
         # switched language
         ("我现在开的是一辆特斯拉。", "不错！", "User drives a Tesla.", "language"),
         ("I live in Hangzhou.", "Nice.", "用户住在杭州。", "language"),

@@ -190,6 +190,8 @@ def read_grounding(memory: str, grounding: Grounding) -> GroundingReading:
         return "language"
     if _ASSISTANT_SUBJECT.search(memory):
         return "assistant"
+    if _ASKED.search(memory.strip()):  # a proposal that asks states nothing
+        return "question"
     content = _tokens(memory)
     if not content:
         return "ungrounded"

@@ -357,7 +357,8 @@ ENGLISH = Lexicon(
         r"don't|doesn't|didn't|won't|wouldn't|shouldn't|please|tell|give|show|write|make|"
         r"create|translate|explain|describe|list|name|suggest|recommend|help|find|compute|"
         r"calculate|summarize|summarise|define|compare|let's|any|ok|okay|thanks|thank|hi|hello|"
-        r"hey|good|bye|goodbye)\b",
+        r"hey|good|bye|goodbye|got it|sure|understood|makes sense|sounds good|cool|great|nice|"
+        r"suppose|imagine|if)\b",
         re.I,
     ),
     remember=re.compile(
@@ -382,9 +383,13 @@ CHINESE = Lexicon(
         "用户 我 妈妈 母亲 爸爸 父亲 儿子 女儿 孩子 妻子 老婆 丈夫 老公 哥哥 姐姐 弟弟 妹妹 "
         "爷爷 奶奶 外公 外婆 朋友 同事 老板 家人 男朋友 女朋友 宠物"
     ),
+    # A request needs no opening word in Chinese: a clause without "我" that
+    # asks for writing, translating, drawing ... anywhere is one ("用Go写一个").
     asks=re.compile(
         r"(?:请|帮我|帮忙|给我|告诉我|写|讲|说说|翻译|解释|推荐|介绍|怎么|怎样|如何|什么|为什么|"
-        r"哪|谁|几|多少|多长|多大|能不能|可不可以|可以|是不是|有没有|你好|您好|谢谢|好的|再见)"
+        r"哪|谁|几|多少|多长|多大|能不能|可不可以|可以|是不是|有没有|你好|您好|谢谢|好的|再见|"
+        r"嗯|好|明白|知道了|收到|行|假如|假设|如果)"
+        r"|(?:(?!我).)*?(?:写|编|翻译|讲个|讲一|生成|画|计算|算一|列出|推荐|介绍|解释)"
     ),
     remember=re.compile(r"记住|记得|别忘了|不要忘了|请注意|以后|总是|每次|默认|一直|从现在起"),
 )

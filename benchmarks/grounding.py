@@ -19,7 +19,8 @@ What is counted, per exchange and style (``--styles``; ``compact`` by default):
   never says (a date resolved against the day is allowed);
 * **found**: a fact exchange's expected facts, each found when one memory holds
   all its keywords; **bent** when that memory puts it in someone else's mouth
-  ("was recommended", "should", the case's ``wrong`` words);
+  ("was recommended", "should", the case's ``wrong`` words, unless the user
+  said them);
 * **language**: a memory of a Chinese exchange written without a Chinese character;
 * tokens and seconds per write.
 
@@ -69,6 +70,12 @@ _CALENDAR = " ".join(
 def load(splits: list[str], data: Path = DATA) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines() if line]
     return [row for row in rows if "all" in splits or row["split"] in splits]
+
+
+def _bent(memory: str, user: str) -> bool:
+    """Whether ``memory`` puts the fact in someone else's mouth ("was recommended"),
+    in words the user did not use ("no meat suggestions please" is the user's)."""
+    return any(m.group(0).lower() not in user.lower() for m in _BENT.finditer(memory))
 
 
 def ungrounded(memory: str, exchange: str) -> bool:
@@ -224,7 +231,7 @@ def score(row: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
         holders = [m for m in memories if all(k.lower() in m.lower() for k in keys)]
         if holders:
             found += 1
-            bent += all(_BENT.search(m) or wrong.search(m) for m in holders)
+            bent += all(_bent(m, case["user"]) or wrong.search(m) for m in holders)
     return {
         **row,
         "facts": len(case["facts"]),
@@ -311,7 +318,7 @@ def sweep(rows: list[dict[str, Any]], data: Path) -> list[dict[str, Any]]:
         said = g.Grounding(case["user"], case["assistant"])
         for text in row["proposed"]:
             keep = any(all(k.lower() in text.lower() for k in keys) for keys in case["facts"])
-            keep = keep and not _BENT.search(text)
+            keep = keep and not _bent(text, case["user"])
             labelled.append((text, said, keep))
     results = []
     for keep_share in (0.4, 0.5, 0.6, 0.7, 0.8):

@@ -394,6 +394,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per write")
     parser.add_argument("--before-src", type=Path, help="the sources of the release compared")
     parser.add_argument("--sweep", action="store_true", help="print the thresholds on dev")
+    parser.add_argument(
+        "--rescore", type=Path, help="score the rows of an earlier --out again (no model)"
+    )
     parser.add_argument("--side", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path)
@@ -402,9 +405,13 @@ def main() -> None:
         args.side.write_text(json.dumps(asyncio.run(run_side(args)), ensure_ascii=False))
         return
     sides = {}
-    if args.before_src:
+    if args.rescore:
+        earlier = json.loads(args.rescore.read_text(encoding="utf-8"))
+        sides = {name: side["rows"] for name, side in earlier["sides"].items()}
+    elif args.before_src:
         sides["before"] = side("before", args.before_src.resolve(), args)
-    sides["after"] = side("after", SRC, args)
+    if not args.rescore:
+        sides["after"] = side("after", SRC, args)
     result = report(sides, args.data)
     result["command"] = " ".join(["python benchmarks/grounding.py", *sys.argv[1:]])
     result["model"] = "scripted" if args.scripted else f"{args.model} at {args.base_url}"

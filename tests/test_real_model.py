@@ -127,3 +127,31 @@ async def test_one_exchange_extracted_and_recalled_and_one_change_judged(tmp_pat
         stats = mw.stats()
         assert stats["writes_failed"] == 0 and stats["tokens_estimated_calls"] == 0
         assert stats["tokens_in_per_write"] < 4096
+
+
+async def test_an_exchange_that_tells_nothing_stores_nothing(tmp_path: Path) -> None:
+    """With the real model, the assistant's answer to a question is not the user's fact,
+    and a fact told in Chinese is kept in Chinese."""
+    mw = Mem0Middleware.local(
+        user_id="alice",
+        chat_model=real_chat_model(),
+        folder=tmp_path,
+        mode="static_control",
+        parameters=Mem0Middleware.Parameters(extraction="compact", judge=False),
+    )
+    async with mw:
+        bot = Agent(
+            name="helper",
+            system_prompt="You help.",
+            model=ScriptedChatModel("Mount Kilimanjaro is 5,895 metres high, in Tanzania."),
+            middlewares=[mw],
+        )
+        await bot.reply(UserMsg(name="user", content="How high is Mount Kilimanjaro?"))
+        assert await mw.flush(timeout=900)
+        assert (await mw.client.get_all(filters={"user_id": "alice"}))["results"] == []
+        await _ask(mw, "我在杭州的一家医院当护士。")
+        assert await mw.flush(timeout=900)
+        raw = await mw.client.get_all(filters={"user_id": "alice"})
+        memories = [m["memory"] for m in raw["results"]]
+        assert any("护士" in m for m in memories), memories
+        assert mw.stats()["writes_failed"] == 0

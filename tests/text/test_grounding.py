@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentscope_mem0._text.grounding import Grounding, read_answer, read_grounding
+from agentscope_mem0._text.grounding import Grounding, read_answer, read_grounding, third_person
 
 
 @pytest.mark.parametrize(
@@ -98,3 +98,20 @@ def test_a_standing_wish_is_a_statement_not_a_request() -> None:
 )
 def test_the_models_yes_or_no(answer: str, said: bool | None) -> None:
     assert read_answer(answer) is said
+
+
+@pytest.mark.parametrize(
+    ("memory", "told"),
+    [
+        ("I moved to Beijing last month.", "User moved to Beijing last month."),
+        (
+            "My wife Priya and I are expecting twins.",
+            "User's wife Priya and User are expecting twins.",
+        ),
+        ("I'm lactose intolerant.", "User is lactose intolerant."),
+        ("我对花生过敏。", "用户对花生过敏。"),
+        ("User likes tea.", "User likes tea."),
+    ],
+)
+def test_a_memory_in_the_first_person_is_told_of_the_user(memory: str, told: str) -> None:
+    assert third_person(memory) == told

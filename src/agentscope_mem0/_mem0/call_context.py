@@ -88,6 +88,8 @@ class ExtractionCheck:
     """Proposals kept."""
     asked: int = 0
     """Proposals the words could not decide, asked of the model."""
+    rewritten: bool = False
+    """A kept proposal was put in the third person."""
 
     @property
     def guidance(self) -> str:

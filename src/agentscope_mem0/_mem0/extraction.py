@@ -39,6 +39,7 @@ from .._text.grounding import (
     grounding_question,
     read_answer,
     read_grounding,
+    third_person,
     writes_cjk,
 )
 from .._text.model_json import find_json_object
@@ -382,8 +383,9 @@ def keep_grounded(answer: str, check: ExtractionCheck, ask: Callable[[str], str]
     the words keep, is put to the model in one short question (``ask``; without
     it, the words' reading stands and an undecided one is kept). A failing
     question fails the write, which is retried. What was dropped, kept and
-    asked is counted on ``check``. An answer that is not mem0's JSON is left
-    as it is.
+    asked is counted on ``check``. A kept proposal in the user's first person
+    is told of "User" (:func:`.._text.grounding.third_person`). An answer that
+    is not mem0's JSON is left as it is.
     """
     assert check.grounding is not None
     parsed = find_json_object(answer)
@@ -410,8 +412,12 @@ def keep_grounded(answer: str, check: ExtractionCheck, ask: Callable[[str], str]
             logger.debug("dropped a proposed memory (%s): %r", reading, text)
             continue
         check.kept += 1
+        told = third_person(text)
+        if told != text:
+            item = {**item, "text": told}
+            check.rewritten = True
         kept.append(item)
-    if len(kept) == len(items):
+    if len(kept) == len(items) and not check.rewritten:
         return answer
     assert parsed is not None
     return json.dumps({**parsed, "memory": kept}, ensure_ascii=False)

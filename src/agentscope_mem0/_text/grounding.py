@@ -36,6 +36,7 @@ __all__ = [
     "grounding_question",
     "read_answer",
     "read_grounding",
+    "third_person",
     "writes_cjk",
 ]
 
@@ -234,6 +235,29 @@ User wrote: 我女儿在学钢琴。 / Proposal: 用户的女儿在学钢琴。 
 """
 """The check's instructions, with examples in both languages the lexicons read
 (none of them from the sets the check is measured on)."""
+
+
+_FIRST_PERSON = [
+    (re.compile(r"\bI(?:'m| am)\b"), "User is"),
+    (re.compile(r"\bI(?:'ve| have)\b"), "User has"),
+    (re.compile(r"\bI'd\b"), "User would"),
+    (re.compile(r"\bI'll\b"), "User will"),
+    (re.compile(r"\bI\b"), "User"),
+    (re.compile(r"\b[Mm]y\b"), "User's"),
+    (re.compile(r"\b[Mm]ine\b"), "User's"),
+    (re.compile(r"\b(?<!^)me\b"), "User"),
+    (re.compile(r"\b[Mm]yself\b"), "User"),
+    (re.compile(r"我(?!们)"), "用户"),
+]
+
+
+def third_person(memory: str) -> str:
+    """``memory`` about "User" where the extraction copied the user's first person
+    ("I play the cello" -> "User play the cello", "我对花生过敏" -> "用户对花生过敏"):
+    shown in a later prompt, "I" would read as the assistant."""
+    for pattern, replacement in _FIRST_PERSON:
+        memory = pattern.sub(replacement, memory)
+    return memory
 
 
 def grounding_question(memory: str, grounding: Grounding, guidance: str = "") -> str:

@@ -323,6 +323,8 @@ def test_judgement_sets(runs: Runs) -> None:
     assert set(data["changes"]) == {"not-said", "reader", "rule"}
     held = data["changes"]["reader"]["held-out"]
     assert held["change"]["scenarios"] == held["one-message"]["scenarios"] == 2  # en, zh
+    # A model that reads "not said" everywhere: the words alone hide no true memory.
+    assert data["changes"]["not-said"]["held-out"]["true_memories_hidden"] == 0
 
 
 def test_real_model(runs: Runs) -> None:

@@ -332,45 +332,41 @@ async def test_what_a_small_model_retells_or_cannot_read_is_no_change() -> None:
         return await PairJudge(ask).relate(Fact("n", new), Fact("o", old))
 
     assert await relation(quit_, runs) == Relation.UNRELATED
-    # "none" alone is no proof; the words decide this pair: "quit smoking" ends what
-    # "smokes ten cigarettes a day" names.
-    assert await relation(quit_, smokes) == Relation.CHANGES
+    # "none" alone is no proof, and no word ending "smoking" makes it one: the two
+    # stay current, dated, for the reader to tell.
+    assert await relation(quit_, smokes) == Relation.UNRELATED
     took_up = "User took up running"
     questions[took_up] = ("What did the user take up?", "running")
     readings[(took_up, "How many cigarettes does the user smoke?")] = "none"
     assert await relation(took_up, smokes) == Relation.UNRELATED
-    # Both name "work", the older reads "bus" for "How does the user get to work?".
-    assert await relation(bike, bus) == Relation.CHANGES
-    # "status" names nothing of either memory: the safety fact stays.
+    # One way round is no change: the new memory does not answer "Where does the user
+    # take the bus?", whatever word the two share ("work").
+    assert await relation(bike, bus) == Relation.UNRELATED
     assert await relation("User graduated", peanuts) == Relation.UNRELATED
 
 
-async def test_a_memory_that_ends_what_an_older_one_names_changes_it_by_its_words() -> None:
-    # What a 1.5B model does with these pairs: each memory's question is about the
-    # event ("What month did the user quit smoking?"), and every reading is "not said".
-    pairs = [
+async def test_words_alone_never_change_a_memory() -> None:
+    # What a small model does with most pairs: each memory's question is about its
+    # own event, and every reading is "not said". The words that end something
+    # ("quit", "no longer", "left", "stopped", "dropped") decide nothing then: they
+    # name what the older memory names as often as not (issue #37).
+    named_alike = [
+        ("User is no longer afraid of dogs", "User has a dog named Rex"),
+        ("User no longer works weekends", "User works at Google"),
+        ("User dropped off their kids at school", "User has two kids"),
+        ("User stopped by the bakery on the way home", "User owns a bakery"),
+        ("User quit smoking", "User loves smoked salmon"),
+        ("User left Paris for a week-long trip to Rome", "User lives in Paris"),
+    ]
+    # Real changes too: missed, both stay current and dated, newest first.
+    changes = [
         ("User quit smoking in March", "User smokes about ten cigarettes a day"),
-        ("User cancelled the trip to Japan", "User is planning a trip to Japan in June"),
         ("User broke up with Mark", "User is dating Mark"),
-        ("User graduated and no longer studies", "User is studying biology at university"),
-        ("User stopped learning German", "User is learning German"),
     ]
-    unrelated = [
-        ("User quit smoking in March", "User runs marathons"),
-        ("User sold their car and takes the train to the office", "User's office is downtown"),
-        ("User broke up with Mark", "User is allergic to peanuts"),
-        # Another person's, the past, one more item, or ended in the older one too.
-        ("User's brother quit smoking", "User smokes a pipe"),
-        ("User quit smoking as a teenager", "User smokes a pipe"),
-        ("User also stopped learning Italian", "User is learning Italian at night"),
-        ("User stopped smoking cigars", "User quit smoking in 2019"),
-    ]
-    texts = {text for pair in pairs + unrelated for text in pair}
+    texts = {text for pair in named_alike + changes for text in pair}
     questions = {text: ("What happened to the user?", text.removeprefix("User ")) for text in texts}
     ask = _literal_reader(questions, {})
-    for new, old in pairs:
-        assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.CHANGES, new
-    for new, old in unrelated:
+    for new, old in named_alike + changes:
         relation = await PairJudge(ask).relate(Fact("n", new), Fact("o", old))
         assert relation == Relation.UNRELATED, (new, old)
 

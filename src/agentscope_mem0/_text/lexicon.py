@@ -108,8 +108,6 @@ class Lexicon:
     """Words that compare two things ("over", "than"): their order matters."""
     common_first_words: frozenset[str] = frozenset()
     """Words that open a sentence with a capital without being a name."""
-    not_topics: frozenset[str] = frozenset()
-    """Words of a question or a memory that name no thing (with :attr:`fillers`)."""
     name_is: re.Pattern[str] = _NOTHING
     """A memory giving the user's name; group 1 is the name."""
     possessive: re.Pattern[str] = _NOTHING
@@ -124,10 +122,6 @@ class Lexicon:
     """Words telling how things are now ("now", "no longer")."""
     sentence: re.Pattern[str] = _NOTHING
     """The opening of a sentence retelling a memory rather than a short answer."""
-    ending: re.Pattern[str] = _NOTHING
-    """Words ending something ("quit", "sold"); group 1 is what follows them."""
-    clause_end: re.Pattern[str] = _NOTHING
-    """Where the thing named after an ending word stops ("and", "because", a comma)."""
     year: re.Pattern[str] = _NOTHING
     """A year an event is told in ("in 2015", "March 2019"), not an amount ("2000 euros")."""
     asks: re.Pattern[str] = _NOTHING
@@ -305,12 +299,6 @@ ENGLISH = Lexicon(
     wish="prefer",
     comparing=_words("over than rather instead versus vs from"),
     common_first_words=_words("every at for in on my our her his their its there"),
-    not_topics=_words(
-        "what which who whom whose where when why how many much do does did doing done "
-        "have has had having get gets got go goes went use uses used now current currently "
-        "new kind type sort mode way thing things something status situation state name "
-        "called like about there up out off with them him me one"
-    ),
     name_is=re.compile(r"\b(?:user'?s|my|the user'?s) name is ([^\W\d_]+)", re.IGNORECASE),
     possessive=re.compile(
         rf"^\s*(?:the\s+)?([A-Za-z]+)(?:'s|’s)\s+(?:(?:{_QUALIFIERS})[\s-]+)*([A-Za-z]+)", re.I
@@ -332,18 +320,6 @@ ENGLISH = Lexicon(
         r"\b(now|currently|no longer|anymore|any more|these days|nowadays|today|instead)\b", re.I
     ),
     sentence=re.compile(r"^\s*(?:the user|user|they|he|she|it)\b", re.I),
-    ending=re.compile(
-        r"\b(?:quit|quits|stopped|stops|gave up|gives up|given up|cancell?ed|cancels|"
-        r"broke up with|split up with|broken up with|divorced|left|leaves|sold|sells|"
-        r"retired from|dropped out of|dropped|got rid of|"
-        r"moved out of|no longer|not \w+ any ?more)\s+(.*)",
-        re.I,
-    ),
-    clause_end=re.compile(
-        r"\s*(?:\band\b|\bbut\b|\bbecause\b|\bafter\b|\bbefore\b|\bin\b|\blast\b|"
-        r"\bthis\b|\bthat\b|\bwhen\b|\bsince\b|\binstead\b|[,.;:!?(])",
-        re.I,
-    ),
     year=re.compile(
         rf"(?:\b(?:in|during|from|around|until|till|of|{_MONTH_WORDS})\s+|(?<=\d\d\d\d to ))"
         r"(1[89]\d\d|20\d\d)\b"

@@ -12,23 +12,18 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    item (:mod:`.fact_words`).
 4. A change is confirmed the other way round: the older memory's question
    read from the new memory must get another answer than the older one's.
-   When the new memory does not answer it, the words confirm instead: the
-   first reading was a short answer and the question names a thing both
-   memories name ("work" in "How does the user get to work?", "User takes
-   the bus to work", "User cycles to work now").
+   When the new memory does not answer it, there is no change.
 5. When the older memory does not answer the new one's question at all, the
    other way round alone decides, with a short answer that is no denial (an
    event such as "moved to Valencia" answers the older state's "Where does
    the user live?" with "Valencia").
-6. When the readings find no change, the words still find one where the new
-   memory ends a thing the older one names ("User quit smoking" and "User
-   smokes ten a day"; :func:`~.fact_words.ended_topics`): a 1.5B model reads
-   "not said" for "How many cigarettes does the user smoke?" from "quit
-   smoking", and for "Is the user still smoking?" too.
 
-The vetoes of step 3 hold for every change: a new memory that tells of the
-past (in words, or by naming a year two or more years before it was said) or
-adds an item.
+Only the model's readings decide a change; the words only veto one (another
+person, the past, one more item). A missed change leaves two dated memories
+in the note, newest first, where the reader can still tell; a wrong one hides
+a true memory from every later reply. So when the readings find no change,
+there is none, whatever the words say: "User quit smoking" ends "User smokes
+ten a day", and also names what "User loves smoked salmon" names.
 
 A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model
@@ -50,13 +45,10 @@ from .._text.fact_words import (
     Agreement,
     compare_answers,
     denies,
-    ended_topics,
     is_additive,
     is_short_answer,
-    named_in_both,
     same_holder,
     tells_of_past,
-    topics,
     year_told,
 )
 from .judge_prompt import (
@@ -168,10 +160,7 @@ class PairJudge:
         """How ``new`` relates to ``old`` (see the module's steps)."""
         if not same_holder(new.text, old.text):
             return Relation.UNRELATED
-        relation = await self._read_relation(new, old)
-        if relation is Relation.UNRELATED and _ends(new, old) and not self._vetoed(new):
-            return Relation.CHANGES
-        return relation
+        return await self._read_relation(new, old)
 
     async def _read_relation(self, new: Fact, old: Fact) -> Relation:
         """Steps 2-5: how the model's readings relate ``new`` to ``old``."""
@@ -188,14 +177,9 @@ class PairJudge:
             return Relation.EXTENDS
         if self._vetoed(new):
             return Relation.UNRELATED
+        # Both ways round, or no change: a new memory that does not answer the older
+        # one's question may be about another thing that shares a word with it.
         confirmed = await self._confirmed(new, old)
-        if confirmed is None:
-            # The new memory does not answer the older one's question (a small model
-            # reads "not said" from "User now lives alone" for "How many roommates?"):
-            # the words confirm instead, when the first reading was a short answer
-            # about a thing both memories name.
-            named = named_in_both(asked.question, new.text, old.text)
-            confirmed = named and is_short_answer(reading)
         return Relation.CHANGES if confirmed else Relation.UNRELATED
 
     @staticmethod
@@ -223,14 +207,12 @@ class PairJudge:
         changed = compare_answers(answer, reading) is Agreement.DIFFERENT
         return Relation.CHANGES if changed else Relation.UNRELATED
 
-    async def _confirmed(self, new: Fact, old: Fact) -> bool | None:
+    async def _confirmed(self, new: Fact, old: Fact) -> bool:
         """The other way round: does the older memory's question get another answer
-        from the new one? ``None`` when the new memory does not answer it."""
+        from the new one? ``False`` when the new memory does not answer it."""
         answer, reading = await self._other_way(new, old)
-        if answer is None:
+        if answer is None or reading is None:
             return False
-        if reading is None:
-            return None
         return compare_answers(answer, reading) is Agreement.DIFFERENT
 
     async def _other_way(self, new: Fact, old: Fact) -> tuple[str | None, str | None]:
@@ -240,12 +222,6 @@ class PairJudge:
         if asked is None:
             return None, None
         return asked.answer, await self.read(new, asked.question)
-
-
-def _ends(new: Fact, old: Fact) -> bool:
-    """Whether ``new`` ends a thing ``old`` names, and ``old`` does not end it too."""
-    ended = ended_topics(new.text)
-    return bool(ended & topics(old.text)) and not ended & ended_topics(old.text)
 
 
 def _years_ago(new: Fact) -> bool:

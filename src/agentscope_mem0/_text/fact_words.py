@@ -38,25 +38,33 @@ def _tokens(text: str) -> list[str]:
     return [*"".join(CJK_RUN.findall(folded)), *WORD.findall(CJK_RUN.sub(" ", folded))]
 
 
-def holder(memory: str) -> str | None:
+def holder(memory: str, names: frozenset[str] = frozenset()) -> str | None:
     """Whose fact ``memory`` is: ``"user"``, ``"user's sister"``, ``"maria"``...;
     ``None`` when the memory does not open with a word to tell by.
 
     "User's car ..." is the user's (a thing of theirs); "User's sister ..."
     is the sister's; a memory opening with another name is that person's.
+    The user's own ``names`` (:func:`~.same_fact.user_names`) are the user.
     """
     lexicon = _lexicon(memory)
+
+    def who(word: str) -> str:
+        word = fold(word)
+        return "user" if word in names or word in lexicon.user_words else word
+
     possessive = lexicon.possessive.match(memory)
     if possessive:
-        owner, thing = possessive.group(1).lower(), possessive.group(2).lower()
+        owner, thing = who(possessive.group(1)), fold(possessive.group(2))
         return f"{owner}'s {thing}" if thing in lexicon.people else owner
     first = lexicon.first_word.match(memory)
-    return first.group(1).lower() if first else None
+    if first is None or fold(first.group(1)) in lexicon.common_first_words:
+        return None
+    return who(first.group(1))
 
 
-def same_holder(first: str, second: str) -> bool:
+def same_holder(first: str, second: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether two memories are about the same person, as far as their words tell."""
-    a, b = holder(first), holder(second)
+    a, b = holder(first, names), holder(second, names)
     return a is None or b is None or a == b
 
 

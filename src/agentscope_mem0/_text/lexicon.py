@@ -108,10 +108,34 @@ class Lexicon:
     """Words that compare two things ("over", "than"): their order matters."""
     common_first_words: frozenset[str] = frozenset()
     """Words that open a sentence with a capital without being a name."""
+    user_words: frozenset[str] = frozenset()
+    """Words that name the user ("user"): a memory opening with one is the user's."""
+    relations: frozenset[str] = frozenset()
+    """Prepositions that change what a memory says: "works for" is not "works
+    with", "voted against" not "voted for", "over 30" not "30"."""
+    loose_relations: frozenset[str] = frozenset()
+    """Those of :attr:`relations` that change it only against another one: "works
+    for" is not "works with", but "dark mode for charts" is "charts in dark mode"."""
+    roles: frozenset[str] = frozenset()
+    """Words right after the user that make the noun phrase after them (and an
+    article) what the user is: "User is a nurse" (not "User hired a nanny")."""
+    roles_after_verb: frozenset[str] = frozenset()
+    """The same, one verb after the user: "User works as a nanny"."""
+    articles: frozenset[str] = frozenset()
+    """Articles and possessives ("a", "the", "their"): a noun phrase follows."""
+    progressive: frozenset[str] = frozenset()
+    """Words after which an "-ing" form is a verb ("is living"); elsewhere it names
+    an activity ("likes boxing"), which is not the thing ("likes boxes")."""
+    currencies: Mapping[str, str] = field(default_factory=dict)
+    """Currency words and the currency they name ("dollars" -> "usd")."""
+    minus: frozenset[str] = frozenset()
+    """Words giving the number after them a minus sign ("minus 20")."""
     name_is: re.Pattern[str] = _NOTHING
     """A memory giving the user's name; group 1 is the name."""
     possessive: re.Pattern[str] = _NOTHING
     """A memory opening with someone's thing ("User's new car"): groups owner and thing."""
+    owned: re.Pattern[str] = _NOTHING
+    """Someone's thing anywhere in a memory ("Dana's manager"): groups owner and thing."""
     first_word: re.Pattern[str] = _NOTHING
     """A memory's first word (its subject); group 1."""
     additive: re.Pattern[str] = _NOTHING
@@ -129,6 +153,9 @@ class Lexicon:
     remember: re.Pattern[str] = _NOTHING
     """Words asking for something to be remembered ("remember that") or stating a
     standing wish ("by default", "always"): such a request is a statement."""
+
+    def __repr__(self) -> str:
+        return f"Lexicon({self.code!r})"
 
     def denies(self, word: str) -> bool:
         """Whether ``word`` (folded) denies."""
@@ -203,13 +230,14 @@ def _english_is_past(word: str) -> bool:
 
 
 def _families(families: Mapping[str, str]) -> dict[str, str]:
-    """Each member of a family, and its stem, -> the family; an irregular past
-    is kept to itself (the stem of "got" is "get")."""
+    """Each member of a family, and its stem, -> the family; an irregular past and
+    a participle are kept to themselves (the stem of "got" is "get"; "is employed
+    at" works there, "employs a gardener" does not)."""
     out: dict[str, str] = {}
     for family, members in families.items():
         for word in members.split():
             out[word] = family
-            if word not in _IRREGULAR_PAST:
+            if word not in _IRREGULAR_PAST and not word.endswith("ed"):
                 out.setdefault(_english_stem(word), family)
     return out
 
@@ -241,7 +269,7 @@ ENGLISH = Lexicon(
         "a an the user users user's they them their theirs he she his her hers him i me my "
         "mine our your s is are am was were be been being that this these those also "
         "currently really very in at on of to for with by as over than into about do does "
-        "own and or which who whose it its"
+        "own and or which who whose it its every each per"
     ),
     negations=_words("not no never none nobody nothing nor neither cannot anymore"),
     negation_endings=("n't",),
@@ -256,7 +284,8 @@ ENGLISH = Lexicon(
         "team teammate classmate neighbour neighbor neighbours neighbors roommate roommates "
         "flatmate cousin cousins aunt uncle grandmother grandma grandfather grandpa "
         "grandparents nephew niece girlfriend boyfriend fiance fiancee family teacher student "
-        "students doctor client clients customer customers"
+        "students doctor client clients customer customers landlord landlady tenant tenants "
+        "mentor mentee"
     ),
     animals=_words("dog dogs cat cats pet pets puppy kitten horse bird"),
     time_words=_words(
@@ -265,7 +294,7 @@ ENGLISH = Lexicon(
         "morning afternoon evening night weekend weekends weekday weekly daily monthly yearly "
         "spring summer autumn fall winter will would going plan plans planned planning"
     )
-    | {*_MONTHS, *_MONTH_ABBREVIATIONS, *_WEEKDAYS},
+    | {*_MONTHS, *_MONTH_ABBREVIATIONS, *_WEEKDAYS, *(f"{day}s" for day in _WEEKDAYS)},
     months=_MONTHS,
     month_abbreviations=_MONTH_ABBREVIATIONS,
     weekdays=_WEEKDAYS,
@@ -283,7 +312,7 @@ ENGLISH = Lexicon(
             "prefer": "prefer want wish favor favour",
             "favorite": "favorite favourite fave",
             "live": "live reside based resident",
-            "work": "work employ job",
+            "work": "work employed job",
             "name": "name call",
             "have": "have has owns got possess",
             "colour": "colour color",
@@ -299,10 +328,30 @@ ENGLISH = Lexicon(
     wish="prefer",
     comparing=_words("over than rather instead versus vs from"),
     common_first_words=_words("every at for in on my our her his their its there"),
+    user_words=_words("user users"),
+    relations=_words(
+        "for with against near without under over above below beside behind toward towards "
+        "among between beyond across around inside outside opposite"
+    ),
+    loose_relations=_words("for with"),
+    roles=_words("is am are was were became becomes"),
+    roles_after_verb=_words("as"),
+    articles=_words("a an the my your his her their our"),
+    progressive=_words(
+        "is am are was were be been being not go goes went going gone do does did doing"
+    ),
+    currencies=_table(
+        "dollar:usd dollars:usd usd:usd bucks:usd euro:eur euros:eur eur:eur pound:gbp "
+        "pounds:gbp gbp:gbp quid:gbp sterling:gbp yuan:cny rmb:cny cny:cny renminbi:cny "
+        "yen:jpy jpy:jpy rupee:inr rupees:inr inr:inr franc:chf francs:chf chf:chf "
+        "won:krw krw:krw ruble:rub rubles:rub roubles:rub"
+    ),
+    minus=_words("minus negative"),
     name_is=re.compile(r"\b(?:user'?s|my|the user'?s) name is ([^\W\d_]+)", re.IGNORECASE),
     possessive=re.compile(
         rf"^\s*(?:the\s+)?([A-Za-z]+)(?:'s|’s)\s+(?:(?:{_QUALIFIERS})[\s-]+)*([A-Za-z]+)", re.I
     ),
+    owned=re.compile(rf"\b([A-Za-z]+)(?:'s|’s)\s+(?:(?:{_QUALIFIERS})[\s-]+)*([A-Za-z]+)", re.I),
     first_word=re.compile(r"^\s*(?:the\s+)?([A-Za-z]+)\b", re.I),
     additive=re.compile(
         r"\b(also|too|as well|another|other|second|third|additional(?:ly)?|in addition|"

@@ -4,15 +4,18 @@ mem0 2.2's extraction only ever adds, so "User lives in Hangzhou" and, later,
 "User moved to Beijing" would both be recalled as true, and a fact said
 twice (in other words, or by both ``add_memory`` and the automatic extraction
 of one turn) would be two memories. After each stored write,
-:class:`TimeJudge` takes each new memory, looks up the few older memories of
-the user most like it (one vector search; the same scope the reads search)
-and relates it to each: a repeat marks the new one a duplicate of the older
-(consolidation), and, with a model, a change marks the older memory
-superseded and a detail marks the new one as extending it, one pair at a
-time (:mod:`.judge_pairs`). The verdicts are metadata (:class:`ChangePlan`,
-:mod:`.._memories.lifecycle`): nothing is deleted; superseded memories and
-repeats are only left out of reads, ``export`` and ``history`` keep them, and
-forgetting the memory kept forgets its repeats too.
+:class:`TimeJudge` takes each new memory in write order, looks up the few
+older memories of the user most like it (one vector search; the same scope
+the reads search) and relates it to the write's earlier memories and to
+those (a change told later in the same message, or in a turn joined to the
+same mem0 call, supersedes what was told before it): a repeat marks the new
+one a duplicate of the older (consolidation), and, with a model, a change
+marks the older memory superseded and a detail marks the new one as
+extending it, one pair at a time (:mod:`.judge_pairs`). The verdicts are
+metadata (:class:`ChangePlan`, :mod:`.._memories.lifecycle`): nothing is
+deleted; superseded memories and repeats are only left out of reads,
+``export`` and ``history`` keep them, and forgetting the memory kept forgets
+its repeats too.
 
 The candidates are the memories the reads of the write's scope show (one
 scope for judging and reading: :meth:`TimeJudge.searched`), superseded ones
@@ -384,7 +387,7 @@ class TimeJudge:
         started = time.perf_counter()
         name = "judge" if self.model is not None else "consolidate"
         with span(name, user_id=scope.user_id, agent_id=scope.agent_id, new=len(new)) as handle:
-            facts = [fact_of_result(item, said_at) for item in new]
+            facts = [fact_of_result(item, said_at, scope.agent_id) for item in new]
             plan = ChangePlan(self._max_superseded, self._counts)
             if self.model is not None:
                 for fact in facts:
@@ -498,8 +501,12 @@ class TimeJudge:
                         )
                         continue
                 if ask and index < _MAX_NEW_JUDGED:
+                    # The write's earlier memories first: a change told later in the same
+                    # message (or in a turn joined to it) supersedes what it told before.
+                    earlier = [(f, s) for f, s in kept_new if f.id not in plan.replaced]
+                    candidates = [*earlier, *shaped[: self._candidates]]
                     try:
-                        if await self._relate(pairs, scope, new, shape, shaped, plan, handle):
+                        if await self._relate(pairs, scope, new, shape, candidates, plan, handle):
                             continue  # a repeat: not a candidate for the write's other memories
                     except Exception as exc:
                         ask = False
@@ -611,11 +618,12 @@ class TimeJudge:
         scope: Scope,
         new: Fact,
         shape: FactShape,
-        shaped: list[tuple[Fact, FactShape]],
+        candidates: list[tuple[Fact, FactShape]],
         plan: ChangePlan,
         handle: SpanHandle,
     ) -> bool:
-        """Ask the model how ``new`` relates to its candidates; plan what follows.
+        """Ask the model how ``new`` relates to each of ``candidates`` (the write's
+        earlier memories, then the stored ones most like it); plan what follows.
 
         Relating stops at a repeat: the memory kept then stands for the new
         one in the changes found before it.
@@ -627,7 +635,7 @@ class TimeJudge:
         extended: Fact | None = None
         kept: Fact | None = None
         try:
-            for old, other in shaped[: self._candidates]:
+            for old, other in candidates:
                 try:
                     relation = await pairs.relate(new, old)
                 finally:
@@ -813,14 +821,15 @@ def _carries_key(item: dict[str, Any], key: str) -> bool:
     return isinstance(metadata, dict) and metadata.get(METADATA_KEY) == key
 
 
-def fact_of_result(item: Mapping[str, Any], said_at: datetime) -> Fact:
-    """A new memory of mem0's ``add`` results, said at ``said_at``."""
+def fact_of_result(item: Mapping[str, Any], said_at: datetime, agent_id: str | None) -> Fact:
+    """A new memory of mem0's ``add`` results, said at ``said_at`` to ``agent_id``."""
     when = item.get(EVENT_DATE)
     return Fact(
         id=str(item["id"]),
         text=str(item["memory"]),
         said=said_at,
         event_date=when if isinstance(when, str) else None,
+        agent_id=agent_id,
     )
 
 

@@ -68,6 +68,8 @@ async def test_a_change_supersedes_the_old_fact_which_is_kept(tmp_path: Any) -> 
         assert old["created_at"].startswith("2024-01-05")
         assert old["metadata"]["valid_from"].startswith("2024-01-05")
         assert old["metadata"]["superseded_by"] == new["id"]
+        # Why: the model's readings, both ways round.
+        assert old["metadata"]["superseded_reason"].startswith("model, both ways: ")
         # No longer true since the newer fact's event, not the day it was said.
         assert old["metadata"]["valid_until"] == "2024-02"
         assert new["metadata"]["supersedes"] == [old["id"]]
@@ -296,7 +298,11 @@ async def test_an_event_that_answers_the_older_memorys_question_changes_it() -> 
     ask = _literal_reader(questions, readings)
     # The older state does not answer "Where did the user relocate?", the move answers
     # "Where does the user live?" with another city.
-    assert await PairJudge(ask).relate(Fact("n", moved), Fact("o", old)) == Relation.CHANGES
+    verdict = await PairJudge(ask).verdict(Fact("n", moved), Fact("o", old))
+    assert verdict.relation == Relation.CHANGES
+    assert verdict.reason == (
+        'model, the older\'s question: "Where does the user live?" older "Madrid", newer "Valencia"'
+    )
     # One more item is never a change, whichever way round it was read.
     also = Fact("n", "User also rents a flat in Valencia")
     assert await PairJudge(ask).relate(also, Fact("o", old)) == Relation.UNRELATED

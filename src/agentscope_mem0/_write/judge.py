@@ -69,11 +69,13 @@ from .._mem0.call_context import metered, no_reply_waits, record_call
 from .._memories.hit import normalise_hits
 from .._memories.lifecycle import (
     DUPLICATE_OF,
+    DUPLICATE_REASON,
     DUPLICATES,
     EVENT_DATE,
     EXTENDS,
     SAID_AT,
     SUPERSEDED_BY,
+    SUPERSEDED_REASON,
     SUPERSEDES,
     VALID_FROM,
     VALID_UNTIL,
@@ -93,6 +95,7 @@ from .._text.same_fact import (
     fact_shape,
     first_repeat,
     kept_apart,
+    same_fact,
     user_names,
 )
 from .delivery import METADATA_KEY
@@ -492,7 +495,7 @@ class TimeJudge:
                 if self.consolidates:
                     at = await self._first_repeat(new, shape, others, names_here)
                     if at is not None:
-                        plan.merge(new, others[at][0])
+                        plan.merge(new, others[at][0], _repeat_reason(shape, others[at][1]))
                         logger.info(
                             "memory %s of user %s repeats memory %s: marked as its duplicate",
                             new.id,
@@ -565,7 +568,8 @@ class TimeJudge:
                 superseded[at].id,
                 standing.id,
             )
-            plan.supersede(new, standing)
+            told = f"told again: it states superseded memory {superseded[at].id}'s fact"
+            plan.supersede(new, standing, f"{told} ({_repeat_reason(shape, None)})")
 
     async def _standing_in_for(self, hit: MemoryHit, searched: Scope) -> Fact | None:
         """The current memory that took ``hit``'s place (following what superseded
@@ -631,36 +635,38 @@ class TimeJudge:
         Returns:
             Whether ``new`` was merged into a candidate.
         """
-        changed: list[Fact] = []
+        changed: list[tuple[Fact, str]] = []
         extended: Fact | None = None
         kept: Fact | None = None
+        why = ""
         try:
             for old, other in candidates:
                 try:
-                    relation = await pairs.relate(new, old)
+                    verdict = await pairs.verdict(new, old)
                 finally:
                     plan.keep_question(old)
+                relation = verdict.relation
                 self._counts["pairs"] += 1
                 handle.count(**{f"pairs_{relation.value}": 1})
                 if relation is Relation.CHANGES:
-                    changed.append(old)
+                    changed.append((old, verdict.reason))
                 elif relation is Relation.EXTENDS and extended is None:
                     extended = old
                 elif relation is Relation.SAME:
                     self._counts["same"] += 1
                     if not self.consolidates or not self._may_merge(scope, old):
                         continue
-                    reason = kept_apart(shape, other)
-                    if reason is None:
-                        kept = old
+                    veto = kept_apart(shape, other)
+                    if veto is None:
+                        kept, why = old, verdict.reason
                         break
                     self._counts["vetoed"] += 1
                     handle.count(vetoed=1)
-                    logger.debug("%r and %r read alike but differ: %s", new.text, old.text, reason)
+                    logger.debug("%r and %r read alike but differ: %s", new.text, old.text, veto)
         finally:
-            holder = new if kept is None else plan.merge(new, kept)
-            for old in changed:
-                plan.supersede(holder, old)
+            holder = new if kept is None else plan.merge(new, kept, why)
+            for old, reason in changed:
+                plan.supersede(holder, old, reason)
             if extended is not None and kept is None:
                 plan.extend(new, extended)
         return kept is not None
@@ -721,8 +727,9 @@ class ChangePlan:
             self.changes.setdefault(fact.id, {})[EVENT_DATE] = fact.event_date
             self._counts["dated"] += 1
 
-    def supersede(self, new: Fact, old: Fact) -> None:
-        """Mark the earlier said of ``new`` and ``old`` superseded by the other, within the cap."""
+    def supersede(self, new: Fact, old: Fact, reason: str) -> None:
+        """Mark the earlier said of ``new`` and ``old`` superseded by the other, within
+        the cap, with the ``reason`` (the readings or the rule that decided it)."""
         # The later said one wins, so a backfilled older fact does not hide a newer one.
         newer, older = (new, old) if _said_later(new, old) else (old, new)
         if older.id in self.replaced:
@@ -737,6 +744,7 @@ class ChangePlan:
         self.changes.setdefault(older.id, {}).update(
             {
                 SUPERSEDED_BY: newer.id,
+                SUPERSEDED_REASON: reason,
                 VALID_UNTIL: retired_since(newer.said, newer.event_date, older.said),
             }
         )
@@ -746,8 +754,9 @@ class ChangePlan:
         self._counts["extended"] += 1
         self.changes.setdefault(new.id, {})[EXTENDS] = old.id
 
-    def merge(self, repeat: Fact, kept: Fact) -> Fact:
-        """Mark ``repeat`` a duplicate of ``kept``, merged when ``repeat`` was said.
+    def merge(self, repeat: Fact, kept: Fact, reason: str) -> Fact:
+        """Mark ``repeat`` a duplicate of ``kept``, merged when ``repeat`` was said,
+        with the ``reason`` (the readings or the rule that decided it).
 
         Returns:
             ``kept`` as it now stands for ``repeat``'s fact: its id, the
@@ -757,7 +766,11 @@ class ChangePlan:
         duplicates = self.changes.get(kept.id, {}).get(DUPLICATES, kept.duplicates)
         self.changes.setdefault(kept.id, {})[DUPLICATES] = [*duplicates, repeat.id]
         self.changes.setdefault(repeat.id, {}).update(
-            {DUPLICATE_OF: kept.id, VALID_UNTIL: iso(repeat.said or datetime.now(UTC))}
+            {
+                DUPLICATE_OF: kept.id,
+                DUPLICATE_REASON: reason,
+                VALID_UNTIL: iso(repeat.said or datetime.now(UTC)),
+            }
         )
         self._counts["merged"] += 1
         return dataclasses.replace(
@@ -795,6 +808,13 @@ class ChangePlan:
                     scope.user_id,
                     exc,
                 )
+
+
+def _repeat_reason(shape: FactShape, other: FactShape | None) -> str:
+    """Why the words (and maybe the embeddings) read two memories as one fact."""
+    if other is None or same_fact(shape, other):
+        return "words: the same holder, relation, values and content words"
+    return "words and embeddings: the same content words, cosine similarity above the rule's"
 
 
 def _said_later(new: Fact, old: Fact) -> bool:

@@ -27,7 +27,9 @@ from agentscope_mem0._text.fact_words import (
         ("User's best friend works at a bank", "user's friend"),
         ("User's younger brother is a nurse", "user's brother"),
         ("User's new car is a Tesla", "user"),
-        ("用户住在杭州", None),
+        ("用户住在杭州", "user"),
+        ("用户的妹妹搬到了广州", "user's 妹妹"),
+        ("Пользователь живёт в Москве", None),
     ],
 )
 def test_whose_fact(memory: str, whose: str | None) -> None:

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from .._scope import Scope
 from .._text.dates import iso
+from .._text.lexicon import segmenter_ready
 from .._text.same_fact import fact_shape, first_repeat, user_names
 from .hit import MemoryHit, normalise_hits
 from .lifecycle import (
@@ -224,6 +225,7 @@ async def _still_hidden(memories: Memories, old: dict[str, Any], gone: set[str])
             return hit.id
     agent = old.get("agent_id") or None
     shown = [h for h in others if h.agent_id in (None, agent)]
+    await segmenter_ready([text, *(h.memory for h in shown)])
     names = user_names(user_id, [text, *(h.memory for h in shown)])
     at = await first_repeat(fact_shape(text, names), [fact_shape(h.memory, names) for h in shown])
     if at is None:

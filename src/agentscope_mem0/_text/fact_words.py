@@ -33,8 +33,13 @@ def _lexicon(*texts: str) -> Lexicon:
 
 
 def _tokens(text: str) -> list[str]:
-    """The words of ``text``, folded; Chinese, Japanese and Korean characters one by one."""
+    """The words of ``text``, folded: its lexicon's words (Chinese as ``jieba``
+    segments it); Japanese and Korean characters, or Chinese ones in another
+    language's text, one by one."""
     folded = fold(text)
+    lexicon = _lexicon(text)
+    if not lexicon.spaced:
+        return lexicon.split(folded)
     return [*"".join(CJK_RUN.findall(folded)), *WORD.findall(CJK_RUN.sub(" ", folded))]
 
 
@@ -52,6 +57,15 @@ def holder(memory: str, names: frozenset[str] = frozenset()) -> str | None:
         word = fold(word)
         return "user" if word in names or word in lexicon.user_words else word
 
+    if not lexicon.spaced:
+        # "用户的妹妹 ..." is the sister's; "用户 ..." the user's; "小王 ..." 小王's.
+        words = lexicon.split(fold(memory))
+        if not words or words[0] in lexicon.common_first_words or words[0] in lexicon.time_words:
+            return None
+        owner = who(words[0])
+        if words[1:2] == [lexicon.possessive_word] and words[2:3] and words[2] in lexicon.people:
+            return f"{owner}'s {words[2]}"
+        return owner
     possessive = lexicon.possessive.match(memory)
     if possessive:
         owner, thing = who(possessive.group(1)), fold(possessive.group(2))

@@ -70,7 +70,7 @@ class SameFactRule:
 DEFAULT_SAME_FACT_RULE = SameFactRule()
 
 
-_VALUE = re.compile(r"(?P<sign>(?<![\w.])[-−](?=\d))?(?P<number>\d+(?:[.,:/-]\d+)*)")
+_VALUE = re.compile(r"(?P<sign>(?<![0-9A-Za-z.])[-−](?=\d))?(?P<number>\d+(?:[.,:/-]\d+)*)")
 """A number as one value: its sign, and its parts in order ("2024-03-04", "12/05", "-18")."""
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _GRADE = re.compile(r"(?<![\w+-])([a-z]{1,2}[+-])(?![\w+-])")
@@ -111,6 +111,8 @@ class FactShape:
     """What its holder is ("is a nurse", "works as a nanny"), as in :attr:`words`."""
     activities: frozenset[str] = frozenset()
     """Words written as an activity ("likes boxing"; not "is living"), as in :attr:`words`."""
+    text: str = field(default="", compare=False)
+    """The memory as read (folded)."""
     lexicon: Lexicon = field(default=UNREAD, compare=False)
     """The lexicon the memory was read with."""
 
@@ -147,17 +149,24 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
     activities: set[str] = set()
     sequence: list[str] = []
     negated = False
-    for run in CJK_RUN.findall(folded):
-        negated = negated or any(char in CJK_NEGATIONS for char in run)
-        words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
-    tokens = WORD.findall(CJK_RUN.sub(" ", folded))
+    if lexicon.spaced:
+        # Chinese, Japanese or Korean words in a text of another language (or of no
+        # lexicon): read by pairs of characters, a negating character kept apart.
+        for run in CJK_RUN.findall(folded):
+            negated = negated or any(char in CJK_NEGATIONS for char in run)
+            words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
+    tokens = lexicon.split(folded)
     for index, word in enumerate(tokens):
         base = word.removesuffix("'s")
-        if base in names:
+        if base in names or (base in lexicon.user_words and not lexicon.spaced):
             continue
+        if lexicon.numeral.fullmatch(base):
+            continue  # a number in the language's numerals: read by lexicon.values
         if lexicon.denies(base) or base in lexicon.opposites:
             negated = True
-            continue
+            if base in lexicon.negations or base in lexicon.opposites or lexicon.spaced:
+                continue
+            base = base[1:]  # "不吃": a negation written into its verb, "吃"
         if base in lexicon.numbers:
             numbers.add(lexicon.numbers[base])
             continue
@@ -176,6 +185,8 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
             continue
         if base in lexicon.fillers or base in lexicon.currencies or base.isdigit():
             continue
+        if lexicon.synonyms.get(base) in lexicon.fillers:
+            continue  # a form of a filler ("每" of "每个")
         lemmas.add(lemma)
         if lexicon.is_past(base):
             past_lemmas.add(lemma)
@@ -199,11 +210,12 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
         past_lemmas=frozenset(past_lemmas),
         verbs=frozenset(verbs),
         holder=holder(plain, names),
-        owners=frozenset(_owners(plain, names, lexicon)),
+        owners=frozenset(_owners(plain, tokens, names, lexicon)),
         currencies=frozenset(currencies),
         relations=frozenset(lexicon.relations.intersection(tokens)),
         roles=frozenset(_roles(tokens, names, lexicon)),
         activities=frozenset(activities),
+        text=folded,
         lexicon=lexicon,
     )
 
@@ -220,21 +232,40 @@ def _values(folded: str, lexicon: Lexicon) -> tuple[set[str], set[str]]:
     "2024-04-03", "-18" not "18", "b+" not "b-"), and the currencies of its amounts."""
     text = _THOUSANDS.sub("", folded)
     if lexicon.minus:
-        text = re.sub(rf"\b(?:{any_of(*lexicon.minus)})\s+(?=\d)", "-", text)
+        minus = any_of(*lexicon.minus)
+        pattern = rf"\b(?:{minus})\s+(?=\d)" if lexicon.spaced else rf"(?:{minus})\s*(?=\S)"
+        text = re.sub(pattern, "-", text)
     numbers = {match.group().replace("−", "-") for match in _VALUE.finditer(text)}
     numbers.update(_GRADE.findall(text))
+    numbers.update(lexicon.values(text))
     currencies = {code for sign, code in _CURRENCY_SIGNS.items() if sign in text}
-    currencies.update(lexicon.currencies[w] for w in WORD.findall(text) if w in lexicon.currencies)
+    if lexicon.spaced:
+        found = (lexicon.currencies.get(word) for word in WORD.findall(text))
+        currencies.update(code for code in found if code)
+    else:
+        # No spaces: the longest currency word first, so "美元" is not read as "元".
+        for word in sorted(lexicon.currencies, key=len, reverse=True):
+            if word in text:
+                currencies.add(lexicon.currencies[word])
+                text = text.replace(word, " ")
     return numbers, currencies
 
 
-def _owners(text: str, names: frozenset[str], lexicon: Lexicon) -> set[tuple[str, str]]:
+def _owners(
+    text: str, tokens: list[str], names: frozenset[str], lexicon: Lexicon
+) -> set[tuple[str, str]]:
     """Who owns what ``text`` names: ``("manager", "user")`` for "User's manager"."""
+
+    def who(owner: str) -> str:
+        return "user" if owner in names or owner in lexicon.user_words else owner
+
     out = set()
     for match in lexicon.owned.finditer(text):
-        owner, thing = fold(match.group(1)), fold(match.group(2))
-        owner = "user" if owner in names or owner in lexicon.user_words else owner
-        out.add((_word_key(thing, lexicon), owner))
+        out.add((_word_key(fold(match.group(2)), lexicon), who(fold(match.group(1)))))
+    if lexicon.possessive_word:
+        for index, word in enumerate(tokens[1:-1], start=1):
+            if word == lexicon.possessive_word:
+                out.add((_word_key(tokens[index + 1], lexicon), who(tokens[index - 1])))
     return out
 
 
@@ -292,7 +323,10 @@ def _person(holder: str | None, own: FactShape, other: FactShape) -> bool:
     if holder is None:
         return False
     people = own.lexicon.people | own.lexicon.user_words
-    return holder in people or "'s " in holder or f"@{holder}" in other.people
+    if holder == "user" or holder in people or "'s " in holder or f"@{holder}" in other.people:
+        return True
+    # Without capitals to tell a name by: one the other memory names after its start.
+    return not own.lexicon.spaced and holder in other.text[1:]
 
 
 def _other_relation(a: FactShape, b: FactShape) -> bool:

@@ -88,6 +88,7 @@ from .._observe.latency import LatencyRecorder
 from .._observe.tracing import SpanHandle, model_span, span
 from .._observe.usage import CallTokens, TokenMeter
 from .._text.dates import iso, parse_time
+from .._text.lexicon import segmenter_ready
 from .._text.same_fact import (
     FactShape,
     as_user,
@@ -478,6 +479,7 @@ class TimeJudge:
                     new.text, searched, top_k=2 * pool + len(batch), include_superseded=True
                 )
                 hits = [h for h in hits if h.id and h.id not in batch | plan.replaced]
+                await segmenter_ready([new.text, *(h.memory for h in hits)])
                 olds = [fact_of_hit(h) for h in hits if not is_superseded(h)][:pool]
                 handle.count(candidates=len(olds))
                 names_here = names | user_names(None, [new.text, *(o.text for o in olds)])

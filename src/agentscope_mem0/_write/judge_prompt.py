@@ -83,7 +83,7 @@ def read_request(memory: str, question: str) -> str:
 
 _NOW_WORDS = re.compile(
     r"\s*\b(?:right now|now|currently|these days|nowadays|at the moment|at present|"
-    r"any ?more|still)\b|(?<=\s)(?:current|new|present)\s+(?=\w)",
+    r"any ?more|still)\b|(?<=\s)(?:current|new|present)\s+(?=\w)|现在|目前|如今|当前|还",
 )
 
 

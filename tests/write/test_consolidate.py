@@ -99,6 +99,8 @@ def test_what_blocks_a_merge_is_named() -> None:
         ("User sees a dentist every year.", "User is a dentist.", "role"),
         # An activity is not the thing.
         ("User likes fishing.", "User likes fish.", "another word"),
+        # Nothing in common but the holder.
+        ("User has a cold.", "User is chilly about the idea.", "nothing in common"),
     ],
 )
 def test_the_words_keep_apart_what_differs_in_holder_relation_or_value(

@@ -391,11 +391,13 @@ def kept_apart(a: FactShape, b: FactShape) -> str | None:
     """Why ``a`` and ``b`` must stay two memories whatever else reads them as one
     (a model, a similarity), or ``None``.
 
-    What :func:`blocker` names, and two more: another verb ("wants a dog",
+    What :func:`blocker` names, and three more: another verb ("wants a dog",
     "has a dog"; "wants to live in Hangzhou", "lives in Hangzhou"; a word of
     its own on each side, one written as a verb: "likes reading science
-    fiction", "likes writing science fiction") and a detail on one side only
-    ("likes tea", "likes green tea").
+    fiction", "likes writing science fiction"), a detail on one side only
+    ("likes tea", "likes green tea"), and nothing in common but the holder
+    ("has a fever", "is feverish about football"), in a language the words
+    read.
     """
     reason = blocker(a, b)
     if reason is not None:
@@ -411,7 +413,15 @@ def kept_apart(a: FactShape, b: FactShape) -> str | None:
         return "more detail"
     if own_a and (own_a & a.verbs or own_b & b.verbs):
         return "another verb"  # "is learning to play the cello", "teaches the cello"
+    read = a.lexicon is not UNREAD and b.lexicon is not UNREAD
+    if read and not (_named(a) & _named(b)) - light:
+        return "nothing in common"
     return None
+
+
+def _named(shape: FactShape) -> frozenset[str]:
+    """What a memory names: its content words, people and values."""
+    return shape.words | shape.people | shape.numbers
 
 
 def _light_verbs(a: FactShape, b: FactShape) -> frozenset[str]:

@@ -198,7 +198,10 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
             verbs.add(word_key)
             if lexicon.is_verb_form(base) and before not in lexicon.progressive:
                 activities.add(word_key)
-    people.update(_named_people(plain, names, lexicon))
+    if lexicon is not UNREAD:
+        # Capitals name people only where the words are read: German writes its
+        # nouns with one.
+        people.update(_named_people(plain, names, lexicon))
     return FactShape(
         words=frozenset(words),
         numbers=frozenset(numbers),

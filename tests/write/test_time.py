@@ -426,6 +426,7 @@ async def test_the_question_is_read_without_its_words_of_time() -> None:
         "Does the user go to the gym on Mondays?"
     )
     assert timeless("What is the user's current job?") == "What is the user's job?"
+    assert timeless("用户现在住在哪里？") == "用户住在哪里？"
     assert timeless("Where in New York does the user live?") == (
         "Where in New York does the user live?"
     )

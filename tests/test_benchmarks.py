@@ -48,6 +48,9 @@ SMOKE: dict[str, str] = {
     "--pairs {pairs} --fresh-pairs {fresh} --out {out}/consolidation.json",
     "fact_change": "fact_change.py --scenarios 6 --rounds 1 --out {out}/fact-change.json "
     "--plot {out}/fact-change.png",
+    # One row of each kind of the #37 sets, held-out half, every scripted judge.
+    "judgement_sets": "judgement_sets.py --limit 1 --splits held-out "
+    "--out {out}/judgement-sets.json",
     "real_model": "real_model.py --scripted --split dev --cases home-allergy chitchat-weather "
     "change-01 person-07 --out {out}/real-model.json --plot {out}/real-model.png",
     # Both sides on this checkout: the side by side runs, compares nothing.
@@ -312,6 +315,16 @@ def test_fact_change(runs: Runs) -> None:
     assert by_system["ours"]["stale_as_current"] == 0
     assert by_system["ours"]["current_present"] == 1
     assert (out / "fact-change.png").is_file()
+
+
+def test_judgement_sets(runs: Runs) -> None:
+    data = result(runs.out("judgement_sets") / "judgement-sets.json", "command", "pairs", "changes")
+    assert set(data["pairs"]) == {"none", "not-said", "same", "rule"}
+    assert set(data["changes"]) == {"not-said", "reader", "rule"}
+    held = data["changes"]["reader"]["held-out"]
+    assert held["change"]["scenarios"] == held["one-message"]["scenarios"] == 2  # en, zh
+    # A model that reads "not said" everywhere: the words alone hide no true memory.
+    assert data["changes"]["not-said"]["held-out"]["true_memories_hidden"] == 0
 
 
 def test_real_model(runs: Runs) -> None:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ._mem0.clients import build_local_memory, build_mem0_config, build_memory
     from ._mem0.extraction import ExtractionStyle
     from ._memories.hit import MemoryHit
-    from ._memories.release import Forgotten
+    from ._memories.release import Forgotten, Restored
     from ._middleware import Mem0Middleware
     from ._modes import Mode
     from ._parameters import (
@@ -116,6 +116,7 @@ _LAZY: dict[str, str] = {
     "PostgresWorkingStore": "._working.stores",
     "QdrantWorkingStore": "._working.stores",
     "RecallMode": "._recall.recall",
+    "Restored": "._memories.release",
     "RetryPolicy": "._write.delivery",
     "Scope": "._scope",
     "SqliteWorkingStore": "._working.stores",
@@ -176,6 +177,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "PostgresWorkingStore",
     "QdrantWorkingStore",
     "RecallMode",
+    "Restored",
     "RetryPolicy",
     "Scope",
     "SqliteWorkingStore",

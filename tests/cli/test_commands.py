@@ -161,7 +161,7 @@ def test_history_shows_mem0_changes() -> None:
     entries = run_json("history", memory_id)
     assert [(e["event"], e["new_memory"]) for e in entries] == [("ADD", "likes tea")]
     table = run("history", memory_id)
-    assert table.stdout.splitlines()[0].split() == ["WHEN", "EVENT", "BEFORE", "AFTER"]
+    assert table.stdout.splitlines()[0].split() == ["WHEN", "EVENT", "BEFORE", "AFTER", "WHY"]
     assert "ADD" in table.stdout
 
 

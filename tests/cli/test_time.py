@@ -69,6 +69,10 @@ def test_list_search_and_history_follow_the_timeline(_data_dir: Path) -> None:
     assert {"event": "SUPERSEDED_BY", "memory_id": new["id"]}.items() <= forward[-1].items()
     backward = run_json("history", new["id"])
     assert {"event": "SUPERSEDES", "memory_id": old["id"]}.items() <= backward[-1].items()
+    # Why: the model's readings that decided the change, shown both ways.
+    assert forward[-1]["reason"].startswith("model")
+    assert backward[-1]["reason"] == forward[-1]["reason"]
+    assert "WHY" in run("history", old["id"]).stdout
 
     # Forgetting the newer memory brings the older one back.
     assert run("forget", new["id"], "--yes").exit_code == 0
@@ -87,6 +91,28 @@ async def _a_fact_said_twice(folder: Path) -> None:
     close_shared_clients(folder)
 
 
+def test_restore_undoes_a_wrong_change_and_history_shows_it(_data_dir: Path) -> None:
+    asyncio.run(_two_sessions(_data_dir))
+    everything = {m["text"]: m for m in run_json("list", "--user", "alice", "--all")}
+    old = everything["User lives in Hangzhou."]
+    new = everything["User moved to Beijing last month."]
+    reason = old["metadata"]["superseded_reason"]
+
+    restored = run("restore", old["id"])
+    assert restored.exit_code == 0, restored.output
+    assert f"Current again: {old['id']}: User lives in Hangzhou." in restored.stdout
+    assert f"It was superseded by {new['id']} ({reason})." in restored.stdout
+    current = {m["text"]: m for m in run_json("list", "--user", "alice")}
+    assert set(current) == set(everything)
+    assert not current["User moved to Beijing last month."]["metadata"].get("supersedes")
+    undone = run_json("history", old["id"])[-1]
+    assert undone["event"] == "RESTORED" and undone["memory_id"] == new["id"]
+    assert undone["reason"] == f"was superseded ({reason})"
+    # Nothing left to undo: a usage error that says so.
+    again = run("restore", old["id"])
+    assert again.exit_code == 2 and "nothing to restore" in again.output
+
+
 def test_forgetting_the_kept_memory_forgets_its_repeat_too(_data_dir: Path) -> None:
     asyncio.run(_a_fact_said_twice(_data_dir))
     everything = run_json("list", "--user", "alice", "--all")
@@ -100,6 +126,8 @@ def test_forgetting_the_kept_memory_forgets_its_repeat_too(_data_dir: Path) -> N
     assert {"event": "DUPLICATE_OF", "memory_id": kept["id"]}.items() <= forward[-1].items()
     backward = run_json("history", kept["id"])
     assert {"event": "DUPLICATES", "memory_id": repeat["id"]}.items() <= backward[-1].items()
+    assert forward[-1]["reason"] == backward[-1]["reason"]
+    assert forward[-1]["reason"].startswith("words")
     exported = run("export", "--user", "alice")
     assert exported.exit_code == 0, exported.output
     lines = [json.loads(line) for line in exported.stdout.splitlines()]

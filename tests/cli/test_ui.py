@@ -237,6 +237,7 @@ def test_supersession_is_shown_both_ways(store: Any) -> None:
         created_at="2026-01-05T10:00:00+00:00",
         metadata={
             "superseded_by": "0b6c3a52-1d2e-4f00-9a6b-000000000002",
+            "superseded_reason": 'model, both ways: "Where does the user live?"',
             "valid_until": "2026-06-01T09:00:00+00:00",
         },
     )
@@ -273,6 +274,11 @@ def test_supersession_is_shown_both_ways(store: Any) -> None:
     timeline = client.get("/memory?id=0b6c3a52-1d2e-4f00-9a6b-000000000001").text
     assert "Alice lives in Berlin." in timeline
     assert "SUPERSEDED_BY" in timeline and "Alice lives in Hangzhou." in timeline
+    # Why: the reading that decided it, on both memories' pages.
+    why = "model, both ways: &quot;Where does the user live?&quot;"
+    assert f'data-label="why">{why}</td>' in timeline
+    newer = client.get("/memory?id=0b6c3a52-1d2e-4f00-9a6b-000000000002").text
+    assert "SUPERSEDES" in newer and why in newer
 
 
 def test_a_repeat_is_shown_with_the_memory_kept(store: Any) -> None:

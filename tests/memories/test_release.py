@@ -189,3 +189,33 @@ async def test_forgetting_a_repeat_alone_leaves_the_fact(tmp_path: Path) -> None
         left = await backend.get(kept["id"])
         assert left is not None and not left["metadata"].get("duplicates")
         assert done.deleted and done.repeats == () and done.current_again == ()
+
+
+async def test_restore_makes_a_wrongly_merged_repeat_current_and_keeps_what_was_undone(
+    tmp_path: Path,
+) -> None:
+    mw = _middleware(tmp_path)
+    async with mw:
+        await _turn(mw, "I live in Hangzhou.", "2024-01-05T10:00:00+00:00")
+        await _turn(mw, "I live in Hangzhou!", "2024-02-05T10:00:00+00:00")
+        backend = mw.client_state.backend
+        (kept,) = await backend.get_all(READS, limit=50)
+        told = [item for items in (await _by_text(mw)).values() for item in items]
+        (repeat,) = [item for item in told if item["id"] != kept.id]
+        reason = repeat["metadata"]["duplicate_reason"]
+        assert reason.startswith("words")
+
+        restored = await backend.restore(repeat["id"])
+        assert restored is not None
+        assert (restored.was, restored.by, restored.reason) == ("duplicate", kept.id, reason)
+        entry = await backend.get(repeat["id"])
+        assert entry is not None
+        metadata = entry["metadata"]
+        assert not metadata.get("duplicate_of") and not metadata.get("duplicate_reason")
+        assert [undone["by"] for undone in metadata["restored"]] == [kept.id]
+        assert metadata["restored"][0]["reason"] == reason
+        kept_entry = await backend.get(kept.id)
+        assert kept_entry is not None and not kept_entry["metadata"].get("duplicates")
+        assert len(await _current(backend)) == 2
+        # A current memory has nothing to undo.
+        assert await backend.restore(repeat["id"]) is None

@@ -73,6 +73,64 @@ def test_what_blocks_a_merge_is_named() -> None:
     assert as_user("Alice's cat likes ALICE.", names) == "User's cat likes User."
 
 
+@pytest.mark.parametrize(
+    ("a", "b", "reason"),
+    [
+        # Who did what to whom (issue #37: 5 of 5 such pairs were merged).
+        ("User owes Tom 500 dollars.", "Tom owes User 500 dollars.", "another person"),
+        ("User reports to Lisa.", "Lisa reports to User.", "another person"),
+        ("User's tutor is Ana.", "User is Ana's tutor.", "another person"),
+        # Values, whole and in order: dates, codes, signs, grades, currencies.
+        ("User's exam is on 2024-03-04.", "User's exam is on 2024-04-03.", "numbers"),
+        ("User's locker code is 1234.", "User's locker code is 4321.", "numbers"),
+        (
+            "User keeps the freezer at -18 degrees.",
+            "User keeps the freezer at 18 degrees.",
+            "numbers",
+        ),
+        ("User got an A+ in physics.", "User got an A- in physics.", "numbers"),
+        ("User saved $2000 for the trip.", "User saved €2000 for the trip.", "currency"),
+        ("User earns 5000 dollars a month.", "User earns 5000 euros a month.", "currency"),
+        # Prepositions that change the fact.
+        ("User works for Google.", "User works with Google.", "another relation"),
+        ("User's daughter is over 30.", "User's daughter is 30.", "another relation"),
+        # What the user is, and what the user has someone be.
+        ("User employs a gardener.", "User works as a gardener.", "role"),
+        ("User sees a dentist every year.", "User is a dentist.", "role"),
+        # An activity is not the thing.
+        ("User likes fishing.", "User likes fish.", "another word"),
+        # Nothing in common but the holder.
+        ("User has a cold.", "User is chilly about the idea.", "nothing in common"),
+    ],
+)
+def test_the_words_keep_apart_what_differs_in_holder_relation_or_value(
+    a: str, b: str, reason: str
+) -> None:
+    """What no reading may merge: the words veto it (and never merge it themselves)."""
+    names = user_names("alice")
+    first, second = fact_shape(a, names), fact_shape(b, names)
+    assert kept_apart(first, second) == reason == kept_apart(second, first)
+    assert not same_fact(first, second, similarity=1.0)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("User owes Tom 500 dollars.", "User owes 500 dollars to Tom."),
+        ("User's rent is $1,500.", "User's rent is $1500."),
+        ("User is vegetarian.", "The user is a vegetarian."),
+        ("User's favorite food is sushi.", "Sushi is the user's favorite food."),
+        ("User goes running on weekends.", "User runs on weekends."),
+        ("User plays chess on Sundays.", "User plays chess every Sunday."),
+        ("User works for Google.", "User works at Google."),
+        ("User uses Vim as their editor.", "User uses Vim as the editor."),
+    ],
+)
+def test_repeats_in_other_words_still_read_as_one_fact(a: str, b: str) -> None:
+    names = user_names("alice")
+    assert kept_apart(fact_shape(a, names), fact_shape(b, names)) is None
+
+
 def test_one_word_swapped_in_a_long_memory_is_another_fact() -> None:
     """However many words two memories share, the words alone never merge a swap."""
     names = user_names("alice")

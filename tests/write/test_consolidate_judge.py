@@ -185,8 +185,8 @@ async def test_a_repeat_that_changes_a_memory_has_the_kept_one_supersede_it() ->
     changed = Fact("hangzhou", "User lives in Hangzhou.", said=second)
     repeat = Fact("repeat", "User's home is in Beijing.", said=third)
 
-    holder = plan.merge(repeat, kept)
-    plan.supersede(holder, changed)
+    holder = plan.merge(repeat, kept, "model: test")
+    plan.supersede(holder, changed, "model: test")
     assert plan.changes["repeat"][DUPLICATE_OF] == "kept"
     assert plan.changes["kept"][DUPLICATES] == ["older-repeat", "repeat"]
     assert plan.changes["kept"][SUPERSEDES] == ["hangzhou"]

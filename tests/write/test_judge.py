@@ -17,7 +17,12 @@ from agentscope_mem0 import Mem0Middleware, Scope
 from agentscope_mem0._write import judge as judge_module
 from agentscope_mem0._write.judge import FollowUp
 from agentscope_mem0._write.judge_prompt import READ_PROMPT
-from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel, is_judge_request
+from agentscope_mem0.testing import (
+    HashEmbedding,
+    ScriptedChatModel,
+    is_extraction_request,
+    is_judge_request,
+)
 
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
 
@@ -242,3 +247,69 @@ async def test_writes_are_judged_in_order_per_scope_and_past_the_backlog_only_da
     assert follow.stop() == 0
     store("a", 9)  # after stop: nothing more is judged
     assert follow.stats()["judge_waiting"] == 0
+
+
+def _not_said(prompt: str) -> str:
+    """A model that reads every memory for its own question only: "not said"."""
+    memory = prompt.partition("\n")[0].removeprefix("Memory: ")
+    if "\nQuestion: " in prompt:
+        return "not said"
+    return json.dumps({"question": f"What does the user say in {memory}?", "answer": memory})
+
+
+async def test_a_change_told_later_in_the_same_message_supersedes_the_earlier_fact(
+    tmp_path: Any,
+) -> None:
+    mw = _middleware(tmp_path, ScriptedChatModel())
+    async with mw:
+        await _tell(mw, "I live in Hangzhou. I moved to Beijing.")
+        assert await mw.flush(timeout=30)
+        stored = await _current(mw)
+        old, new = stored["User lives in Hangzhou."], stored["User moved to Beijing."]
+        assert old["metadata"]["superseded_by"] == new["id"]
+        assert new["metadata"]["supersedes"] == [old["id"]]
+        assert not new["metadata"].get("superseded_by")
+
+    # A model that reads nothing: both stay, nothing is hidden.
+    reads_nothing = _middleware(tmp_path / "not-said", ScriptedChatModel(judge=_not_said))
+    async with reads_nothing:
+        await _tell(reads_nothing, "I live in Hangzhou. I moved to Beijing.")
+        assert await reads_nothing.flush(timeout=30)
+        stored = await _current(reads_nothing)
+        assert len(stored) == 2
+        assert not any(item["metadata"].get("superseded_by") for item in stored.values())
+
+
+class FirstExtractionWaits(ScriptedChatModel):
+    """Its first extraction waits until ``release`` is set: the scope is busy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self._waited = False
+
+    async def _call_api(self, model_name: str, messages: list[Msg], **kwargs: Any) -> Any:
+        if not self._waited and is_extraction_request(messages):
+            self._waited = True
+            await self.release.wait()
+        return await super()._call_api(model_name, messages, **kwargs)
+
+
+async def test_a_change_told_in_two_quick_turns_joined_in_one_write_supersedes(
+    tmp_path: Any,
+) -> None:
+    # The first turn's extraction waits, so the next two wait behind it and go to
+    # mem0 as one call: their memories are one write, in turn order.
+    model = FirstExtractionWaits()
+    mw = _middleware(tmp_path, model)
+    async with mw:
+        await _tell(mw, "I like green tea.")
+        await _tell(mw, "I live in Hangzhou.")
+        await _tell(mw, "I moved to Beijing.")
+        model.release.set()
+        assert await mw.flush(timeout=60)
+        assert mw.stats()["write_batches"] == 2
+        stored = await _current(mw)
+        old, new = stored["User lives in Hangzhou."], stored["User moved to Beijing."]
+        assert old["metadata"]["superseded_by"] == new["id"]
+        assert not stored["User likes green tea."]["metadata"].get("superseded_by")

@@ -24,7 +24,7 @@ from .._exceptions import (
 )
 from .._memories.hit import MemoryHit, entries_of, normalise_hits, results_of
 from .._memories.lifecycle import read_current, write_metadata
-from .._memories.release import Forgotten, forget
+from .._memories.release import Forgotten, Restored, forget, restore
 from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
 from .._text.grounding import Grounding
@@ -368,6 +368,12 @@ class Mem0Backend:
         says otherwise (see :mod:`.._memories.release`).
         """
         return await forget(self, memory_id)
+
+    async def restore(self, memory_id: str) -> Restored | None:
+        """Make a memory the judgement superseded or merged current again ("not a
+        change"); ``None`` when it is gone or was current (see
+        :func:`~.._memories.release.restore`)."""
+        return await restore(self, memory_id)
 
     async def delete_only(self, memory_id: str) -> bool:
         """Delete one memory and nothing else (what it hid stays hidden; use

@@ -10,17 +10,24 @@ Every memory this package writes carries, in mem0's metadata:
 and, once the time judgement (:mod:`.._write.judge`) found that a newer memory
 changes it:
 
-* ``valid_until`` / ``superseded_by``: on a memory no longer true, the time
-  and id of the memory that replaced it; ``supersedes`` on the newer one
-  lists the ids it replaced (so forgetting it can undo that);
+* ``valid_until`` / ``superseded_by`` / ``superseded_reason``: on a memory no
+  longer true, the time and id of the memory that replaced it, and the
+  readings or the rule that decided so; ``supersedes`` on the newer one lists
+  the ids it replaced (so forgetting it can undo that);
 * ``extends``: on a memory that adds detail to an older one, that one's id;
 
 and, once consolidation (:mod:`.._write.judge`) found that a new memory
 states a fact a current one already states:
 
-* ``duplicate_of`` / ``valid_until``: on the redundant memory, the id of the
-  one kept and when it was merged; ``duplicates`` on the kept one lists the
-  ids merged into it (so forgetting it forgets them too, see :mod:`.release`).
+* ``duplicate_of`` / ``valid_until`` / ``duplicate_reason``: on the redundant
+  memory, the id of the one kept, when it was merged and what decided it;
+  ``duplicates`` on the kept one lists the ids merged into it (so forgetting
+  it forgets them too, see :mod:`.release`);
+
+and, once someone undid one of those (:func:`~.release.restore`):
+
+* ``restored``: on the memory current again, one entry per undoing (when,
+  which memory had hidden it, how, and the reason that had been given).
 
 A superseded or duplicate memory is kept; reads leave it out unless asked for
 it (duplicates always: they add nothing a reader does not already get), and
@@ -50,10 +57,13 @@ if TYPE_CHECKING:
 __all__ = [
     "DUPLICATES",
     "DUPLICATE_OF",
+    "DUPLICATE_REASON",
     "EVENT_DATE",
     "EXTENDS",
+    "RESTORED",
     "SAID_AT",
     "SUPERSEDED_BY",
+    "SUPERSEDED_REASON",
     "SUPERSEDES",
     "VALID_FROM",
     "VALID_UNTIL",
@@ -76,10 +86,13 @@ VALID_FROM = "valid_from"
 VALID_UNTIL = "valid_until"
 SUPERSEDED_BY = "superseded_by"
 SUPERSEDES = "supersedes"
+SUPERSEDED_REASON = "superseded_reason"
 EXTENDS = "extends"
 EVENT_DATE = "event_date"
 DUPLICATE_OF = "duplicate_of"
+DUPLICATE_REASON = "duplicate_reason"
 DUPLICATES = "duplicates"
+RESTORED = "restored"
 
 _EVENT_DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
 

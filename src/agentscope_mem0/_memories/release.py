@@ -1,5 +1,5 @@
 """Forgetting a memory: its repeats go with it, and what it hid comes back
-only when nothing newer says otherwise.
+only when nothing newer says otherwise; and undoing a wrong supersede or merge.
 
 A memory hides others (:mod:`.lifecycle`): the repeats merged into it
 (``duplicates``) and the older memories it superseded (``supersedes``).
@@ -19,6 +19,12 @@ what that one is now:
 
 Every path that forgets (``Mem0Backend.forget``/``delete``, the
 ``forget_memory`` tool, the CLI's ``forget``, the inspector) comes here.
+
+:func:`restore` undoes one verdict of the judgement instead: a memory
+superseded or merged wrongly ("not a change") is current again, the memory
+that hid it no longer lists it, and the memory keeps what was undone
+(``restored``), so its history shows it (``Mem0Backend.restore``, the CLI's
+``restore``).
 """
 
 from __future__ import annotations
@@ -30,18 +36,22 @@ from typing import Any, Protocol
 
 from .._scope import Scope
 from .._text.dates import iso
+from .._text.lexicon import segmenter_ready
 from .._text.same_fact import fact_shape, first_repeat, user_names
 from .hit import MemoryHit, normalise_hits
 from .lifecycle import (
     DUPLICATE_OF,
+    DUPLICATE_REASON,
     DUPLICATES,
+    RESTORED,
     SUPERSEDED_BY,
+    SUPERSEDED_REASON,
     SUPERSEDES,
     VALID_UNTIL,
     ids_of,
 )
 
-__all__ = ["Forgotten", "forget"]
+__all__ = ["Forgotten", "Restored", "forget", "restore"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,13 +117,18 @@ async def forget(memories: Memories, memory_id: str) -> Forgotten:
     back: list[str] = []
     if heir is not None:
         # The memory that replaced the forgotten one replaces what it had replaced.
+        why = f"forgot memory {memory_id}, which had replaced it; memory {_id(heir)} replaced that"
         for old in olds:
-            await memories.update_metadata(_id(old), {SUPERSEDED_BY: _id(heir)})
+            await memories.update_metadata(
+                _id(old), {SUPERSEDED_BY: _id(heir), SUPERSEDED_REASON: why}
+            )
         await _relink(memories, heir, gone, [_id(old) for old in olds])
     else:
         for old in olds:
             if await _still_hidden(memories, old, gone) is None:
-                await memories.update_metadata(_id(old), {SUPERSEDED_BY: None, VALID_UNTIL: None})
+                await memories.update_metadata(
+                    _id(old), {SUPERSEDED_BY: None, SUPERSEDED_REASON: None, VALID_UNTIL: None}
+                )
                 back.append(_id(old))
     deleted = await memories.delete_only(memory_id)
     logger.info(
@@ -203,10 +218,14 @@ async def _still_hidden(memories: Memories, old: dict[str, Any], gone: set[str])
     others = [h for h in hits if h.id and h.id != _id(old) and h.id not in gone]
     for hit in others:
         if _id(old) in ids_of((hit.metadata or {}).get(SUPERSEDES)):
-            await memories.update_metadata(_id(old), {SUPERSEDED_BY: hit.id})
+            why = f"memory {hit.id} had superseded it too"
+            await memories.update_metadata(
+                _id(old), {SUPERSEDED_BY: hit.id, SUPERSEDED_REASON: why}
+            )
             return hit.id
     agent = old.get("agent_id") or None
     shown = [h for h in others if h.agent_id in (None, agent)]
+    await segmenter_ready([text, *(h.memory for h in shown)])
     names = user_names(user_id, [text, *(h.memory for h in shown)])
     at = await first_repeat(fact_shape(text, names), [fact_shape(h.memory, names) for h in shown])
     if at is None:
@@ -215,8 +234,73 @@ async def _still_hidden(memories: Memories, old: dict[str, Any], gone: set[str])
     assert kept.id is not None  # others have ids
     await memories.update_metadata(
         _id(old),
-        {SUPERSEDED_BY: None, DUPLICATE_OF: kept.id, VALID_UNTIL: iso(datetime.now(UTC))},
+        {
+            SUPERSEDED_BY: None,
+            SUPERSEDED_REASON: None,
+            DUPLICATE_OF: kept.id,
+            DUPLICATE_REASON: "words: the same holder, relation, values and content words",
+            VALID_UNTIL: iso(datetime.now(UTC)),
+        },
     )
     duplicates = ids_of((kept.metadata or {}).get(DUPLICATES))
     await memories.update_metadata(kept.id, {DUPLICATES: [*duplicates, _id(old)]})
     return kept.id
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What undoing a supersede or a merge did."""
+
+    memory_id: str
+    """The memory current again."""
+    was: str
+    """``"superseded"`` or ``"duplicate"``: what it had been."""
+    by: str
+    """The memory that had hidden it (superseded it, or kept its fact)."""
+    reason: str | None
+    """The reason that had been given (the readings or the rule), if one was kept."""
+
+
+async def restore(memories: Memories, memory_id: str) -> Restored | None:
+    """Make a superseded or merged memory current again: a change or a repeat read
+    wrongly ("not a change"), undone.
+
+    The memory loses its ``superseded_by`` (or ``duplicate_of``), its
+    ``valid_until`` and its reason; the memory that had hidden it no longer
+    lists it; and the memory keeps a ``restored`` entry saying when, which
+    memory had hidden it, how and why, so its history shows the undoing.
+
+    Args:
+        memories: The door to mem0.
+        memory_id: The memory to make current again.
+
+    Returns:
+        What was undone, or ``None`` when the memory is gone or was current.
+    """
+    entry = await memories.get(memory_id)
+    if entry is None:
+        return None
+    metadata = _metadata(entry)
+    for field, why, link, was in (
+        (SUPERSEDED_BY, SUPERSEDED_REASON, SUPERSEDES, "superseded"),
+        (DUPLICATE_OF, DUPLICATE_REASON, DUPLICATES, "duplicate"),
+    ):
+        other_id = metadata.get(field)
+        if not isinstance(other_id, str) or not other_id:
+            continue
+        reason = metadata.get(why) if isinstance(metadata.get(why), str) else None
+        undone = {"at": iso(datetime.now(UTC)), "was": was, "by": other_id, "reason": reason}
+        history = [item for item in metadata.get(RESTORED) or [] if isinstance(item, dict)]
+        await memories.update_metadata(
+            memory_id,
+            {field: None, why: None, VALID_UNTIL: None, RESTORED: [*history, undone]},
+        )
+        other = await memories.get(other_id)
+        if other is not None:
+            listed = ids_of(_metadata(other).get(link))
+            if memory_id in listed:
+                rest = [i for i in listed if i != memory_id]
+                await memories.update_metadata(other_id, {link: rest or None})
+        logger.info("memory %s is current again (it was %s by %s)", memory_id, was, other_id)
+        return Restored(memory_id, was, other_id, reason)
+    return None

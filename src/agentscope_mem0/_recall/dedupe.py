@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._text.lexicon import ENGLISH, any_of
+from .._text.lexicon import ENGLISH, any_of, segmenter_ready
 from .._text.same_fact import FactShape, as_user, cosine, fact_shape, same_fact, user_names
 
 if TYPE_CHECKING:
@@ -165,6 +165,9 @@ async def dedupe_by_meaning(
         embed: Embeds texts (``None``: the words decide alone).
         budget: Seconds the embedding may take; ``None`` waits for it.
     """
+    hits = list(hits)
+    # The first Chinese memories a process reads load the segmenter (about a second).
+    await segmenter_ready(hit.memory for hit in hits)
     unique = dedupe_hits(hits, user_id=user_id)
     if embed is None or len(unique) < 2 or (budget is not None and budget <= 0):
         return unique

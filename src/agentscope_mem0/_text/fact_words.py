@@ -1,13 +1,11 @@
 """What the words of a memory say, without a model: whose fact it is, whether it
-tells of the past or of one more item, what it says has ended, and how two
-short answers compare.
+tells of the past or of one more item, and how two short answers compare.
 
-The time judgement uses these around the model's readings: a new memory about
-another person, about the past ("used to", "in college", a year long gone)
-or adding an item ("also", "another") never makes an older memory untrue;
-one that ends a thing the older memory names ("quit smoking", "broke up with
-Mark") does, where a small model reads "not said". Each reads the words of
-the memory's language (:func:`~.lexicon.lexicon_for`); a memory in a
+The time judgement uses these around the model's readings, only ever to veto
+a change: a new memory about another person, about the past ("used to", "in
+college", a year long gone) or adding an item ("also", "another") never makes
+an older memory untrue. No word makes one untrue on its own. Each reads the
+words of the memory's language (:func:`~.lexicon.lexicon_for`); a memory in a
 language without a lexicon passes them and relies on the readings alone.
 """
 
@@ -21,14 +19,11 @@ __all__ = [
     "Agreement",
     "compare_answers",
     "denies",
-    "ended_topics",
     "holder",
     "is_additive",
     "is_short_answer",
-    "named_in_both",
     "same_holder",
     "tells_of_past",
-    "topics",
     "year_told",
 ]
 
@@ -38,30 +33,52 @@ def _lexicon(*texts: str) -> Lexicon:
 
 
 def _tokens(text: str) -> list[str]:
-    """The words of ``text``, folded; Chinese, Japanese and Korean characters one by one."""
+    """The words of ``text``, folded: its lexicon's words (Chinese as ``jieba``
+    segments it); Japanese and Korean characters, or Chinese ones in another
+    language's text, one by one."""
     folded = fold(text)
+    lexicon = _lexicon(text)
+    if not lexicon.spaced:
+        return lexicon.split(folded)
     return [*"".join(CJK_RUN.findall(folded)), *WORD.findall(CJK_RUN.sub(" ", folded))]
 
 
-def holder(memory: str) -> str | None:
+def holder(memory: str, names: frozenset[str] = frozenset()) -> str | None:
     """Whose fact ``memory`` is: ``"user"``, ``"user's sister"``, ``"maria"``...;
     ``None`` when the memory does not open with a word to tell by.
 
     "User's car ..." is the user's (a thing of theirs); "User's sister ..."
     is the sister's; a memory opening with another name is that person's.
+    The user's own ``names`` (:func:`~.same_fact.user_names`) are the user.
     """
     lexicon = _lexicon(memory)
+
+    def who(word: str) -> str:
+        word = fold(word)
+        return "user" if word in names or word in lexicon.user_words else word
+
+    if not lexicon.spaced:
+        # "用户的妹妹 ..." is the sister's; "用户 ..." the user's; "小王 ..." 小王's.
+        words = lexicon.split(fold(memory))
+        if not words or words[0] in lexicon.common_first_words or words[0] in lexicon.time_words:
+            return None
+        owner = who(words[0])
+        if words[1:2] == [lexicon.possessive_word] and words[2:3] and words[2] in lexicon.people:
+            return f"{owner}'s {words[2]}"
+        return owner
     possessive = lexicon.possessive.match(memory)
     if possessive:
-        owner, thing = possessive.group(1).lower(), possessive.group(2).lower()
+        owner, thing = who(possessive.group(1)), fold(possessive.group(2))
         return f"{owner}'s {thing}" if thing in lexicon.people else owner
     first = lexicon.first_word.match(memory)
-    return first.group(1).lower() if first else None
+    if first is None or fold(first.group(1)) in lexicon.common_first_words:
+        return None
+    return who(first.group(1))
 
 
-def same_holder(first: str, second: str) -> bool:
+def same_holder(first: str, second: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether two memories are about the same person, as far as their words tell."""
-    a, b = holder(first), holder(second)
+    a, b = holder(first, names), holder(second, names)
     return a is None or b is None or a == b
 
 
@@ -120,44 +137,6 @@ def is_short_answer(reading: str) -> bool:
     sentence retelling the memory ("The user quit smoking in March.")."""
     words = _tokens(reading)
     return 0 < len(words) <= _SHORT_ANSWER_WORDS and not _lexicon(reading).sentence.match(reading)
-
-
-_TOPIC_LETTERS = 4
-"""A topic is the first letters of a word's stem: "smoking" and "smoker" name one thing."""
-
-
-def topics(text: str) -> set[str]:
-    """The words of ``text`` that name something, cut to a stem of four letters."""
-    lexicon = _lexicon(text)
-    out = set()
-    for word in _tokens(text):
-        if word in lexicon.fillers or word in lexicon.not_topics or len(word) < 3:
-            continue
-        out.add(lexicon.stem(word)[:_TOPIC_LETTERS])
-    return out
-
-
-def named_in_both(question: str, first: str, second: str) -> bool:
-    """Whether ``question`` asks about a thing both memories name ("work" in
-    "What does the user ride to work?", "User takes the bus to work" and
-    "User cycles to work now")."""
-    return bool(topics(question) & topics(first) & topics(second))
-
-
-_ENDED_WORDS = 3
-
-
-def ended_topics(memory: str) -> set[str]:
-    """The stems of what ``memory`` tells has ended: the words after "quit", "sold",
-    "broke up with", "no longer"... up to the next clause ("User quit smoking in
-    March": ``{"smok"}``; "User sold their car and takes the train": ``{"car"}``).
-    Empty when no such word opens a named thing."""
-    lexicon = _lexicon(memory)
-    out: set[str] = set()
-    for match in lexicon.ending.finditer(memory):
-        ended = lexicon.clause_end.split(match.group(1), maxsplit=1)[0]
-        out |= topics(" ".join(ended.split()[:_ENDED_WORDS]))
-    return out
 
 
 def year_told(memory: str) -> int | None:

@@ -157,7 +157,7 @@ def _specifics(memory: str) -> set[str]:
 def _about_the_user(memory: str) -> bool:
     """Whether ``memory`` names the user or someone in their life."""
     folded = fold(memory)
-    if any(person in folded for person in CHINESE.people):
+    if any(person in folded for person in CHINESE.people | CHINESE.user_words):
         return True
     words = {*WORD.findall(folded)}
     return bool(

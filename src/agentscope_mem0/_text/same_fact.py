@@ -35,7 +35,8 @@ import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .lexicon import CJK_NEGATIONS, CJK_RUN, UNREAD, WORD, Lexicon, fold, lexicon_for
+from .fact_words import holder
+from .lexicon import CJK_NEGATIONS, CJK_RUN, UNREAD, WORD, Lexicon, any_of, fold, lexicon_for
 
 __all__ = [
     "DEFAULT_SAME_FACT_RULE",
@@ -69,7 +70,12 @@ class SameFactRule:
 DEFAULT_SAME_FACT_RULE = SameFactRule()
 
 
-_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_VALUE = re.compile(r"(?P<sign>(?<![0-9A-Za-z.])[-−](?=\d))?(?P<number>\d+(?:[.,:/-]\d+)*)")
+"""A number as one value: its sign, and its parts in order ("2024-03-04", "12/05", "-18")."""
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_GRADE = re.compile(r"(?<![\w+-])([a-z]{1,2}[+-])(?![\w+-])")
+"""A grade or a blood type ("a+", "b-", "ab+"), in folded text."""
+_CURRENCY_SIGNS = {"$": "usd", "£": "gbp", "€": "eur", "¥": "cny|jpy", "₹": "inr", "₩": "krw"}
 _CAPITALISED = re.compile(r"[^\W\d_][\w'’]*")
 
 
@@ -93,6 +99,20 @@ class FactShape:
     """Base forms of the words written in a past tense."""
     verbs: frozenset[str] = frozenset()
     """Content words written as a verb ("learning", "to play"), as in :attr:`words`."""
+    holder: str | None = None
+    """Whose fact it is (:func:`~.fact_words.holder`); ``None`` when the words do not tell."""
+    owners: frozenset[tuple[str, str]] = frozenset()
+    """Who owns what it names, as ``(thing, owner)``: "User's manager" is not "Dana's manager"."""
+    currencies: frozenset[str] = frozenset()
+    """The currencies its amounts are in ("$", "euros")."""
+    relations: frozenset[str] = frozenset()
+    """Its prepositions that change what it says ("for", "with", "against", "over")."""
+    roles: frozenset[str] = frozenset()
+    """What its holder is ("is a nurse", "works as a nanny"), as in :attr:`words`."""
+    activities: frozenset[str] = frozenset()
+    """Words written as an activity ("likes boxing"; not "is living"), as in :attr:`words`."""
+    text: str = field(default="", compare=False)
+    """The memory as read (folded)."""
     lexicon: Lexicon = field(default=UNREAD, compare=False)
     """The lexicon the memory was read with."""
 
@@ -119,26 +139,34 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
     plain = unicodedata.normalize("NFKC", text).replace("’", "'")
     folded = fold(text)
     lexicon = lexicon_for(plain) or UNREAD
-    numbers = set(_NUMBER.findall(folded))
+    numbers, currencies = _values(folded, lexicon)
     words: set[str] = set()
     people: set[str] = set()
     times: set[str] = set()
     lemmas: set[str] = set()
     past_lemmas: set[str] = set()
     verbs: set[str] = set()
+    activities: set[str] = set()
     sequence: list[str] = []
     negated = False
-    for run in CJK_RUN.findall(folded):
-        negated = negated or any(char in CJK_NEGATIONS for char in run)
-        words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
-    tokens = WORD.findall(CJK_RUN.sub(" ", folded))
+    if lexicon.spaced:
+        # Chinese, Japanese or Korean words in a text of another language (or of no
+        # lexicon): read by pairs of characters, a negating character kept apart.
+        for run in CJK_RUN.findall(folded):
+            negated = negated or any(char in CJK_NEGATIONS for char in run)
+            words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
+    tokens = lexicon.split(folded)
     for index, word in enumerate(tokens):
         base = word.removesuffix("'s")
-        if base in names:
+        if base in names or (base in lexicon.user_words and not lexicon.spaced):
             continue
+        if lexicon.numeral.fullmatch(base):
+            continue  # a number in the language's numerals: read by lexicon.values
         if lexicon.denies(base) or base in lexicon.opposites:
             negated = True
-            continue
+            if base in lexicon.negations or base in lexicon.opposites or lexicon.spaced:
+                continue
+            base = base[1:]  # "不吃": a negation written into its verb, "吃"
         if base in lexicon.numbers:
             numbers.add(lexicon.numbers[base])
             continue
@@ -155,17 +183,25 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
         if base in lexicon.past_auxiliaries:
             times.add("past")
             continue
-        if base in lexicon.fillers or base.isdigit():
+        if base in lexicon.fillers or base in lexicon.currencies or base.isdigit():
             continue
+        if lexicon.synonyms.get(base) in lexicon.fillers:
+            continue  # a form of a filler ("每" of "每个")
         lemmas.add(lemma)
         if lexicon.is_past(base):
             past_lemmas.add(lemma)
-        word_key = lexicon.synonyms.get(base) or lexicon.synonyms.get(lemma, lemma)
+        word_key = _word_key(base, lexicon)
         words.add(word_key)
         sequence.append(word_key)
-        if lexicon.is_verb_form(base) or (index and tokens[index - 1] in lexicon.verb_markers):
+        before = tokens[index - 1] if index else ""
+        if lexicon.is_verb_form(base) or before in lexicon.verb_markers:
             verbs.add(word_key)
-    people.update(_named_people(plain, names, lexicon))
+            if lexicon.is_verb_form(base) and before not in lexicon.progressive:
+                activities.add(word_key)
+    if lexicon is not UNREAD:
+        # Capitals name people only where the words are read: German writes its
+        # nouns with one.
+        people.update(_named_people(plain, names, lexicon))
     return FactShape(
         words=frozenset(words),
         numbers=frozenset(numbers),
@@ -176,8 +212,93 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
         lemmas=frozenset(lemmas),
         past_lemmas=frozenset(past_lemmas),
         verbs=frozenset(verbs),
+        holder=holder(plain, names),
+        owners=frozenset(_owners(plain, tokens, names, lexicon)),
+        currencies=frozenset(currencies),
+        relations=frozenset(lexicon.relations.intersection(tokens)),
+        roles=frozenset(_roles(tokens, names, lexicon)),
+        activities=frozenset(activities),
+        text=folded,
         lexicon=lexicon,
     )
+
+
+def _word_key(word: str, lexicon: Lexicon) -> str:
+    """``word`` as :attr:`FactShape.words` holds it: stemmed, its synonyms folded."""
+    return lexicon.synonyms.get(word) or lexicon.synonyms.get(
+        lexicon.stem(word), lexicon.stem(word)
+    )
+
+
+def _values(folded: str, lexicon: Lexicon) -> tuple[set[str], set[str]]:
+    """The values ``folded`` text gives, each whole and in order ("2024-03-04" is not
+    "2024-04-03", "-18" not "18", "b+" not "b-"), and the currencies of its amounts."""
+    text = _THOUSANDS.sub("", folded)
+    if lexicon.minus:
+        minus = any_of(*lexicon.minus)
+        pattern = rf"\b(?:{minus})\s+(?=\d)" if lexicon.spaced else rf"(?:{minus})\s*(?=\S)"
+        text = re.sub(pattern, "-", text)
+    numbers = {match.group().replace("−", "-") for match in _VALUE.finditer(text)}
+    numbers.update(_GRADE.findall(text))
+    numbers.update(lexicon.values(text))
+    currencies = {code for sign, code in _CURRENCY_SIGNS.items() if sign in text}
+    if lexicon.spaced:
+        found = (lexicon.currencies.get(word) for word in WORD.findall(text))
+        currencies.update(code for code in found if code)
+    else:
+        # No spaces: the longest currency word first, so "美元" is not read as "元".
+        for word in sorted(lexicon.currencies, key=len, reverse=True):
+            if word in text:
+                currencies.add(lexicon.currencies[word])
+                text = text.replace(word, " ")
+    return numbers, currencies
+
+
+def _owners(
+    text: str, tokens: list[str], names: frozenset[str], lexicon: Lexicon
+) -> set[tuple[str, str]]:
+    """Who owns what ``text`` names: ``("manager", "user")`` for "User's manager"."""
+
+    def who(owner: str) -> str:
+        return "user" if owner in names or owner in lexicon.user_words else owner
+
+    out = set()
+    for match in lexicon.owned.finditer(text):
+        out.add((_word_key(fold(match.group(2)), lexicon), who(fold(match.group(1)))))
+    if lexicon.possessive_word:
+        for index, word in enumerate(tokens[1:-1], start=1):
+            if word == lexicon.possessive_word:
+                out.add((_word_key(tokens[index + 1], lexicon), who(tokens[index - 1])))
+    return out
+
+
+_ROLE_WORDS = 4
+"""Words of a noun phrase read after a role word ("is a senior software engineer")."""
+
+
+def _roles(tokens: list[str], names: frozenset[str], lexicon: Lexicon) -> set[str]:
+    """What the user is: the last word of the noun phrase after a role word and an
+    article right after the user ("User is a local farmer": ``farmer``; "User works
+    as a nanny": ``nanny``; not "User's car is a red Mazda", "User wants it as a PDF")."""
+    users = [i for i, word in enumerate(tokens) if word in lexicon.user_words or word in names]
+    if not users:
+        return set()
+    at = users[0] + 1
+    if tokens[at : at + 1] and tokens[at] in lexicon.roles:
+        start = at + 1
+    elif tokens[at + 1 : at + 2] and tokens[at + 1] in lexicon.roles_after_verb:
+        start = at + 2
+    else:
+        return set()
+    if tokens[start : start + 1] and tokens[start] in lexicon.articles:
+        phrase = []
+        for following in tokens[start + 1 : start + 1 + _ROLE_WORDS]:
+            if following in lexicon.fillers or following in lexicon.relations:
+                break
+            phrase.append(following)
+        if phrase:
+            return {_word_key(phrase[-1], lexicon)}
+    return set()
 
 
 def _named_people(text: str, names: frozenset[str], lexicon: Lexicon) -> set[str]:
@@ -190,10 +311,42 @@ def _named_people(text: str, names: frozenset[str], lexicon: Lexicon) -> set[str
         folded = word.casefold()
         if folded in names or folded in lexicon.fillers or folded in lexicon.time_words:
             continue
+        if folded in lexicon.user_words or folded in lexicon.currencies:
+            continue
         if index == 0 and folded in lexicon.common_first_words:
             continue
         out.add("@" + folded)
     return out
+
+
+def _person(holder: str | None, own: FactShape, other: FactShape) -> bool:
+    """Whether ``holder`` (of ``own``) is a person: the user, someone's relative, or a
+    name the ``other`` memory writes as one ("Mark" in "User owes Mark"); not a
+    thing a sentence opens with ("Sushi is the user's favourite food")."""
+    if holder is None:
+        return False
+    people = own.lexicon.people | own.lexicon.user_words
+    if holder == "user" or holder in people or "'s " in holder or f"@{holder}" in other.people:
+        return True
+    # Without capitals to tell a name by: one the other memory names after its start.
+    return not own.lexicon.spaced and holder in other.text[1:]
+
+
+def _other_relation(a: FactShape, b: FactShape) -> bool:
+    """Whether a preposition changes what one of the two says: one only one side
+    has ("lives near the airport", "lives at the airport"), or two different ones
+    ("works for", "works with"); a loose one ("for") counts only against another."""
+    loose = a.lexicon.loose_relations | b.lexicon.loose_relations
+    if (a.relations ^ b.relations) - loose:
+        return True
+    return bool(a.relations and b.relations and a.relations != b.relations)
+
+
+def _other_role(a: FactShape, b: FactShape) -> bool:
+    """Whether ``a`` says the user is what ``b`` names as someone else ("User works
+    as a nanny", "User hired a nanny": ``b`` has a verb of its own for it)."""
+    light = _light_verbs(a, b)
+    return any(role in b.words and b.words - b.roles - light - {role} for role in a.roles - b.roles)
 
 
 def blocker(a: FactShape, b: FactShape) -> str | None:
@@ -202,6 +355,10 @@ def blocker(a: FactShape, b: FactShape) -> str | None:
         return "negation"
     if a.numbers != b.numbers:
         return "numbers"
+    if a.currencies != b.currencies:
+        return "currency"
+    if _other_holder(a, b):
+        return "another person"
     # A named person counts when the other memory does not name them at all.
     people_a = {p for p in a.people if not (p.startswith("@") and p[1:] in b.words | b.lemmas)}
     people_b = {p for p in b.people if not (p.startswith("@") and p[1:] in a.words | a.lemmas)}
@@ -209,23 +366,41 @@ def blocker(a: FactShape, b: FactShape) -> str | None:
         return "another person"
     if a.times != b.times:
         return "time"
+    if _other_relation(a, b):
+        return "another relation"  # "works for", "works with"; "under 10", "10"
     if (a.order or b.order) and a.order != b.order:
         return "comparison"  # "tea over coffee" against "coffee over tea"
     # The same verb in another tense: "lived" against "lives".
     if (a.past_lemmas - b.past_lemmas) & b.lemmas or (b.past_lemmas - a.past_lemmas) & a.lemmas:
         return "time"
+    if _other_role(a, b) or _other_role(b, a):
+        return "role"  # "works as a nanny", "hired a nanny"
+    if a.activities & (b.words - b.verbs) or b.activities & (a.words - a.verbs):
+        return "another word"  # "likes boxing", "likes boxes"
     return None
+
+
+def _other_holder(a: FactShape, b: FactShape) -> bool:
+    """Whether the two are about different people ("Mark owes User", "User owes
+    Mark"), or name one thing of different owners ("User's manager is Dana",
+    "User is Dana's manager")."""
+    if a.holder != b.holder and _person(a.holder, a, b) and _person(b.holder, b, a):
+        return True
+    owners_a, owners_b = dict(a.owners), dict(b.owners)
+    return any(owners_a[thing] != owners_b[thing] for thing in owners_a.keys() & owners_b.keys())
 
 
 def kept_apart(a: FactShape, b: FactShape) -> str | None:
     """Why ``a`` and ``b`` must stay two memories whatever else reads them as one
     (a model, a similarity), or ``None``.
 
-    What :func:`blocker` names, and two more: another verb ("wants a dog",
+    What :func:`blocker` names, and three more: another verb ("wants a dog",
     "has a dog"; "wants to live in Hangzhou", "lives in Hangzhou"; a word of
     its own on each side, one written as a verb: "likes reading science
-    fiction", "likes writing science fiction") and a detail on one side only
-    ("likes tea", "likes green tea").
+    fiction", "likes writing science fiction"), a detail on one side only
+    ("likes tea", "likes green tea"), and nothing in common but the holder
+    ("has a fever", "is feverish about football"), in a language the words
+    read.
     """
     reason = blocker(a, b)
     if reason is not None:
@@ -241,7 +416,15 @@ def kept_apart(a: FactShape, b: FactShape) -> str | None:
         return "more detail"
     if own_a and (own_a & a.verbs or own_b & b.verbs):
         return "another verb"  # "is learning to play the cello", "teaches the cello"
+    read = a.lexicon is not UNREAD and b.lexicon is not UNREAD
+    if read and not (_named(a) & _named(b)) - light:
+        return "nothing in common"
     return None
+
+
+def _named(shape: FactShape) -> frozenset[str]:
+    """What a memory names: its content words, people and values."""
+    return shape.words | shape.people | shape.numbers
 
 
 def _light_verbs(a: FactShape, b: FactShape) -> frozenset[str]:

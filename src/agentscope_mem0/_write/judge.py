@@ -4,15 +4,18 @@ mem0 2.2's extraction only ever adds, so "User lives in Hangzhou" and, later,
 "User moved to Beijing" would both be recalled as true, and a fact said
 twice (in other words, or by both ``add_memory`` and the automatic extraction
 of one turn) would be two memories. After each stored write,
-:class:`TimeJudge` takes each new memory, looks up the few older memories of
-the user most like it (one vector search; the same scope the reads search)
-and relates it to each: a repeat marks the new one a duplicate of the older
-(consolidation), and, with a model, a change marks the older memory
-superseded and a detail marks the new one as extending it, one pair at a
-time (:mod:`.judge_pairs`). The verdicts are metadata (:class:`ChangePlan`,
-:mod:`.._memories.lifecycle`): nothing is deleted; superseded memories and
-repeats are only left out of reads, ``export`` and ``history`` keep them, and
-forgetting the memory kept forgets its repeats too.
+:class:`TimeJudge` takes each new memory in write order, looks up the few
+older memories of the user most like it (one vector search; the same scope
+the reads search) and relates it to the write's earlier memories and to
+those (a change told later in the same message, or in a turn joined to the
+same mem0 call, supersedes what was told before it): a repeat marks the new
+one a duplicate of the older (consolidation), and, with a model, a change
+marks the older memory superseded and a detail marks the new one as
+extending it, one pair at a time (:mod:`.judge_pairs`). The verdicts are
+metadata (:class:`ChangePlan`, :mod:`.._memories.lifecycle`): nothing is
+deleted; superseded memories and repeats are only left out of reads,
+``export`` and ``history`` keep them, and forgetting the memory kept forgets
+its repeats too.
 
 The candidates are the memories the reads of the write's scope show (one
 scope for judging and reading: :meth:`TimeJudge.searched`), superseded ones
@@ -66,11 +69,13 @@ from .._mem0.call_context import metered, no_reply_waits, record_call
 from .._memories.hit import normalise_hits
 from .._memories.lifecycle import (
     DUPLICATE_OF,
+    DUPLICATE_REASON,
     DUPLICATES,
     EVENT_DATE,
     EXTENDS,
     SAID_AT,
     SUPERSEDED_BY,
+    SUPERSEDED_REASON,
     SUPERSEDES,
     VALID_FROM,
     VALID_UNTIL,
@@ -83,6 +88,7 @@ from .._observe.latency import LatencyRecorder
 from .._observe.tracing import SpanHandle, model_span, span
 from .._observe.usage import CallTokens, TokenMeter
 from .._text.dates import iso, parse_time
+from .._text.lexicon import segmenter_ready
 from .._text.same_fact import (
     FactShape,
     as_user,
@@ -90,6 +96,7 @@ from .._text.same_fact import (
     fact_shape,
     first_repeat,
     kept_apart,
+    same_fact,
     user_names,
 )
 from .delivery import METADATA_KEY
@@ -384,7 +391,7 @@ class TimeJudge:
         started = time.perf_counter()
         name = "judge" if self.model is not None else "consolidate"
         with span(name, user_id=scope.user_id, agent_id=scope.agent_id, new=len(new)) as handle:
-            facts = [fact_of_result(item, said_at) for item in new]
+            facts = [fact_of_result(item, said_at, scope.agent_id) for item in new]
             plan = ChangePlan(self._max_superseded, self._counts)
             if self.model is not None:
                 for fact in facts:
@@ -472,6 +479,7 @@ class TimeJudge:
                     new.text, searched, top_k=2 * pool + len(batch), include_superseded=True
                 )
                 hits = [h for h in hits if h.id and h.id not in batch | plan.replaced]
+                await segmenter_ready([new.text, *(h.memory for h in hits)])
                 olds = [fact_of_hit(h) for h in hits if not is_superseded(h)][:pool]
                 handle.count(candidates=len(olds))
                 names_here = names | user_names(None, [new.text, *(o.text for o in olds)])
@@ -489,7 +497,7 @@ class TimeJudge:
                 if self.consolidates:
                     at = await self._first_repeat(new, shape, others, names_here)
                     if at is not None:
-                        plan.merge(new, others[at][0])
+                        plan.merge(new, others[at][0], _repeat_reason(shape, others[at][1]))
                         logger.info(
                             "memory %s of user %s repeats memory %s: marked as its duplicate",
                             new.id,
@@ -498,8 +506,12 @@ class TimeJudge:
                         )
                         continue
                 if ask and index < _MAX_NEW_JUDGED:
+                    # The write's earlier memories first: a change told later in the same
+                    # message (or in a turn joined to it) supersedes what it told before.
+                    earlier = [(f, s) for f, s in kept_new if f.id not in plan.replaced]
+                    candidates = [*earlier, *shaped[: self._candidates]]
                     try:
-                        if await self._relate(pairs, scope, new, shape, shaped, plan, handle):
+                        if await self._relate(pairs, scope, new, shape, candidates, plan, handle):
                             continue  # a repeat: not a candidate for the write's other memories
                     except Exception as exc:
                         ask = False
@@ -558,7 +570,8 @@ class TimeJudge:
                 superseded[at].id,
                 standing.id,
             )
-            plan.supersede(new, standing)
+            told = f"told again: it states superseded memory {superseded[at].id}'s fact"
+            plan.supersede(new, standing, f"{told} ({_repeat_reason(shape, None)})")
 
     async def _standing_in_for(self, hit: MemoryHit, searched: Scope) -> Fact | None:
         """The current memory that took ``hit``'s place (following what superseded
@@ -611,11 +624,12 @@ class TimeJudge:
         scope: Scope,
         new: Fact,
         shape: FactShape,
-        shaped: list[tuple[Fact, FactShape]],
+        candidates: list[tuple[Fact, FactShape]],
         plan: ChangePlan,
         handle: SpanHandle,
     ) -> bool:
-        """Ask the model how ``new`` relates to its candidates; plan what follows.
+        """Ask the model how ``new`` relates to each of ``candidates`` (the write's
+        earlier memories, then the stored ones most like it); plan what follows.
 
         Relating stops at a repeat: the memory kept then stands for the new
         one in the changes found before it.
@@ -623,36 +637,38 @@ class TimeJudge:
         Returns:
             Whether ``new`` was merged into a candidate.
         """
-        changed: list[Fact] = []
+        changed: list[tuple[Fact, str]] = []
         extended: Fact | None = None
         kept: Fact | None = None
+        why = ""
         try:
-            for old, other in shaped[: self._candidates]:
+            for old, other in candidates:
                 try:
-                    relation = await pairs.relate(new, old)
+                    verdict = await pairs.verdict(new, old)
                 finally:
                     plan.keep_question(old)
+                relation = verdict.relation
                 self._counts["pairs"] += 1
                 handle.count(**{f"pairs_{relation.value}": 1})
                 if relation is Relation.CHANGES:
-                    changed.append(old)
+                    changed.append((old, verdict.reason))
                 elif relation is Relation.EXTENDS and extended is None:
                     extended = old
                 elif relation is Relation.SAME:
                     self._counts["same"] += 1
                     if not self.consolidates or not self._may_merge(scope, old):
                         continue
-                    reason = kept_apart(shape, other)
-                    if reason is None:
-                        kept = old
+                    veto = kept_apart(shape, other)
+                    if veto is None:
+                        kept, why = old, verdict.reason
                         break
                     self._counts["vetoed"] += 1
                     handle.count(vetoed=1)
-                    logger.debug("%r and %r read alike but differ: %s", new.text, old.text, reason)
+                    logger.debug("%r and %r read alike but differ: %s", new.text, old.text, veto)
         finally:
-            holder = new if kept is None else plan.merge(new, kept)
-            for old in changed:
-                plan.supersede(holder, old)
+            holder = new if kept is None else plan.merge(new, kept, why)
+            for old, reason in changed:
+                plan.supersede(holder, old, reason)
             if extended is not None and kept is None:
                 plan.extend(new, extended)
         return kept is not None
@@ -713,8 +729,9 @@ class ChangePlan:
             self.changes.setdefault(fact.id, {})[EVENT_DATE] = fact.event_date
             self._counts["dated"] += 1
 
-    def supersede(self, new: Fact, old: Fact) -> None:
-        """Mark the earlier said of ``new`` and ``old`` superseded by the other, within the cap."""
+    def supersede(self, new: Fact, old: Fact, reason: str) -> None:
+        """Mark the earlier said of ``new`` and ``old`` superseded by the other, within
+        the cap, with the ``reason`` (the readings or the rule that decided it)."""
         # The later said one wins, so a backfilled older fact does not hide a newer one.
         newer, older = (new, old) if _said_later(new, old) else (old, new)
         if older.id in self.replaced:
@@ -729,6 +746,7 @@ class ChangePlan:
         self.changes.setdefault(older.id, {}).update(
             {
                 SUPERSEDED_BY: newer.id,
+                SUPERSEDED_REASON: reason,
                 VALID_UNTIL: retired_since(newer.said, newer.event_date, older.said),
             }
         )
@@ -738,8 +756,9 @@ class ChangePlan:
         self._counts["extended"] += 1
         self.changes.setdefault(new.id, {})[EXTENDS] = old.id
 
-    def merge(self, repeat: Fact, kept: Fact) -> Fact:
-        """Mark ``repeat`` a duplicate of ``kept``, merged when ``repeat`` was said.
+    def merge(self, repeat: Fact, kept: Fact, reason: str) -> Fact:
+        """Mark ``repeat`` a duplicate of ``kept``, merged when ``repeat`` was said,
+        with the ``reason`` (the readings or the rule that decided it).
 
         Returns:
             ``kept`` as it now stands for ``repeat``'s fact: its id, the
@@ -749,7 +768,11 @@ class ChangePlan:
         duplicates = self.changes.get(kept.id, {}).get(DUPLICATES, kept.duplicates)
         self.changes.setdefault(kept.id, {})[DUPLICATES] = [*duplicates, repeat.id]
         self.changes.setdefault(repeat.id, {}).update(
-            {DUPLICATE_OF: kept.id, VALID_UNTIL: iso(repeat.said or datetime.now(UTC))}
+            {
+                DUPLICATE_OF: kept.id,
+                DUPLICATE_REASON: reason,
+                VALID_UNTIL: iso(repeat.said or datetime.now(UTC)),
+            }
         )
         self._counts["merged"] += 1
         return dataclasses.replace(
@@ -789,6 +812,13 @@ class ChangePlan:
                 )
 
 
+def _repeat_reason(shape: FactShape, other: FactShape | None) -> str:
+    """Why the words (and maybe the embeddings) read two memories as one fact."""
+    if other is None or same_fact(shape, other):
+        return "words: the same holder, relation, values and content words"
+    return "words and embeddings: the same content words, cosine similarity above the rule's"
+
+
 def _said_later(new: Fact, old: Fact) -> bool:
     """Whether ``new`` is the later said of the two (ties: the new one)."""
     if old.said is None or new.said is None:
@@ -813,14 +843,15 @@ def _carries_key(item: dict[str, Any], key: str) -> bool:
     return isinstance(metadata, dict) and metadata.get(METADATA_KEY) == key
 
 
-def fact_of_result(item: Mapping[str, Any], said_at: datetime) -> Fact:
-    """A new memory of mem0's ``add`` results, said at ``said_at``."""
+def fact_of_result(item: Mapping[str, Any], said_at: datetime, agent_id: str | None) -> Fact:
+    """A new memory of mem0's ``add`` results, said at ``said_at`` to ``agent_id``."""
     when = item.get(EVENT_DATE)
     return Fact(
         id=str(item["id"]),
         text=str(item["memory"]),
         said=said_at,
         event_date=when if isinstance(when, str) else None,
+        agent_id=agent_id,
     )
 
 

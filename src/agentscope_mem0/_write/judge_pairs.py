@@ -12,23 +12,18 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    item (:mod:`.fact_words`).
 4. A change is confirmed the other way round: the older memory's question
    read from the new memory must get another answer than the older one's.
-   When the new memory does not answer it, the words confirm instead: the
-   first reading was a short answer and the question names a thing both
-   memories name ("work" in "How does the user get to work?", "User takes
-   the bus to work", "User cycles to work now").
+   When the new memory does not answer it, there is no change.
 5. When the older memory does not answer the new one's question at all, the
    other way round alone decides, with a short answer that is no denial (an
    event such as "moved to Valencia" answers the older state's "Where does
    the user live?" with "Valencia").
-6. When the readings find no change, the words still find one where the new
-   memory ends a thing the older one names ("User quit smoking" and "User
-   smokes ten a day"; :func:`~.fact_words.ended_topics`): a 1.5B model reads
-   "not said" for "How many cigarettes does the user smoke?" from "quit
-   smoking", and for "Is the user still smoking?" too.
 
-The vetoes of step 3 hold for every change: a new memory that tells of the
-past (in words, or by naming a year two or more years before it was said) or
-adds an item.
+Only the model's readings decide a change; the words only veto one (another
+person, the past, one more item). A missed change leaves two dated memories
+in the note, newest first, where the reader can still tell; a wrong one hides
+a true memory from every later reply. So when the readings find no change,
+there is none, whatever the words say: "User quit smoking" ends "User smokes
+ten a day", and also names what "User loves smoked salmon" names.
 
 A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model
@@ -50,13 +45,10 @@ from .._text.fact_words import (
     Agreement,
     compare_answers,
     denies,
-    ended_topics,
     is_additive,
     is_short_answer,
-    named_in_both,
     same_holder,
     tells_of_past,
-    topics,
     year_told,
 )
 from .judge_prompt import (
@@ -77,6 +69,7 @@ __all__ = [
     "Fact",
     "PairJudge",
     "Relation",
+    "Verdict",
     "question_of_metadata",
 ]
 
@@ -166,37 +159,39 @@ class PairJudge:
 
     async def relate(self, new: Fact, old: Fact) -> Relation:
         """How ``new`` relates to ``old`` (see the module's steps)."""
-        if not same_holder(new.text, old.text):
-            return Relation.UNRELATED
-        relation = await self._read_relation(new, old)
-        if relation is Relation.UNRELATED and _ends(new, old) and not self._vetoed(new):
-            return Relation.CHANGES
-        return relation
+        return (await self.verdict(new, old)).relation
 
-    async def _read_relation(self, new: Fact, old: Fact) -> Relation:
+    async def verdict(self, new: Fact, old: Fact) -> Verdict:
+        """How ``new`` relates to ``old``, and the readings that say so."""
+        if not same_holder(new.text, old.text):
+            return _UNRELATED
+        return await self._read_relation(new, old)
+
+    async def _read_relation(self, new: Fact, old: Fact) -> Verdict:
         """Steps 2-5: how the model's readings relate ``new`` to ``old``."""
         asked = await self.question_of(new)
         if asked is None:
-            return Relation.UNRELATED
+            return _UNRELATED
         reading = await self.read(old, asked.question)
         if reading is None:
             return await self._changed_the_other_way(new, old)
         agreement = compare_answers(reading, asked.answer)
+        first = _read(asked.question, reading, asked.answer)
         if agreement is Agreement.SAME:
-            return Relation.SAME
+            return Verdict(Relation.SAME, f"model: {first}")
         if agreement is Agreement.MORE:
-            return Relation.EXTENDS
+            return Verdict(Relation.EXTENDS, f"model: {first}")
         if self._vetoed(new):
-            return Relation.UNRELATED
-        confirmed = await self._confirmed(new, old)
-        if confirmed is None:
-            # The new memory does not answer the older one's question (a small model
-            # reads "not said" from "User now lives alone" for "How many roommates?"):
-            # the words confirm instead, when the first reading was a short answer
-            # about a thing both memories name.
-            named = named_in_both(asked.question, new.text, old.text)
-            confirmed = named and is_short_answer(reading)
-        return Relation.CHANGES if confirmed else Relation.UNRELATED
+            return _UNRELATED
+        # Both ways round, or no change: a new memory that does not answer the older
+        # one's question may be about another thing that shares a word with it.
+        asked_old, reading_new = await self._other_way(new, old)
+        if asked_old is None or reading_new is None:
+            return _UNRELATED
+        if compare_answers(asked_old.answer, reading_new) is not Agreement.DIFFERENT:
+            return _UNRELATED
+        second = _read(asked_old.question, asked_old.answer, reading_new)
+        return Verdict(Relation.CHANGES, f"model, both ways: {first}; {second}")
 
     @staticmethod
     def _vetoed(new: Fact) -> bool:
@@ -204,7 +199,7 @@ class PairJudge:
         one more item changes nothing."""
         return tells_of_past(new.text) or is_additive(new.text) or _years_ago(new)
 
-    async def _changed_the_other_way(self, new: Fact, old: Fact) -> Relation:
+    async def _changed_the_other_way(self, new: Fact, old: Fact) -> Verdict:
         """When the older memory does not answer the new one's question.
 
         A new memory often tells of an event ("moved to Valencia") whose
@@ -213,39 +208,45 @@ class PairJudge:
         live?") with another answer: that is a change too.
         """
         if self._vetoed(new):
-            return Relation.UNRELATED
-        answer, reading = await self._other_way(new, old)
+            return _UNRELATED
+        asked, reading = await self._other_way(new, old)
         # Only a short answer that names a new value: a sentence retelling the new
         # memory ("The user quit smoking in March." for "What does the user do?")
         # or a denial answers another question than the older memory's.
-        if answer is None or reading is None or not is_short_answer(reading) or denies(reading):
-            return Relation.UNRELATED
-        changed = compare_answers(answer, reading) is Agreement.DIFFERENT
-        return Relation.CHANGES if changed else Relation.UNRELATED
+        if asked is None or reading is None or not is_short_answer(reading) or denies(reading):
+            return _UNRELATED
+        if compare_answers(asked.answer, reading) is not Agreement.DIFFERENT:
+            return _UNRELATED
+        return Verdict(
+            Relation.CHANGES,
+            f"model, the older's question: {_read(asked.question, asked.answer, reading)}",
+        )
 
-    async def _confirmed(self, new: Fact, old: Fact) -> bool | None:
-        """The other way round: does the older memory's question get another answer
-        from the new one? ``None`` when the new memory does not answer it."""
-        answer, reading = await self._other_way(new, old)
-        if answer is None:
-            return False
-        if reading is None:
-            return None
-        return compare_answers(answer, reading) is Agreement.DIFFERENT
-
-    async def _other_way(self, new: Fact, old: Fact) -> tuple[str | None, str | None]:
-        """The older memory's own answer and the new memory's reading of its
-        question; ``(None, None)`` when the older memory has no question."""
+    async def _other_way(self, new: Fact, old: Fact) -> tuple[FactQuestion | None, str | None]:
+        """The older memory's question and answer, and the new memory's reading of
+        it; ``(None, None)`` when the older memory has no question."""
         asked = await self.question_of(old)
         if asked is None:
             return None, None
-        return asked.answer, await self.read(new, asked.question)
+        return asked, await self.read(new, asked.question)
 
 
-def _ends(new: Fact, old: Fact) -> bool:
-    """Whether ``new`` ends a thing ``old`` names, and ``old`` does not end it too."""
-    ended = ended_topics(new.text)
-    return bool(ended & topics(old.text)) and not ended & ended_topics(old.text)
+@dataclass(frozen=True)
+class Verdict:
+    """How a new memory relates to an older one, and why."""
+
+    relation: Relation
+    reason: str = ""
+    """The readings that decided it ("model, both ways: ..."), kept with the
+    memory it hides (``superseded_reason``, ``duplicate_reason``)."""
+
+
+_UNRELATED = Verdict(Relation.UNRELATED)
+
+
+def _read(question: str, older: str, newer: str) -> str:
+    """One reading as a reason: the question, the older memory's answer, the newer's."""
+    return f'"{question}" older "{older}", newer "{newer}"'
 
 
 def _years_ago(new: Fact) -> bool:

@@ -85,6 +85,8 @@ _NOW_WORDS = re.compile(
     r"\s*\b(?:right now|now|currently|these days|nowadays|at the moment|at present|"
     r"any ?more|still)\b|(?<=\s)(?:current|new|present)\s+(?=\w)",
 )
+_NOW_CHINESE = re.compile(r"现在|目前|如今|当前")
+"""The same in Chinese, which writes no space around them."""
 
 
 def timeless(question: str) -> str:
@@ -95,7 +97,7 @@ def timeless(question: str) -> str:
     from "User's favourite food is sushi" is "not said" to a small model,
     while the same question without "now" is "sushi".
     """
-    cleaned = _NOW_WORDS.sub(" ", question)
+    cleaned = _NOW_CHINESE.sub("", _NOW_WORDS.sub(" ", question))
     cleaned = re.sub(r"\s+([?.,!])", r"\1", " ".join(cleaned.split()))
     return cleaned or question
 

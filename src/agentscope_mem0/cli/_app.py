@@ -34,6 +34,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "add": ("._memories", "add", "Add a memory, through mem0's extraction or verbatim."),
     "forget": ("._memories", "forget", "Forget one memory, or all of a user's."),
     "history": ("._memories", "history", "Show mem0's change history of one memory."),
+    "restore": (
+        "._memories",
+        "restore",
+        "Make a superseded or merged memory current again (not a change).",
+    ),
     "export": ("._transfer", "export", "Write memories as JSONL."),
     "import": ("._transfer", "import_memories", "Import memories from an export."),
     "working": ("._working_memory", "working", "Show or clear a user's working memory."),

@@ -28,7 +28,8 @@ from .._exceptions import (
 from .._mem0.backend import Mem0Backend
 from .._mem0.call_context import caller_loop_scope
 from .._mem0.errors import mapped_errors
-from .._memories.lifecycle import overfetch
+from .._memories.lifecycle import DUPLICATE_REASON, RESTORED, SUPERSEDED_REASON, overfetch
+from .._memories.release import Restored
 from .._scope import Scope
 from . import _history_db
 from ._lock import lock_holder
@@ -57,6 +58,24 @@ _HOSTED_PAGE = 100
 _CONNECT_TIMEOUT = 5
 # History events whose other memory is the newer one.
 _NEWER = frozenset({"SUPERSEDED_BY", "EXTENDED_BY", "DUPLICATES"})
+# Where the reason of a link is kept: on which of the two memories, in which field.
+_REASONS = {
+    "SUPERSEDED_BY": (True, SUPERSEDED_REASON),
+    "SUPERSEDES": (False, SUPERSEDED_REASON),
+    "DUPLICATE_OF": (True, DUPLICATE_REASON),
+    "DUPLICATES": (False, DUPLICATE_REASON),
+}
+
+
+def _reason(event: str, record: MemoryRecord, other: MemoryRecord | None) -> str | None:
+    """Why ``record`` and ``other`` are linked by ``event``: the readings or the rule
+    the judgement kept on the memory it hid (``None`` when none was kept)."""
+    if event not in _REASONS:
+        return None
+    on_record, field = _REASONS[event]
+    holder = record if on_record else other
+    reason = holder.metadata.get(field) if holder is not None else None
+    return reason if isinstance(reason, str) else None
 
 
 class MemoryStore:
@@ -217,9 +236,31 @@ class MemoryStore:
                     "created_at": other.created_at if other else None,
                     "old_memory": record.text if newer else text,
                     "new_memory": text if newer else record.text,
+                    "reason": _reason(event, record, other),
+                }
+            )
+        for undone in record.metadata.get(RESTORED) or []:
+            if not isinstance(undone, dict):
+                continue
+            other = mine.get(str(undone.get("by")))
+            reason = undone.get("reason")
+            entries.append(
+                {
+                    "event": "RESTORED",
+                    "memory_id": undone.get("by"),
+                    "memory": other.text if other else None,
+                    "created_at": undone.get("at"),
+                    "old_memory": other.text if other else None,
+                    "new_memory": record.text,
+                    "reason": f"was {undone.get('was')}" + (f" ({reason})" if reason else ""),
                 }
             )
         return record, entries
+
+    async def restore(self, memory_id: str) -> Restored | None:
+        """Make a superseded or merged memory current again (see
+        :func:`agentscope_mem0._memories.release.restore`)."""
+        return await self.backend.restore(memory_id)
 
     # -- writing through mem0 -------------------------------------------------
 

@@ -368,14 +368,49 @@ def history(*, settings: Settings, out: Output, memory_id: str) -> None:
         out.note(f"memory {memory_id} exists but mem0 kept no history of it")
         return
     out.table(
-        ["WHEN", "EVENT", "BEFORE", "AFTER"],
+        ["WHEN", "EVENT", "BEFORE", "AFTER", "WHY"],
         [
             [
                 short_date(e.get("updated_at") or e.get("created_at")),
                 e.get("event"),
                 e.get("old_memory"),
                 e.get("new_memory"),
+                e.get("reason") or "",
             ]
             for e in entries
         ],
     )
+
+
+@click.command()
+@click.argument("memory_id", callback=check_memory_id)
+@store_command(reads=True)
+def restore(*, settings: Settings, out: Output, memory_id: str) -> None:
+    """Make a memory the judgement superseded or merged current again: a change
+    or a repeat read wrongly ("not a change").
+
+    The memory that hid it no longer lists it, and the memory's history shows
+    the undoing and the reason that had been given (see `history`).
+    """
+    with session(settings) as (store, run):
+        record = run(store.get(memory_id))
+        if record is None:
+            raise NotFoundError(f"no memory with id {memory_id} in {where(settings)}")
+        restored = run(store.restore(memory_id))
+    if restored is None:
+        raise UsageError(
+            f"memory {memory_id} is current (neither superseded nor merged): nothing to "
+            "restore; `agentscope-mem0 history ID` shows its links"
+        )
+    report = {
+        "id": memory_id,
+        "was": restored.was,
+        "by": restored.by,
+        "reason": restored.reason,
+    }
+    if out.as_json:
+        out.json(report)
+        return
+    how = "superseded by" if restored.was == "superseded" else "merged as a repeat into"
+    out.line(f"Current again: {memory_id}: {record.text}")
+    out.line(f"It was {how} {restored.by}" + (f" ({restored.reason})." if restored.reason else "."))

@@ -370,10 +370,11 @@ def memory_page(
         f'<tr><td class="when">{e(short_date(x.get("updated_at") or x.get("created_at")))}</td>'
         f'<td data-label="event"><span class="tag">{e(x.get("event"))}</span></td>'
         f'<td class="text" data-label="before">{e(x.get("old_memory"))}</td>'
-        f'<td class="text" data-label="after">{e(x.get("new_memory"))}</td></tr>'
+        f'<td class="text" data-label="after">{e(x.get("new_memory"))}</td>'
+        f'<td class="text" data-label="why">{e(x.get("reason") or "")}</td></tr>'
         for x in entries
     )
-    table = _table("timeline", ["When", "Event", "Before", "After"], rows)
+    table = _table("timeline", ["When", "Event", "Before", "After", "Why"], rows)
     return head + "<h2>Timeline</h2>" + (table if entries else "<p>mem0 kept no history of it.</p>")
 
 

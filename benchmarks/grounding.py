@@ -89,24 +89,10 @@ def ungrounded(memory: str, exchange: str) -> bool:
 
 
 def _model(args: argparse.Namespace) -> Any:
-    if args.scripted:
-        from agentscope_mem0.testing import ScriptedChatModel
+    """The chat model as real_model.py builds it (the package's scripted one with --scripted)."""
+    from real_model import chat_model, scripted_model
 
-        return ScriptedChatModel("OK.")
-    from agentscope.credential import OpenAICredential
-    from agentscope.model import OpenAIChatModel
-    from pydantic import SecretStr
-
-    from agentscope_mem0 import StringContentFormatter
-
-    return OpenAIChatModel(
-        OpenAICredential(api_key=SecretStr("not-needed"), base_url=args.base_url),
-        model=args.model,
-        stream=False,
-        max_retries=0,
-        parameters=OpenAIChatModel.Parameters(temperature=0.0),
-        formatter=StringContentFormatter(),
-    )
+    return scripted_model() if args.scripted else chat_model(args.base_url, args.model, "none")
 
 
 def _middleware(user: str, model: Any, folder: Path, style: str) -> Any:

@@ -184,3 +184,72 @@ async def test_a_nearly_full_disk_refuses_writes_before_the_engine_can_crash(
     await _add(memory, 3, 1)
     assert _count(memory) == 4
     close_shared_clients(tmp_path)
+
+
+_OPEN_AND_ADD = """
+import asyncio, sys
+from agentscope_mem0 import DiskFullError, build_local_memory
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+async def main():
+    try:
+        memory = build_local_memory(
+            ScriptedChatModel(), embedding_model=HashEmbedding(64), folder=sys.argv[1]
+        )
+        await memory.add([{"role": "user", "content": "fact new"}], user_id="u", infer=False)
+    except DiskFullError as exc:
+        print("refused:", exc)
+    else:
+        print("stored")
+
+asyncio.run(main())
+"""
+
+
+def test_opening_a_store_on_a_nearly_full_disk_refuses_instead_of_crashing(
+    tmp_path: Path,
+) -> None:
+    """Opening a shard can claim tens of MB of memory-mapped pages before any
+    write: on a tmpfs with less than that free the engine died with SIGBUS.
+    Each free size must end with the memory stored or a DiskFullError."""
+    seed = tmp_path / "seed"
+    env = {k: v for k, v in os.environ.items() if k != "AGENTSCOPE_MEM0_MIN_FREE_MB"}
+    src = str(Path(agentscope_mem0.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    made = subprocess.run(
+        [sys.executable, "-c", _OPEN_AND_ADD, str(seed)], capture_output=True, text=True, env=env
+    )
+    assert made.stdout.strip() == "stored", made.stderr[-2000:]
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=320m", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace')}")
+    outcomes = {}
+    try:
+        for free_mb in (30, 100, 250):
+            for child in disk.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            # cp keeps the engine's sparse files sparse; copytree would fill them.
+            subprocess.run(
+                ["cp", "-a", "--sparse=always", str(seed), str(disk / "data")], check=True
+            )
+            filler = shutil.disk_usage(disk).free - free_mb * 1024 * 1024
+            with open(disk / "filler", "wb") as out:
+                os.posix_fallocate(out.fileno(), 0, filler)
+            run = subprocess.run(
+                [sys.executable, "-c", _OPEN_AND_ADD, str(disk / "data")],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+            )
+            assert run.returncode == 0, (free_mb, run.returncode, run.stderr[-2000:])
+            outcomes[free_mb] = run.stdout.split(":")[0].strip()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    assert outcomes[30] == "refused" and outcomes[250] == "stored", outcomes
+    assert set(outcomes.values()) <= {"refused", "stored"}, outcomes

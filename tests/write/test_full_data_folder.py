@@ -101,11 +101,11 @@ asyncio.run(main())
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 96 MB tmpfs, unmounted at the end."""
+    """A 256 MB tmpfs (twice the store's default reserve), unmounted at the end."""
     mount = tmp_path / "disk"
     mount.mkdir()
     made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(mount)], capture_output=True
+        ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)], capture_output=True
     )
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode(errors='replace').strip()}")

@@ -37,12 +37,14 @@ Three guards, each against a failure measured on qdrant-edge-py 0.9:
 * **Free space.** The segments are memory-mapped files that grow as points
   arrive; on a full filesystem a write into a new page is not an error the
   engine can return: the kernel sends SIGBUS and the process dies (with the
-  data folder on a full tmpfs, at the first write). So every write first
-  checks the free space and refuses with :class:`DiskFullError` (transient:
-  the write stays queued) while less than a reserve is left:
+  data folder on a full tmpfs, at the first write). So every open and every
+  write first checks the free space and refuses with :class:`DiskFullError`
+  (transient: the write stays queued) while less than a reserve is left:
   ``$AGENTSCOPE_MEM0_MIN_FREE_MB``, by default :data:`DEFAULT_RESERVE`. An
-  ``add`` took at most 0.4 MB, but the engine also starts a new WAL segment
-  (32 MB) and rewrites segments when it flushes or optimizes. A shard closed
+  ``add`` took at most 0.4 MB, but opening a shard can give it a new
+  appendable segment (measured on tmpfs: up to 60 MB touched at once, before
+  any write; the process died with SIGBUS at 50 MB free), a write can start a
+  new WAL segment (32 MB), and flushes and optimizations rewrite segments. A shard closed
   on a nearly full disk is never released either: dropping it writes into
   those files too (SIGBUS while the interpreter's exit garbage-collected a
   shard left on a full tmpfs); its WAL holds every write.
@@ -117,8 +119,10 @@ FLUSH_EVERY = 5.0
 RESERVE_ENV = "AGENTSCOPE_MEM0_MIN_FREE_MB"
 """Environment variable: megabytes the embedded store leaves free on its filesystem."""
 
-DEFAULT_RESERVE = 64 * 1024 * 1024
-"""Bytes left free by default: two write-ahead-log segments."""
+DEFAULT_RESERVE = 128 * 1024 * 1024
+"""Bytes left free by default: what opening a shard may claim (a new
+appendable segment, ~60 MB) and a new write-ahead-log segment (32 MB), with
+room to spare."""
 
 _CONFIG_FILE = "edge_config.json"
 # qdrant-edge 0.9 words the WAL lock failure this way (a plain Exception).
@@ -168,7 +172,7 @@ def check_free_space(folder: Path, what: str) -> None:
         return
     if free < needed:
         raise DiskFullError(
-            f"not writing to the memory store {folder} ({what}): its disk has "
+            f"the memory store {folder} refused to {what}: its disk has "
             f"{free / 1e6:.1f} MB free and the store keeps {needed / 1e6:.0f} MB free "
             f"(${RESERVE_ENV}), because writing on a full disk crashes its engine. The "
             "write stays queued and is sent again once space is freed"
@@ -345,8 +349,7 @@ class SharedShard:
             raise DimensionMismatchError(_dims_message(self.path, self.dims, existing))
         if existing is not None:
             self.mark.check_before_open()
-        else:
-            check_free_space(self.path.parent, "create")
+        check_free_space(self.path.parent, "create" if existing is None else "open")
         try:
             if existing is not None:
                 return EdgeShard.load(os.fspath(self.path))

@@ -267,6 +267,26 @@ async def test_both_mode_still_writes_what_add_memory_left_out(
     assert any("Mochi" in row for row in rows) and any("Hangzhou" in row for row in rows)
 
 
+async def test_what_add_memory_stored_outside_a_reply_never_skips_a_later_write(
+    store_config: dict[str, Any],
+) -> None:
+    """add_memory called outside a reply (or in a reply that never ended) leaves its
+    note in the agent's state; the next reply, saying the same, is written all the same."""
+    model = ScriptedChatModel("Noted.")
+    memory = real_memory(store_config, chat_model=model)
+    mw = Mem0Middleware(user_id="u", client=memory, mode="both")
+    agent = Agent(name="assistant", system_prompt="", model=model, middlewares=[mw])
+    await mw.on_system_prompt(agent, "")
+    added = await (await _tools(mw))["add_memory"](
+        thinking="", content=["I live in Hangzhou."], _agent_state=agent.state
+    )
+    assert added.state == ToolResultState.SUCCESS
+    await agent.reply(UserMsg("user", "I live in Hangzhou."))
+    assert await mw.flush(30)
+    assert len(model.extraction_calls) == 2  # the tool's write and the reply's
+    await mw.aclose()
+
+
 def test_a_reply_tells_beyond_the_stored_facts_by_any_content_word() -> None:
     from agentscope_mem0._reply import told_beyond
 

@@ -173,8 +173,10 @@ def test_in_mode_both_add_memory_and_the_automatic_write_keep_one_memory_per_fac
     tmp_path: Path,
 ) -> None:
     """The agent's add_memory stores first, and its answer says what it stored; the
-    automatic write of the same turn stores the same facts again, which are marked
-    repeats of the tool's: what the tool reported stays what the store shows."""
+    automatic write of a turn where the user said more ("make ...") stores the same
+    facts again, which are marked repeats of the tool's: what the tool reported
+    stays what the store shows. A turn whose words the tool stored ("I moved to
+    Beijing last month") is not written again."""
     folder = tmp_path / "demo"
     out = io.StringIO()
     asyncio.run(run_demo("both", folder=folder, out=out))
@@ -183,7 +185,8 @@ def test_in_mode_both_add_memory_and_the_automatic_write_keep_one_memory_per_fac
     by_id = {str(m["id"]): m for m in everything.values()}
     tool = [line.split("] ", 1)[1] for line in transcript.splitlines() if "(add_memory)] " in line]
     automatic = [line.split("] ", 1)[1] for line in transcript.splitlines() if "(static)] " in line]
-    assert len(tool) == 3 and len(automatic) == 3
+    assert len(tool) == 3 and len(automatic) == 2
+    assert not any("Beijing" in text for text in automatic)
     # The tool's answer, worded as the built-in's ("Successfully recorded to memory ...").
     lines = transcript.splitlines()
     recorded = "\n".join(line for line in lines if "recorded to memory" in line.lower())

@@ -222,20 +222,87 @@ async def test_this_packages_own_memories_stay_with_their_agent(store: Store) ->
     await ours.aclose()
 
 
-async def test_another_mem0_store_is_read_twice_and_merged(
+def _no_absent_filter(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store seen as a provider this package has no one-read filter for (Chroma, Milvus...)."""
+    monkeypatch.setattr(store.client.config.vector_store, "provider", "chroma")
+
+
+async def test_another_mem0_store_is_read_once_by_user_and_filtered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = _qdrant(tmp_path)
     builtin = BuiltIn(user_id="alice", client=store.client, mode="static_control")
     await one_session(builtin, "I live in Hangzhou.")
     await store.client.add("User owns a cat", user_id="alice", agent_id="planner", infer=False)
-    # the same store seen as a provider this package has no one-read filter for
-    monkeypatch.setattr(store.client.config.vector_store, "provider", "chroma")
+    await store.client.add("User likes tea", user_id="alice", agent_id="helper", infer=False)
+    _no_absent_filter(store, monkeypatch)
     backend = Mem0Backend(store.client)
     scope = Scope("alice", "helper").searched(by_agent=True)
     reads = store.reads()
     found = await backend.search("Where does the user live?", scope, top_k=5)
-    assert [hit.memory for hit in found] == ["User lives in Hangzhou."]
-    assert store.reads() - reads == 2
+    assert {hit.memory for hit in found} == {"User lives in Hangzhou.", "User likes tea"}
+    assert [hit.score for hit in found] == sorted((hit.score for hit in found), reverse=True)
+    assert store.reads() - reads == 1
+    reads = store.reads()
     listed = await backend.get_all(scope, limit=10)
-    assert [hit.memory for hit in listed] == ["User lives in Hangzhou."]
+    assert [hit.memory for hit in listed] == ["User likes tea", "User lives in Hangzhou."]
+    assert store.reads() - reads == 1
+
+
+async def test_other_agents_crowding_the_users_read_do_not_hide_the_agents_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _qdrant(tmp_path)
+    for n in range(30):  # more than the user-wide read's headroom for 2
+        await store.client.add(
+            f"User lives in town {n}", user_id="alice", agent_id="planner", infer=False
+        )
+    await store.client.add("User likes tea", user_id="alice", agent_id="helper", infer=False)
+    _no_absent_filter(store, monkeypatch)
+    backend = Mem0Backend(store.client)
+    scope = Scope("alice", "helper").searched(by_agent=True)
+    found = await backend.search("Where does the user live?", scope, top_k=2)
+    assert [hit.memory for hit in found] == ["User likes tea"]
+    listed = await backend.get_all(scope, limit=2)
+    assert [hit.memory for hit in listed] == ["User likes tea"]
+
+
+def _counted_searches(client: Any, question: str) -> tuple[list[int], list[int]]:
+    """Count mem0's searches on ``client`` and the embeddings of ``question`` it asks for."""
+    searches, embeddings = [0], [0]
+    search, embedder = client.search, client.embedding_model
+    embed = embedder.embed
+
+    async def counting_search(*args: Any, **kwargs: Any) -> Any:
+        searches[0] += 1
+        return await search(*args, **kwargs)
+
+    def counting_embed(text: Any, memory_action: Any = None, **kwargs: Any) -> Any:
+        if memory_action == "search" and text == question:
+            embeddings[0] += 1
+        return embed(text, memory_action, **kwargs)
+
+    client.search = counting_search
+    embedder.embed = counting_embed
+    return searches, embeddings
+
+
+@pytest.mark.parametrize("where", ["embedded", "chroma-like"])
+async def test_a_reply_makes_one_search_and_embeds_its_query_once(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _embedded(tmp_path) if where == "embedded" else _qdrant(tmp_path)
+    builtin = BuiltIn(user_id="alice", client=store.client, mode="static_control")
+    await one_session(builtin, "I live in Hangzhou.")
+    ours = store.ours()
+    await one_session(ours, "I drink green tea.", agent="helper")
+    await one_session(ours, "I own a cat.", agent="planner")
+    assert await ours.flush(30)
+    if where != "embedded":
+        _no_absent_filter(store, monkeypatch)
+    question = "Where do I live and what do I drink?"
+    searches, embeddings = _counted_searches(ours.client, question)
+    note = await _recalls(ours, question, agent="helper")
+    assert "Hangzhou" in note and "tea" in note and "cat" not in note
+    assert (searches[0], embeddings[0]) == (1, 1)
+    await ours.aclose()

@@ -38,7 +38,7 @@ from ._recall.recall import build_query, retrieve
 from ._reply import ReplyWatch, query_text
 from ._scope import Scope, check_user_id, resolve_agent_id
 from ._tools.choose import build_tools
-from ._tools.long_term import STATE_KEY, ToolContext
+from ._tools.long_term import STATE_KEY, STORED_THIS_REPLY, ToolContext
 from ._working.manager import WorkingMemoryManager
 
 if TYPE_CHECKING:
@@ -339,6 +339,8 @@ class Mem0Middleware(MiddlewareBase):
         query = query_text(inputs) if automatic else None
         note = None
         if query is not None:  # the turn's recall never raises: a failure is no memories
+            # What add_memory stored in an earlier reply that never ended is no part of this one.
+            agent.state.middle_context.get(STATE_KEY, {}).pop(STORED_THIS_REPLY, None)
             parameters = self._parameters
             hits = await retrieve(
                 state.backend,
@@ -399,6 +401,7 @@ class Mem0Middleware(MiddlewareBase):
             agent_id=self._agent_id,
             threshold=self._threshold,
             scope_search_by_agent=self._scope_search_by_agent,
+            writes_replies=self._mode == "both",
         )
         return build_tools(context, self._parameters.tools, self._working)
 

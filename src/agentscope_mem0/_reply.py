@@ -7,12 +7,15 @@ question and the agent's answer).
 the reply starts and notes whether the reply stopped to wait (a confirmation,
 an external tool) and what the agent answered. A reply that stops has no answer
 yet: its question is parked in the agent's state and written with the answer
-once the resumed reply completes.
+once the resumed reply completes. In mode ``both``, a reply whose user words
+the ``add_memory`` tool already stored is not written again
+(:func:`told_beyond`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from agentscope.event import (
@@ -26,9 +29,11 @@ from agentscope.message import Msg
 from agentscope.types import ReplyFinishedReason
 
 from ._recall.note import MEMORIES_CLOSE, MEMORIES_OPEN, place_note
+from ._text.grounding import content_words
+from ._tools.long_term import STORED_THIS_REPLY
 from ._working.manager import WORKING_CLOSE, WORKING_OPEN
 
-__all__ = ["ReplyWatch", "query_text"]
+__all__ = ["ReplyWatch", "query_text", "told_beyond"]
 
 _RESUMPTIONS = (UserConfirmResultEvent, ExternalExecutionResultEvent)
 _PARKED = "parked_query"
@@ -94,6 +99,9 @@ class ReplyWatch:
             entry[_PARKED] = query
             return None
         entry.pop(_PARKED, None)
+        stored = entry.pop(STORED_THIS_REPLY, None)
+        if stored and not told_beyond(query, stored):
+            return None  # add_memory stored all of it: mem0 is not asked twice
         final = self.final
         if final is None or final.finished_reason not in (None, ReplyFinishedReason.COMPLETED):
             return None
@@ -103,6 +111,24 @@ class ReplyWatch:
         answer = without_own_text(answer, self._header)
         user = {"role": "user", "content": query}
         return [user, {"role": "assistant", "content": answer}] if answer else [user]
+
+
+_ASIDES = frozenset(content_words("remember please hi hello hey thanks ok okay"))
+"""Words a user wraps a fact in that tell nothing about the user (as stems)."""
+
+
+def told_beyond(said: str, stored: Iterable[str]) -> bool:
+    """Whether the user's words ``said`` hold more than the facts ``add_memory``
+    ``stored`` during the reply: a content word (:func:`~._text.grounding.content_words`)
+    that none of them has, asides ("remember", "please") apart.
+
+    A reply's write is left out only when it could add nothing: one word the
+    tool did not store ("... and I have a cat") and the whole exchange is
+    written, as in any other reply (the repeat is then merged by the time
+    judgement).
+    """
+    kept = set().union(*(content_words(fact) for fact in stored))
+    return bool(content_words(said) - _ASIDES - kept)
 
 
 _OWN_BLOCKS = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +220,82 @@ async def test_agent_calls_the_tool_through_its_toolkit(
     assert tool_adds and tool_adds[0]["agent_id"] == "assistant"
     stored = await client.inner.get_all(filters={"user_id": "u"})
     assert any("Hangzhou" in m["memory"] for m in stored["results"])
+
+
+async def _both_mode_turn(
+    store_config: dict[str, Any], said: str, stored: list[str]
+) -> tuple[ScriptedChatModel, list[str]]:
+    """One reply in mode ``both`` whose model calls ``add_memory(stored)``; its
+    model and every row the store holds afterwards (repeats and superseded too)."""
+    call = ToolCallBlock(
+        id="c1", name="add_memory", input=json.dumps({"thinking": "", "content": stored})
+    )
+    model = ScriptedChatModel([[call], "Saved it."])  # type: ignore[list-item]
+    memory = real_memory(store_config, chat_model=model)
+    mw = Mem0Middleware(user_id="u", client=memory, mode="both")
+    agent = Agent(
+        name="assistant",
+        system_prompt="",
+        model=model,
+        middlewares=[mw],
+        toolkit=Toolkit(tools=await mw.list_tools()),
+    )
+    await agent.reply(UserMsg("user", said))
+    assert await mw.flush(30)
+    points, _ = memory.vector_store.client.scroll(memory.vector_store.collection_name, limit=100)
+    await mw.aclose()
+    return model, [str(p.payload["data"]) for p in points]
+
+
+async def test_both_mode_does_not_extract_again_what_add_memory_stored(
+    store_config: dict[str, Any],
+) -> None:
+    model, rows = await _both_mode_turn(
+        store_config, "Please remember that I live in Hangzhou.", ["I live in Hangzhou."]
+    )
+    assert len(model.extraction_calls) == 1  # the tool's write; the reply's is left out
+    assert rows == ["User lives in Hangzhou."]
+
+
+async def test_both_mode_still_writes_what_add_memory_left_out(
+    store_config: dict[str, Any],
+) -> None:
+    model, rows = await _both_mode_turn(
+        store_config, "I live in Hangzhou. I have a cat named Mochi.", ["I live in Hangzhou."]
+    )
+    assert len(model.extraction_calls) == 2
+    assert any("Mochi" in row for row in rows) and any("Hangzhou" in row for row in rows)
+
+
+async def test_what_add_memory_stored_outside_a_reply_never_skips_a_later_write(
+    store_config: dict[str, Any],
+) -> None:
+    """add_memory called outside a reply (or in a reply that never ended) leaves its
+    note in the agent's state; the next reply, saying the same, is written all the same."""
+    model = ScriptedChatModel("Noted.")
+    memory = real_memory(store_config, chat_model=model)
+    mw = Mem0Middleware(user_id="u", client=memory, mode="both")
+    agent = Agent(name="assistant", system_prompt="", model=model, middlewares=[mw])
+    await mw.on_system_prompt(agent, "")
+    added = await (await _tools(mw))["add_memory"](
+        thinking="", content=["I live in Hangzhou."], _agent_state=agent.state
+    )
+    assert added.state == ToolResultState.SUCCESS
+    await agent.reply(UserMsg("user", "I live in Hangzhou."))
+    assert await mw.flush(30)
+    assert len(model.extraction_calls) == 2  # the tool's write and the reply's
+    await mw.aclose()
+
+
+def test_a_reply_tells_beyond_the_stored_facts_by_any_content_word() -> None:
+    from agentscope_mem0._reply import told_beyond
+
+    stored = ["I live in Hangzhou.", "User lives in Hangzhou"]
+    assert not told_beyond("Hi! Please remember: I live in Hangzhou.", stored)
+    assert told_beyond("I no longer live in Hangzhou.", stored)
+    assert told_beyond("I do not live in Hangzhou, note that.", ["User lives in Hangzhou"])
+    assert told_beyond("I live in Hangzhou with my sister.", stored)
+    assert told_beyond("我住在杭州。", stored)
 
 
 async def test_tools_never_hang_on_a_slow_mem0(store_config: dict[str, Any]) -> None:

@@ -42,7 +42,7 @@ from .errors import is_not_found, mapped_errors
 from .existing import compare_with_current
 from .extraction import ExtractionStyle, annotate_results, check_extraction
 from .loops import get_lanes
-from .user_level import merge_user_level, one_read_filters
+from .user_level import merge_user_level, one_read_filters, user_wide_limit
 
 __all__ = ["Forgotten", "Mem0Backend", "MemoryHit", "normalise_hits"]
 
@@ -102,21 +102,23 @@ class Mem0Backend:
     def read_filters(self, scope: Scope) -> dict[str, Any]:
         """The filters that read ``scope``'s memories from this client in one call.
 
-        With ``scope.with_user_level`` on a store that needs two reads (see
-        :mod:`.user_level`), the agent's memories only: the readers below add
-        the user's.
+        With ``scope.with_user_level`` on a store whose filters cannot say "no
+        agent" (see :mod:`.user_level`), the agent's memories only: the readers
+        below read by user instead.
         """
         ids = mem0_ids(scope, hosted=self.hosted, reading=True)
         if scope.with_user_level and "agent_id" in ids:
             return one_read_filters(self.client, ids["user_id"], ids["agent_id"]) or ids
         return ids
 
-    def _reads_twice(self, scope: Scope) -> bool:
-        """Whether the user's memories of no agent need a read of their own."""
+    def _reads_user_wide(self, scope: Scope) -> bool:
+        """Whether ``scope`` is read by user and filtered here (:mod:`.user_level`)."""
         return (
             scope.with_user_level
             and scope.agent_id is not None
-            and self._on_lanes  # mem0's own AsyncMemory; other clients get one read
+            # mem0's own AsyncMemory, whose entries carry their agent_id; other
+            # clients get the agent's filter, so an entry without it leaks nothing.
+            and self._on_lanes
             and one_read_filters(self.client, scope.user_id, scope.agent_id) is None
         )
 
@@ -191,15 +193,23 @@ class Mem0Backend:
     async def _read(
         self, name: str, scope: Scope, *args: Any, top_k: int, **kwargs: Any
     ) -> list[Any]:
-        """mem0's entries for one read of ``scope``: two reads merged where the
-        user's memories of no agent need one of their own (:mod:`.user_level`)."""
-        found = results_of(
-            await self._call(name, *args, filters=self.read_filters(scope), top_k=top_k, **kwargs)
-        )
-        if self._reads_twice(scope):
-            users = {"user_id": scope.user_id}
-            wide = results_of(await self._call(name, *args, filters=users, top_k=top_k, **kwargs))
-            found = merge_user_level(found, wide, top_k, by_score=name == "search")
+        """mem0's entries for one read of ``scope``: one call, or on a store whose
+        filters cannot say "no agent" one call by user, filtered (:mod:`.user_level`)."""
+
+        async def read(filters: dict[str, Any], n: int) -> list[Any]:
+            return results_of(await self._call(name, *args, filters=filters, top_k=n, **kwargs))
+
+        if not self._reads_user_wide(scope):
+            return await read(self.read_filters(scope), top_k)
+        by_score = name == "search"
+        wide_limit = user_wide_limit(top_k)
+        wide = await read({"user_id": scope.user_id}, wide_limit)
+        agents = [e for e in wide if isinstance(e, dict) and e.get("agent_id") == scope.agent_id]
+        found = merge_user_level(agents, wide, top_k, by_score=by_score)
+        if len(found) < top_k and len(wide) >= wide_limit:
+            # Other agents' memories filled the read: the agent's own read fills in.
+            agents = await read(self.read_filters(scope), top_k)
+            found = merge_user_level(agents, wide, top_k, by_score=by_score)
         return found
 
     async def get_all_raw(

@@ -6,8 +6,10 @@ each agent's memories under the agent. A read of
 ``Scope(user, agent, with_user_level=True)`` finds both: ``agent_id`` is the
 agent's, or the memory has none. mem0 2.2's filter dictionary has no "field
 absent" operator, so the condition is written for the filter translation of
-each store that can say it, and read in one call; any other mem0 store is
-read twice (the agent's memories, then the user's) and the two are merged.
+each store that can say it, and read in one call. Any other mem0 store is
+read once too, by user, with headroom (:func:`user_wide_limit`), and the
+entries of other agents are dropped here: a second read (one more query
+embedding and round trip) comes only when they crowded out the agent's own.
 
 mem0 2.2's ``search`` hands keys spelled ``$or`` / ``$not`` to the store as
 they are (its own operator processing looks for ``AND`` / ``OR`` / ``NOT``),
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["merge_user_level", "one_read_filters"]
+__all__ = ["merge_user_level", "one_read_filters", "user_wide_limit"]
 
 
 def one_read_filters(client: Any, user_id: str, agent_id: str) -> dict[str, Any] | None:
@@ -26,7 +28,8 @@ def one_read_filters(client: Any, user_id: str, agent_id: str) -> dict[str, Any]
 
     Returns:
         ``None`` when ``client`` is not a mem0 ``AsyncMemory`` on a store whose
-        filter translation can say "agent_id absent" (then read twice).
+        filter translation can say "agent_id absent" (then read by user and
+        filtered here).
     """
     from .._server.qdrant_config import PROVIDER as SERVER_PROVIDER
     from ..local import EDGE_PROVIDER
@@ -48,13 +51,21 @@ def one_read_filters(client: Any, user_id: str, agent_id: str) -> dict[str, Any]
     return None
 
 
+def user_wide_limit(limit: int) -> int:
+    """Entries to read by user so that ``limit`` of one agent's and the user's
+    own are likely among them, when other agents' memories are mixed in."""
+    # mem0 2.2 ranks max(4 * top_k, 60) candidates whatever top_k is: headroom is cheap.
+    return max(4 * limit, 20)
+
+
 def merge_user_level(
     agents: list[Any], users: list[Any], limit: int, *, by_score: bool
 ) -> list[Any]:
     """The agent's entries and the user's entries of no agent, as one read's answer.
 
     Args:
-        agents: mem0's entries for the agent's filter.
+        agents: The agent's entries (read with its filter, or picked out of
+            ``users``).
         users: mem0's entries for the user's filter (every agent's); only those
             without an ``agent_id`` are kept.
         limit: Entries at most.

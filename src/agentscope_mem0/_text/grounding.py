@@ -33,6 +33,7 @@ __all__ = [
     "DROP_REASONS",
     "Grounding",
     "GroundingReading",
+    "content_words",
     "grounding_question",
     "read_answer",
     "read_grounding",
@@ -108,7 +109,7 @@ def _lexicon(text: str) -> Lexicon:
     return CHINESE if writes_cjk(text) else ENGLISH
 
 
-def _tokens(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
     """The content words of ``text``: stems of words no lexicon calls filler,
     Chinese, Japanese and Korean characters one by one (but the function
     characters of the Chinese lexicon), and numbers."""
@@ -193,14 +194,14 @@ def read_grounding(memory: str, grounding: Grounding) -> GroundingReading:
         return "assistant"
     if _ASKED.search(memory.strip()):  # a proposal that asks states nothing
         return "question"
-    content = _tokens(memory)
+    content = content_words(memory)
     if not content:
         return "ungrounded"
     missing = [s for s in _specifics(memory) if not _says(grounding.user, s)]
     if missing:
         return "assistant" if all(_says(grounding.assistant, s) for s in missing) else "ungrounded"
     stated_text, asked_text = _clauses(grounding.user)
-    stated, asked = _tokens(stated_text), _tokens(asked_text)
+    stated, asked = content_words(stated_text), content_words(asked_text)
     share = len(content & stated) / len(content)
     if share >= KEEP_SHARE:
         # The user's words, but about nobody ("Good morning!"): the model decides.
@@ -208,7 +209,7 @@ def read_grounding(memory: str, grounding: Grounding) -> GroundingReading:
     if len(content & (stated | asked)) / len(content) >= KEEP_SHARE:
         return "question"
     said_by_user = len(content & (stated | asked)) / len(content)
-    replied = content & _tokens(grounding.assistant)
+    replied = content & content_words(grounding.assistant)
     if said_by_user < DROP_SHARE:
         return (
             "assistant"

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STATE_KEY",
+    "STORED_THIS_REPLY",
     "AddMemoryTool",
     "ForgetMemoryTool",
     "MemoryToolBase",
@@ -63,6 +64,11 @@ _T = TypeVar("_T")
 STATE_KEY = "agentscope_mem0"
 """The middleware's entry in ``agent.state.middle_context``: it records the
 agent's mem0 id there at each hook, and the tools read it back."""
+
+STORED_THIS_REPLY = "stored_this_reply"
+"""Key, in the middleware's entry of the agent's state, of what ``add_memory``
+stored (or queued) during the reply under way, in mode ``both``: the reply's
+automatic write leaves it to the tool (:func:`.._reply.told_beyond`)."""
 
 UNAVAILABLE = "Memory is unavailable right now (mem0 failed repeatedly); go on without it."
 
@@ -91,6 +97,10 @@ class ToolContext:
     """Searches read the calling agent's memories only."""
     after_write: Callable[[Scope], None] = lambda scope: None
     """Called after a tool changed the memories of a scope."""
+    writes_replies: bool = False
+    """The middleware also writes each reply (mode ``both``): ``add_memory``
+    notes what it stored in the agent's state (:data:`STORED_THIS_REPLY`), so
+    that the reply's write does not ask mem0 for the same facts again."""
 
     @classmethod
     def of(
@@ -102,6 +112,7 @@ class ToolContext:
         agent_id: object,
         threshold: float | None,
         scope_search_by_agent: bool,
+        writes_replies: bool = False,
     ) -> ToolContext:
         """The context for a middleware's tools: its client's state, its options
         and its built-in keywords (an ``agent_id`` that is a function is no fixed id)."""
@@ -115,6 +126,7 @@ class ToolContext:
             scope_search_by_agent=scope_search_by_agent,
             after_write=state.profiles.invalidate,
             writer=state.writer,
+            writes_replies=writes_replies,
         )
 
     def scope(self, state: AgentState | None, *, for_search: bool) -> Scope:
@@ -346,6 +358,9 @@ class AddMemoryTool(_LongTermTool):
         result = await self._ctx.writer.submit_facts(
             scope, facts, timeout=self._ctx.parameters.tool_timeout
         )
+        if self._ctx.writes_replies and _agent_state is not None and result.state in _KEPT:
+            entry = _agent_state.middle_context.setdefault(STATE_KEY, {})
+            entry.setdefault(STORED_THIS_REPLY, []).extend([*facts, *result.memories])
         if result.state == "stored":
             self._ctx.after_write(scope)
             return tool_result(_recorded(result.memories or facts, thinking))
@@ -367,6 +382,10 @@ class AddMemoryTool(_LongTermTool):
                 error=True,
             )
         return tool_result("Could not record to memory: nothing was stored.", error=True)
+
+
+_KEPT = ("stored", "queued")
+"""Where an ``add_memory`` write stands once mem0 has it or will (the outbox holds it)."""
 
 
 def _rationale(thinking: str) -> str:

@@ -212,9 +212,21 @@ def _outbox(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _tokens(settings: Settings) -> dict[str, Any] | None:
+    """The token totals: in PostgreSQL with mem0's history (a pgvector store
+    with no ``history_db``: every replica's, added up), else beside the outbox."""
+    from .._observe.usage import read_postgres_usage, read_usage
+
+    if settings.backend == "pgvector" and settings.history_db is None and settings.dsn:
+        try:
+            return read_postgres_usage(settings.dsn, settings.collection)
+        except ImportError:  # no psycopg: the backend's probe says so
+            return None
+    return read_usage(settings.outbox)
+
+
 def gather_status(settings: Settings) -> dict[str, Any]:
     """Everything ``status`` reports, as one JSON-ready dict."""
-    from .._observe.usage import read_usage
 
     if settings.backend == "embedded":
         backend = _embedded_backend(settings)
@@ -229,7 +241,7 @@ def gather_status(settings: Settings) -> dict[str, Any]:
         "vectors": _vectors(settings, backend.get("vector_size")),
         "telemetry": _telemetry(),
         "outbox": _outbox(settings),
-        "tokens": read_usage(settings.outbox),
+        "tokens": _tokens(settings),
     }
     report["ok"] = bool(backend["reachable"]) and report["vectors"].get("match") is not False
     return report

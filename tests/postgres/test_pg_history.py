@@ -118,6 +118,22 @@ def test_forget_and_import_edit_the_postgres_history(pg_dsn: str) -> None:
         history.close()
 
 
+def test_a_connection_the_server_dropped_is_reopened_once(pg_dsn: str) -> None:
+    import psycopg
+
+    history = PostgresHistory(pg_dsn, collection=fresh_collection("h"))
+    try:
+        history.add_history("m1", None, "I live in Paris", "ADD")
+        pid = history.tables.run(lambda conn: conn.info.backend_pid)
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:  # a restart, a failover
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        history.add_history("m1", "I live in Paris", "I live in Lyon", "UPDATE")
+        assert [e["event"] for e in history.get_history("m1")] == ["ADD", "UPDATE"]
+        assert history.tables.run(lambda conn: conn.info.backend_pid) != pid
+    finally:
+        history.close()
+
+
 def test_the_history_goes_to_postgres_only_for_pgvector_without_a_history_path(
     tmp_path: Path,
 ) -> None:

@@ -43,6 +43,9 @@ class SharedStoreMemory(AsyncMemory):
             ``":memory:"``); ``None``: mem0's own.
     """
 
+    db: Any
+    """mem0's ``SQLiteManager``, or a :class:`PostgresHistory` with the same methods."""
+
     def __init__(self, config: MemoryConfig, *, history: PostgresHistory | None = None) -> None:
         super().__init__(config=config)
         if history is not None:

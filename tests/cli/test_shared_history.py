@@ -91,6 +91,7 @@ def test_two_replicas_share_one_history_and_one_set_of_totals(pg_dsn: str, tmp_p
         assert [(e["event"], e["new_memory"]) for e in entries] == [("ADD", fact)]
 
     tokens = _cli("status", "--config", str(config), folder=laptop)["tokens"]
+    assert "agentscope_mem0_usage" in tokens["kept_in"]
     mine = [r["tokens"] for r in reports]
     assert all(t["tokens_writes"] >= 1 for t in mine)
     for key in ("tokens_writes", "tokens_in_extraction", "tokens_out_extraction"):

@@ -118,6 +118,19 @@ def test_forget_and_import_edit_the_postgres_history(pg_dsn: str) -> None:
         history.close()
 
 
+def test_a_history_database_out_of_reach_fails_the_build_clearly(pg_dsn: str) -> None:
+    from agentscope_mem0 import ConfigurationError
+
+    config = pgvector_config(
+        pg_dsn,
+        dims=DIMS,
+        collection=fresh_collection("h"),
+        history_db_path="postgresql://nobody@127.0.0.1:1/nothing?connect_timeout=2",
+    )
+    with pytest.raises(ConfigurationError, match="history_db_path"):
+        _client(config)
+
+
 def test_a_connection_the_server_dropped_is_reopened_once(pg_dsn: str) -> None:
     import psycopg
 

@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mem0 import AsyncMemory
 
 from .._postgres.history import PostgresHistory
 from .._vectors.search_terms import results_kept
-
-if TYPE_CHECKING:
-    from mem0.configs.base import MemoryConfig
 
 __all__ = ["SharedStoreMemory", "shares_store"]
 
@@ -34,23 +31,18 @@ logger = logging.getLogger(__name__)
 class SharedStoreMemory(AsyncMemory):
     """mem0's ``AsyncMemory`` on a store it may share with other clients.
 
-    Everything but :meth:`reset` and :meth:`search` is mem0's own.
-
-    Args:
-        config: mem0's config.
-        history: mem0's history in PostgreSQL, used in place of the SQLite
-            database mem0 opens at ``history_db_path`` (which should then be
-            ``":memory:"``); ``None``: mem0's own.
+    Everything but :meth:`reset` and :meth:`search` is mem0's own, and
+    :meth:`keep_history_in` puts mem0's history in PostgreSQL.
     """
 
     db: Any
     """mem0's ``SQLiteManager``, or a :class:`PostgresHistory` with the same methods."""
 
-    def __init__(self, config: MemoryConfig, *, history: PostgresHistory | None = None) -> None:
-        super().__init__(config=config)
-        if history is not None:
-            self.db.close()
-            self.db = history
+    def keep_history_in(self, history: PostgresHistory) -> None:
+        """Use ``history`` in place of the SQLite database mem0 opened at
+        ``history_db_path`` (which should be ``":memory:"``: nothing on disk)."""
+        self.db.close()
+        self.db = history
 
     async def search(
         self, query: str, *, top_k: int = 20, show_expired: bool = False, **kwargs: Any

@@ -297,8 +297,14 @@ def build_memory(
         # mem0 2.2 opens SQLite at history_db_path (in __init__ and reset):
         # in memory, it leaves no file behind before it is replaced.
         config = config.model_copy(update={"history_db_path": ":memory:"})
-        history = PostgresHistory(postgres, collection=config.vector_store.config.collection_name)
-        return SharedStoreMemory(config=share_local_qdrant(config), history=history)
+        memory = SharedStoreMemory(config=share_local_qdrant(config))
+        try:
+            collection = config.vector_store.config.collection_name
+            memory.keep_history_in(PostgresHistory(postgres, collection=collection))
+        except BaseException:
+            close_memory(memory)
+            raise
+        return memory
     if "history_db_path" not in config.model_fields_set:
         config = config.model_copy(update={"history_db_path": str(history_db_path())})
         prepare_history_db(config.history_db_path)

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from .._exceptions import ConfigurationError
 from .connection import PostgresTables, is_postgres_url, pgvector_dsn
 
 __all__ = ["HISTORY_TABLE", "MESSAGES_TABLE", "PostgresHistory", "history_dsn"]
@@ -77,13 +78,24 @@ class PostgresHistory:
     Args:
         dsn: A libpq connection string.
         collection: The vector store's collection; the rows of this history carry it.
+
+    Raises:
+        ConfigurationError: psycopg is missing, or the database cannot be reached.
     """
 
     def __init__(self, dsn: str, *, collection: str) -> None:
         self.dsn = dsn
         self.collection = collection
         self.tables = PostgresTables(dsn, _SCHEMA)
-        self.tables.run(lambda conn: None)  # connect now: a wrong DSN fails the client's build
+        import psycopg
+
+        try:  # connect now: a wrong DSN fails the client's build, not its first write
+            self.tables.run(lambda conn: None)
+        except psycopg.OperationalError as exc:
+            raise ConfigurationError(
+                f"mem0's history database in PostgreSQL cannot be reached ({exc}); check "
+                "the history_db_path URI, or the pgvector connection string it defaults to"
+            ) from exc
 
     def add_history(
         self,

@@ -268,10 +268,10 @@ def build_memory(
     the data folder (not mem0's global ``~/.mem0``) unless the config names a
     ``history_db_path``, in WAL mode (a damaged file is moved aside), and
     ``reset()`` empties a shared store in place instead of closing it for the
-    other clients. With a pgvector store and no ``history_db_path``, or a
-    ``history_db_path`` that is a ``postgresql://`` URI, the history is kept
-    in PostgreSQL instead (:class:`~agentscope_mem0._postgres.history.PostgresHistory`),
-    one for every replica on the database.
+    other clients. With a pgvector store and no ``history_db_path``, the
+    history is kept in the store's database instead
+    (:class:`~agentscope_mem0._postgres.history.PostgresHistory`), one for
+    every replica on it.
 
     Raises:
         ConfigurationError: As :func:`build_mem0_config`.

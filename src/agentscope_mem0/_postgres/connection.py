@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from .._exceptions import ConfigurationError
 
-__all__ = ["PostgresTables", "is_postgres_url", "pgvector_dsn"]
+__all__ = ["PostgresTables", "pgvector_dsn"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +25,6 @@ T = TypeVar("T")
 
 _SCHEMA_LOCK = "agentscope_mem0:schema"
 """The advisory lock (by ``hashtext``) every schema change of this package takes."""
-
-
-def is_postgres_url(value: str) -> bool:
-    """Whether ``value`` is a PostgreSQL URI (``postgresql://`` or ``postgres://``)."""
-    return value.startswith(("postgresql://", "postgres://"))
 
 
 def pgvector_dsn(settings: Any) -> str | None:

@@ -22,8 +22,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from .._exceptions import ConfigurationError
-from .connection import PostgresTables, is_postgres_url, pgvector_dsn
+from .connection import PostgresTables, pgvector_dsn
 
 __all__ = ["HISTORY_TABLE", "MESSAGES_TABLE", "PostgresHistory", "history_dsn"]
 
@@ -54,16 +53,13 @@ _SCHEMA = (
 def history_dsn(config: Any) -> str | None:
     """Where a mem0 config's history goes in PostgreSQL, or ``None`` (SQLite, as mem0 does).
 
-    A ``history_db_path`` that is a PostgreSQL URI names the database; with
-    none set, a pgvector store's own database holds it (unless the store was
-    handed a connection pool: there is no string to connect with).
+    A pgvector store's own database holds it when the config names no
+    ``history_db_path`` (and the store was not handed a connection pool:
+    there is no string to connect with).
 
     Args:
         config: A mem0 ``MemoryConfig``.
     """
-    given = str(getattr(config, "history_db_path", "") or "")
-    if is_postgres_url(given):
-        return given
     if "history_db_path" in getattr(config, "model_fields_set", ()):
         return None
     store = getattr(config, "vector_store", None)
@@ -80,22 +76,15 @@ class PostgresHistory:
         collection: The vector store's collection; the rows of this history carry it.
 
     Raises:
-        ConfigurationError: psycopg is missing, or the database cannot be reached.
+        ConfigurationError: psycopg is not installed.
+        psycopg.Error: The database cannot be reached or written.
     """
 
     def __init__(self, dsn: str, *, collection: str) -> None:
         self.dsn = dsn
         self.collection = collection
         self.tables = PostgresTables(dsn, _SCHEMA)
-        import psycopg
-
-        try:  # connect now: a wrong DSN fails the client's build, not its first write
-            self.tables.run(lambda conn: None)
-        except psycopg.OperationalError as exc:
-            raise ConfigurationError(
-                f"mem0's history database in PostgreSQL cannot be reached ({exc}); check "
-                "the history_db_path URI, or the pgvector connection string it defaults to"
-            ) from exc
+        self.tables.run(lambda conn: None)  # the tables now: the client's build fails, not a write
 
     def add_history(
         self,

@@ -7,6 +7,7 @@ The server comes from ``AGENTSCOPE_MEM0_TEST_PG_DSN`` (or ``pgserver``; see
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,55 @@ def test_two_meters_on_one_database_add_up(pg_dsn: str) -> None:
     assert (kept["tokens_in_judge"], kept["tokens_estimated_calls"]) == (7, 1)
     assert kept["tokens_in_per_write"] == 103.5
     assert read_postgres_usage(pg_dsn, fresh_collection("u")) is None
+
+
+def test_a_meter_on_postgres_does_no_io_on_the_callers_thread(pg_dsn: str) -> None:
+    collection = fresh_collection("u")
+    meter = TokenMeter(postgres=(pg_dsn, collection))
+    store = meter._store
+    assert store is not None
+    callers: list[str] = []
+    real_run = store._tables.run  # type: ignore[attr-defined]
+
+    def run(work: Any) -> Any:
+        callers.append(threading.current_thread().name)
+        return real_run(work)
+
+    store._tables.run = run  # type: ignore[attr-defined]
+    try:
+        for _ in range(20):  # as the event loop's thread does after each write
+            meter.add("extraction", CallTokens(10, 1, estimated=False), writes=1)
+    finally:
+        meter.close()
+    assert callers and set(callers) <= {"agentscope-mem0-token-totals", "MainThread"}
+    assert "MainThread" not in callers[:-1]  # only close() writes what was left, if anything
+    kept = read_postgres_usage(pg_dsn, collection)
+    assert kept is not None and (kept["tokens_writes"], kept["tokens_in_extraction"]) == (20, 200)
+
+
+def test_totals_a_server_refused_are_added_when_it_answers_again(pg_dsn: str) -> None:
+    collection = fresh_collection("u")
+    meter = TokenMeter(postgres=(pg_dsn, collection))
+    store = meter._store
+    assert store is not None
+    real_run = store._tables.run  # type: ignore[attr-defined]
+    refused = threading.Event()
+
+    def run(work: Any) -> Any:
+        if not refused.is_set():
+            refused.set()
+            raise OSError("server away")
+        return real_run(work)
+
+    store._tables.run = run  # type: ignore[attr-defined]
+    try:
+        meter.add("extraction", CallTokens(10, 1, estimated=False), writes=1)
+        assert refused.wait(30)  # the totals' thread met the refusal
+        meter.add("extraction", CallTokens(10, 1, estimated=False), writes=1)
+    finally:
+        meter.close()
+    kept = read_postgres_usage(pg_dsn, collection)
+    assert kept is not None and kept["tokens_writes"] == 2  # nothing lost in between
 
 
 class _Holder:

@@ -66,8 +66,8 @@ _PG_SCHEMA = (
     "since double precision NOT NULL, updated double precision NOT NULL, "
     "PRIMARY KEY (collection, kind))",
 )
-# Totals are a report, not a write: a server that does not answer costs a
-# model call this long at most, once per failing episode.
+# Seconds the totals' thread waits for the server, and between tries while it
+# is away; nobody else waits for it (totals are a report, not a write).
 _PG_TIMEOUT = 5.0
 
 
@@ -121,27 +121,93 @@ class _SqliteTotals:
 
 
 class _PostgresTotals:
-    """The totals in PostgreSQL, one row per collection and kind, added to by every replica."""
+    """The totals in PostgreSQL, one row per collection and kind, added to by every replica.
+
+    ``add`` is called on the event loop's thread too (after a write), so it
+    only merges the change into what is pending; a named daemon thread adds
+    what is pending to the table, one upsert per kind for all the changes
+    meanwhile. What a failed upsert held stays pending until the server
+    answers again; :meth:`close` writes the rest (within ``_PG_TIMEOUT``).
+    """
 
     def __init__(self, dsn: str, collection: str) -> None:
         self.where = f"PostgreSQL table {USAGE_TABLE}"
         self.collection = collection
         self._tables = PostgresTables(dsn, _PG_SCHEMA, timeout=_PG_TIMEOUT)
+        self._pending: dict[str, dict[str, int]] = {}
+        self._since = 0.0
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closing = False
+        self._failing = False
+        self._thread = threading.Thread(
+            target=self._run, name="agentscope-mem0-token-totals", daemon=True
+        )
+        self._thread.start()
 
     def add(self, kind: str, change: dict[str, int]) -> None:
+        with self._lock:
+            pending = self._pending.setdefault(kind, dict.fromkeys(_FIELDS, 0))
+            for name, value in change.items():
+                pending[name] += value
+            self._since = self._since or time.time()
+        self._wake.set()
+
+    def _run(self) -> None:
+        retry = False
+        while not self._closing:
+            # After a failure, try again within _PG_TIMEOUT even if nothing new comes.
+            self._wake.wait(_PG_TIMEOUT if retry else None)
+            self._wake.clear()
+            retry = not self._write_pending()
+
+    def _write_pending(self) -> bool:
+        """Add what is pending to the table; ``False`` (and kept pending) if that failed."""
+        with self._lock:
+            taken, since = self._pending, self._since
+            self._pending, self._since = {}, 0.0
+        if not taken:
+            return True
+        try:
+            self._tables.run(lambda conn: self._upsert(conn, taken, since))
+        except Exception as exc:  # a report: logged once per episode, retried
+            with self._lock:
+                for kind, change in taken.items():
+                    pending = self._pending.setdefault(kind, dict.fromkeys(_FIELDS, 0))
+                    for name, value in change.items():
+                        pending[name] += value
+                self._since = min(filter(None, (self._since, since)), default=since)
+            if not self._failing:
+                logger.warning(
+                    "could not add token totals to %s (%s); kept in memory until it works",
+                    self.where,
+                    exc,
+                )
+            self._failing = True
+            return False
+        if self._failing:
+            logger.info("token totals are added to %s again", self.where)
+        self._failing = False
+        return True
+
+    def _upsert(self, conn: Any, taken: dict[str, dict[str, int]], since: float) -> None:
         now = time.time()
-        self._tables.run(
-            lambda conn: conn.execute(
+        for kind, change in taken.items():
+            conn.execute(
                 f"INSERT INTO {USAGE_TABLE} (collection, kind, {', '.join(_FIELDS)}, since, "
                 "updated) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (collection, kind) DO UPDATE SET "
                 + ", ".join(f"{name} = {USAGE_TABLE}.{name} + excluded.{name}" for name in _FIELDS)
                 + ", updated = excluded.updated",
-                (self.collection, kind, *(change[name] for name in _FIELDS), now, now),
+                (self.collection, kind, *(change[name] for name in _FIELDS), since or now, now),
             )
-        )
 
     def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        self._thread.join(_PG_TIMEOUT * 2)
+        if not self._write_pending():
+            logger.warning("token totals not yet in %s are lost at close", self.where)
         self._tables.close()
 
 

@@ -10,6 +10,10 @@ What it wires (see docs/deploying.md):
   (``$SERVICE_APP_DIR``, default ``<tmp>/agentscope-mem0-service``);
 * ``mem0_middleware_factory`` on the embedded store in that folder's
   ``memory/`` (offline embedder, no server), installed on the app's lifespan;
+  or, when ``$AGENTSCOPE_MEM0_PG_DSN`` names a PostgreSQL database with
+  pgvector, on that database, so that several workers or replicas share the
+  memories, mem0's history and the token totals
+  (``docker/replicas-compose.yml`` runs two of them);
 * the model mem0 extracts with: DashScope when ``DASHSCOPE_API_KEY`` is set,
   an OpenAI-compatible server with ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``,
   otherwise the offline rule-based extractor;
@@ -17,10 +21,12 @@ What it wires (see docs/deploying.md):
   model that needs no key and answers from the memory note, so the whole
   service runs without network. With a key, clients can create a real
   credential (``dashscope_credential``, ``openai_credential``) instead.
-* the memory inspector at ``/memory-inspector/``, served by the app itself on
-  its own client (``ui`` cannot open a folder the app holds); without a token
-  it answers requests from this machine only
-  (``$AGENTSCOPE_MEM0_UI_TOKEN`` gives it one);
+* the memory inspector at ``/memory-inspector/`` (``mount_inspector``), served
+  by the app itself on its own client (``ui`` cannot open a folder the app
+  holds); without a token it answers requests from this machine only (a
+  loopback peer), so behind a proxy give it one in
+  ``$AGENTSCOPE_MEM0_UI_TOKEN`` (16 characters or more). On PostgreSQL
+  ``agentscope-mem0 ui --config FILE`` serves it instead, beside the replicas;
 * ``POST /memory/flush``: waits until the writes queued so far are stored. A
   demo convenience (a real service would not expose it): the client calls it
   between a user's two sessions.
@@ -41,14 +47,18 @@ from agentscope.credential import CredentialBase
 from agentscope.message import HintBlock, Msg
 from agentscope.model import ChatModelBase
 
+from agentscope_mem0.backends import pgvector_config, prepare_pgvector
 from agentscope_mem0.demo import chat_model_from_env
-from agentscope_mem0.service import mem0_middleware_factory
+from agentscope_mem0.local import default_embedding_model
+from agentscope_mem0.service import Mem0MiddlewareFactory, mem0_middleware_factory
 from agentscope_mem0.testing import ScriptedChatModel
 
 FOLDER = Path(
     os.environ.get("SERVICE_APP_DIR") or Path(tempfile.gettempdir()) / "agentscope-mem0-service"
 )
 OFFLINE_TYPE = "offline_scripted"
+PG_DSN_ENV = "AGENTSCOPE_MEM0_PG_DSN"
+"""Names the PostgreSQL database every replica shares; unset: the embedded folder."""
 
 
 def answer_from_memory(messages: list[Msg], tools: Any) -> str:
@@ -88,15 +98,36 @@ class OfflineCredential(CredentialBase):
         return OfflineChatModel
 
 
+def shared_memory(dsn: str, extraction_model: ChatModelBase) -> Mem0MiddlewareFactory:
+    """The factory of a replica: memories, history and token totals in PostgreSQL."""
+    embedding_model = default_embedding_model()  # offline; any AgentScope embedder works
+    config = pgvector_config(dsn, dims=embedding_model.dimensions)
+    prepare_pgvector(config)  # replicas starting together: the schema is made once, under a lock
+    return mem0_middleware_factory(
+        chat_model=extraction_model,
+        embedding_model=embedding_model,
+        mem0_config=config,
+        mode="static_control",
+        # This demo keeps agentscope.app's own state (agents, sessions) per
+        # replica, so one agent has another id on each; scope by its name,
+        # which is the same. With shared app storage the default (the id) fits.
+        agent_id=None,
+    )
+
+
 def build_app(folder: Path = FOLDER) -> Any:
     """The ASGI app, with its state and memories in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     extraction_model, described = chat_model_from_env()
-    memory = mem0_middleware_factory(
-        chat_model=extraction_model,  # the embedded default embeds offline: no embedding_model
-        folder=folder / "memory",
-        mode="static_control",
-    )
+    dsn = os.environ.get(PG_DSN_ENV)
+    if dsn:
+        memory = shared_memory(dsn, extraction_model)
+    else:
+        memory = mem0_middleware_factory(
+            chat_model=extraction_model,  # the embedded default embeds offline: no embedding_model
+            folder=folder / "memory",
+            mode="static_control",
+        )
     service = create_app(
         storage=AsyncSQLAlchemyStorage(f"sqlite+aiosqlite:///{folder / 'app.db'}"),
         message_bus=InMemoryMessageBus(),
@@ -111,7 +142,12 @@ def build_app(folder: Path = FOLDER) -> Any:
         extra_agent_middlewares=memory,
     )
     memory.install(service)  # builds the mem0 client at startup, stores pending writes at shutdown
-    memory.mount_inspector(service)  # http://127.0.0.1:8000/memory-inspector/
+    if not dsn:
+        # http://127.0.0.1:8000/memory-inspector/; without $AGENTSCOPE_MEM0_UI_TOKEN it
+        # answers loopback peers only (this machine, not through a proxy or a container
+        # port). On PostgreSQL, `agentscope-mem0 ui --config FILE` serves it instead,
+        # from any machine that reaches the database.
+        memory.mount_inspector(service)
 
     @service.post("/memory/flush")
     async def flush(timeout: float = 30.0) -> dict[str, Any]:

@@ -134,8 +134,9 @@ class ClientState:
         folder's embedded store once no other client of the process uses it);
         a client someone passed in stays theirs."""
         self._owns_meter = self.backend.meter is None
-        self.meter = self.backend.meter or TokenMeter.beside(self.writer.outbox.path)
-        """The model tokens spent on extraction and judgement (kept beside the outbox)."""
+        self.meter = self.backend.meter or TokenMeter.for_client(client, self.writer.outbox.path)
+        """The model tokens spent on extraction and judgement (kept beside the
+        outbox, or in PostgreSQL with mem0's history)."""
         self.backend.meter = self.meter
         self.judge.meter = self.meter
         self._closed = False

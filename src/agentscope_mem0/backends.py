@@ -85,12 +85,13 @@ def pgvector_config(
         min_connections: Connections each mem0 client keeps open.
         max_connections: Connections each mem0 client may open; size
             PostgreSQL's ``max_connections`` for all processes together.
-        history_db_path: mem0's history database (SQLite in mem0 2.2, one file
-            per machine). ``None`` leaves it out of the fields: the middleware,
-            the factory and :func:`~agentscope_mem0.build_mem0_config` then put
-            it in the data folder (``$AGENTSCOPE_MEM0_DIR/history.db``, default
-            ``~/.agentscope-mem0/history.db``); only a ``MemoryConfig`` built
-            from these fields without them falls back to mem0's ``~/.mem0``.
+        history_db_path: A SQLite file for mem0's history (one per machine).
+            ``None`` leaves it out of the fields: the clients the middleware,
+            the factory and the command line build then keep the history,
+            and the token totals, in this database (tables
+            ``agentscope_mem0_*``), one for every replica; a
+            ``MemoryConfig`` you hand to ``mem0.AsyncMemory`` yourself
+            falls back to mem0's ``~/.mem0/history.db``.
 
     Returns:
         ``vector_store`` (and ``history_db_path`` when given) for ``mem0_config=``.

@@ -156,8 +156,8 @@ def test_status_and_retry_failed_see_a_pgvector_stores_failed_write(
 def test_retry_failed_send_with_the_history_in_the_data_folder(
     pg_dsn: str, tmp_path: Path, _data_dir: Path
 ) -> None:
-    # No history_db_path anywhere: both put mem0's history in the data folder,
-    # away from the vector store (a server); the outbox goes beside it.
+    # No history_db_path anywhere: both put mem0's history in the store's
+    # database and the outbox in the data folder, away from the vector store.
     collection = fresh_collection("ob")
     fields = pgvector_config(pg_dsn, dims=HashEmbedding().dimensions, collection=collection)
     stats = asyncio.run(_one_turn(fields, PROSE, "I live in Lyon."))

@@ -237,7 +237,9 @@ async def test_status_shows_the_model_tokens_spent_per_write(data_dir: Path) -> 
     tokens = report["tokens"]
     for key in ("tokens_in_per_write", "tokens_in_judge", "model_calls_extraction"):
         assert tokens[key] == spent[key], key
+    assert tokens["kept_in"] == str(data_dir / "usage.sqlite3")
     text = run("status").stdout
+    assert f"({data_dir / 'usage.sqlite3'})" in text  # where they are kept
     per_write = f"{spent['tokens_in_per_write']:,.0f}"
     assert re.search(rf"per write:\s+{per_write} in / \d+ out  \(2 writes\)", text), text
     assert re.search(r"time judgement:\s+[\d,]+ in / [\d,]+ out  \(\d+ calls\)", text), text

@@ -8,22 +8,24 @@ from pathlib import Path
 
 import pytest
 
-from agentscope_mem0._observe.usage import CallTokens, TokenMeter, read_usage
+from agentscope_mem0._observe.usage import CallTokens, TokenMeter, _SqliteTotals, read_usage
 
 
 def test_a_failing_file_is_said_once_and_its_recovery_too(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     meter = TokenMeter(tmp_path / "usage.sqlite3")
-    working = meter._db
+    store = meter._store
+    assert isinstance(store, _SqliteTotals)
+    working = store._db
     broken = sqlite3.connect(":memory:")
     broken.close()  # every statement on it raises sqlite3.ProgrammingError
-    meter._db = broken
+    store._db = broken
     tokens = CallTokens(input_tokens=10, output_tokens=2, estimated=False)
     with caplog.at_level(logging.INFO, logger="agentscope_mem0._observe.usage"):
         for _ in range(5):
             meter.add("extraction", tokens, writes=1)
-        meter._db = working
+        store._db = working
         meter.add("extraction", tokens, writes=1)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "counted in memory" in warnings[0].getMessage()

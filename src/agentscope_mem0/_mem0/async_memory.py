@@ -20,6 +20,7 @@ from typing import Any
 
 from mem0 import AsyncMemory
 
+from .._postgres.history import PostgresHistory
 from .._vectors.search_terms import results_kept
 
 __all__ = ["SharedStoreMemory", "shares_store"]
@@ -30,8 +31,18 @@ logger = logging.getLogger(__name__)
 class SharedStoreMemory(AsyncMemory):
     """mem0's ``AsyncMemory`` on a store it may share with other clients.
 
-    Everything but :meth:`reset` and :meth:`search` is mem0's own.
+    Everything but :meth:`reset` and :meth:`search` is mem0's own, and
+    :meth:`keep_history_in` puts mem0's history in PostgreSQL.
     """
+
+    db: Any
+    """mem0's ``SQLiteManager``, or a :class:`PostgresHistory` with the same methods."""
+
+    def keep_history_in(self, history: PostgresHistory) -> None:
+        """Use ``history`` in place of the SQLite database mem0 opened at
+        ``history_db_path`` (which should be ``":memory:"``: nothing on disk)."""
+        self.db.close()
+        self.db = history
 
     async def search(
         self, query: str, *, top_k: int = 20, show_expired: bool = False, **kwargs: Any
@@ -49,8 +60,12 @@ class SharedStoreMemory(AsyncMemory):
         """
         if not shares_store(self):
             encoder = getattr(self.vector_store, "_bm25_encoder", None)
+            history = self.db if isinstance(self.db, PostgresHistory) else None
             await super().reset()
             _after_mem0_reset(self, encoder)
+            if history is not None:  # mem0 2.2's reset put a new SQLite manager in its place
+                self.db.close()
+                self.db = history
             return
         logger.warning("resetting all memories of %s", _store_name(self))
         await asyncio.to_thread(_empty, self.vector_store)
@@ -94,6 +109,9 @@ def _clear_history(db: Any) -> None:
     mem0 2.2's ``SQLiteManager.reset`` drops the tables and expects a new
     manager; another client's manager on the same file would then fail.
     """
+    if isinstance(db, PostgresHistory):  # its reset deletes rows and keeps the tables
+        db.reset()
+        return
     with db._lock:
         connection = db.connection
         connection.execute("DELETE FROM history")

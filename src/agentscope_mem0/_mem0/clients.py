@@ -268,13 +268,17 @@ def build_memory(
     the data folder (not mem0's global ``~/.mem0``) unless the config names a
     ``history_db_path``, in WAL mode (a damaged file is moved aside), and
     ``reset()`` empties a shared store in place instead of closing it for the
-    other clients.
+    other clients. With a pgvector store and no ``history_db_path``, the
+    history is kept in the store's database instead
+    (:class:`~agentscope_mem0._postgres.history.PostgresHistory`), one for
+    every replica on it.
 
     Raises:
         ConfigurationError: As :func:`build_mem0_config`.
         StoreLockedError: Another process holds the on-disk store.
         DimensionMismatchError: The store holds vectors of another size.
     """
+    from .._postgres.history import history_dsn
     from ..local import history_db_path, share_local_qdrant
     from ..local._folder import prepare_history_db
     from .async_memory import SharedStoreMemory
@@ -286,6 +290,21 @@ def build_memory(
     config = build_mem0_config(
         chat_model=chat_model, embedding_model=embedding_model, mem0_config=mem0_config
     )
+    postgres = history_dsn(config)
+    if postgres is not None:
+        from .._postgres.history import PostgresHistory
+
+        # mem0 2.2 opens SQLite at history_db_path (in __init__ and reset):
+        # in memory, it leaves no file behind before it is replaced.
+        config = config.model_copy(update={"history_db_path": ":memory:"})
+        memory = SharedStoreMemory(config=share_local_qdrant(config))
+        try:
+            collection = config.vector_store.config.collection_name
+            memory.keep_history_in(PostgresHistory(postgres, collection=collection))
+        except BaseException:
+            close_memory(memory)
+            raise
+        return memory
     if "history_db_path" not in config.model_fields_set:
         config = config.model_copy(update={"history_db_path": str(history_db_path())})
         prepare_history_db(config.history_db_path)

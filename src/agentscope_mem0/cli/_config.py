@@ -80,8 +80,9 @@ class Settings:
     api_key_env: str | None = None
     """Environment variable holding the Qdrant or hosted-mem0 API key."""
     history_db: Path | None = None
-    """mem0's history database for server backends; ``None``: the data folder's
-    ``history.db``, as for the middleware."""
+    """mem0's history database (SQLite) for server backends; ``None``: the
+    store's database for pgvector (with the token totals, every replica's),
+    the data folder's ``history.db`` for a Qdrant server, as for the middleware."""
     embedding_model: str = "default"
     """Embedder spec: ``default``, ``hash[:dims]`` (tests) or ``module:attr``."""
     chat_model: str = "env"
@@ -136,6 +137,8 @@ class Settings:
             out["api_key"] = f"${self.api_key_env} ({'set' if self.api_key else 'not set'})"
         if self.history_db is not None:
             out["history_db"] = str(self.history_db)
+        elif self.backend == "pgvector":
+            out["history_db"] = "the store's database (tables agentscope_mem0_*)"
         out["embedding_model"] = self.embedding_model
         out["chat_model"] = self.chat_model
         out["outbox"] = str(self.outbox)

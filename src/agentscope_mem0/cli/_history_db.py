@@ -1,10 +1,12 @@
-"""SQL on mem0's history database (SQLite): the change log and the messages
-mem0 keeps for extraction.
+"""SQL on mem0's history database: the change log and the messages mem0
+keeps for extraction.
 
 mem0 2.2 has no API to delete history entries or kept messages, nor to add an
 entry with a given date, so ``forget`` and ``import`` use its ``SQLiteManager``
-connection directly, under the manager's own lock. Every function here is
-synchronous and runs in a worker thread; a client without a history
+connection directly, under the manager's own lock, or the methods of the
+PostgreSQL history this package gives a client on a pgvector store
+(:class:`~agentscope_mem0._postgres.history.PostgresHistory`). Every function
+here is synchronous and runs in a worker thread; a client without a history
 database is left alone.
 """
 
@@ -15,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+from .._postgres.history import PostgresHistory
 from ._records import MemoryRecord
 
 __all__ = ["add_missing_history", "purge_history", "purge_messages"]
@@ -37,17 +40,21 @@ def add_missing_history(memory: Any, records: Sequence[MemoryRecord]) -> None:
     """Give each of ``records`` without history an ``ADD`` entry dated ``created_at``."""
     if not records:
         return
-    with _locked(memory) as db:
-        if db is None:
-            return
-        marks = ",".join("?" * len(records))
-        have = {
-            row[0]
-            for row in db.connection.execute(
-                f"SELECT DISTINCT memory_id FROM history WHERE memory_id IN ({marks})",
-                [r.id for r in records],
-            )
-        }
+    db = getattr(memory, "db", None)
+    if isinstance(db, PostgresHistory):
+        have = db.memory_ids_with_history(r.id for r in records)
+    else:
+        with _locked(memory) as db:
+            if db is None:
+                return
+            marks = ",".join("?" * len(records))
+            have = {
+                row[0]
+                for row in db.connection.execute(
+                    f"SELECT DISTINCT memory_id FROM history WHERE memory_id IN ({marks})",
+                    [r.id for r in records],
+                )
+            }
     missing = [r for r in records if r.id not in have]
     if missing:
         db.batch_add_history(
@@ -69,6 +76,8 @@ def add_missing_history(memory: Any, records: Sequence[MemoryRecord]) -> None:
 
 def purge_history(memory: Any, ids: list[str]) -> int:
     """Delete the history entries of ``ids``; returns how many."""
+    if isinstance(getattr(memory, "db", None), PostgresHistory):
+        return int(memory.db.delete_history(ids))
     removed = 0
     with _locked(memory) as db:
         if db is None:
@@ -86,6 +95,9 @@ def purge_history(memory: Any, ids: list[str]) -> int:
 
 def purge_messages(memory: Any, wanted: dict[str, str]) -> int:
     """Delete the kept messages of every session scope matching ``wanted`` ids."""
+    db = getattr(memory, "db", None)
+    if isinstance(db, PostgresHistory):
+        return sum(db.delete_messages(s) for s in db.session_scopes() if _matches(s, wanted))
     removed = 0
     with _locked(memory) as db:
         if db is None:
@@ -97,14 +109,16 @@ def purge_messages(memory: Any, wanted: dict[str, str]) -> int:
         except Exception:  # no messages table: nothing kept
             return 0
         for session_scope in scopes:
-            # mem0 2.2 keys kept messages by "user_id=alice&agent_id=bot" (values quoted).
-            parts = {
-                k: unquote(v) for k, _, v in (p.partition("=") for p in session_scope.split("&"))
-            }
-            if all(parts.get(key) == value for key, value in wanted.items()):
+            if _matches(session_scope, wanted):
                 cursor = db.connection.execute(
                     "DELETE FROM messages WHERE session_scope = ?", (session_scope,)
                 )
                 removed += cursor.rowcount
         db.connection.commit()
     return removed
+
+
+def _matches(session_scope: str, wanted: dict[str, str]) -> bool:
+    # mem0 2.2 keys kept messages by "user_id=alice&agent_id=bot" (values quoted).
+    parts = {k: unquote(v) for k, _, v in (p.partition("=") for p in session_scope.split("&"))}
+    return all(parts.get(key) == value for key, value in wanted.items())

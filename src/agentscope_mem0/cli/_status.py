@@ -212,9 +212,25 @@ def _outbox(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _tokens(settings: Settings) -> dict[str, Any] | None:
+    """The token totals and where they are kept (``kept_in``): in PostgreSQL with
+    mem0's history (a pgvector store with no ``history_db``: every replica's,
+    added up), else beside the outbox."""
+    from .._observe.usage import USAGE_FILENAME, USAGE_TABLE, read_postgres_usage, read_usage
+
+    if settings.backend == "pgvector" and settings.history_db is None and settings.dsn:
+        try:
+            found = read_postgres_usage(settings.dsn, settings.collection)
+        except ImportError:  # no psycopg: the backend's probe says so
+            return None
+        kept_in = f"PostgreSQL table {USAGE_TABLE}, every process on the store"
+    else:
+        found, kept_in = read_usage(settings.outbox), str(settings.outbox / USAGE_FILENAME)
+    return {**found, "kept_in": kept_in} if found is not None else None
+
+
 def gather_status(settings: Settings) -> dict[str, Any]:
     """Everything ``status`` reports, as one JSON-ready dict."""
-    from .._observe.usage import read_usage
 
     if settings.backend == "embedded":
         backend = _embedded_backend(settings)
@@ -229,7 +245,7 @@ def gather_status(settings: Settings) -> dict[str, Any]:
         "vectors": _vectors(settings, backend.get("vector_size")),
         "telemetry": _telemetry(),
         "outbox": _outbox(settings),
-        "tokens": read_usage(settings.outbox),
+        "tokens": _tokens(settings),
     }
     report["ok"] = bool(backend["reachable"]) and report["vectors"].get("match") is not False
     return report
@@ -327,7 +343,7 @@ def _print_tokens(out: Output, tokens: dict[str, Any] | None) -> None:
     if not tokens or not tokens["tokens_writes"]:
         out.line("Model tokens: none counted yet (counted from the first write)")
         return
-    out.line(f"Model tokens since {short_date(tokens['since'])}")
+    out.line(f"Model tokens since {short_date(tokens['since'])} ({tokens['kept_in']})")
     pairs = [
         (
             "per write",

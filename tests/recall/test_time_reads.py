@@ -1,0 +1,125 @@
+"""Reads by time on every store: a question that names a period, and ``as_of``.
+
+Real mem0 on the embedded store, the Qdrant server provider (qdrant-client's
+local mode) and pgvector; the timeline is written by the package's own time
+judgement from a replayed chat, only the chat model scripted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentscope.agent import Agent
+from agentscope.message import UserMsg
+
+from _pgfixture import fresh_collection, postgres_dsn
+from agentscope_mem0 import ConfigurationError, Mem0Middleware, Scope
+from agentscope_mem0._server.qdrant_config import PROVIDER
+from agentscope_mem0._text.periods import period_in
+from agentscope_mem0.backends import pgvector_config, prepare_pgvector
+from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+from fakes import note_text
+
+DIMS = 128
+SCOPE = Scope("alice", "helper")
+
+
+@pytest.fixture(scope="module")
+def pg_dsn() -> Iterator[str]:
+    with postgres_dsn() as dsn:
+        yield dsn
+
+
+def _build(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> Mem0Middleware:
+    common: dict[str, Any] = {
+        "user_id": "alice",
+        "chat_model": ScriptedChatModel(),
+        "embedding_model": HashEmbedding(DIMS),
+        "mode": "static_control",
+    }
+    if store == "edge":
+        return Mem0Middleware.local(folder=tmp_path / "data", **common)
+    if store == "qdrant-server":
+        config: dict[str, Any] = {
+            "vector_store": {
+                "provider": PROVIDER,
+                "config": {
+                    "collection_name": "memories",
+                    "embedding_model_dims": DIMS,
+                    "path": str(tmp_path / "qdrant"),
+                },
+            },
+            "history_db_path": str(tmp_path / "history.db"),
+        }
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        config = pgvector_config(
+            dsn, dims=DIMS, collection=fresh_collection(), history_db_path=str(tmp_path / "h.db")
+        )
+        prepare_pgvector(config)
+    return Mem0Middleware(mem0_config=config, **common)
+
+
+async def _turn(mw: Mem0Middleware, text: str, when: str) -> str:
+    """One reply to ``text`` said at ``when``; the memory note the model was given."""
+    model = ScriptedChatModel("Noted.")
+    bot = Agent(name="helper", system_prompt="You help.", model=model, middlewares=[mw])
+    await bot.reply(UserMsg(name="user", content=text, created_at=when))
+    await mw.flush()
+    return note_text(model.calls[0])
+
+
+@pytest.fixture(params=["edge", "qdrant-server", "pgvector"])
+async def moved(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Mem0Middleware]:
+    """Alice lived in Hangzhou (said 2024-01-05) and moved to Beijing (said 2024-03-10)."""
+    mw = _build(request.param, tmp_path, request)
+    async with mw:
+        await _turn(mw, "I live in Hangzhou.", "2024-01-05T10:00:00+00:00")
+        await _turn(mw, "I moved to Beijing.", "2024-03-10T10:00:00+00:00")
+        yield mw
+
+
+async def test_a_question_about_the_past_recalls_what_held_then(moved: Mem0Middleware) -> None:
+    note = await _turn(moved, "Where did I live in January 2024?", "2024-06-01T10:00:00+00:00")
+    assert "User lives in Hangzhou." in note
+    assert "no longer true since 2024-03-10" in note  # marked, not passed off as current
+
+    # The period's memory comes first (the note then shows its lines newest first).
+    asked = datetime(2024, 6, 1, tzinfo=UTC)
+    period = period_in("Where did I live in January 2024?", asked)
+    backend = moved.client_state.backend
+    hits = await backend.search("Where did I live?", SCOPE, top_k=1, period=period)
+    assert [hit.memory for hit in hits] == ["User lives in Hangzhou."]
+
+
+async def test_a_question_without_a_time_recalls_what_is_current(moved: Mem0Middleware) -> None:
+    note = await _turn(moved, "Where do I live now?", "2024-06-01T10:00:00+00:00")
+    assert "Beijing" in note and "Hangzhou" not in note
+
+
+async def test_the_period_is_read_against_the_turns_own_time(moved: Mem0Middleware) -> None:
+    # "last year" asked in 2025 is 2024, when Alice moved to Beijing: Hangzhou
+    # held only until March, Beijing came in March, both belong to the year.
+    note = await _turn(moved, "Where did I live last year?", "2025-02-01T10:00:00+00:00")
+    assert "Hangzhou" in note and "Beijing" in note
+
+
+async def test_as_of_returns_what_was_current_then(moved: Mem0Middleware) -> None:
+    backend = moved.client_state.backend
+
+    async def at(when: Any) -> list[str]:
+        hits = await backend.search("Where does the user live?", SCOPE, top_k=5, as_of=when)
+        return sorted(hit.memory for hit in hits)
+
+    assert await at("2023-12-31") == []  # nothing was said yet
+    assert await at("2024-02-01") == ["User lives in Hangzhou."]
+    assert await at(date(2024, 3, 9)) == ["User lives in Hangzhou."]  # the whole day
+    assert await at("2024-03-10") == ["User moved to Beijing."]  # the end of the day
+    assert await at(datetime(2024, 3, 10, 9, 0, tzinfo=UTC)) == ["User lives in Hangzhou."]
+    assert await at("2025-01-01T00:00:00Z") == ["User moved to Beijing."]
+    with pytest.raises(ConfigurationError, match="as_of must be"):
+        await at("the day I moved")

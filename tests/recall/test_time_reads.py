@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agentscope.agent import Agent
-from agentscope.message import UserMsg
+from agentscope.message import ToolResultState, UserMsg
 
 from _pgfixture import fresh_collection, postgres_dsn
 from agentscope_mem0 import ConfigurationError, Mem0Middleware, Scope
@@ -39,7 +39,7 @@ def _build(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> Mem0Mi
         "user_id": "alice",
         "chat_model": ScriptedChatModel(),
         "embedding_model": HashEmbedding(DIMS),
-        "mode": "static_control",
+        "mode": "both",  # the automatic reads and writes, and the tools
     }
     if store == "edge":
         return Mem0Middleware.local(folder=tmp_path / "data", **common)
@@ -123,3 +123,20 @@ async def test_as_of_returns_what_was_current_then(moved: Mem0Middleware) -> Non
     assert await at("2025-01-01T00:00:00Z") == ["User moved to Beijing."]
     with pytest.raises(ConfigurationError, match="as_of must be"):
         await at("the day I moved")
+
+
+async def test_the_search_tool_reads_as_of_a_date(moved: Mem0Middleware) -> None:
+    search = {tool.name: tool for tool in await moved.list_tools()}["search_memory"]
+
+    async def text(**kwargs: Any) -> tuple[ToolResultState, str]:
+        chunk = await search(keywords=["where the user lives"], **kwargs)
+        return chunk.state, "".join(block.text for block in chunk.content)
+
+    assert await text(as_of="2024-02-01") == (
+        ToolResultState.SUCCESS,
+        "- User lives in Hangzhou.",
+    )
+    state, now = await text()
+    assert "Beijing" in now and "Hangzhou" not in now
+    state, bad = await text(as_of="when I moved")
+    assert state == ToolResultState.ERROR and "as_of must be" in bad

@@ -24,13 +24,24 @@ if TYPE_CHECKING:
     from .._text.periods import Period
     from .hit import MemoryHit
 
-__all__ = ["check_as_of", "current_as_of", "read_as_of", "read_in_period", "valid_span"]
+__all__ = [
+    "check_as_of",
+    "current_as_of",
+    "read_as_of",
+    "read_in_period",
+    "time_window",
+    "valid_span",
+]
 
 _LATEST = datetime(9999, 12, 31, tzinfo=UTC)
 
 _WINDOW = 4
-"""How many times the asked-for number a read by time fetches: the memories of
-the period or date are among a wider set than the best few of today."""
+
+
+def time_window(limit: int) -> int:
+    """Entries a read by time asks the search for, to return ``limit``: the
+    memories of a period or a date are among a wider set than today's best few."""
+    return limit * _WINDOW
 
 
 def _event_span(value: str) -> tuple[datetime, datetime]:
@@ -103,7 +114,7 @@ async def read_in_period(
     Within each rank the search's order is kept.
     """
     ranked = []
-    for place, hit in enumerate(await fetch(limit * _WINDOW)):
+    for place, hit in enumerate(await fetch(time_window(limit))):
         if is_duplicate(hit):
             continue
         rank = _rank_in(hit, period)
@@ -136,7 +147,8 @@ def check_as_of(value: Any) -> datetime:
 
 
 def current_as_of(hit: MemoryHit, moment: datetime) -> bool:
-    """Whether ``hit`` was current at ``moment``: said by then and not yet superseded.
+    """Whether ``hit`` was current at ``moment``: said (or, by its event date,
+    true) by then and not yet superseded.
 
     An undated memory counts as always said; a repeat merged into another
     memory never counts (the memory it repeats is read instead).
@@ -144,6 +156,9 @@ def current_as_of(hit: MemoryHit, moment: datetime) -> bool:
     if is_duplicate(hit):
         return False
     said = said_of(hit)
+    event = event_date_of(hit)
+    if event and said is not None:  # "moved last month": true since then, though said now
+        said = min(said, _event_span(event)[0])
     if said is not None and said >= moment:
         return False
     ended = _ended(hit)
@@ -155,4 +170,4 @@ async def read_as_of(
 ) -> list[MemoryHit]:
     """Up to ``limit`` hits of a wider ``fetch(n)`` that were current at ``moment``,
     in the search's order; superseded ones included where they still held then."""
-    return [hit for hit in await fetch(limit * _WINDOW) if current_as_of(hit, moment)][:limit]
+    return [hit for hit in await fetch(time_window(limit)) if current_as_of(hit, moment)][:limit]

@@ -140,3 +140,27 @@ async def test_the_search_tool_reads_as_of_a_date(moved: Mem0Middleware) -> None
     assert "Beijing" in now and "Hangzhou" not in now
     state, bad = await text(as_of="when I moved")
     assert state == ToolResultState.ERROR and "as_of must be" in bad
+
+
+@pytest.mark.parametrize(
+    ("question", "reads"),
+    [
+        ("Where do I live now?", [5]),  # no time: today's one search of top_k
+        ("我现在住在哪？", [5]),
+        ("Where did I live in January 2024?", [20]),  # one wider search, ranked by time
+    ],
+)
+async def test_a_question_without_a_time_is_searched_as_before(
+    moved: Mem0Middleware, question: str, reads: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = moved.client_state.backend
+    asked: list[int] = []
+    search_raw = backend.search_raw
+
+    async def spy(*args: Any, top_k: int, **kwargs: Any) -> list[Any]:
+        asked.append(top_k)
+        return await search_raw(*args, top_k=top_k, **kwargs)
+
+    monkeypatch.setattr(backend, "search_raw", spy)
+    await _turn(moved, question, "2024-06-01T10:00:00+00:00")
+    assert asked == reads

@@ -16,13 +16,13 @@ metadata as the time judgement writes it. Each question is then asked the
 way a reply asks it (``retrieve``, top 5, recall mode ``query``):
 
 * **before**: without a period, today's read (superseded memories hidden);
-* **after**: with the period the question names, read against the item's
-  own time (``period_in``).
+* **after**: with the time the question names (``time_in``): a calendar
+  period read against the item's own time, or one told by an event of the
+  user's ("before I moved"), placed by the memory that tells of the event.
 
 Answered from the right period: the first memory recalled is one of the
 item's answers. Shown: an answer is among the memories recalled at all.
-Questions whose time is an event ("before I moved") name no calendar period
-and are reported apart: they are out of this change's reach.
+Questions whose time is an event ("before I moved") are reported apart.
 
 Run from the repository root::
 
@@ -54,7 +54,7 @@ from agentscope_mem0._memories.lifecycle import iso
 from agentscope_mem0._recall.recall import retrieve
 from agentscope_mem0._scope import Scope
 from agentscope_mem0._text.dates import parse_time
-from agentscope_mem0._text.periods import period_in
+from agentscope_mem0._text.periods import EventPeriod, time_in
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ async def store_history(backend: Mem0Backend, item: dict[str, Any]) -> dict[str,
 async def ask(backend: Mem0Backend, item: dict[str, Any], *, with_period: bool) -> list[str]:
     """The ids (the item's own) of what a reply recalls for the question."""
     now = parse_time(item["now"])
-    period = period_in(item["question"], now) if with_period and now else None
+    period = time_in(item["question"], now) if with_period and now else None
     hits = await retrieve(
         backend, Scope(user_id=item["id"]), item["question"], top_k=TOP_K, period=period
     )
@@ -143,8 +143,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "period": None,
         }
         now = parse_time(item["now"])
-        period = period_in(item["question"], now) if now else None
-        if period is not None:
+        period = time_in(item["question"], now) if now else None
+        if isinstance(period, EventPeriod):
+            row["period"] = [period.relation, period.event]
+        elif period is not None:
             row["period"] = [period.start.date().isoformat(), period.end.date().isoformat()]
         for side, with_period in (("before", False), ("after", True)):
             found = [to_item.get(i, "?") for i in await ask(backend, item, with_period=with_period)]

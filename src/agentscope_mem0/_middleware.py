@@ -38,7 +38,7 @@ from ._recall.note import (
 from ._recall.recall import build_query, retrieve
 from ._reply import ReplyWatch, query_text
 from ._scope import Scope, check_user_id, resolve_agent_id
-from ._text.periods import period_in
+from ._text.periods import time_in
 from ._tools.choose import build_tools
 from ._tools.long_term import STATE_KEY, ToolContext
 from ._working.manager import WorkingMemoryManager
@@ -354,7 +354,7 @@ class Mem0Middleware(MiddlewareBase):
                 breaker=state.breaker,
                 include_superseded=parameters.include_superseded,
                 # Read against the turn's own time, so a replayed chat asks of its day.
-                period=period_in(query, said_at_of(inputs) or datetime.now(UTC)),
+                period=time_in(query, said_at_of(inputs) or datetime.now(UTC)),
             )
             note = render_note(
                 hits,

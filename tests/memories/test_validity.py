@@ -11,11 +11,12 @@ from agentscope_mem0 import ConfigurationError, MemoryHit
 from agentscope_mem0._memories.validity import (
     check_as_of,
     current_as_of,
+    read_around_event,
     read_as_of,
     read_in_period,
     valid_span,
 )
-from agentscope_mem0._text.periods import period_in
+from agentscope_mem0._text.periods import event_period_in, period_in
 
 NOW = datetime(2026, 6, 15, 10, 0, tzinfo=UTC)
 
@@ -91,3 +92,25 @@ def test_as_of_is_a_time() -> None:
     with pytest.raises(ConfigurationError, match="as_of must be"):
         check_as_of("last Tuesday")
     assert not current_as_of(REPEAT, NOW)  # a merged repeat: its kept memory is read instead
+
+
+async def test_an_event_period_is_placed_by_the_memory_of_the_event() -> None:
+    graduated = MemoryHit(
+        id="graduated", memory="User graduated from U of T", created_at="2019-06-10T00:00:00Z"
+    )
+    shopify = hit(
+        "shopify", "2019-09-01T00:00:00+00:00", superseded_by="stripe", valid_until="2023-02-01"
+    )
+    stripe = hit("stripe", "2023-02-01T00:00:00+00:00")
+    searched: list[str] = []
+
+    async def find(event: str) -> list[MemoryHit]:
+        searched.append(event)
+        return [stripe, graduated]  # the first that shares a word of the event counts
+
+    event = event_period_in("Where did I work after I graduated?")
+    assert event is not None
+    found = await read_around_event(fetcher([stripe, graduated, shopify]), find, 2, event)
+    # Said within the year after; the event's own memory is not put first.
+    assert [h.id for h in found] == ["shopify", "stripe"]
+    assert searched == ["I graduated"]

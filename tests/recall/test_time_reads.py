@@ -19,7 +19,7 @@ from agentscope.message import ToolResultState, UserMsg
 from _pgfixture import fresh_collection, postgres_dsn
 from agentscope_mem0 import ConfigurationError, Mem0Middleware, Scope
 from agentscope_mem0._server.qdrant_config import PROVIDER
-from agentscope_mem0._text.periods import period_in
+from agentscope_mem0._text.periods import period_in, time_in
 from agentscope_mem0.backends import pgvector_config, prepare_pgvector
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import note_text
@@ -164,3 +164,19 @@ async def test_a_question_without_a_time_is_searched_as_before(
     monkeypatch.setattr(backend, "search_raw", spy)
     await _turn(moved, question, "2024-06-01T10:00:00+00:00")
     assert asked == reads
+
+
+async def test_a_time_told_by_an_event_is_placed_by_its_memory(moved: Mem0Middleware) -> None:
+    backend = moved.client_state.backend
+    asked = datetime(2024, 6, 1, tzinfo=UTC)
+    before = time_in("Where did I live before I moved?", asked)
+    hits = await backend.search("Where did I live?", SCOPE, top_k=1, period=before)
+    assert [hit.memory for hit in hits] == ["User lives in Hangzhou."]  # held the day before
+
+    # No memory tells of the event: the read is today's.
+    graduated = time_in("Where did I live after I graduated?", asked)
+    hits = await backend.search("Where did I live?", SCOPE, top_k=5, period=graduated)
+    assert [hit.memory for hit in hits] == ["User moved to Beijing."]
+
+    note = await _turn(moved, "Where did I live before I moved?", "2024-06-01T10:00:00+00:00")
+    assert "User lives in Hangzhou." in note

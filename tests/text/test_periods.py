@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentscope_mem0._text.periods import period_in
+from agentscope_mem0._text.periods import EventPeriod, event_period_in, period_in, time_in
 
 MONDAY = datetime(2026, 6, 15, 10, 0, tzinfo=UTC)
 WEDNESDAY = datetime(2025, 11, 5, 12, 0, tzinfo=UTC)
@@ -77,3 +77,45 @@ def test_a_named_period_is_read_against_the_turns_time(
 )
 def test_a_question_without_a_calendar_time_has_no_period(text: str) -> None:
     assert period_in(text, MONDAY) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "relation", "event"),
+    [
+        ("Where did I work before I moved?", "before", "I moved"),
+        ("What phone did I have before I moved to Berlin?", "before", "I moved to Berlin"),
+        ("What car did I drive when I got married?", "when", "I got married"),
+        ("Where did I work after I graduated?", "after", "I graduated"),
+        ("What did I read since we met?", "after", "we met"),
+        ("我搬家之前在哪家公司上班？", "before", "搬家"),
+        ("我结婚以后住在哪？", "after", "结婚"),
+    ],
+)
+def test_a_time_told_by_a_past_event(text: str, relation: str, event: str) -> None:
+    found = time_in(text, MONDAY)
+    assert isinstance(found, EventPeriod)
+    assert (found.relation, found.event) == (relation, event)
+    assert found.words in text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What should I pack before I leave?",  # not past: not a time of the past
+        "What should I do when I feel sad?",
+        "我以前住在哪？",  # "before" of no event
+        "Where did I live before 2023?",  # a calendar period, not an event
+    ],
+)
+def test_no_event_time_without_a_past_event(text: str) -> None:
+    assert event_period_in(text) is None
+
+
+def test_an_event_places_its_period_and_is_told_by_its_words() -> None:
+    moved = EventPeriod("before", "I moved to Berlin", "before I moved to Berlin")
+    when = datetime(2023, 6, 1, tzinfo=UTC)
+    assert (moved.around(when).start, moved.around(when).end) == (when - timedelta(days=1), when)
+    assert EventPeriod("after", "I graduated", "").around(when).end == when + timedelta(days=365)
+    assert moved.told_by("User moved to Berlin")
+    assert not moved.told_by("User lives in Austin")
+    assert EventPeriod("before", "搬家", "").told_by("用户搬到了南京")

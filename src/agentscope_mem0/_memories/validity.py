@@ -18,15 +18,23 @@ from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigurationError
 from .._text.dates import parse_time
-from .lifecycle import SAID_AT, VALID_UNTIL, event_date_of, is_duplicate, is_superseded
+from .lifecycle import (
+    SAID_AT,
+    VALID_UNTIL,
+    event_date_of,
+    is_duplicate,
+    is_superseded,
+    read_current,
+)
 
 if TYPE_CHECKING:
-    from .._text.periods import Period
+    from .._text.periods import EventPeriod, Period
     from .hit import MemoryHit
 
 __all__ = [
     "check_as_of",
     "current_as_of",
+    "read_around_event",
     "read_as_of",
     "read_in_period",
     "time_window",
@@ -106,18 +114,21 @@ async def read_in_period(
     period: Period,
     *,
     include_superseded: bool = False,
+    anchor: str | None = None,
 ) -> list[MemoryHit]:
     """Up to ``limit`` hits of a wider ``fetch(n)``, those of ``period`` first.
 
     A superseded memory is kept when it held during the period (the question
     is about the past); otherwise the read is as :func:`~.lifecycle.read_current`'s.
-    Within each rank the search's order is kept.
+    Within each rank the search's order is kept. ``anchor``, the id of the
+    memory of the event that told the period, is not put first: the question
+    asks about something else at that time.
     """
     ranked = []
     for place, hit in enumerate(await fetch(time_window(limit))):
         if is_duplicate(hit):
             continue
-        rank = _rank_in(hit, period)
+        rank = 0 if anchor is not None and hit.id == anchor else _rank_in(hit, period)
         if is_superseded(hit) and rank < 2 and not include_superseded:
             continue
         ranked.append((-rank, place, hit))
@@ -171,3 +182,36 @@ async def read_as_of(
     """Up to ``limit`` hits of a wider ``fetch(n)`` that were current at ``moment``,
     in the search's order; superseded ones included where they still held then."""
     return [hit for hit in await fetch(time_window(limit)) if current_as_of(hit, moment)][:limit]
+
+
+def _own_moment(hit: MemoryHit) -> datetime | None:
+    event = event_date_of(hit)
+    return _event_span(event)[0] if event else said_of(hit)
+
+
+async def read_around_event(
+    fetch: Callable[[int], Awaitable[list[MemoryHit]]],
+    find: Callable[[str], Awaitable[list[MemoryHit]]],
+    limit: int,
+    event: EventPeriod,
+    *,
+    include_superseded: bool = False,
+) -> list[MemoryHit]:
+    """Like :func:`read_in_period` for a time told by an event ("before I moved"):
+    ``find(event.event)`` searches the memory that tells of the event, whose
+    own moment (event date, else said) places the period.
+
+    When no memory found shares a word with the event, the read is today's
+    (:func:`~.lifecycle.read_current`).
+    """
+    for hit in await find(event.event):
+        moment = _own_moment(hit)
+        if moment is not None and event.told_by(hit.memory):
+            return await read_in_period(
+                fetch,
+                limit,
+                event.around(moment),
+                include_superseded=include_superseded,
+                anchor=hit.id,
+            )
+    return await read_current(fetch, limit, include_superseded=include_superseded)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
     from .._mem0.breaker import CircuitBreaker
     from .._memories.hit import MemoryHit
-    from .._text.periods import Period
+    from .._text.periods import EventPeriod, Period
 
 __all__ = ["RecallMode", "build_query", "retrieve"]
 
@@ -122,7 +122,7 @@ async def retrieve(
     timeout: float | None = None,
     breaker: CircuitBreaker | None = None,
     include_superseded: bool = False,
-    period: Period | None = None,
+    period: Period | EventPeriod | None = None,
 ) -> list[MemoryHit]:
     """The memories for one turn, most important first. Never raises.
 
@@ -142,7 +142,7 @@ async def retrieve(
             read's outcome.
         include_superseded: Also memories a newer one superseded (the note
             marks them); the profile is then read past its cache.
-        period: The period the turn's message names: the search puts its
+        period: The time the turn's message names: the search puts its
             memories first (:meth:`~.._mem0.backend.Mem0Backend.search`).
 
     Returns:

@@ -1,11 +1,12 @@
 """The period a question names ("last week", "in May 2023", "两年前"), read against
 the turn's own time.
 
-Only calendar expressions are read: a day, a week, a month, a season or a year,
-named outright or counted back from now, in English or Chinese, optionally
-after "before", "after" or "since". A time told by an event ("before I moved")
-is not a period this module can find: the question is then read as one
-without a time.
+Calendar expressions are read here: a day, a week, a month, a season or a
+year, named outright or counted back from now, in English or Chinese,
+optionally after "before", "after" or "since". A time told by one of the
+user's own past events ("before I moved", "after I graduated", "我搬家之前")
+is read as an :class:`EventPeriod`: the event's date is the memory's that
+tells of it, which only a search can find (:mod:`.._memories.validity`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Literal
 
-__all__ = ["Period", "period_in"]
+from .lexicon import CJK_RUN, ENGLISH, fold
+
+__all__ = ["EventPeriod", "Period", "event_period_in", "period_in", "time_in"]
 
 _EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 _LATEST = datetime(9999, 12, 31, tzinfo=UTC)
@@ -101,43 +105,20 @@ def _season(today: date, first_month: int, back: int) -> tuple[datetime, datetim
 
 # -- the words -------------------------------------------------------------------------
 
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("January", "Jan"),
-            ("February", "Feb"),
-            ("March", "Mar"),
-            ("April", "Apr"),
-            ("May",),
-            ("June", "Jun"),
-            ("July", "Jul"),
-            ("August", "Aug"),
-            ("September", "Sept", "Sep"),
-            ("October", "Oct"),
-            ("November", "Nov"),
-            ("December", "Dec"),
-        ),
-        start=1,
-    )
-    for name in names
-}
-_NUMBERS = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-}
+_MONTHS = {name: number for number, name in enumerate(ENGLISH.months, start=1)}
+_MONTHS.update(
+    {
+        short: next(n for name, n in _MONTHS.items() if name.startswith(short))
+        for short in ENGLISH.month_abbreviations
+    }
+)
+"""Month names and their abbreviations (folded) -> the month's number."""
+_NUMBERS = {"a": 1, "an": 1}
+_NUMBERS.update(
+    (word, int(value))
+    for word, value in ENGLISH.numbers.items()
+    if value.isdigit() and 0 < int(value) <= 20  # "two years ago", not "a hundred"
+)
 _HAN_DIGITS = {
     "一": 1,
     "二": 2,
@@ -152,6 +133,8 @@ _HAN_DIGITS = {
 }
 
 _MONTH_NAMES = "|".join(sorted(_MONTHS, key=len, reverse=True))
+# A month named alone must be spelt out and not be "may" (the verb).
+_LONE_MONTHS = "|".join(name for name in ENGLISH.months if name != ENGLISH.months[4])
 _COUNT = r"(\d{1,2}|" + "|".join(_NUMBERS) + r")"
 _YEAR = r"(1[89]\d\d|2[01]\d\d)"
 _HAN_NUMBER = r"(\d{1,2}|十[一二]?|[一二两三四五六七八九十])"
@@ -170,8 +153,7 @@ _ENGLISH = re.compile(
     r"|\b(?:in|during|of|by|early|late|mid)\s+(?P<pmonth>" + _MONTH_NAMES + r")\b"
     r"(?:\s*,?\s*(?P<pmonth_year>" + _YEAR[1:-1] + r")\b)?"
     r"|\b(?P<ymonth>" + _MONTH_NAMES + r")\s*,?\s+(?P<ymonth_year>" + _YEAR[1:-1] + r")\b"
-    r"|\b(?P<lone_month>January|February|March|April|June|July|August|September|October"
-    r"|November|December)\b"
+    r"|\b(?P<lone_month>" + _LONE_MONTHS + r")\b"
     r"|\b(?:in|during|of|by|early|late|mid)?\s*(?P<year>" + _YEAR[1:-1] + r")\b"
     r")",
     re.IGNORECASE,
@@ -268,14 +250,14 @@ def _english(match: re.Match[str], today: date) -> tuple[datetime, datetime] | N
         return _span(today, group("count_unit").lower(), _count(group("count")))
     for name, year in (("pmonth", "pmonth_year"), ("ymonth", "ymonth_year")):
         if group(name):
-            month = _MONTHS.get(group(name).capitalize()) or _MONTHS.get(group(name).title())
+            month = _MONTHS.get(group(name).lower())
             if month is None or not group(name)[0].isupper():
                 return None
             return _named_month(today, month, int(group(year)) if group(year) else None)
     if group("lone_month"):
         if not group("lone_month")[0].isupper():
             return None
-        return _named_month(today, _MONTHS[group("lone_month").capitalize()], None)
+        return _named_month(today, _MONTHS[group("lone_month").lower()], None)
     if group("year"):
         return _year(int(group("year")))
     return None
@@ -339,3 +321,99 @@ def period_in(text: str, now: datetime) -> Period | None:
     if not found:
         return None
     return min(found, key=lambda item: item[0])[1]
+
+
+# -- a time told by an event -------------------------------------------------------------
+
+EventRelation = Literal["before", "after", "when"]
+
+_AFTER_EVENT = timedelta(days=365)
+"""How long after an event "after I graduated" looks for what was said or happened."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventPeriod:
+    """A time told by one of the user's past events: "before I moved to Berlin"."""
+
+    relation: EventRelation
+    event: str
+    """The event in the question's words ("I moved to Berlin", "搬家")."""
+    words: str
+    """The words of the question that named it."""
+
+    def around(self, moment: datetime) -> Period:
+        """The period, once the event is known to have happened at ``moment``:
+        the day before it, the year after it, or its own day."""
+        if self.relation == "before":  # what held just before
+            return Period(moment - timedelta(days=1), moment, self.words)
+        if self.relation == "after":
+            return Period(moment, moment + _AFTER_EVENT, self.words)
+        return Period(moment, moment + timedelta(days=1), self.words)
+
+    def told_by(self, memory: str) -> bool:
+        """Whether ``memory`` may tell of the event: it shares a word of it
+        (a stem in English, a character in Chinese) beyond the common ones."""
+        return bool(_event_words(self.event) & _event_words(memory))
+
+
+_RELATIONS: dict[str, EventRelation] = {
+    "before": "before",
+    "until": "before",
+    "after": "after",
+    "since": "after",
+    "when": "when",
+    "while": "when",
+    "之前": "before",
+    "以前": "before",
+    "之后": "after",
+    "以后": "after",
+}
+_NOT_EVENT_WORDS = frozenset({"i", "we", "got", "get", "went", "go", "did", "do", "first"})
+_NOT_EVENT_CHARACTERS = frozenset("我们了的在用户是个过去来")
+_PAST_AUXILIARIES = frozenset({"was", "were", "had", "did"})
+
+# A past event of the user's: "before I moved", "after we got married".
+_ENGLISH_EVENT = re.compile(
+    r"\b(?P<rel>before|until|after|since|when|while)\s+(?P<event>(?:I|we)\s+"
+    r"(?P<verb>[A-Za-z']+)\b[^?.!,;]*)",
+    re.IGNORECASE,
+)
+_CHINESE_EVENT = re.compile(r"我(?P<event>[^，。？！,.?!我]{1,12}?)(?P<rel>之前|以前|之后|以后)")
+
+
+def _event_words(text: str) -> frozenset[str]:
+    folded = fold(text)
+    words = {
+        ENGLISH.stem(word)
+        for word in ENGLISH.split(folded)
+        if word not in ENGLISH.common and word not in _NOT_EVENT_WORDS and len(word) > 2
+    }
+    characters = {
+        char for run in CJK_RUN.findall(folded) for char in run if char not in _NOT_EVENT_CHARACTERS
+    }
+    return frozenset(words | characters)
+
+
+def event_period_in(text: str) -> EventPeriod | None:
+    """The time ``text`` tells by one of the user's past events, if any: "before
+    I moved", "when I got married", "我搬家之前". A present or future clause
+    ("before I leave", "when I feel sad") is none.
+    """
+    for match in _ENGLISH_EVENT.finditer(text):
+        verb = match.group("verb").lower()
+        if (ENGLISH.is_past(verb) or verb in _PAST_AUXILIARIES) and _event_words(
+            match.group("event")
+        ):
+            relation = _RELATIONS[match.group("rel").lower()]
+            return EventPeriod(relation, match.group("event").strip(), match.group(0).strip())
+    for match in _CHINESE_EVENT.finditer(text):
+        if _event_words(match.group("event")):
+            relation = _RELATIONS[match.group("rel")]
+            return EventPeriod(relation, match.group("event"), match.group(0))
+    return None
+
+
+def time_in(text: str, now: datetime) -> Period | EventPeriod | None:
+    """The time a question asks about: a calendar period (:func:`period_in`),
+    else one told by an event (:func:`event_period_in`), else ``None``."""
+    return period_in(text, now) or event_period_in(text)

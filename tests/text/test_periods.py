@@ -70,6 +70,7 @@ def test_a_named_period_is_read_against_the_turns_time(
         "What may I eat tonight?",  # "may" the verb, not the month
         "Let's march on with the plan",
         "I have 12 cats",
+        "I have 2023 photos",
         "Where did I work before I moved?",  # an event, not a calendar period
         "我喜欢喝什么茶？",
         "",

@@ -154,7 +154,7 @@ _ENGLISH = re.compile(
     r"(?:\s*,?\s*(?P<pmonth_year>" + _YEAR[1:-1] + r")\b)?"
     r"|\b(?P<ymonth>" + _MONTH_NAMES + r")\s*,?\s+(?P<ymonth_year>" + _YEAR[1:-1] + r")\b"
     r"|\b(?P<lone_month>" + _LONE_MONTHS + r")\b"
-    r"|\b(?:in|during|of|by|early|late|mid)?\s*(?P<year>" + _YEAR[1:-1] + r")\b"
+    r"|\b(?P<year_word>in|during|of|by|early|late|mid)?\s*(?P<year>" + _YEAR[1:-1] + r")\b"
     r")",
     re.IGNORECASE,
 )
@@ -259,6 +259,10 @@ def _english(match: re.Match[str], today: date) -> tuple[datetime, datetime] | N
             return None
         return _named_month(today, _MONTHS[group("lone_month").lower()], None)
     if group("year"):
+        # A year alone is a time only after a word that makes it one ("in 2023",
+        # "before 2023"), not a count ("I have 2023 photos").
+        if not (group("year_word") or group("shift")):
+            return None
         return _year(int(group("year")))
     return None
 

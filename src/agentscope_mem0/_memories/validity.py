@@ -44,6 +44,7 @@ __all__ = [
 _LATEST = datetime(9999, 12, 31, tzinfo=UTC)
 
 _WINDOW = 4
+"""Times ``limit`` a read by time fetches (see :func:`time_window`)."""
 
 
 def time_window(limit: int) -> int:
@@ -71,7 +72,11 @@ def said_of(hit: MemoryHit) -> datetime | None:
 
 
 def _ended(hit: MemoryHit) -> datetime | None:
-    """Since when a superseded ``hit`` is no longer true; ``None`` while it is."""
+    """Since when a superseded ``hit`` is no longer true; ``None`` while it is.
+
+    Without a ``valid_until`` (a platform's own marking) it is taken to have
+    ended when it was said: such a memory is never read as once current.
+    """
     if not is_superseded(hit):
         return None
     value = (hit.metadata or {}).get(VALID_UNTIL)
@@ -88,7 +93,8 @@ def valid_span(hit: MemoryHit) -> tuple[datetime, datetime] | None:
     if start is None:
         return None
     ended = _ended(hit)
-    return start, ended if ended is not None and ended > start else _LATEST
+    # Superseded before its own moment (dates that disagree): it held at no time.
+    return start, _LATEST if ended is None else max(ended, start)
 
 
 def _rank_in(hit: MemoryHit, period: Period) -> int:

@@ -59,8 +59,11 @@ async def test_a_period_puts_its_memories_first_and_brings_back_what_held_then()
     assert [h.id for h in found] == ["lyon", "marseille"]  # superseded since, but held then
     assert fetch.asked == [8]  # one wider search
 
-    # A superseded memory that did not hold in the period stays hidden.
-    found = await read_in_period(fetcher([MARSEILLE, LYON]), 5, period_in("in 2026", NOW))
+    # A superseded memory that did not hold in the period stays hidden...
+    found = await read_in_period(fetcher([MARSEILLE, LYON]), 5, period_in("in 2022", NOW))
+    assert [h.id for h in found] == ["marseille"]
+    # ...and so does one that held in a period up to now: it asks of the present.
+    found = await read_in_period(fetcher([MARSEILLE, LYON]), 5, period_in("since 2023", NOW))
     assert [h.id for h in found] == ["marseille"]
 
 

@@ -120,3 +120,11 @@ def test_an_event_places_its_period_and_is_told_by_its_words() -> None:
     assert moved.told_by("User moved to Berlin")
     assert not moved.told_by("User lives in Austin")
     assert EventPeriod("before", "搬家", "").told_by("用户搬到了南京")
+
+
+def test_a_period_up_to_now_is_about_the_present() -> None:
+    assert period_in("Plot this week's temperatures where I live", MONDAY).reaches_now
+    assert period_in("我最近在读什么书？", MONDAY).reaches_now
+    assert period_in("What changed since 2023?", MONDAY).reaches_now
+    assert not period_in("Where did I live last week?", MONDAY).reaches_now
+    assert not period_in("Where did I live in 2023?", MONDAY).reaches_now

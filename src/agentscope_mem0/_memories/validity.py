@@ -124,8 +124,9 @@ async def read_in_period(
 ) -> list[MemoryHit]:
     """Up to ``limit`` hits of a wider ``fetch(n)``, those of ``period`` first.
 
-    A superseded memory is kept when it held during the period (the question
-    is about the past); otherwise the read is as :func:`~.lifecycle.read_current`'s.
+    A superseded memory is kept when it held during the period and the
+    period is over (the question is about the past); otherwise the read is
+    as :func:`~.lifecycle.read_current`'s.
     Within each rank the search's order is kept. ``anchor``, the id of the
     memory of the event that told the period, is not put first: the question
     asks about something else at that time.
@@ -135,7 +136,8 @@ async def read_in_period(
         if is_duplicate(hit):
             continue
         rank = 0 if anchor is not None and hit.id == anchor else _rank_in(hit, period)
-        if is_superseded(hit) and rank < 2 and not include_superseded:
+        past = rank >= 2 and not period.reaches_now  # held in a period that is over
+        if is_superseded(hit) and not past and not include_superseded:
             continue
         ranked.append((-rank, place, hit))
     ranked.sort(key=lambda item: item[:2])

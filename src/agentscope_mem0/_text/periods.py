@@ -32,6 +32,10 @@ class Period:
     end: datetime
     words: str
     """The words of the question that named it."""
+    reaches_now: bool = False
+    """Whether the period runs up to the time of asking ("this week", "recently",
+    "since 2023"): a question of it asks about the present ("this week's
+    weather where I live"), so what was superseded since stays superseded."""
 
     def holds(self, moment: datetime) -> bool:
         """Whether ``moment`` falls in the period."""
@@ -314,13 +318,15 @@ def period_in(text: str, now: datetime) -> Period | None:
         span = _english(match, today)
         if span is not None:
             start, end = _shifted(span, match.group("shift"))
-            found.append((match.start(), Period(start, end, match.group(0).strip())))
+            words = match.group(0).strip()
+            found.append((match.start(), Period(start, end, words, reaches_now=end > now)))
             break
     for match in _CHINESE.finditer(text):
         span = _chinese(match, today)
         if span is not None:
             start, end = _shifted(span, match.group("zh_shift"))
-            found.append((match.start(), Period(start, end, match.group(0).strip())))
+            words = match.group(0).strip()
+            found.append((match.start(), Period(start, end, words, reaches_now=end > now)))
             break
     if not found:
         return None

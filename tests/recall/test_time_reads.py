@@ -2,7 +2,8 @@
 
 Real mem0 on the embedded store, the Qdrant server provider (qdrant-client's
 local mode) and pgvector; the timeline is written by the package's own time
-judgement from a replayed chat, only the chat model scripted.
+judgement from a replayed chat, only the chat model scripted. The hosted
+platform is the fake one of ``fakes.py``, its timeline written by hand.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from agentscope.agent import Agent
 from agentscope.message import ToolResultState, UserMsg
 
 from _pgfixture import fresh_collection, postgres_dsn
-from agentscope_mem0 import ConfigurationError, Mem0Middleware, Scope
+from agentscope_mem0 import ConfigurationError, Mem0Backend, Mem0Middleware, Scope
 from agentscope_mem0._server.qdrant_config import PROVIDER
 from agentscope_mem0._text.periods import period_in, time_in
 from agentscope_mem0.backends import pgvector_config, prepare_pgvector
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from fakes import note_text
+from fakes import FakePlatform, Record, hosted_client, note_text
 
 DIMS = 128
 SCOPE = Scope("alice", "helper")
@@ -180,3 +181,40 @@ async def test_a_time_told_by_an_event_is_placed_by_its_memory(moved: Mem0Middle
 
     note = await _turn(moved, "Where did I live before I moved?", "2024-06-01T10:00:00+00:00")
     assert "User lives in Hangzhou." in note
+
+
+async def test_the_hosted_platform_reads_by_time_alike(platform: FakePlatform) -> None:
+    # The platform keeps its own dates: the package reads said_at from the metadata.
+    platform.records += [
+        Record(
+            id="old",
+            memory="User lives in Hangzhou",
+            user_id="alice",
+            metadata={
+                "said_at": "2024-01-05T10:00:00+00:00",
+                "superseded_by": "new",
+                "valid_until": "2024-03-10T10:00:00+00:00",
+            },
+        ),
+        Record(
+            id="new",
+            memory="User lives in Beijing now",
+            user_id="alice",
+            metadata={"said_at": "2024-03-10T10:00:00+00:00"},
+        ),
+    ]
+    client = hosted_client(platform)
+    try:
+        backend = Mem0Backend(client)
+        scope = Scope("alice")
+
+        async def found(**kwargs: Any) -> list[str | None]:
+            hits = await backend.search("User lives", scope, top_k=1, **kwargs)
+            return [hit.id for hit in hits]
+
+        assert await found() == ["new"]
+        assert await found(as_of="2024-02-01") == ["old"]
+        period = time_in("Where did I live in January 2024?", datetime(2024, 6, 1, tzinfo=UTC))
+        assert await found(period=period) == ["old"]
+    finally:
+        await client.async_client.aclose()

@@ -44,6 +44,7 @@ SMOKE: dict[str, str] = {
     "note_recall": "note_recall.py --data {data} --embedder hash --turns 3 --out {out}/nr.json",
     "note_dedupe": "note_dedupe.py --embedder hash --data {data} --out {out}/note-dedupe.json",
     "time_locomo": "time_locomo.py --data {data} --out {out}/time-locomo.json",
+    "temporal": "temporal.py --embedder hash --limit 4 --out {out}/temporal.json",
     "consolidation": "consolidation.py --parts rule store judge --judge-model scripted "
     "--pairs {pairs} --fresh-pairs {fresh} --out {out}/consolidation.json",
     "fact_change": "fact_change.py --scenarios 6 --rounds 1 --out {out}/fact-change.json "
@@ -293,6 +294,14 @@ def test_time_locomo(runs: Runs) -> None:
     data = result(runs.out("time_locomo") / "time-locomo.json", "command", "results")
     assert [r["variant"] for r in data["results"]] == ["no-date", "said_at", "date-in-text"]
     assert all(r["questions"] == 2 for r in data["results"])  # one temporal question each
+
+
+def test_temporal(runs: Runs) -> None:
+    data = result(runs.out("temporal") / "temporal.json", "command", "results", "rows")
+    assert data["items"] == 4 and set(data["results"]) == {"dev", "held-out"}
+    # The first four ask of 2023 (twice), last week and last month: read by
+    # their periods, each recalls its period's memory first, superseded or not.
+    assert all(row["after_first_right"] for row in data["rows"])
 
 
 # -- the judgement ---------------------------------------------------------------------------

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     )
     from ._recall.recall import RecallMode
     from ._scope import Scope
+    from ._text.periods import EventPeriod, Period, time_in
     from ._working.manager import WorkingMemory, WorkingScope
     from ._working.stores import (
         PostgresWorkingStore,
@@ -94,6 +95,7 @@ _LAZY: dict[str, str] = {
     "DiskFullError": "._exceptions",
     "EdgeEngineError": "._exceptions",
     "EmbedderBusyError": "._exceptions",
+    "EventPeriod": "._text.periods",
     "ExtractionFailedError": "._exceptions",
     "ExtractionStyle": "._mem0.extraction",
     "Forgotten": "._memories.release",
@@ -112,6 +114,7 @@ _LAZY: dict[str, str] = {
     "Outbox": "._write.outbox",
     "OutboxRow": "._write.outbox",
     "OutboxWriteError": "._exceptions",
+    "Period": "._text.periods",
     "PermanentBackendError": "._exceptions",
     "PostgresWorkingStore": "._working.stores",
     "QdrantWorkingStore": "._working.stores",
@@ -135,6 +138,7 @@ _LAZY: dict[str, str] = {
     "build_local_memory": "._mem0.clients",
     "build_mem0_config": "._mem0.clients",
     "build_memory": "._mem0.clients",
+    "time_in": "._text.periods",
 }
 
 __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
@@ -155,6 +159,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "DiskFullError",
     "EdgeEngineError",
     "EmbedderBusyError",
+    "EventPeriod",
     "ExtractionFailedError",
     "ExtractionStyle",
     "Forgotten",
@@ -173,6 +178,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "Outbox",
     "OutboxRow",
     "OutboxWriteError",
+    "Period",
     "PermanentBackendError",
     "PostgresWorkingStore",
     "QdrantWorkingStore",
@@ -197,6 +203,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "build_local_memory",
     "build_mem0_config",
     "build_memory",
+    "time_in",
 ]
 
 

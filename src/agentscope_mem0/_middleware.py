@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from ._recall.note import (
 from ._recall.recall import build_query, retrieve
 from ._reply import ReplyWatch, query_text
 from ._scope import Scope, check_user_id, resolve_agent_id
+from ._text.periods import time_in
 from ._tools.choose import build_tools
 from ._tools.long_term import STATE_KEY, STORED_THIS_REPLY, ToolContext
 from ._working.manager import WorkingMemoryManager
@@ -353,6 +355,8 @@ class Mem0Middleware(MiddlewareBase):
                 timeout=parameters.search_timeout,
                 breaker=state.breaker,
                 include_superseded=parameters.include_superseded,
+                # Read against the turn's own time, so a replayed chat asks of its day.
+                period=time_in(query, said_at_of(inputs) or datetime.now(UTC)),
             )
             note = render_note(
                 hits,

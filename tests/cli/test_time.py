@@ -65,6 +65,15 @@ def test_list_search_and_history_follow_the_timeline(_data_dir: Path) -> None:
     found_all = run_json("search", "--user", "alice", "--all", "where do I live")
     assert {m["text"] for m in found_all} == set(everything)
 
+    # As of a date: what was current then, the superseded memory included.
+    def as_of(day: str) -> list[str]:
+        return [m["text"] for m in run_json("search", "--user", "alice", "--as-of", day, "live")]
+
+    assert as_of("2023-12-31") == []
+    assert as_of("2024-01-20") == ["User lives in Hangzhou."]
+    assert as_of("2024-02-15") == ["User moved to Beijing last month."]  # true since 2024-02
+    assert run("search", "--user", "alice", "--as-of", "someday", "live").exit_code == 2
+
     forward = run_json("history", old["id"])
     assert {"event": "SUPERSEDED_BY", "memory_id": new["id"]}.items() <= forward[-1].items()
     backward = run_json("history", new["id"])

@@ -41,8 +41,13 @@ async def test_schemas_match_agentscope_builtin(store_config: dict[str, Any]) ->
         t.name: t for t in await BuiltIn(user_id="u", client=RecordingClient(None)).list_tools()
     }
     assert set(ours) == set(theirs) == {"search_memory", "add_memory"}
-    for name in ours:
-        assert ours[name].input_schema == theirs[name].input_schema
+    assert ours["add_memory"].input_schema == theirs["add_memory"].input_schema
+    # search_memory takes one more keyword, optional: the built-in's calls are ours.
+    search, builtin = ours["search_memory"].input_schema, theirs["search_memory"].input_schema
+    assert set(search["properties"]) - set(builtin["properties"]) == {"as_of"}
+    search_without = dict(search["properties"])
+    search_without.pop("as_of")
+    assert {**search, "properties": search_without} == builtin
     assert ours["search_memory"].is_read_only and ours["search_memory"].is_concurrency_safe
     assert not ours["add_memory"].is_read_only
     for tool in ours.values():

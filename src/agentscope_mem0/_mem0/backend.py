@@ -13,8 +13,8 @@ import concurrent.futures
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Coroutine
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._exceptions import (
     BackendError,
@@ -25,9 +25,11 @@ from .._exceptions import (
 from .._memories.hit import MemoryHit, entries_of, normalise_hits, results_of
 from .._memories.lifecycle import read_current, write_metadata
 from .._memories.release import Forgotten, Restored, forget, restore
+from .._memories.validity import check_as_of, read_around_event, read_as_of, read_in_period
 from .._observe.usage import TokenMeter
 from .._scope import Scope, is_hosted, mem0_ids
 from .._text.grounding import Grounding
+from .._text.periods import EventPeriod
 from .._vectors.search_terms import mem0_threshold
 from .call_context import (
     ExtractionCheck,
@@ -44,11 +46,17 @@ from .extraction import ExtractionStyle, annotate_results, check_extraction
 from .loops import get_lanes
 from .user_level import merge_user_level, one_read_filters, user_wide_limit
 
+if TYPE_CHECKING:
+    from .._text.periods import Period
+
 __all__ = ["Forgotten", "Mem0Backend", "MemoryHit", "normalise_hits"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_EVENT_CANDIDATES = 3
+"""Memories searched for the one that tells of an event a question is timed by."""
 
 
 class Mem0Backend:
@@ -132,15 +140,50 @@ class Mem0Backend:
         top_k: int,
         threshold: float | None = None,
         include_superseded: bool = False,
+        period: Period | EventPeriod | None = None,
+        as_of: datetime | date | str | None = None,
     ) -> list[MemoryHit]:
         """The memories of ``scope`` most related to ``query``, best first.
 
         Memories a newer one superseded are left out unless ``include_superseded``.
+
+        Args:
+            query: What to search for.
+            scope: Whose memories.
+            top_k: Memories returned at most.
+            threshold: Minimum search score; ``None`` leaves it to mem0.
+            include_superseded: Also memories a newer one superseded.
+            period: The time the question names (:func:`~.._text.periods.time_in`):
+                its memories come first, superseded ones that held then
+                included; a time told by an event ("before I moved") costs a
+                second search, for the event's memory.
+            as_of: Only what was current then (a datetime, a date, meaning its
+                end, or ISO 8601 text): said by then and not yet superseded.
+
+        Raises:
+            ConfigurationError: ``as_of`` is not a time.
         """
+        moment = None if as_of is None else check_as_of(as_of)
 
         async def fetch(n: int) -> list[MemoryHit]:
             return normalise_hits(await self.search_raw(query, scope, top_k=n, threshold=threshold))
 
+        if moment is not None:
+            return await read_as_of(fetch, top_k, moment)
+        if isinstance(period, EventPeriod):
+
+            async def find(event: str) -> list[MemoryHit]:
+                # The event's own memory, superseded or not ("User lives in Austin").
+                found = await self.search_raw(
+                    event, scope, top_k=_EVENT_CANDIDATES, threshold=threshold
+                )
+                return normalise_hits(found)
+
+            return await read_around_event(
+                fetch, find, top_k, period, include_superseded=include_superseded
+            )
+        if period is not None:
+            return await read_in_period(fetch, top_k, period, include_superseded=include_superseded)
         return await read_current(fetch, top_k, include_superseded=include_superseded)
 
     def start_read(

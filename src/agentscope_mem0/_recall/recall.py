@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
     from .._mem0.breaker import CircuitBreaker
     from .._memories.hit import MemoryHit
+    from .._text.periods import EventPeriod, Period
 
 __all__ = ["RecallMode", "build_query", "retrieve"]
 
@@ -121,6 +122,7 @@ async def retrieve(
     timeout: float | None = None,
     breaker: CircuitBreaker | None = None,
     include_superseded: bool = False,
+    period: Period | EventPeriod | None = None,
 ) -> list[MemoryHit]:
     """The memories for one turn, most important first. Never raises.
 
@@ -140,6 +142,8 @@ async def retrieve(
             read's outcome.
         include_superseded: Also memories a newer one superseded (the note
             marks them); the profile is then read past its cache.
+        period: The time the turn's message names: the search puts its
+            memories first (:meth:`~.._mem0.backend.Mem0Backend.search`).
 
     Returns:
         Profile memories (newest first) then search hits (best first), each
@@ -178,6 +182,7 @@ async def retrieve(
                 top_k=top_k,
                 threshold=threshold,
                 include_superseded=include_superseded,
+                period=period,
             )
         )
         # The span ends when the reply stops waiting, not when a late search does.

@@ -27,9 +27,10 @@ from agentscope.message import TextBlock, ToolResultState
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolBase, ToolChunk
 
-from .._exceptions import MemoryUnavailableError
+from .._exceptions import ConfigurationError, MemoryUnavailableError
 from .._mem0.bounded import bounded
 from .._memories.lifecycle import time_label
+from .._memories.validity import check_as_of
 from .._observe.tracing import traced_search
 from .._recall.dedupe import dedupe_by_meaning
 from .._scope import Scope
@@ -233,6 +234,14 @@ class SearchMemoryTool(_LongTermTool):
                 "description": "Maximum number of memories to retrieve per keyword.",
                 "default": 5,
             },
+            # Beyond the built-in's schema, optional: a call without it is the built-in's.
+            "as_of": {
+                "type": "string",
+                "description": (
+                    "Optional date (YYYY-MM-DD) or ISO 8601 time: retrieve what was "
+                    "true then instead of what is true now."
+                ),
+            },
         },
         "required": ["keywords"],
     }
@@ -247,13 +256,21 @@ class SearchMemoryTool(_LongTermTool):
         self,
         keywords: list[str],
         limit: int = 5,
+        as_of: str | None = None,
         _agent_state: AgentState | None = None,
     ) -> ToolChunk:
-        """Run one search per keyword and merge the results without duplicates."""
+        """Run one search per keyword and merge the results without duplicates;
+        with ``as_of``, of the memories current then."""
         scope = self._ctx.scope(_agent_state, for_search=True)
         queries = [k.strip() for k in keywords if isinstance(k, str) and k.strip()]
         if not queries:
             return tool_result("No keywords were given, so nothing was searched.", error=True)
+        moment = None
+        if as_of is not None and str(as_of).strip():
+            try:
+                moment = check_as_of(str(as_of).strip())
+            except ConfigurationError as exc:
+                return tool_result(f"{exc}; nothing was searched.", error=True)
         limit = max(1, min(int(limit), 50))
         backend, threshold = self._ctx.backend, self._ctx.threshold
         if self._ctx.breaker is not None and not self._ctx.breaker.allow():
@@ -263,7 +280,8 @@ class SearchMemoryTool(_LongTermTool):
         searches = (
             traced_search(
                 self._ctx.call(
-                    backend.search(q, scope, top_k=limit, threshold=threshold), check=False
+                    backend.search(q, scope, top_k=limit, threshold=threshold, as_of=moment),
+                    check=False,
                 ),
                 scope,
                 query=q,

@@ -28,8 +28,10 @@ from .._exceptions import (
 from .._mem0.backend import Mem0Backend
 from .._mem0.call_context import caller_loop_scope
 from .._mem0.errors import mapped_errors
+from .._memories.hit import normalise_hits
 from .._memories.lifecycle import DUPLICATE_REASON, RESTORED, SUPERSEDED_REASON, overfetch
 from .._memories.release import Restored
+from .._memories.validity import current_as_of, time_window
 from .._scope import Scope
 from . import _history_db
 from ._lock import lock_holder
@@ -197,16 +199,29 @@ class MemoryStore:
         return None if row is None else MemoryRecord.from_payload(row.id, row.payload)
 
     async def search(
-        self, query: str, scope: Scope, *, top_k: int, threshold: float | None, show_all: bool
+        self,
+        query: str,
+        scope: Scope,
+        *,
+        top_k: int,
+        threshold: float | None,
+        show_all: bool,
+        as_of: datetime | None = None,
     ) -> list[tuple[MemoryRecord, float | None]]:
         """mem0's search in ``scope``, best first, with scores; as for an agent
         (:meth:`Mem0Backend.search`), superseded and repeated memories are left
-        out unless ``show_all``."""
+        out unless ``show_all``; with ``as_of``, what was current then."""
 
         async def fetch(n: int) -> list[tuple[MemoryRecord, float | None]]:
             found = await self.backend.search_raw(query, scope, top_k=n, threshold=threshold)
             return [(MemoryRecord.from_result(item), _score(item)) for item in found]
 
+        if as_of is not None:
+            wide = await self.backend.search_raw(
+                query, scope, top_k=time_window(top_k), threshold=threshold
+            )
+            then = [i for i in wide if any(current_as_of(h, as_of) for h in normalise_hits([i]))]
+            return [(MemoryRecord.from_result(item), _score(item)) for item in then[:top_k]]
         hits = await fetch(top_k)
         if show_all:
             return hits

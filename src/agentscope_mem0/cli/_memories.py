@@ -6,7 +6,9 @@ from typing import Any
 
 import click
 
+from .._exceptions import ConfigurationError
 from .._memories.lifecycle import DUPLICATE_OF, SUPERSEDED_BY, SUPERSEDES, VALID_UNTIL, ids_of
+from .._memories.validity import check_as_of
 from .._scope import Scope
 from ._common import (
     FiniteFloatRange,
@@ -113,6 +115,14 @@ def list_memories(
     help="Minimum similarity score (default: mem0's).",
 )
 @click.option("--all", "show_all", is_flag=True, help=_ALL_HELP)
+@click.option(
+    "--as-of",
+    "as_of",
+    metavar="DATE",
+    default=None,
+    help="What was current then (YYYY-MM-DD: at the end of that day, or an ISO 8601 time), "
+    "superseded memories included where they still held.",
+)
 @store_command(reads=True)
 def search(
     *,
@@ -124,13 +134,22 @@ def search(
     top_k: int,
     threshold: float | None,
     show_all: bool = False,
+    as_of: str | None = None,
 ) -> None:
     """Search a user's memories for QUERY, best first, with scores."""
     if not query.strip():
         raise UsageError("QUERY is empty")
+    if as_of is not None and show_all:
+        raise UsageError("--as-of and --all do not go together: --as-of shows what was current")
+    try:
+        moment = None if as_of is None else check_as_of(as_of)
+    except ConfigurationError as exc:
+        raise UsageError(f"--as-of: {exc}") from exc
     scope = Scope(user, agent)
     with session(settings, embeds=True) as (store, run):
-        search = store.search(query, scope, top_k=top_k, threshold=threshold, show_all=show_all)
+        search = store.search(
+            query, scope, top_k=top_k, threshold=threshold, show_all=show_all, as_of=moment
+        )
         hits = run(search)
         if not hits and not run(store.records(scope)):
             if out.as_json:

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, NoReturn
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError, OutboxWriteError
 from .._sqlite.thread import ConnectionThread
@@ -51,7 +51,14 @@ from .outbox import FAILED, OUTBOX_THREAD, PENDING, BaseOutbox, OutboxRow
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["DEFAULT_TABLE", "MIGRATIONS", "PostgresOutbox", "is_postgres_url"]
+__all__ = [
+    "DEFAULT_TABLE",
+    "MIGRATIONS",
+    "PostgresOutbox",
+    "is_postgres_url",
+    "pgvector_outbox",
+    "redacted_url",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -110,13 +117,48 @@ def is_postgres_url(value: object) -> bool:
     return isinstance(value, str) and value.split("://", 1)[0] in ("postgresql", "postgres")
 
 
+def pgvector_outbox(config: Any) -> tuple[str, str] | None:
+    """The URL and table of the outbox beside a pgvector store, or ``None``.
+
+    With a pgvector store and no ``outbox`` named, writes wait in the same
+    database, in ``<collection>_outbox`` (beside mem0's ``<collection>``
+    and ``<collection>_entities``): two stores in one database never replay
+    each other's writes.
+
+    Args:
+        config: A mem0 ``MemoryConfig`` (or anything with its ``vector_store``).
+    """
+    store = getattr(config, "vector_store", None)
+    if getattr(store, "provider", None) != "pgvector":
+        return None
+    fields: Any = getattr(store, "config", None)
+    fields = fields.model_dump() if hasattr(fields, "model_dump") else dict(fields or {})
+    table = f"{fields.get('collection_name') or 'mem0'}_outbox"
+    dsn = fields.get("connection_string")
+    if isinstance(dsn, str) and dsn:
+        if is_postgres_url(dsn):
+            return dsn, table
+        try:  # key=value pairs: the same parameters as a URI's query string
+            from psycopg.conninfo import conninfo_to_dict
+        except ImportError:
+            return None
+        parts = {k: str(v) for k, v in conninfo_to_dict(dsn).items() if v is not None}
+        return f"postgresql://?{urlencode(parts)}", table
+    parts = {
+        k: str(fields[k])
+        for k in ("host", "port", "dbname", "user", "password", "sslmode")
+        if fields.get(k) not in (None, "")
+    }
+    return (f"postgresql://?{urlencode(parts)}", table) if parts else None
+
+
 def _lock_key(kind: str, *parts: str | None) -> int:
     """A signed 64-bit advisory lock key for ``kind`` and ``parts``."""
     text = json.dumps([kind, *parts])
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
 
 
-def _redacted(url: str) -> str:
+def redacted_url(url: str) -> str:
     """``url`` without its password, for messages."""
     split = urlsplit(url)
     if split.password is None:
@@ -142,6 +184,12 @@ def _row_of(values: Sequence[Any]) -> OutboxRow:
         kind=values[11],
         said_at=values[12].astimezone(UTC),
     )
+
+
+def _one(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any]) -> Any:
+    """The first value of the first row of ``sql`` (``None`` for no row)."""
+    found = conn.execute(sql, params).fetchone()
+    return found[0] if found else None
 
 
 def _import_psycopg() -> Any:
@@ -190,7 +238,7 @@ class PostgresOutbox(BaseOutbox):
         self._psycopg = _import_psycopg()
         if not is_postgres_url(url):
             raise ConfigurationError(
-                f"the outbox URL {_redacted(str(url))!r} is not a PostgreSQL URL; "
+                f"the outbox URL {redacted_url(str(url))!r} is not a PostgreSQL URL; "
                 "write it as postgresql://user:password@host:5432/database"
             )
         if not table.isidentifier() or table.lower() != table or len(table) > 50:
@@ -201,12 +249,12 @@ class PostgresOutbox(BaseOutbox):
             self._psycopg.conninfo.conninfo_to_dict(url)
         except self._psycopg.ProgrammingError as exc:
             raise ConfigurationError(
-                f"the outbox URL {_redacted(url)!r} is malformed ({exc}); write it as "
+                f"the outbox URL {redacted_url(url)!r} is malformed ({exc}); write it as "
                 "postgresql://user:password@host:5432/database"
             ) from exc
         self.url = url
         self.table = table
-        self.where = f"{_redacted(url)} (table {table})"
+        self.where = f"{redacted_url(url)} (table {table})"
         self._own_thread = thread is None
         self.thread = thread or ConnectionThread(OUTBOX_THREAD, what=f"the outbox {self.where}")
         self._conn: psycopg.Connection[Any] | None = None
@@ -263,8 +311,7 @@ class PostgresOutbox(BaseOutbox):
 
         def work(conn: psycopg.Connection[Any]) -> list[OutboxRow]:
             if scope not in self._scopes:
-                (got,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (scope,)).fetchone()
-                if not got:
+                if not _one(conn, "SELECT pg_try_advisory_lock(%s)", (scope,)):
                     return []  # another writer delivers this scope now
                 self._scopes.add(scope)
             self._hold_owner(conn, owner)
@@ -467,12 +514,13 @@ class PostgresOutbox(BaseOutbox):
         key = _lock_key(_OWNER, owner)
         # pg_locks shows a bigint key as its high and low 32 bits (as oids).
         high, low = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
-        (alive,) = conn.execute(
+        alive = _one(
+            conn,
             "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
             " AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1"
             " AND granted)",
             (high, low),
-        ).fetchone()
+        )
         return bool(alive)
 
     def _let_go(self, conn: psycopg.Connection[Any], scope: int) -> None:
@@ -523,7 +571,7 @@ class PostgresOutbox(BaseOutbox):
                 conn.execute(f"INSERT INTO {version_table} (version) VALUES (0)")
             for step in MIGRATIONS[version:]:
                 for statement in filter(str.strip, step.format(t=self.table).split(";")):
-                    conn.execute(statement)  # type: ignore[arg-type]  # our own SQL
+                    conn.execute(statement)
             conn.execute(f"UPDATE {version_table} SET version = %s", (len(MIGRATIONS),))
 
     def _write(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
@@ -531,11 +579,11 @@ class PostgresOutbox(BaseOutbox):
         return self.thread.call(self._run, work)
 
     def _execute(self, sql: str, params: Sequence[Any]) -> None:
-        self._write(lambda c: c.execute(sql, params))  # type: ignore[arg-type]  # our own SQL
+        self._write(lambda c: c.execute(sql, params))
 
     def _select(self, where: str, params: Sequence[Any]) -> list[OutboxRow]:
         sql = f"SELECT {_COLUMNS} FROM {self.table} {where}"
-        return self._write(lambda c: [_row_of(v) for v in c.execute(sql, params).fetchall()])  # type: ignore[arg-type]
+        return self._write(lambda c: [_row_of(v) for v in c.execute(sql, params).fetchall()])
 
     def _run(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
         conn = self._connection()

@@ -36,6 +36,7 @@ import atexit
 import contextlib
 import contextvars
 import logging
+import os
 import time
 import uuid
 import warnings
@@ -66,10 +67,15 @@ from .outbox import (
     default_outbox_dir,
     new_owner_id,
 )
+from .outbox_postgres import (
+    DEFAULT_TABLE,
+    PostgresOutbox,
+    is_postgres_url,
+    pgvector_outbox,
+    redacted_url,
+)
 
 if TYPE_CHECKING:
-    import os
-
     from .._mem0.backend import Mem0Backend
 
 __all__ = [
@@ -85,6 +91,9 @@ logger = logging.getLogger(__name__)
 
 MEMORY_ONLY = ":memory:"
 """``outbox_dir`` value that keeps queued writes in memory only (lost with the process)."""
+
+ELSEWHERE_POLL = 0.5
+"""Seconds between looks at writes of a scope another replica delivers."""
 
 _OPEN_QUEUES: weakref.WeakSet[WriteQueue] = weakref.WeakSet()
 
@@ -132,6 +141,9 @@ class _Runtime:
     workers: dict[Scope, asyncio.Task[None]] = field(default_factory=dict)
     wake: set[Scope] = field(default_factory=set)
     waiters: dict[str, asyncio.Future[Stored]] = field(default_factory=dict)
+    recorded: dict[str, Scope] = field(default_factory=dict)
+    """The scope of each write waited for that is in the outbox (not in memory
+    only, not being recorded): in a shared outbox another writer may settle it."""
     started: asyncio.Task[None] | None = None
     maintenance: asyncio.Task[None] | None = None
     teardown_deadline: float | None = None
@@ -149,9 +161,11 @@ class WriteQueue:
 
     Args:
         backend: Where the writes go.
-        outbox_dir: Folder of the outbox file; writes left there by a process
-            that ended are replayed. ``None``: next to the store's own files
-            (in memory only for a client whose store cannot be told);
+        outbox_dir: Folder of the outbox file, or a ``postgresql://`` URL for
+            an outbox table shared by replicas; writes left there by a
+            process that ended are replayed. ``None``: next to the store's
+            own files (a table in the database of a pgvector store; in
+            memory only for a client whose store cannot be told);
             :data:`MEMORY_ONLY` (``":memory:"``): in memory only.
         max_concurrency: mem0 calls in flight at once, across scopes.
         max_batch: Exchanges of one scope joined into one mem0 call at most.
@@ -163,6 +177,7 @@ class WriteQueue:
         after_store: Told after each stored batch (see :class:`AfterStore`).
         exit_grace: Seconds the workers keep storing when the event loop is
             torn down with writes pending (``asyncio.run`` returning).
+        outbox_table: The table of an outbox in PostgreSQL.
     """
 
     def __init__(
@@ -177,6 +192,7 @@ class WriteQueue:
         lease: float = 30.0,
         after_store: AfterStore | None = None,
         exit_grace: float = 5.0,
+        outbox_table: str = DEFAULT_TABLE,
     ) -> None:
         if max_concurrency < 1 or max_batch < 1:
             raise ValueError("max_concurrency and max_batch must be positive")
@@ -188,17 +204,26 @@ class WriteQueue:
         self._max_concurrency = max_concurrency
         self._exit_grace = exit_grace
         self._after_store = after_store
-        folder = outbox_dir if outbox_dir is not None else default_outbox_dir(backend.client)
+        place = outbox_dir
+        if place is None:
+            beside = pgvector_outbox(getattr(backend.client, "config", None))
+            place, outbox_table = beside or (default_outbox_dir(backend.client), outbox_table)
+        url = os.fspath(place) if place is not None and is_postgres_url(os.fspath(place)) else None
         path = None
-        if folder is not None and str(folder) != MEMORY_ONLY:
-            path = Path(folder).expanduser() / OUTBOX_FILENAME
-        # The file and its in-memory stand-in share one thread, which this queue closes.
-        self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {path or MEMORY_ONLY}")
+        if url is None and place is not None and str(place) != MEMORY_ONLY:
+            path = Path(place).expanduser() / OUTBOX_FILENAME
+        what = redacted_url(url) if url is not None else path or MEMORY_ONLY
+        # The outbox and its in-memory stand-in share one thread, which this queue closes.
+        self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {what}")
         try:
-            self._outbox = Outbox._on_thread(self._thread, path)
-            # Where writes wait, in memory, while the file cannot record.
+            self._outbox: BaseOutbox = (
+                PostgresOutbox._on_thread(self._thread, url, table=outbox_table)
+                if url is not None
+                else Outbox._on_thread(self._thread, path)
+            )
+            # Where writes wait, in memory, while the outbox cannot record.
             self._spill: BaseOutbox = self._outbox
-            if path is not None:
+            if self._outbox.durable:
                 self._spill = Outbox._on_thread(self._thread, None)
         except BaseException:
             self._thread.close()
@@ -237,8 +262,8 @@ class WriteQueue:
     # -- public surface ---------------------------------------------------
 
     @property
-    def outbox(self) -> Outbox:
-        """The outbox file (or, without one, the in-memory outbox), for inspection."""
+    def outbox(self) -> BaseOutbox:
+        """The outbox (or, without one, the in-memory outbox), for inspection."""
         return self._outbox
 
     @property
@@ -464,6 +489,8 @@ class WriteQueue:
 
         def recorded(ok: bool) -> None:
             if ok:
+                if key in rt.waiters:
+                    rt.recorded[key] = scope
                 self._kick(rt, scope)
             else:
                 self._stats.lost += 1
@@ -706,7 +733,9 @@ class WriteQueue:
         for row in rows:
             if row.key not in rt.waiters:
                 rt.waiters[row.key] = rt.loop.create_future()
-            scopes[Scope(row.user_id, row.agent_id)] = None
+            scope = Scope(row.user_id, row.agent_id)
+            rt.recorded[row.key] = scope
+            scopes[scope] = None
         for scope in scopes:
             self._kick(rt, scope)
 
@@ -762,6 +791,10 @@ class WriteQueue:
             if found is None:
                 if scope in rt.wake:
                     continue
+                if await self._stored_elsewhere(rt, scope):
+                    # Another writer holds the scope: look again shortly.
+                    await asyncio.sleep(ELSEWHERE_POLL)
+                    continue
                 return
             box, rows = found
             attempts = max(r.attempts for r in rows)
@@ -790,6 +823,28 @@ class WriteQueue:
                 return box, rows
         return None
 
+    async def _stored_elsewhere(self, rt: _Runtime, scope: Scope) -> bool:
+        """Settle ``scope``'s writes another writer stored or failed; returns
+        whether some are still pending there (only a shared outbox has them)."""
+        if not self._outbox.shared:
+            return False
+        keys = [
+            key
+            for key, of in rt.recorded.items()
+            if of == scope and key in rt.waiters and key not in self._unrecorded
+        ]
+        if not keys:
+            return False
+        try:
+            ended = await self._thread.run(self._outbox.settled, keys)
+        except LocalFileError as exc:
+            logger.debug("could not ask the outbox how writes ended: %s", exc)
+            return True
+        # The writer that stored them has mem0's results and told its AfterStore.
+        self._settle([key for key, stored in ended.items() if stored], [])
+        self._settle([key for key, stored in ended.items() if not stored], None)
+        return len(ended) < len(keys)
+
     def _settle_sent(self, scope: Scope, sent: Sent) -> None:
         """Settle a sent batch's writes, then tell :attr:`_after_store` what was stored."""
         for rows, results in sent.stored:
@@ -809,6 +864,8 @@ class WriteQueue:
         now = time.perf_counter()
         for key in keys:
             done = rt.waiters.pop(key, None) if rt is not None else None
+            if rt is not None:
+                rt.recorded.pop(key, None)
             if done is not None and not done.done():
                 done.set_result(results)
             started = self._submitted_at.pop(key, None)
@@ -856,6 +913,7 @@ class WriteQueue:
             if not done.done():
                 done.set_result(None)
         rt.waiters.clear()
+        rt.recorded.clear()
         return left
 
     def _take_lost(self) -> bool:

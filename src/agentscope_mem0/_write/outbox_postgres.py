@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_TABLE",
     "MIGRATIONS",
     "PostgresOutbox",
+    "check_outbox_url",
     "is_postgres_url",
     "pgvector_outbox",
     "redacted_url",
@@ -186,6 +187,28 @@ def _row_of(values: Sequence[Any]) -> OutboxRow:
     )
 
 
+def check_outbox_url(url: str) -> None:
+    """Refuse an outbox URL that is not PostgreSQL's, is malformed, or lacks psycopg.
+
+    Raises:
+        ConfigurationError: Naming what was wrong and the way out.
+    """
+    if not is_postgres_url(url):
+        raise ConfigurationError(
+            f"outbox {redacted_url(url)!r} is not a PostgreSQL URL: the outbox is a folder, "
+            "':memory:' or postgresql://user:password@host:5432/database"
+        )
+    psycopg = _import_psycopg()
+    try:
+        urlsplit(url).port  # noqa: B018  # raises for a port that is not a number
+        psycopg.conninfo.conninfo_to_dict(url)
+    except (ValueError, psycopg.ProgrammingError) as exc:
+        raise ConfigurationError(
+            f"the outbox URL {redacted_url(url)!r} is malformed ({str(exc).strip()}); write it as "
+            "postgresql://user:password@host:5432/database"
+        ) from exc
+
+
 def _one(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any]) -> Any:
     """The first value of the first row of ``sql`` (``None`` for no row)."""
     found = conn.execute(sql, params).fetchone()
@@ -235,23 +258,12 @@ class PostgresOutbox(BaseOutbox):
         return outbox
 
     def _start_on(self, thread: ConnectionThread | None, url: str, table: str) -> None:
+        check_outbox_url(url)
         self._psycopg = _import_psycopg()
-        if not is_postgres_url(url):
-            raise ConfigurationError(
-                f"the outbox URL {redacted_url(str(url))!r} is not a PostgreSQL URL; "
-                "write it as postgresql://user:password@host:5432/database"
-            )
         if not table.isidentifier() or table.lower() != table or len(table) > 50:
             raise ConfigurationError(
                 f"outbox table {table!r} must be a lower-case identifier of at most 50 characters"
             )
-        try:
-            self._psycopg.conninfo.conninfo_to_dict(url)
-        except self._psycopg.ProgrammingError as exc:
-            raise ConfigurationError(
-                f"the outbox URL {redacted_url(url)!r} is malformed ({exc}); write it as "
-                "postgresql://user:password@host:5432/database"
-            ) from exc
         self.url = url
         self.table = table
         self.where = f"{redacted_url(url)} (table {table})"

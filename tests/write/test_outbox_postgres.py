@@ -1,0 +1,354 @@
+"""What the PostgreSQL outbox adds to the contract: liveness by connection, one
+deliverer per scope, migrations under a lock, an unreachable server, its URL.
+
+The contract's own tests run on this front in ``test_outbox.py``. These need
+``AGENTSCOPE_MEM0_TEST_PG_DSN`` (each test on tables of its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mem0 import AsyncMemory
+
+from _pgfixture import DSN_ENV, fresh_collection
+from agentscope_mem0 import (
+    ConfigurationError,
+    Mem0Backend,
+    Mem0Middleware,
+    OutboxWriteError,
+    RetryPolicy,
+    Scope,
+    WriteQueue,
+)
+from agentscope_mem0._write.outbox import OutboxRow, new_owner_id
+
+psycopg = pytest.importorskip("psycopg", reason="pip install 'agentscope-mem0[pgvector]'")
+
+from agentscope_mem0._write.outbox_postgres import (  # noqa: E402  (after the skip)
+    MIGRATIONS,
+    RETRY_AFTER,
+    PostgresOutbox,
+    pgvector_outbox,
+)
+
+SCOPE = Scope("alice", "assistant")
+FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05)
+
+
+@pytest.fixture
+def dsn() -> str:
+    given = os.environ.get(DSN_ENV)
+    if not given:
+        pytest.skip(f"the PostgreSQL outbox needs a server: set {DSN_ENV}")
+    return given
+
+
+@pytest.fixture
+def table() -> str:
+    return fresh_collection("outbox")
+
+
+@pytest.fixture
+def boxes(dsn: str, table: str) -> Iterator[list[PostgresOutbox]]:
+    """Outboxes the test opens (each its own connection, as replicas have); closed after."""
+    opened: list[PostgresOutbox] = []
+    yield opened
+    for box in opened:
+        box.close()
+
+
+def _open(boxes: list[PostgresOutbox], dsn: str, table: str) -> PostgresOutbox:
+    box = PostgresOutbox(dsn, table=table)
+    boxes.append(box)
+    return box
+
+
+def _insert(box: PostgresOutbox, owner: str, key: str, *, lease: float = 300) -> int:
+    messages = [{"role": "user", "content": key}]
+    return box.insert(
+        key=key, user_id="u", agent_id="a", messages=messages, owner=owner, lease=lease
+    )
+
+
+def _terminate(dsn: str, box: PostgresOutbox) -> None:
+    """End ``box``'s connection from the server's side, as when its pod is lost."""
+    ((pid,),) = box.read("SELECT pg_backend_pid()")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def test_a_writer_whose_connection_is_gone_frees_its_rows_at_once(
+    dsn: str, table: str, boxes: list[PostgresOutbox]
+) -> None:
+    lost, other = _open(boxes, dsn, table), _open(boxes, dsn, table)
+    owner, me = new_owner_id(), new_owner_id()
+    _insert(lost, owner, "k0")
+    _insert(lost, owner, "k1")
+    assert other.claim_orphans(owner=me, lease=30) == []  # alive, lease of 300 s
+    _terminate(dsn, lost)
+    time.sleep(0.2)  # the server ends the backend (and its locks) asynchronously
+    assert [r.key for r in other.claim_orphans(owner=me, lease=30)] == ["k0", "k1"]
+
+
+def test_one_writer_delivers_a_scope_in_the_order_writes_were_acknowledged(
+    dsn: str, table: str, boxes: list[PostgresOutbox]
+) -> None:
+    a, b = _open(boxes, dsn, table), _open(boxes, dsn, table)
+    owner_a, owner_b = new_owner_id(), new_owner_id()
+    _insert(a, owner_a, "k0")
+    _insert(b, owner_b, "k1")
+    _insert(a, owner_a, "k2")
+    batch = a.next_batch(owner=owner_a, user_id="u", agent_id="a", limit=10)
+    assert [r.key for r in batch] == ["k0", "k1", "k2"]  # b's row too, in id order
+    assert b.next_batch(owner=owner_b, user_id="u", agent_id="a", limit=10) == []  # a holds it
+    assert b.settled(["k1"]) == {}  # still pending
+    a.complete([r.id for r in batch])
+    assert b.settled(["k1"]) == {"k1": True}  # b learns a stored it
+    assert a.next_batch(owner=owner_a, user_id="u", agent_id="a", limit=10) == []  # lets go
+    _insert(b, owner_b, "k3")
+    assert [r.key for r in b.next_batch(owner=owner_b, user_id="u", agent_id="a", limit=10)] == [
+        "k3"
+    ]
+    (k3,) = b.held(owner_b)
+    b.fail([k3.id], "ValueError: no")
+    assert a.settled(["k3"]) == {"k3": False}
+
+
+def test_claims_are_atomic_across_connections(
+    dsn: str, table: str, boxes: list[PostgresOutbox]
+) -> None:
+    seed = _open(boxes, dsn, table)
+    seed.add([OutboxRow(f"k{i}", "u", "a", [], datetime.now(UTC)) for i in range(300)])
+    owners = [new_owner_id() for _ in range(6)]
+    mine = {owner: _open(boxes, dsn, table) for owner in owners}
+    results: dict[str, list[str]] = {}
+    barrier = threading.Barrier(len(owners))
+
+    def claim(owner: str) -> None:
+        barrier.wait()
+        got: list[str] = []
+        for _ in range(5):
+            got += [r.key for r in mine[owner].claim_orphans(owner=owner, lease=30)]
+        results[owner] = got
+
+    threads = [threading.Thread(target=claim, args=(o,)) for o in owners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claimed = [key for keys in results.values() for key in keys]
+    assert sorted(claimed) == sorted(f"k{i}" for i in range(300))  # each exactly once
+
+
+def test_replicas_opening_a_new_table_at_once_create_it_once(dsn: str, table: str) -> None:
+    opened: list[PostgresOutbox] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def open_one() -> None:
+        barrier.wait()
+        try:
+            opened.append(PostgresOutbox(dsn, table=table))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert errors == [] and len(opened) == 6
+        assert opened[0].read(f"SELECT version FROM {table}_version") == [(len(MIGRATIONS),)]
+    finally:
+        for box in opened:
+            box.close()
+
+
+def test_an_unreachable_server_fails_fast_and_the_outbox_reconnects(
+    dsn: str, table: str, boxes: list[PostgresOutbox], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box, other = _open(boxes, dsn, table), _open(boxes, dsn, table)
+    owner = new_owner_id()
+    _insert(box, owner, "k0")
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise psycopg.OperationalError("connection refused")
+
+    _terminate(dsn, box)
+    monkeypatch.setattr(psycopg, "connect", refused)
+    started = time.monotonic()
+    for _ in range(3):
+        with pytest.raises(OutboxWriteError, match=r"unreachable|Is PostgreSQL reachable"):
+            box.counts()
+    assert time.monotonic() - started < 2.0
+    monkeypatch.undo()
+    time.sleep(RETRY_AFTER)
+    assert box.counts() == {"pending": 1, "failed": 0}
+    # Its owner lock went with the old connection: the row is an orphan now.
+    assert [r.key for r in other.claim_orphans(owner=new_owner_id(), lease=30)] == ["k0"]
+
+
+def test_the_outbox_url_is_checked_and_psycopg_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    parameters = Mem0Middleware.Parameters
+    assert parameters(outbox="postgresql://u@db:5432/app").outbox == "postgresql://u@db:5432/app"
+    with pytest.raises(ConfigurationError, match="not a PostgreSQL URL"):
+        parameters(outbox="mysql://u@db/app")
+    with pytest.raises(ConfigurationError, match="malformed"):
+        parameters(outbox="postgresql://db:port/app")
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(ConfigurationError, match=r"agentscope-mem0\[pgvector\]"):
+        parameters(outbox="postgresql://u@db:5432/app")
+
+
+def test_a_pgvector_store_keeps_its_outbox_in_its_own_database() -> None:
+    from agentscope_mem0 import build_mem0_config
+    from agentscope_mem0.backends import pgvector_config
+    from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+    def place(dsn: str) -> tuple[str, str] | None:
+        fields = pgvector_config(dsn, dims=8, collection="notes", history_db_path="/tmp/h.db")
+        config = build_mem0_config(
+            chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(8), mem0_config=fields
+        )
+        return pgvector_outbox(config)
+
+    assert place("postgresql://u:pw@db:5432/app") == (
+        "postgresql://u:pw@db:5432/app",
+        "notes_outbox",
+    )
+    url, _ = place("host=db port=5433 dbname=app user=u") or ("", "")
+    assert psycopg.conninfo.conninfo_to_dict(url) == {
+        "host": "db",
+        "port": "5433",
+        "dbname": "app",
+        "user": "u",
+    }
+
+
+# -- the write queue on it ------------------------------------------------------------
+
+
+class Recorder:
+    """Forwards to mem0; records each add's texts and whether two of one scope overlapped."""
+
+    def __init__(self, inner: AsyncMemory, *, delay: float = 0.0) -> None:
+        self.inner = inner
+        self.delay = delay
+        self.texts: list[str] = []
+        self.running = 0
+        self.overlaps = 0
+        self.down = False
+
+    async def add(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
+        self.running += 1
+        self.overlaps += self.running > 1
+        try:
+            await asyncio.sleep(self.delay)
+            if self.down:
+                raise ConnectionError("the store is down")
+            result = await self.inner.add(messages, **kwargs)
+            self.texts += [m["content"] for m in messages if m["role"] == "user"]
+            return result
+        finally:
+            self.running -= 1
+
+    async def get_all(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.get_all(*args, **kwargs)
+
+    async def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.delete(*args, **kwargs)
+
+
+def said(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]
+
+
+async def stored(memory: AsyncMemory) -> Counter[str]:
+    raw = await memory.get_all(filters=SCOPE.filters(), top_k=100)
+    return Counter(item["memory"].split(" #")[0] for item in raw["results"])
+
+
+async def test_two_replicas_store_a_scope_in_acknowledgement_order_one_at_a_time(
+    memory: AsyncMemory, dsn: str, table: str
+) -> None:
+    client = Recorder(memory, delay=0.15)
+    url = dsn
+    a = WriteQueue(Mem0Backend(client), outbox_dir=url, outbox_table=table, retry=FAST)
+    b = WriteQueue(Mem0Backend(client), outbox_dir=url, outbox_table=table, retry=FAST)
+    texts = [f"I like fruit{i:02d}." for i in range(8)]
+    for i, text in enumerate(texts):  # turns one after another, to alternating replicas
+        await (a, b)[i % 2].submit(SCOPE, said(text))
+        await asyncio.sleep(0.05)
+    assert await a.flush(30) and await b.flush(30)
+    assert client.texts == texts  # in the order acknowledged, whichever replica took them
+    assert client.overlaps == 0  # never two deliveries of the scope at once
+    assert await stored(memory) == Counter(f"User likes fruit{i:02d}." for i in range(8))
+    assert a.outbox.counts() == {"pending": 0, "failed": 0}
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_writes_kept_in_memory_while_postgres_is_down_move_in_when_it_is_back(
+    memory: AsyncMemory,
+    dsn: str,
+    table: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = Recorder(memory, delay=1.0)
+    queue = WriteQueue(
+        Mem0Backend(client), outbox_dir=dsn, outbox_table=table, retry=FAST, max_batch=1
+    )
+    box = queue.outbox
+    assert isinstance(box, PostgresOutbox)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise psycopg.OperationalError("connection refused")
+
+    _terminate(dsn, box)
+    monkeypatch.setattr(psycopg, "connect", refused)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        keys = [await queue.submit(SCOPE, said(f"I like fruit{i:02d}.")) for i in range(3)]
+        assert time.monotonic() - started < 2.0  # the replies went on
+        assert all(keys) and queue.stats()["writes_in_memory_only"] == 3
+        monkeypatch.undo()  # PostgreSQL is back while the first write is sent
+        assert await queue.flush(30)
+    assert any("moved 2 memory writes" in r.getMessage() for r in caplog.records)
+    stats = queue.stats()
+    assert stats["writes_in_memory_only"] == 0 and stats["writes_lost"] == 0
+    assert await stored(memory) == Counter(f"User likes fruit{i:02d}." for i in range(3))
+    assert client.texts == [f"I like fruit{i:02d}." for i in range(3)]  # none twice
+    assert box.counts() == {"pending": 0, "failed": 0}
+    await queue.aclose()
+
+
+async def test_a_replica_flushing_stores_what_a_lost_replica_acknowledged(
+    memory: AsyncMemory, dsn: str, table: str, tmp_path: Path
+) -> None:
+    stuck = Recorder(memory, delay=3600)  # its mem0 never answers
+    lost = WriteQueue(Mem0Backend(stuck), outbox_dir=dsn, outbox_table=table, retry=FAST)
+    for i in range(3):
+        await lost.submit(SCOPE, said(f"I like fruit{i:02d}."))
+    assert isinstance(lost.outbox, PostgresOutbox)
+    _terminate(dsn, lost.outbox)  # the pod is gone, its connection with it
+    await asyncio.sleep(0.2)
+    fresh = WriteQueue(Mem0Backend(memory), outbox_dir=dsn, outbox_table=table, retry=FAST)
+    assert await fresh.flush(30)
+    assert fresh.stats()["writes_replayed"] == 3
+    assert await stored(memory) == Counter(f"User likes fruit{i:02d}." for i in range(3))
+    await fresh.aclose()
+    await lost.aclose(0.1)

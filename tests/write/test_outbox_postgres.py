@@ -352,3 +352,34 @@ async def test_a_replica_flushing_stores_what_a_lost_replica_acknowledged(
     assert await stored(memory) == Counter(f"User likes fruit{i:02d}." for i in range(3))
     await fresh.aclose()
     await lost.aclose(0.1)
+
+
+async def test_rows_taken_with_a_scope_from_another_writer_are_never_left_held(
+    memory: AsyncMemory, dsn: str, table: str, boxes: list[PostgresOutbox]
+) -> None:
+    queue = WriteQueue(Mem0Backend(memory), outbox_dir=dsn, outbox_table=table, retry=FAST)
+    assert await queue.flush(10)  # started: what it held at start is behind it
+    other = _open(boxes, dsn, table)
+    other.insert(
+        key="theirs",
+        user_id=SCOPE.user_id,
+        agent_id=SCOPE.agent_id,
+        messages=said("I like fruit07."),
+        owner=new_owner_id(),
+        lease=300,
+    )
+    # This queue's connection takes the scope, and the row with it, but has
+    # no write of its own waiting there (as when its worker stopped).
+    box = queue.outbox
+    taken = await box.thread.run(
+        box.next_batch,
+        owner=queue._owner,
+        user_id=SCOPE.user_id,
+        agent_id=SCOPE.agent_id,
+        limit=8,
+    )
+    assert [row.key for row in taken] == ["theirs"]
+    assert await queue.flush(10)
+    assert await stored(memory) == Counter({"User likes fruit07.": 1})
+    assert other.settled(["theirs"]) == {"theirs": True}
+    await queue.aclose()

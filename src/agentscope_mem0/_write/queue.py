@@ -742,8 +742,16 @@ class WriteQueue:
     def _adopt_again(self, rt: _Runtime, held: list[OutboxRow], orphans: list[OutboxRow]) -> None:
         """Track ``orphans`` and restart the scopes of the rows this queue still
         waits for. A held row whose write was settled while the rows were read
-        (stored and being removed) is not tracked again: nothing would end it."""
-        self._adopt(rt, [*(row for row in held if row.key in rt.waiters), *orphans])
+        (stored and being removed) is not tracked again: nothing would end it.
+        In a shared outbox it is (the worker finds it gone and settles it), so
+        that rows taken with a scope from another writer are never left held."""
+        shared = self._outbox.shared
+        again = [
+            row
+            for row in held
+            if row.key in rt.waiters or (shared and row.key not in self._unrecorded)
+        ]
+        self._adopt(rt, [*again, *orphans])
 
     def _kick(self, rt: _Runtime, scope: Scope) -> None:
         """Make sure ``scope`` has a worker (and the leases a keeper)."""
@@ -791,9 +799,11 @@ class WriteQueue:
             if found is None:
                 if scope in rt.wake:
                     continue
-                if await self._stored_elsewhere(rt, scope):
-                    # Another writer holds the scope: look again shortly.
-                    await asyncio.sleep(ELSEWHERE_POLL)
+                elsewhere = await self._stored_elsewhere(rt, scope)
+                if elsewhere is not None:
+                    # Another writer holds the scope (or the outbox is out of
+                    # reach, then look less often): look again shortly.
+                    await asyncio.sleep(ELSEWHERE_POLL if elsewhere else ELSEWHERE_POLL * 10)
                     continue
                 return
             box, rows = found
@@ -823,27 +833,32 @@ class WriteQueue:
                 return box, rows
         return None
 
-    async def _stored_elsewhere(self, rt: _Runtime, scope: Scope) -> bool:
-        """Settle ``scope``'s writes another writer stored or failed; returns
-        whether some are still pending there (only a shared outbox has them)."""
+    async def _stored_elsewhere(self, rt: _Runtime, scope: Scope) -> bool | None:
+        """Settle ``scope``'s writes another writer stored or failed.
+
+        Returns:
+            ``None`` when none is left to wait for (always, but in a shared
+            outbox); True when some are still pending elsewhere; False when
+            the outbox could not say.
+        """
         if not self._outbox.shared:
-            return False
+            return None
         keys = [
             key
             for key, of in rt.recorded.items()
             if of == scope and key in rt.waiters and key not in self._unrecorded
         ]
         if not keys:
-            return False
+            return None
         try:
             ended = await self._thread.run(self._outbox.settled, keys)
         except LocalFileError as exc:
             logger.debug("could not ask the outbox how writes ended: %s", exc)
-            return True
+            return False
         # The writer that stored them has mem0's results and told its AfterStore.
         self._settle([key for key, stored in ended.items() if stored], [])
         self._settle([key for key, stored in ended.items() if not stored], None)
-        return len(ended) < len(keys)
+        return True if len(ended) < len(keys) else None
 
     def _settle_sent(self, scope: Scope, sent: Sent) -> None:
         """Settle a sent batch's writes, then tell :attr:`_after_store` what was stored."""

@@ -2,11 +2,11 @@
 
 Usage::
 
-    python _replica_child.py <dsn> <collection> <folder>
+    python _replica_child.py <dsn> <collection> <folder> [<extraction delay>]
 
 It builds a real mem0 on PostgreSQL/pgvector (``collection``; mem0's history
 in ``<folder>``, its HOME and data folder) with the scripted offline models,
-extraction taking 0.3 s per call, and a ``WriteQueue`` with every default:
+extraction taking 0.3 s per call (or the delay given), and a ``WriteQueue`` with every default:
 its outbox is then the table ``<collection>_outbox`` in the same database.
 Then it reads commands, one a line, and answers each on stdout:
 
@@ -23,8 +23,14 @@ It prints ``ready`` once it can take commands.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import IO
 
 from agentscope_mem0 import Mem0Backend, RetryPolicy, Scope, WriteQueue, build_mem0_config
 from agentscope_mem0.backends import pgvector_config
@@ -33,6 +39,7 @@ from fakes import UniqueFacts
 
 DIMS = 64
 AGENT = "assistant"
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def memory_config(dsn: str, collection: str, folder: Path) -> dict[str, object]:
@@ -52,12 +59,12 @@ def answer(line: str) -> None:
     sys.stdout.flush()
 
 
-async def serve(dsn: str, collection: str, folder: Path) -> None:
+async def serve(dsn: str, collection: str, folder: Path, delay: float) -> None:
     from mem0 import AsyncMemory
 
     memory = AsyncMemory(
         config=build_mem0_config(
-            chat_model=ScriptedChatModel(extractor=UniqueFacts(), delay=0.3),
+            chat_model=ScriptedChatModel(extractor=UniqueFacts(), delay=delay),
             embedding_model=HashEmbedding(DIMS),
             mem0_config=memory_config(dsn, collection, folder),
         )
@@ -80,9 +87,79 @@ async def serve(dsn: str, collection: str, folder: Path) -> None:
             return
 
 
+class Replica:
+    """A replica process (this script) and its pipes, for the parent: the
+    test or the benchmark. Its HOME and data folder are ``<root>/<name>``."""
+
+    def __init__(
+        self, name: str, dsn: str, collection: str, root: Path, *, delay: float = 0.3
+    ) -> None:
+        self.folder = root / name
+        self.folder.mkdir()
+        self.log = root / f"{name}.log"
+        self._log_file = self.log.open("w")
+        env = {
+            **os.environ,
+            "HOME": str(self.folder),
+            "AGENTSCOPE_MEM0_DIR": str(self.folder / "data"),
+            "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, dsn, collection, str(self.folder), str(delay)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log_file,  # a file: a full pipe would stall the replica
+            text=True,
+            env=env,
+        )
+        self.acknowledged: list[str] = []
+        self.ack_seconds: list[float] = []
+
+    def _line(self) -> str:
+        stdout: IO[str] | None = self.proc.stdout
+        assert stdout is not None
+        line = stdout.readline().strip()
+        if not line:
+            raise AssertionError(f"the replica ended: {self.log.read_text()[-3000:]}")
+        return line
+
+    def ready(self) -> None:
+        assert self._line() == "ready"
+
+    def ask(self, command: str) -> str:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self._line()
+
+    def submit(self, user: str, text: str) -> None:
+        """Send one write; returns once the replica acknowledged it."""
+        started = time.perf_counter()
+        assert self.ask(f"submit {user} {text}") == "ok"
+        self.ack_seconds.append(time.perf_counter() - started)
+        self.acknowledged.append(text)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self._log_file.close()
+        shutil.rmtree(self.folder)  # the pod's ephemeral disk goes with it
+
+    def stop(self) -> None:
+        """End the process if it still runs, and release its pipes."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        self._log_file.close()
+
+
 def main(argv: list[str]) -> None:
     dsn, collection, folder = argv[0], argv[1], Path(argv[2])
-    asyncio.run(serve(dsn, collection, folder))
+    delay = float(argv[3]) if len(argv) > 3 else 0.3
+    asyncio.run(serve(dsn, collection, folder, delay))
 
 
 if __name__ == "__main__":

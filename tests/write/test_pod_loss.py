@@ -14,13 +14,8 @@ Needs ``AGENTSCOPE_MEM0_TEST_PG_DSN``.
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -28,67 +23,10 @@ from _pgfixture import DSN_ENV, fresh_collection
 
 psycopg = pytest.importorskip("psycopg", reason="pip install 'agentscope-mem0[pgvector]'")
 
-from _replica_child import memory_config  # noqa: E402  (after the skip)
+from _replica_child import Replica, memory_config  # noqa: E402  (after the skip)
 from agentscope_mem0.backends import prepare_pgvector  # noqa: E402
 
-CHILD = Path(__file__).parents[1] / "_replica_child.py"
-SRC = Path(__file__).parents[2] / "src"
 USERS = 6
-
-
-class Replica:
-    """A replica process and its pipes."""
-
-    def __init__(self, name: str, dsn: str, collection: str, root: Path) -> None:
-        self.folder = root / name
-        self.folder.mkdir()
-        env = {
-            **os.environ,
-            "HOME": str(self.folder),
-            "AGENTSCOPE_MEM0_DIR": str(self.folder / "data"),
-            "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-        }
-        self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), dsn, collection, str(self.folder)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        self.acknowledged: list[str] = []
-
-    def _line(self) -> str:
-        stdout: IO[str] | None = self.proc.stdout
-        assert stdout is not None
-        line = stdout.readline().strip()
-        if not line:
-            stderr = self.proc.stderr.read() if self.proc.stderr else ""
-            raise AssertionError(f"the replica ended: {stderr[-3000:]}")
-        return line
-
-    def ready(self) -> None:
-        assert self._line() == "ready"
-
-    def ask(self, command: str) -> str:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        return self._line()
-
-    def submit(self, user: str, text: str) -> None:
-        assert self.ask(f"submit {user} {text}") == "ok"
-        self.acknowledged.append(text)
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        shutil.rmtree(self.folder)  # the pod's ephemeral disk goes with it
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def _memories(dsn: str, collection: str) -> list[tuple[str, str, int]]:

@@ -383,3 +383,39 @@ async def test_rows_taken_with_a_scope_from_another_writer_are_never_left_held(
     assert await stored(memory) == Counter({"User likes fruit07.": 1})
     assert other.settled(["theirs"]) == {"theirs": True}
     await queue.aclose()
+
+
+async def test_token_totals_stay_in_the_stores_folder_with_the_outbox_in_postgres(
+    dsn: str, tmp_path: Path
+) -> None:
+    from agentscope.agent import Agent
+    from agentscope.message import UserMsg
+
+    from agentscope_mem0._observe.usage import read_usage
+    from agentscope_mem0._write.outbox import default_outbox_dir
+    from agentscope_mem0.backends import pgvector_config, prepare_pgvector
+    from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+    collection = fresh_collection()
+    config = pgvector_config(
+        dsn, dims=64, collection=collection, history_db_path=str(tmp_path / "history.db")
+    )
+    prepare_pgvector(config)
+    mw = Mem0Middleware(
+        user_id="alice",
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(64),
+        mem0_config=config,
+        mode="static_control",
+    )
+    async with mw:
+        assert isinstance(mw.client_state.writer.outbox, PostgresOutbox)
+        bot = Agent(
+            name="helper", system_prompt="x", model=ScriptedChatModel("Ok."), middlewares=[mw]
+        )
+        await bot.reply(UserMsg(name="user", content="I live in Lyon."))
+        assert await mw.flush(30)
+        folder = default_outbox_dir(mw.client)
+    assert folder is not None
+    usage = read_usage(folder)
+    assert usage is not None and usage["model_calls_extraction"] == 1, usage

@@ -59,10 +59,16 @@ def postgres_outbox() -> BaseOutbox:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def box(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseOutbox]:
-    """The outbox, on each front."""
+    """The outbox, on each front (a PostgreSQL table is dropped afterwards)."""
     outbox = Outbox.in_folder(tmp_path) if request.param == "sqlite" else postgres_outbox()
     yield outbox
     outbox.close()
+    table = getattr(outbox, "table", None)
+    if table is not None:
+        import psycopg
+
+        with psycopg.connect(os.environ[DSN_ENV], autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {table}, {table}_version")
 
 
 @pytest.fixture

@@ -419,3 +419,33 @@ async def test_token_totals_stay_in_the_stores_folder_with_the_outbox_in_postgre
     assert folder is not None
     usage = read_usage(folder)
     assert usage is not None and usage["model_calls_extraction"] == 1, usage
+
+
+async def test_a_write_that_failed_while_postgres_was_down_is_kept_failed_there_at_close(
+    memory: AsyncMemory, dsn: str, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = Recorder(memory)
+    client.down = True  # a pgvector store is down with its database
+    retry = RetryPolicy(max_attempts=2, initial_delay=0.01, max_delay=0.02)
+    queue = WriteQueue(Mem0Backend(client), outbox_dir=dsn, outbox_table=table, retry=retry)
+    box = queue.outbox
+    assert isinstance(box, PostgresOutbox)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise psycopg.OperationalError("connection refused")
+
+    _terminate(dsn, box)
+    monkeypatch.setattr(psycopg, "connect", refused)
+    await queue.submit(SCOPE, said("I like fruit09."))
+    assert await queue.flush(10)  # failed for good: not pending
+    assert queue.stats()["writes_failed"] == 1
+    monkeypatch.undo()
+    await asyncio.sleep(RETRY_AFTER)
+    await queue.aclose()  # the database is back: the failed write goes there, still failed
+
+    client.down = False
+    again = WriteQueue(Mem0Backend(client), outbox_dir=dsn, outbox_table=table, retry=FAST)
+    assert await again.retry_failed() == 1
+    assert await again.flush(10)
+    assert await stored(memory) == Counter({"User likes fruit09.": 1})
+    await again.aclose()

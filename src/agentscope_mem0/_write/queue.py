@@ -602,20 +602,28 @@ class WriteQueue:
         those whose key is in ``skip``; returns their keys. On the outbox's thread.
 
         A scope's rows stay held by this queue; all of them (at close or exit)
-        are left for whoever opens the file next.
+        are left for whoever opens the file next. Writes kept as failed in
+        memory move too, still failed: there they can be requeued.
         """
         if self._spill is self._outbox:
             return []
-        rows = [
-            row
-            for row in self._spill.held(self._owner)
-            if (scope is None or (row.user_id, row.agent_id) == (scope.user_id, scope.agent_id))
-            and row.key not in skip
-        ]
-        if rows:
-            self._outbox.add(rows, self._owner if scope else None, self._lease)
-            self._spill.complete([row.id for row in rows])
-        return [row.key for row in rows]
+
+        def of_scope(rows: list[OutboxRow]) -> list[OutboxRow]:
+            return [
+                row
+                for row in rows
+                if (scope is None or (row.user_id, row.agent_id) == (scope.user_id, scope.agent_id))
+                and row.key not in skip
+            ]
+
+        pending = of_scope(self._spill.held(self._owner))
+        failed = of_scope(self._spill.failed())
+        if pending:
+            self._outbox.add(pending, self._owner if scope else None, self._lease)
+        if failed:
+            self._outbox.add(failed)
+        self._spill.complete([row.id for row in (*pending, *failed)])
+        return [row.key for row in (*pending, *failed)]
 
     async def _move_spilled(self, scope: Scope) -> None:
         """Move ``scope``'s writes kept in memory into the file once it takes them again.
@@ -648,7 +656,7 @@ class WriteQueue:
         try:
             self._unspill()
         except Exception as exc:
-            left = len(self._spill.held(self._owner))
+            left = len(self._spill.held(self._owner)) + len(self._spill.failed())
             self._stats.lost += left
             logger.error(
                 "%d memory writes kept in memory (the outbox %s could not record them: %s) "

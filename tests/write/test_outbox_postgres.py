@@ -449,3 +449,42 @@ async def test_a_write_that_failed_while_postgres_was_down_is_kept_failed_there_
     assert await again.flush(10)
     assert await stored(memory) == Counter({"User likes fruit09.": 1})
     await again.aclose()
+
+
+async def test_writes_an_earlier_release_left_beside_a_pgvector_store_move_in(
+    dsn: str, tmp_path: Path
+) -> None:
+    from agentscope_mem0 import Outbox, build_memory
+    from agentscope_mem0._write.outbox import default_outbox_dir
+    from agentscope_mem0.backends import pgvector_config, prepare_pgvector
+    from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+    from fakes import UniqueFacts
+
+    collection = fresh_collection()
+    fields = pgvector_config(
+        dsn, dims=64, collection=collection, history_db_path=str(tmp_path / "history.db")
+    )
+    prepare_pgvector(fields)
+    memory = build_memory(
+        chat_model=ScriptedChatModel(extractor=UniqueFacts()),
+        embedding_model=HashEmbedding(64),
+        mem0_config=fields,
+    )
+    folder = default_outbox_dir(memory)
+    assert folder is not None
+    # What release 0.3 left in its SQLite outbox: a write nobody holds, one failed.
+    with Outbox.in_folder(folder) as earlier:
+        now = datetime.now(UTC)
+        earlier.add([OutboxRow("left", "alice", "assistant", said("I like fruit01."), now)])
+        earlier.add(
+            [OutboxRow("bad", "alice", "assistant", said("I like fruit02."), now, status="failed")]
+        )
+    queue = WriteQueue(Mem0Backend(memory), retry=FAST)
+    assert isinstance(queue.outbox, PostgresOutbox)
+    assert await queue.flush(30)
+    assert await queue.retry_failed() == 1
+    assert await queue.flush(30)
+    assert await stored(memory) == Counter({"User likes fruit01.": 1, "User likes fruit02.": 1})
+    await queue.aclose()
+    with Outbox.in_folder(folder) as earlier:
+        assert earlier.counts() == {"pending": 0, "failed": 0}

@@ -205,9 +205,12 @@ class WriteQueue:
         self._exit_grace = exit_grace
         self._after_store = after_store
         place = outbox_dir
+        earlier_file = None  # where a release before the PostgreSQL outbox kept the rows
         if place is None:
             beside = pgvector_outbox(getattr(backend.client, "config", None))
             place, outbox_table = beside or (default_outbox_dir(backend.client), outbox_table)
+            if beside is not None:
+                earlier_file = default_outbox_dir(backend.client)
         url = os.fspath(place) if place is not None and is_postgres_url(os.fspath(place)) else None
         path = None
         if url is None and place is not None and str(place) != MEMORY_ONLY:
@@ -233,6 +236,8 @@ class WriteQueue:
         # at exit, where _report_at_exit still uses the thread.
         weakref.finalize(self, self._thread.close, wait=False).atexit = False
         self._owner = new_owner_id()
+        if earlier_file is not None:
+            self._move_earlier_file(earlier_file / OUTBOX_FILENAME)
         self._stats = WriteStats(lost=self._outbox.lost_at_open)
         self._lost_unreported = self._outbox.lost_at_open > 0
         # The embedded store syncs its writes only when told: rows are retired after that.
@@ -592,6 +597,40 @@ class WriteQueue:
             )
         finally:
             told(recorded)
+
+    def _move_earlier_file(self, path: Path) -> None:
+        """Move the writes an SQLite outbox beside a pgvector store holds (an
+        earlier release kept them there) into the PostgreSQL one, which every
+        writer on the store now uses. Rows a live writer holds stay."""
+        if not path.exists():
+            return
+        try:
+            moved = self._thread.call(self._move_file_rows, path)
+        except Exception as exc:
+            logger.warning("could not move the writes left in %s (%s); they stay there", path, exc)
+            return
+        if moved:
+            logger.warning(
+                "moved %d memory writes an earlier release left in %s into the outbox %s",
+                moved,
+                path,
+                self._outbox.where,
+            )
+
+    def _move_file_rows(self, path: Path) -> int:
+        earlier = Outbox._on_thread(self._thread, path)
+        try:
+            rows = earlier.claim_orphans(
+                owner=self._owner, lease=self._lease, live_here=frozenset(LIVE_OWNERS)
+            )
+            rows += earlier.failed()
+            if rows:
+                # Their keys and batch keys come along: a row already here is skipped.
+                self._outbox.add(rows)
+                earlier.complete([row.id for row in rows])
+            return len(rows)
+        finally:
+            earlier.close()
 
     def _boxes(self) -> tuple[BaseOutbox, ...]:
         """Memory first (it always progresses), then the file."""

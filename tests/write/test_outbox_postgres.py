@@ -229,6 +229,17 @@ def test_a_pgvector_store_keeps_its_outbox_in_its_own_database() -> None:
         "postgresql://u:pw@db:5432/app",
         "notes_outbox",
     )
+    # A collection mem0 would quote (capitals) gets a table of ours, one per collection.
+    from types import SimpleNamespace
+
+    def of(collection: str) -> tuple[str, str] | None:
+        store = {"connection_string": "postgresql://db/app", "collection_name": collection}
+        return pgvector_outbox(SimpleNamespace(vector_store=SimpleNamespace(
+            provider="pgvector", config=store)))  # fmt: skip
+
+    quoted = of("MyFacts")
+    assert quoted is not None and quoted[1].startswith("agentscope_mem0_outbox_")
+    assert of("MyFacts") == quoted != of("MyNotes")
     url, _ = place("host=db port=5433 dbname=app user=u") or ("", "")
     assert psycopg.conninfo.conninfo_to_dict(url) == {
         "host": "db",

@@ -134,7 +134,10 @@ def pgvector_outbox(config: Any) -> tuple[str, str] | None:
         return None
     fields: Any = getattr(store, "config", None)
     fields = fields.model_dump() if hasattr(fields, "model_dump") else dict(fields or {})
-    table = f"{fields.get('collection_name') or 'mem0'}_outbox"
+    collection = str(fields.get("collection_name") or "mem0")
+    table = f"{collection}_outbox"
+    if not _plain_table(table):  # a name mem0 quotes (capitals, length): one of ours
+        table = f"{DEFAULT_TABLE}_{hashlib.sha256(collection.encode()).hexdigest()[:10]}"
     dsn = fields.get("connection_string")
     if isinstance(dsn, str) and dsn:
         if is_postgres_url(dsn):
@@ -151,6 +154,11 @@ def pgvector_outbox(config: Any) -> tuple[str, str] | None:
         if fields.get(k) not in (None, "")
     }
     return (f"postgresql://?{urlencode(parts)}", table) if parts else None
+
+
+def _plain_table(name: str) -> bool:
+    """Whether ``name`` is a lower-case identifier short enough for ``<name>_version``."""
+    return name.isascii() and name.isidentifier() and name.lower() == name and len(name) <= 50
 
 
 def _lock_key(kind: str, *parts: str | None) -> int:
@@ -260,7 +268,7 @@ class PostgresOutbox(BaseOutbox):
     def _start_on(self, thread: ConnectionThread | None, url: str, table: str) -> None:
         check_outbox_url(url)
         self._psycopg = _import_psycopg()
-        if not table.isidentifier() or table.lower() != table or len(table) > 50:
+        if not _plain_table(table):
             raise ConfigurationError(
                 f"outbox table {table!r} must be a lower-case identifier of at most 50 characters"
             )

@@ -69,7 +69,8 @@ if TYPE_CHECKING:
         WorkingStore,
     )
     from ._write.delivery import RetryPolicy
-    from ._write.outbox import Outbox, OutboxRow
+    from ._write.outbox import BaseOutbox, Outbox, OutboxRow
+    from ._write.outbox_postgres import PostgresOutbox
     from ._write.queue import AfterStore, WriteQueue, WriteResult
 
 __version__ = "0.2.0"
@@ -78,6 +79,7 @@ __version__ = "0.2.0"
 # (tests/test_lazy_import.py checks the two) and the TYPE_CHECKING imports above.
 _LAZY: dict[str, str] = {
     "AfterStore": "._write.queue",
+    "BaseOutbox": "._write.outbox",
     "AgentScopeEmbedding": "._mem0.adapters",
     "AgentScopeLLM": "._mem0.adapters",
     "BackendError": "._exceptions",
@@ -113,6 +115,7 @@ _LAZY: dict[str, str] = {
     "OutboxRow": "._write.outbox",
     "OutboxWriteError": "._exceptions",
     "PermanentBackendError": "._exceptions",
+    "PostgresOutbox": "._write.outbox_postgres",
     "PostgresWorkingStore": "._working.stores",
     "QdrantWorkingStore": "._working.stores",
     "RecallMode": "._recall.recall",
@@ -142,6 +145,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "AgentScopeEmbedding",
     "AgentScopeLLM",
     "BackendError",
+    "BaseOutbox",
     "BridgeError",
     "BridgeTimeoutError",
     "ClientState",
@@ -174,6 +178,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "OutboxRow",
     "OutboxWriteError",
     "PermanentBackendError",
+    "PostgresOutbox",
     "PostgresWorkingStore",
     "QdrantWorkingStore",
     "RecallMode",

@@ -116,8 +116,11 @@ def test_one_writer_delivers_a_scope_in_the_order_writes_were_acknowledged(
     assert b.settled(["k1"]) == {}  # still pending
     a.complete([r.id for r in batch])
     assert b.settled(["k1"]) == {"k1": True}  # b learns a stored it
-    assert a.next_batch(owner=owner_a, user_id="u", agent_id="a", limit=10) == []  # lets go
+    assert a.next_batch(owner=owner_a, user_id="u", agent_id="a", limit=10) == []
     _insert(b, owner_b, "k3")
+    # Nothing left, but a keeps the scope until it lets go (its judgement done).
+    assert b.next_batch(owner=owner_b, user_id="u", agent_id="a", limit=10) == []
+    a.let_go("u", "a")
     assert [r.key for r in b.next_batch(owner=owner_b, user_id="u", agent_id="a", limit=10)] == [
         "k3"
     ]
@@ -499,3 +502,66 @@ async def test_writes_an_earlier_release_left_beside_a_pgvector_store_move_in(
     await queue.aclose()
     with Outbox.in_folder(folder) as earlier:
         assert earlier.counts() == {"pending": 0, "failed": 0}
+
+
+class SlowJudgement:
+    """An AfterStore whose judgement of each batch takes ``seconds`` in the
+    background, as the time judgement's model call does; ``active`` is shared by
+    the replicas, so ``overlaps`` counts judgements of one scope at once."""
+
+    def __init__(self, active: Counter[Scope], overlaps: list[Scope], seconds: float) -> None:
+        self.active = active
+        self.overlaps = overlaps
+        self.seconds = seconds
+        self.tasks: dict[Scope, asyncio.Task[None]] = {}
+
+    def stored(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
+        earlier = self.tasks.get(scope)
+        self.tasks[scope] = asyncio.ensure_future(self._judge(scope, earlier))
+
+    async def _judge(self, scope: Scope, earlier: asyncio.Task[None] | None) -> None:
+        if earlier is not None:
+            await earlier
+        if self.active[scope]:
+            self.overlaps.append(scope)
+        self.active[scope] += 1
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.active[scope] -= 1
+
+    async def followed(self, scope: Scope) -> None:
+        task = self.tasks.get(scope)
+        if task is not None:
+            await asyncio.wait({task})
+
+
+async def test_one_users_judgements_never_run_on_two_replicas_at_once(
+    memory: AsyncMemory, dsn: str, table: str
+) -> None:
+    active: Counter[Scope] = Counter()
+    overlaps: list[Scope] = []
+    queues = [
+        WriteQueue(
+            Mem0Backend(memory),
+            outbox_dir=dsn,
+            outbox_table=table,
+            retry=FAST,
+            after_store=SlowJudgement(active, overlaps, 0.4),
+        )
+        for _ in range(2)
+    ]
+    for i in range(6):  # one user's turns, to alternating replicas
+        await queues[i % 2].submit(SCOPE, said(f"I like fruit{i:02d}."))
+        await asyncio.sleep(0.1)
+    for queue in queues:
+        assert await queue.flush(30)
+    for queue in queues:
+        judgement = queue._after_store
+        assert isinstance(judgement, SlowJudgement)
+        for task in judgement.tasks.values():
+            await task
+    assert overlaps == []
+    assert await stored(memory) == Counter(f"User likes fruit{i:02d}." for i in range(6))
+    for queue in queues:
+        await queue.aclose()

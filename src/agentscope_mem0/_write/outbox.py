@@ -291,6 +291,11 @@ class BaseOutbox(abc.ABC):
         """Replace storage found damaged while in use; returns the rows kept."""
         return 0
 
+    def let_go(self, user_id: str, agent_id: str | None) -> None:
+        """Let other writers deliver this scope (a :attr:`shared` outbox holds
+        it from the first batch taken until then); here nothing is held."""
+        return None
+
     def settled(self, keys: Collection[str]) -> dict[str, bool]:
         """Which of ``keys`` another writer settled: True stored, False kept as failed.
 

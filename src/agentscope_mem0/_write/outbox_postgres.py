@@ -17,8 +17,9 @@ that a file does not:
   scope's rows only while this connection holds the scope's advisory lock,
   and then takes *all* of the scope's pending rows, whoever acknowledged
   them, so a scope's writes go to mem0 in the order they were acknowledged
-  across replicas. The lock is let go when the scope has nothing pending (or
-  with the connection). The replica that acknowledged a row another one
+  across replicas. The writer keeps the lock until it lets go
+  (:meth:`PostgresOutbox.let_go`: nothing pending and its judgement done),
+  or its connection ends. The replica that acknowledged a row another one
   stored sees it gone (:meth:`PostgresOutbox.settled`).
 * Claims of orphans with ``FOR UPDATE SKIP LOCKED``; the schema's own
   append-only :data:`MIGRATIONS`, applied under ``pg_advisory_xact_lock``
@@ -347,11 +348,15 @@ class PostgresOutbox(BaseOutbox):
                 f" AND user_id = %s AND {_SAME_AGENT} ORDER BY id LIMIT %s",
                 (owner, PENDING, user_id, agent_id, limit),
             ).fetchall()
-            if not rows:
-                self._let_go(conn, scope)
             return [_row_of(v) for v in rows]
 
         return list(self._write(work))
+
+    def let_go(self, user_id: str, agent_id: str | None) -> None:
+        """Let other writers deliver this scope (its lock, taken by :meth:`_oldest`)."""
+        scope = _lock_key(_SCOPE, user_id, agent_id)
+        if scope in self._scopes:
+            self._write(lambda conn: self._let_go(conn, scope))
 
     def _sent_together(self, owner: str, batch_key: str) -> list[OutboxRow]:
         return self._select(

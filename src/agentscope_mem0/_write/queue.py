@@ -106,7 +106,12 @@ Stored = list[dict[str, Any]] | None
 
 class AfterStore(Protocol):
     """What follows each batch a :class:`WriteQueue` stored (the time judgement,
-    consolidation, the profile cache)."""
+    consolidation, the profile cache).
+
+    It may also have ``async followed(scope)``, returning once what it started
+    for ``scope`` is done: with an outbox shared by replicas the queue lets
+    another writer take the scope only then.
+    """
 
     def stored(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
         """Take note of a batch of ``scope`` said at ``said_at`` that mem0 stored
@@ -833,6 +838,14 @@ class WriteQueue:
         finally:
             if rt.workers.get(scope) is me:
                 del rt.workers[scope]
+                if self._outbox.shared:  # however it ended, others may take the scope
+                    with contextlib.suppress(Exception):
+                        self._thread.send(
+                            self._outbox.let_go,
+                            scope.user_id,
+                            scope.agent_id,
+                            then=lambda _result, _error: None,
+                        )
 
     async def _drain_once(self, rt: _Runtime, scope: Scope) -> None:
         assert rt.started is not None
@@ -844,7 +857,7 @@ class WriteQueue:
             await self._move_spilled(scope)
             found = await self._next_rows(scope)
             if found is None:
-                if scope in rt.wake:
+                if scope in rt.wake or not await self._let_go(rt, scope):
                     continue
                 elsewhere = await self._stored_elsewhere(rt, scope)
                 if elsewhere is not None:
@@ -879,6 +892,26 @@ class WriteQueue:
             if rows:
                 return box, rows
         return None
+
+    async def _let_go(self, rt: _Runtime, scope: Scope) -> bool:
+        """Let other writers of a shared outbox take ``scope`` once what this
+        one stored of it is judged; False when a write came meanwhile (the
+        scope is still this writer's: it goes on)."""
+        if not self._outbox.shared:
+            return True
+        followed = getattr(self._after_store, "followed", None)
+        if followed is not None:
+            try:
+                await followed(scope)
+            except Exception:
+                logger.exception("waiting for the judgement of user %s failed", scope.user_id)
+        if scope in rt.wake:
+            return False
+        try:
+            await self._thread.run(self._outbox.let_go, scope.user_id, scope.agent_id)
+        except LocalFileError as exc:  # the connection is gone, and the lock with it
+            logger.debug("could not let go of user %s's writes: %s", scope.user_id, exc)
+        return True
 
     async def _stored_elsewhere(self, rt: _Runtime, scope: Scope) -> bool | None:
         """Settle ``scope``'s writes another writer stored or failed.

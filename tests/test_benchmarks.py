@@ -75,6 +75,9 @@ SMOKE: dict[str, str] = {
     "load": "load.py --users 2 --turns 2 --reply-delay 0.01 --extraction-delay 0.01 "
     "--max-reply 100 --drain-timeout 60 --skip pause memory-waiting --out {out}",
     "fault_exit": "fault_exit.py --turns 2 --delays 0.2 --out {out}/fault-exit.json",
+    # Needs the suite's PostgreSQL; without one it exits at once and its test skips.
+    "pod_loss": "pod_loss.py --pg-dsn {dsn} --users 6 --kill-after 4 --extraction-delay 0.2 "
+    "--out {out}/pod-loss.json",
 }
 
 
@@ -421,6 +424,15 @@ def test_fault_exit(runs: Runs) -> None:
     for ended in data["runs"]:  # however the script ended, the next process stores all once
         assert ended["flushed"] and ended["exchanges_stored"] == 2
         assert ended["stored_twice"] == 0
+
+
+def test_pod_loss(runs: Runs) -> None:
+    if not PG_DSN:
+        pytest.skip("the pod-loss benchmark needs AGENTSCOPE_MEM0_TEST_PG_DSN")
+    data = result(runs.out("pod_loss") / "pod-loss.json", "lost", "stored_twice")
+    assert data["acknowledged"] == 18 and data["acknowledged_by_lost_replica"] == 4
+    assert data["lost"] == 0 and data["stored_twice"] == 0
+    assert data["changes_before_their_fact"] == 0 and data["all_flushed"]
 
 
 def test_every_benchmark_has_a_smoke_run() -> None:

@@ -70,7 +70,8 @@ if TYPE_CHECKING:
         WorkingStore,
     )
     from ._write.delivery import RetryPolicy
-    from ._write.outbox import Outbox, OutboxRow
+    from ._write.outbox import BaseOutbox, Outbox, OutboxRow
+    from ._write.outbox_postgres import PostgresOutbox
     from ._write.queue import AfterStore, WriteQueue, WriteResult
 
 __version__ = "0.2.0"
@@ -79,6 +80,7 @@ __version__ = "0.2.0"
 # (tests/test_lazy_import.py checks the two) and the TYPE_CHECKING imports above.
 _LAZY: dict[str, str] = {
     "AfterStore": "._write.queue",
+    "BaseOutbox": "._write.outbox",
     "AgentScopeEmbedding": "._mem0.adapters",
     "AgentScopeLLM": "._mem0.adapters",
     "BackendError": "._exceptions",
@@ -116,6 +118,7 @@ _LAZY: dict[str, str] = {
     "OutboxWriteError": "._exceptions",
     "Period": "._text.periods",
     "PermanentBackendError": "._exceptions",
+    "PostgresOutbox": "._write.outbox_postgres",
     "PostgresWorkingStore": "._working.stores",
     "QdrantWorkingStore": "._working.stores",
     "RecallMode": "._recall.recall",
@@ -146,6 +149,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "AgentScopeEmbedding",
     "AgentScopeLLM",
     "BackendError",
+    "BaseOutbox",
     "BridgeError",
     "BridgeTimeoutError",
     "ClientState",
@@ -180,6 +184,7 @@ __all__ = [  # noqa: RUF022  (plain sorted order, checked by a test)
     "OutboxWriteError",
     "Period",
     "PermanentBackendError",
+    "PostgresOutbox",
     "PostgresWorkingStore",
     "QdrantWorkingStore",
     "RecallMode",

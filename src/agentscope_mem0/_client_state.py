@@ -26,9 +26,12 @@ from ._recall.profile import ProfileCache
 from ._text.grounding import DROP_REASONS
 from ._vectors.keywords_only import allow_keywords_only, keyword_only_queries
 from ._write.judge import FollowUp, build_time_judge
+from ._write.outbox import OUTBOX_FILENAME, default_outbox_dir
 from ._write.queue import WriteQueue
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
 
@@ -134,12 +137,23 @@ class ClientState:
         folder's embedded store once no other client of the process uses it);
         a client someone passed in stays theirs."""
         self._owns_meter = self.backend.meter is None
-        self.meter = self.backend.meter or TokenMeter.for_client(client, self.writer.outbox.path)
+        self.meter = self.backend.meter or TokenMeter.for_client(
+            client, self._usage_beside(client)
+        )
         """The model tokens spent on extraction and judgement (kept beside the
         outbox, or in PostgreSQL with mem0's history)."""
         self.backend.meter = self.meter
         self.judge.meter = self.meter
         self._closed = False
+
+    def _usage_beside(self, client: Any) -> Path | None:
+        """The file the token totals are kept beside: the outbox file, or for an
+        outbox in PostgreSQL the one the store's SQLite outbox would be."""
+        outbox = self.writer.outbox
+        if outbox.path is not None or not outbox.shared:
+            return outbox.path
+        folder = default_outbox_dir(client)
+        return folder / OUTBOX_FILENAME if folder is not None else None
 
     @property
     def client(self) -> Any:

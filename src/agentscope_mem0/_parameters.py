@@ -41,6 +41,7 @@ from ._recall.profile import DEFAULT_PROFILE_TTL
 from ._recall.recall import RecallMode
 from ._scope import check_agent_id
 from ._working.manager import WorkingMemory
+from ._write.outbox_postgres import check_outbox_url
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -133,10 +134,11 @@ class Mem0MiddlewareParameters(BaseModel):
     off, each turn's note replaces the previous one."""
 
     outbox: str | os.PathLike[str] | None = None
-    """Folder of the durable write outbox: a write is recorded there before the
-    reply returns and removed once mem0 stored it. Empty: next to the store's
-    own files (the data folder for the embedded default); `:memory:` keeps
-    writes in memory only."""
+    """Where the durable write outbox is: a write is recorded there before the
+    reply returns and removed once mem0 stored it. A folder (an SQLite file), or
+    a `postgresql://` URL (a table replicas share: docs/outbox.md). Empty: next
+    to the store's own files (the data folder for the embedded default, a table
+    in the same database for pgvector); `:memory:` keeps writes in memory only."""
 
     extraction: ExtractionStyle = "mem0"
     """The prompt mem0 extracts memories with. `mem0`: mem0's own (about 8k tokens
@@ -225,12 +227,16 @@ class Mem0MiddlewareParameters(BaseModel):
     @field_validator("outbox")
     @classmethod
     def _outbox(cls, value: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
-        """``None`` (next to the store's own files), ``":memory:"`` or a folder path."""
+        """``None`` (next to the store's own files), ``":memory:"``, a folder path
+        or a PostgreSQL URL."""
         text = None if value is None else os.fspath(value)
         if text is not None and (not isinstance(text, str) or not text.strip() or "\x00" in text):
             raise ConfigurationError(
-                f"outbox must be a folder path, ':memory:' or None, got {value!r}"
+                "outbox must be a folder path, a postgresql:// URL, ':memory:' or None, "
+                f"got {value!r}"
             )
+        if text is not None and "://" in text:
+            check_outbox_url(text)
         return value
 
 

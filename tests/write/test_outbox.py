@@ -1,8 +1,16 @@
-"""The outbox tables: queueing, batching, claims, leases, failed rows."""
+"""The outbox tables: queueing, batching, claims, leases, failed rows.
+
+The contract's tests run on both fronts (the ``box`` fixture): SQLite, and
+PostgreSQL when ``AGENTSCOPE_MEM0_TEST_PG_DSN`` names a server (each test on
+a table of its own). What only one front does is tested on that front here
+and in ``test_outbox_postgres.py``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -15,15 +23,16 @@ from typing import Any
 
 import pytest
 
+from _pgfixture import DSN_ENV, fresh_collection
 from agentscope_mem0 import InvalidStateError, Outbox
-from agentscope_mem0._write.outbox import OUTBOX_FILENAME, new_owner_id, owner_is_dead
+from agentscope_mem0._write.outbox import OUTBOX_FILENAME, BaseOutbox, new_owner_id, owner_is_dead
 
 
 def _msgs(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
 
 
-def _insert(box: Outbox, owner: str, key: str, user: str = "u", agent: str | None = "a") -> int:
+def _insert(box: BaseOutbox, owner: str, key: str, user: str = "u", agent: str | None = "a") -> int:
     return box.insert(
         key=key, user_id=user, agent_id=agent, messages=_msgs(key), owner=owner, lease=30
     )
@@ -37,14 +46,40 @@ def dead_owner() -> str:
     return f"{host}:{child.pid}:deadbeef0000"
 
 
+def postgres_outbox() -> BaseOutbox:
+    """An outbox on the test server's PostgreSQL, in a table no other test uses."""
+    dsn = os.environ.get(DSN_ENV)
+    if not dsn:
+        pytest.skip(f"the PostgreSQL outbox needs a server: set {DSN_ENV}")
+    pytest.importorskip("psycopg", reason="pip install 'agentscope-mem0[pgvector]'")
+    from agentscope_mem0._write.outbox_postgres import PostgresOutbox
+
+    return PostgresOutbox(dsn, table=fresh_collection("outbox"))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def box(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseOutbox]:
+    """The outbox, on each front (a PostgreSQL table is dropped afterwards)."""
+    outbox = Outbox.in_folder(tmp_path) if request.param == "sqlite" else postgres_outbox()
+    yield outbox
+    outbox.close()
+    table = getattr(outbox, "table", None)
+    if table is not None:
+        import psycopg
+
+        with psycopg.connect(os.environ[DSN_ENV], autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {table}, {table}_version")
+
+
 @pytest.fixture
-def box(tmp_path: Path) -> Iterator[Outbox]:
+def sqlite_box(tmp_path: Path) -> Iterator[Outbox]:
     outbox = Outbox.in_folder(tmp_path)
     yield outbox
     outbox.close()
 
 
-def test_file_is_wal_and_schema_is_versioned(tmp_path: Path, box: Outbox) -> None:
+def test_file_is_wal_and_schema_is_versioned(tmp_path: Path, sqlite_box: Outbox) -> None:
+    box = sqlite_box
     assert box.durable and box.path == tmp_path / OUTBOX_FILENAME
     conn = sqlite3.connect(box.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -62,7 +97,7 @@ def test_in_memory_outbox_is_not_durable() -> None:
     box.close()
 
 
-def test_next_batch_is_oldest_first_per_scope_and_bounded(box: Outbox) -> None:
+def test_next_batch_is_oldest_first_per_scope_and_bounded(box: BaseOutbox) -> None:
     me = new_owner_id()
     for i in range(5):
         _insert(box, me, f"a{i}")
@@ -74,10 +109,11 @@ def test_next_batch_is_oldest_first_per_scope_and_bounded(box: Outbox) -> None:
     assert [r.key for r in box.next_batch(owner=me, user_id="u", agent_id=None, limit=9)] == [
         "no-agent"
     ]
-    assert box.next_batch(owner="someone-else", user_id="u", agent_id="a", limit=3) == []
+    if not box.shared:  # a shared outbox hands a scope's rows to whoever holds the scope
+        assert box.next_batch(owner="someone-else", user_id="u", agent_id="a", limit=3) == []
 
 
-def test_a_sent_batch_comes_back_as_the_same_group(box: Outbox) -> None:
+def test_a_sent_batch_comes_back_as_the_same_group(box: BaseOutbox) -> None:
     me = new_owner_id()
     ids = [_insert(box, me, f"k{i}") for i in range(4)]
     assert box.start_attempt(ids[:2], owner=me, batch_key="B")
@@ -89,7 +125,7 @@ def test_a_sent_batch_comes_back_as_the_same_group(box: Outbox) -> None:
     assert [r.key for r in rest] == ["k2", "k3"]
 
 
-def test_a_batch_keeps_to_the_day_its_first_exchange_was_said(box: Outbox) -> None:
+def test_a_batch_keeps_to_the_day_its_first_exchange_was_said(box: BaseOutbox) -> None:
     me = new_owner_id()
     days = ["2024-01-01T08:00", "2024-01-01T23:00", "2024-01-02T08:00", "2024-01-02T09:00"]
     for i, day in enumerate(days):
@@ -106,7 +142,7 @@ def test_a_batch_keeps_to_the_day_its_first_exchange_was_said(box: Outbox) -> No
     ]
 
 
-def test_unsent_rows_stop_at_a_sent_one(box: Outbox) -> None:
+def test_unsent_rows_stop_at_a_sent_one(box: BaseOutbox) -> None:
     me = new_owner_id()
     ids = [_insert(box, me, f"k{i}") for i in range(3)]
     box.start_attempt([ids[2]], owner=me, batch_key="k2")
@@ -116,7 +152,7 @@ def test_unsent_rows_stop_at_a_sent_one(box: Outbox) -> None:
     ]
 
 
-def test_failed_rows_keep_their_reason_and_can_be_requeued(box: Outbox) -> None:
+def test_failed_rows_keep_their_reason_and_can_be_requeued(box: BaseOutbox) -> None:
     me = new_owner_id()
     ids = [_insert(box, me, f"k{i}") for i in range(2)]
     box.start_attempt([ids[0]], owner=me, batch_key="k0")
@@ -132,7 +168,7 @@ def test_failed_rows_keep_their_reason_and_can_be_requeued(box: Outbox) -> None:
     assert box.counts() == {"pending": 2, "failed": 0}
 
 
-def test_start_attempt_refuses_rows_taken_by_another_writer(box: Outbox) -> None:
+def test_start_attempt_refuses_rows_taken_by_another_writer(box: BaseOutbox) -> None:
     me, thief = new_owner_id(), new_owner_id()
     row_id = box.insert(key="k", user_id="u", agent_id="a", messages=[], owner=me, lease=-1)
     assert [r.key for r in box.claim_orphans(owner=thief, lease=30)] == ["k"]  # lease ran out
@@ -140,7 +176,7 @@ def test_start_attempt_refuses_rows_taken_by_another_writer(box: Outbox) -> None
     assert box.start_attempt([row_id], owner=thief, batch_key="k")
 
 
-def test_a_sent_batch_is_taken_over_whole_when_one_lease_lapses(box: Outbox) -> None:
+def test_a_sent_batch_is_taken_over_whole_when_one_lease_lapses(box: BaseOutbox) -> None:
     stale, me = "elsewhere:1:x", new_owner_id()
     leases = [-1, 60, 60, 60]
     ids = [
@@ -154,7 +190,8 @@ def test_a_sent_batch_is_taken_over_whole_when_one_lease_lapses(box: Outbox) -> 
     assert box.claim_orphans(owner=new_owner_id(), lease=30, live_here={me}) == []
 
 
-def test_rows_of_live_owners_are_not_orphans(box: Outbox) -> None:
+def test_rows_of_live_owners_are_not_orphans(sqlite_box: Outbox) -> None:
+    box = sqlite_box
     me, other = new_owner_id(), new_owner_id()
     _insert(box, other, "k")
     assert box.claim_orphans(owner=me, lease=30, live_here={other}) == []
@@ -162,7 +199,8 @@ def test_rows_of_live_owners_are_not_orphans(box: Outbox) -> None:
     assert [r.key for r in box.claim_orphans(owner=me, lease=30, live_here=set())] == ["k"]
 
 
-def test_rows_of_a_dead_process_are_claimed_at_once(box: Outbox) -> None:
+def test_rows_of_a_dead_process_are_claimed_at_once(sqlite_box: Outbox) -> None:
+    box = sqlite_box
     dead = dead_owner()
     assert owner_is_dead(dead)
     assert not owner_is_dead(f"elsewhere:{1}:x")  # another host: only the lease decides
@@ -174,7 +212,7 @@ def test_rows_of_a_dead_process_are_claimed_at_once(box: Outbox) -> None:
     assert box.held(me) == []
 
 
-def test_claiming_orphans_renews_the_claimers_own_leases(box: Outbox) -> None:
+def test_claiming_orphans_renews_the_claimers_own_leases(box: BaseOutbox) -> None:
     me, other = new_owner_id(), "elsewhere:1:x"
     box.insert(key="k", user_id="u", agent_id="a", messages=[], owner=me, lease=-1)
     assert box.claim_orphans(owner=me, lease=30) == []  # its own row is no orphan
@@ -212,7 +250,7 @@ def test_claims_are_atomic_across_connections(tmp_path: Path) -> None:
     assert sorted(claimed) == sorted(f"k{i}" for i in range(300))  # each exactly once
 
 
-def test_keep_holds_rows_in_flight_on_release(box: Outbox) -> None:
+def test_keep_holds_rows_in_flight_on_release(box: BaseOutbox) -> None:
     me = new_owner_id()
     ids = [_insert(box, me, f"k{i}") for i in range(3)]
     assert len(ids) == 3
@@ -220,7 +258,8 @@ def test_keep_holds_rows_in_flight_on_release(box: Outbox) -> None:
     assert [r.key for r in box.held(me)] == ["k1"]
 
 
-def test_every_call_runs_on_the_thread_that_owns_the_connection(box: Outbox) -> None:
+def test_every_call_runs_on_the_thread_that_owns_the_connection(sqlite_box: Outbox) -> None:
+    box = sqlite_box
     me = new_owner_id()
     callers: set[str] = set()
 
@@ -240,10 +279,10 @@ def test_every_call_runs_on_the_thread_that_owns_the_connection(box: Outbox) -> 
     assert box.thread.call(threading.current_thread).name == "agentscope-mem0-outbox"
 
 
-def test_a_closed_outbox_says_so(tmp_path: Path) -> None:
-    with Outbox.in_folder(tmp_path) as box:
+def test_a_closed_outbox_says_so(box: BaseOutbox) -> None:
+    with box:
         _insert(box, new_owner_id(), "k")
-    with pytest.raises(InvalidStateError, match=f"the outbox {box.path} is closed"):
+    with pytest.raises(InvalidStateError, match=f"the outbox {re.escape(box.where)} is closed"):
         box.counts()
     box.close()  # idempotent
 

@@ -253,6 +253,16 @@ class FollowUp:
         if self._lanes.get(searched) is lane and not lane.waiting:
             del self._lanes[searched]
 
+    async def followed(self, scope: Scope) -> None:
+        """Wait until the batches of ``scope`` stored so far are judged.
+
+        A writer that shares its outbox with other replicas lets another take
+        the scope only then, so one user's judgements never overlap.
+        """
+        lane = self._lanes.get(self._judge.searched(scope))
+        if lane is not None and lane.task is not None and not lane.task.done():
+            await asyncio.wait({lane.task})
+
     def stats(self) -> dict[str, Any]:
         """The judgement's counters (``judge_*``, or ``consolidation_*`` without
         a model), the writes waiting, and the background time per write."""

@@ -183,6 +183,12 @@ class BaseOutbox(abc.ABC):
     """Where the rows are kept, for messages."""
     lost_at_open: int = 0
     """Committed rows found missing when the outbox was opened (a lost WAL)."""
+    shared: bool = False
+    """Whether other writers may deliver the rows this one recorded (the
+    PostgreSQL front: a scope's rows go with whoever holds the scope); then
+    :meth:`settled` tells the writer that recorded a row how it ended."""
+    path: Path | None = None
+    """The outbox's file, if it is one."""
 
     @property
     @abc.abstractmethod
@@ -284,6 +290,19 @@ class BaseOutbox(abc.ABC):
     def repair(self) -> int:
         """Replace storage found damaged while in use; returns the rows kept."""
         return 0
+
+    def let_go(self, user_id: str, agent_id: str | None) -> None:
+        """Let other writers deliver this scope (a :attr:`shared` outbox holds
+        it from the first batch taken until then); here nothing is held."""
+        return None
+
+    def settled(self, keys: Collection[str]) -> dict[str, bool]:
+        """Which of ``keys`` another writer settled: True stored, False kept as failed.
+
+        Only a :attr:`shared` outbox has rows another writer settles; this
+        one says none.
+        """
+        return {}
 
     def insert(
         self,

@@ -36,6 +36,7 @@ import atexit
 import contextlib
 import contextvars
 import logging
+import os
 import time
 import uuid
 import warnings
@@ -66,10 +67,15 @@ from .outbox import (
     default_outbox_dir,
     new_owner_id,
 )
+from .outbox_postgres import (
+    DEFAULT_TABLE,
+    PostgresOutbox,
+    is_postgres_url,
+    pgvector_outbox,
+    redacted_url,
+)
 
 if TYPE_CHECKING:
-    import os
-
     from .._mem0.backend import Mem0Backend
 
 __all__ = [
@@ -86,6 +92,9 @@ logger = logging.getLogger(__name__)
 MEMORY_ONLY = ":memory:"
 """``outbox_dir`` value that keeps queued writes in memory only (lost with the process)."""
 
+ELSEWHERE_POLL = 0.5
+"""Seconds between looks at writes of a scope another replica delivers."""
+
 _OPEN_QUEUES: weakref.WeakSet[WriteQueue] = weakref.WeakSet()
 
 Recorded = Callable[[bool], None]
@@ -97,7 +106,12 @@ Stored = list[dict[str, Any]] | None
 
 class AfterStore(Protocol):
     """What follows each batch a :class:`WriteQueue` stored (the time judgement,
-    consolidation, the profile cache)."""
+    consolidation, the profile cache).
+
+    It may also have ``async followed(scope)``, returning once what it started
+    for ``scope`` is done: with an outbox shared by replicas the queue lets
+    another writer take the scope only then.
+    """
 
     def stored(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
         """Take note of a batch of ``scope`` said at ``said_at`` that mem0 stored
@@ -132,6 +146,9 @@ class _Runtime:
     workers: dict[Scope, asyncio.Task[None]] = field(default_factory=dict)
     wake: set[Scope] = field(default_factory=set)
     waiters: dict[str, asyncio.Future[Stored]] = field(default_factory=dict)
+    recorded: dict[str, Scope] = field(default_factory=dict)
+    """The scope of each write waited for that is in the outbox (not in memory
+    only, not being recorded): in a shared outbox another writer may settle it."""
     started: asyncio.Task[None] | None = None
     maintenance: asyncio.Task[None] | None = None
     teardown_deadline: float | None = None
@@ -149,9 +166,11 @@ class WriteQueue:
 
     Args:
         backend: Where the writes go.
-        outbox_dir: Folder of the outbox file; writes left there by a process
-            that ended are replayed. ``None``: next to the store's own files
-            (in memory only for a client whose store cannot be told);
+        outbox_dir: Folder of the outbox file, or a ``postgresql://`` URL for
+            an outbox table shared by replicas; writes left there by a
+            process that ended are replayed. ``None``: next to the store's
+            own files (a table in the database of a pgvector store; in
+            memory only for a client whose store cannot be told);
             :data:`MEMORY_ONLY` (``":memory:"``): in memory only.
         max_concurrency: mem0 calls in flight at once, across scopes.
         max_batch: Exchanges of one scope joined into one mem0 call at most.
@@ -163,6 +182,7 @@ class WriteQueue:
         after_store: Told after each stored batch (see :class:`AfterStore`).
         exit_grace: Seconds the workers keep storing when the event loop is
             torn down with writes pending (``asyncio.run`` returning).
+        outbox_table: The table of an outbox in PostgreSQL.
     """
 
     def __init__(
@@ -177,6 +197,7 @@ class WriteQueue:
         lease: float = 30.0,
         after_store: AfterStore | None = None,
         exit_grace: float = 5.0,
+        outbox_table: str = DEFAULT_TABLE,
     ) -> None:
         if max_concurrency < 1 or max_batch < 1:
             raise ValueError("max_concurrency and max_batch must be positive")
@@ -188,17 +209,29 @@ class WriteQueue:
         self._max_concurrency = max_concurrency
         self._exit_grace = exit_grace
         self._after_store = after_store
-        folder = outbox_dir if outbox_dir is not None else default_outbox_dir(backend.client)
+        place = outbox_dir
+        earlier_file = None  # where a release before the PostgreSQL outbox kept the rows
+        if place is None:
+            beside = pgvector_outbox(getattr(backend.client, "config", None))
+            place, outbox_table = beside or (default_outbox_dir(backend.client), outbox_table)
+            if beside is not None:
+                earlier_file = default_outbox_dir(backend.client)
+        url = os.fspath(place) if place is not None and is_postgres_url(os.fspath(place)) else None
         path = None
-        if folder is not None and str(folder) != MEMORY_ONLY:
-            path = Path(folder).expanduser() / OUTBOX_FILENAME
-        # The file and its in-memory stand-in share one thread, which this queue closes.
-        self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {path or MEMORY_ONLY}")
+        if url is None and place is not None and str(place) != MEMORY_ONLY:
+            path = Path(place).expanduser() / OUTBOX_FILENAME
+        what = redacted_url(url) if url is not None else path or MEMORY_ONLY
+        # The outbox and its in-memory stand-in share one thread, which this queue closes.
+        self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {what}")
         try:
-            self._outbox = Outbox._on_thread(self._thread, path)
-            # Where writes wait, in memory, while the file cannot record.
+            self._outbox: BaseOutbox = (
+                PostgresOutbox._on_thread(self._thread, url, table=outbox_table)
+                if url is not None
+                else Outbox._on_thread(self._thread, path)
+            )
+            # Where writes wait, in memory, while the outbox cannot record.
             self._spill: BaseOutbox = self._outbox
-            if path is not None:
+            if self._outbox.durable:
                 self._spill = Outbox._on_thread(self._thread, None)
         except BaseException:
             self._thread.close()
@@ -208,6 +241,8 @@ class WriteQueue:
         # at exit, where _report_at_exit still uses the thread.
         weakref.finalize(self, self._thread.close, wait=False).atexit = False
         self._owner = new_owner_id()
+        if earlier_file is not None:
+            self._move_earlier_file(earlier_file / OUTBOX_FILENAME)
         self._stats = WriteStats(lost=self._outbox.lost_at_open)
         self._lost_unreported = self._outbox.lost_at_open > 0
         # The embedded store syncs its writes only when told: rows are retired after that.
@@ -237,8 +272,8 @@ class WriteQueue:
     # -- public surface ---------------------------------------------------
 
     @property
-    def outbox(self) -> Outbox:
-        """The outbox file (or, without one, the in-memory outbox), for inspection."""
+    def outbox(self) -> BaseOutbox:
+        """The outbox (or, without one, the in-memory outbox), for inspection."""
         return self._outbox
 
     @property
@@ -464,6 +499,8 @@ class WriteQueue:
 
         def recorded(ok: bool) -> None:
             if ok:
+                if key in rt.waiters:
+                    rt.recorded[key] = scope
                 self._kick(rt, scope)
             else:
                 self._stats.lost += 1
@@ -566,6 +603,40 @@ class WriteQueue:
         finally:
             told(recorded)
 
+    def _move_earlier_file(self, path: Path) -> None:
+        """Move the writes an SQLite outbox beside a pgvector store holds (an
+        earlier release kept them there) into the PostgreSQL one, which every
+        writer on the store now uses. Rows a live writer holds stay."""
+        if not path.exists():
+            return
+        try:
+            moved = self._thread.call(self._move_file_rows, path)
+        except Exception as exc:
+            logger.warning("could not move the writes left in %s (%s); they stay there", path, exc)
+            return
+        if moved:
+            logger.warning(
+                "moved %d memory writes an earlier release left in %s into the outbox %s",
+                moved,
+                path,
+                self._outbox.where,
+            )
+
+    def _move_file_rows(self, path: Path) -> int:
+        earlier = Outbox._on_thread(self._thread, path)
+        try:
+            rows = earlier.claim_orphans(
+                owner=self._owner, lease=self._lease, live_here=frozenset(LIVE_OWNERS)
+            )
+            rows += earlier.failed()
+            if rows:
+                # Their keys and batch keys come along: a row already here is skipped.
+                self._outbox.add(rows)
+                earlier.complete([row.id for row in rows])
+            return len(rows)
+        finally:
+            earlier.close()
+
     def _boxes(self) -> tuple[BaseOutbox, ...]:
         """Memory first (it always progresses), then the file."""
         return (self._outbox,) if self._spill is self._outbox else (self._spill, self._outbox)
@@ -575,20 +646,28 @@ class WriteQueue:
         those whose key is in ``skip``; returns their keys. On the outbox's thread.
 
         A scope's rows stay held by this queue; all of them (at close or exit)
-        are left for whoever opens the file next.
+        are left for whoever opens the file next. Writes kept as failed in
+        memory move too, still failed: there they can be requeued.
         """
         if self._spill is self._outbox:
             return []
-        rows = [
-            row
-            for row in self._spill.held(self._owner)
-            if (scope is None or (row.user_id, row.agent_id) == (scope.user_id, scope.agent_id))
-            and row.key not in skip
-        ]
-        if rows:
-            self._outbox.add(rows, self._owner if scope else None, self._lease)
-            self._spill.complete([row.id for row in rows])
-        return [row.key for row in rows]
+
+        def of_scope(rows: list[OutboxRow]) -> list[OutboxRow]:
+            return [
+                row
+                for row in rows
+                if (scope is None or (row.user_id, row.agent_id) == (scope.user_id, scope.agent_id))
+                and row.key not in skip
+            ]
+
+        pending = of_scope(self._spill.held(self._owner))
+        failed = of_scope(self._spill.failed())
+        if pending:
+            self._outbox.add(pending, self._owner if scope else None, self._lease)
+        if failed:
+            self._outbox.add(failed)
+        self._spill.complete([row.id for row in (*pending, *failed)])
+        return [row.key for row in (*pending, *failed)]
 
     async def _move_spilled(self, scope: Scope) -> None:
         """Move ``scope``'s writes kept in memory into the file once it takes them again.
@@ -621,7 +700,7 @@ class WriteQueue:
         try:
             self._unspill()
         except Exception as exc:
-            left = len(self._spill.held(self._owner))
+            left = len(self._spill.held(self._owner)) + len(self._spill.failed())
             self._stats.lost += left
             logger.error(
                 "%d memory writes kept in memory (the outbox %s could not record them: %s) "
@@ -706,15 +785,25 @@ class WriteQueue:
         for row in rows:
             if row.key not in rt.waiters:
                 rt.waiters[row.key] = rt.loop.create_future()
-            scopes[Scope(row.user_id, row.agent_id)] = None
+            scope = Scope(row.user_id, row.agent_id)
+            rt.recorded[row.key] = scope
+            scopes[scope] = None
         for scope in scopes:
             self._kick(rt, scope)
 
     def _adopt_again(self, rt: _Runtime, held: list[OutboxRow], orphans: list[OutboxRow]) -> None:
         """Track ``orphans`` and restart the scopes of the rows this queue still
         waits for. A held row whose write was settled while the rows were read
-        (stored and being removed) is not tracked again: nothing would end it."""
-        self._adopt(rt, [*(row for row in held if row.key in rt.waiters), *orphans])
+        (stored and being removed) is not tracked again: nothing would end it.
+        In a shared outbox it is (the worker finds it gone and settles it), so
+        that rows taken with a scope from another writer are never left held."""
+        shared = self._outbox.shared
+        again = [
+            row
+            for row in held
+            if row.key in rt.waiters or (shared and row.key not in self._unrecorded)
+        ]
+        self._adopt(rt, [*again, *orphans])
 
     def _kick(self, rt: _Runtime, scope: Scope) -> None:
         """Make sure ``scope`` has a worker (and the leases a keeper)."""
@@ -749,6 +838,14 @@ class WriteQueue:
         finally:
             if rt.workers.get(scope) is me:
                 del rt.workers[scope]
+                if self._outbox.shared:  # however it ended, others may take the scope
+                    with contextlib.suppress(Exception):
+                        self._thread.send(
+                            self._outbox.let_go,
+                            scope.user_id,
+                            scope.agent_id,
+                            then=lambda _result, _error: None,
+                        )
 
     async def _drain_once(self, rt: _Runtime, scope: Scope) -> None:
         assert rt.started is not None
@@ -760,7 +857,13 @@ class WriteQueue:
             await self._move_spilled(scope)
             found = await self._next_rows(scope)
             if found is None:
-                if scope in rt.wake:
+                if scope in rt.wake or not await self._let_go(rt, scope):
+                    continue
+                elsewhere = await self._stored_elsewhere(rt, scope)
+                if elsewhere is not None:
+                    # Another writer holds the scope (or the outbox is out of
+                    # reach, then look less often): look again shortly.
+                    await asyncio.sleep(ELSEWHERE_POLL if elsewhere else ELSEWHERE_POLL * 10)
                     continue
                 return
             box, rows = found
@@ -790,6 +893,53 @@ class WriteQueue:
                 return box, rows
         return None
 
+    async def _let_go(self, rt: _Runtime, scope: Scope) -> bool:
+        """Let other writers of a shared outbox take ``scope`` once what this
+        one stored of it is judged; False when a write came meanwhile (the
+        scope is still this writer's: it goes on)."""
+        if not self._outbox.shared:
+            return True
+        followed = getattr(self._after_store, "followed", None)
+        if followed is not None:
+            try:
+                await followed(scope)
+            except Exception:
+                logger.exception("waiting for the judgement of user %s failed", scope.user_id)
+        if scope in rt.wake:
+            return False
+        try:
+            await self._thread.run(self._outbox.let_go, scope.user_id, scope.agent_id)
+        except LocalFileError as exc:  # the connection is gone, and the lock with it
+            logger.debug("could not let go of user %s's writes: %s", scope.user_id, exc)
+        return True
+
+    async def _stored_elsewhere(self, rt: _Runtime, scope: Scope) -> bool | None:
+        """Settle ``scope``'s writes another writer stored or failed.
+
+        Returns:
+            ``None`` when none is left to wait for (always, but in a shared
+            outbox); True when some are still pending elsewhere; False when
+            the outbox could not say.
+        """
+        if not self._outbox.shared:
+            return None
+        keys = [
+            key
+            for key, of in rt.recorded.items()
+            if of == scope and key in rt.waiters and key not in self._unrecorded
+        ]
+        if not keys:
+            return None
+        try:
+            ended = await self._thread.run(self._outbox.settled, keys)
+        except LocalFileError as exc:
+            logger.debug("could not ask the outbox how writes ended: %s", exc)
+            return False
+        # The writer that stored them has mem0's results and told its AfterStore.
+        self._settle([key for key, stored in ended.items() if stored], [])
+        self._settle([key for key, stored in ended.items() if not stored], None)
+        return True if len(ended) < len(keys) else None
+
     def _settle_sent(self, scope: Scope, sent: Sent) -> None:
         """Settle a sent batch's writes, then tell :attr:`_after_store` what was stored."""
         for rows, results in sent.stored:
@@ -809,6 +959,8 @@ class WriteQueue:
         now = time.perf_counter()
         for key in keys:
             done = rt.waiters.pop(key, None) if rt is not None else None
+            if rt is not None:
+                rt.recorded.pop(key, None)
             if done is not None and not done.done():
                 done.set_result(results)
             started = self._submitted_at.pop(key, None)
@@ -856,6 +1008,7 @@ class WriteQueue:
             if not done.done():
                 done.set_result(None)
         rt.waiters.clear()
+        rt.recorded.clear()
         return left
 
     def _take_lost(self) -> bool:

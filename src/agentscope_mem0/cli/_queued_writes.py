@@ -2,7 +2,8 @@
 which requeues (or sends now) the writes it kept as failed.
 
 Its rows are read from the file read-only (:func:`read_rows`): looking never
-changes the outbox a running application writes to.
+changes the outbox a running application writes to. A pgvector store keeps
+its writes in a table of its database (:class:`PostgresPlace`), read there.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from .._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
+from .._write.outbox_postgres import PostgresOutbox, pgvector_outbox, redacted_url
 from ._common import FiniteFloatRange, session, store_command
 from ._config import Settings
 from ._exit_codes import CliError, failure
@@ -26,7 +29,14 @@ from ._output import Output
 if TYPE_CHECKING:
     from ._mem0_store import MemoryStore
 
-__all__ = ["WriteRow", "outbox_path", "read_rows", "requeue_failed", "retry_failed"]
+__all__ = [
+    "PostgresPlace",
+    "WriteRow",
+    "outbox_path",
+    "read_rows",
+    "requeue_failed",
+    "retry_failed",
+]
 
 
 @dataclass(frozen=True)
@@ -46,13 +56,49 @@ class WriteRow:
     messages: list[Any]
 
 
-def outbox_path(settings: Settings) -> Path:
-    """The outbox file of the store the settings name."""
+@dataclass(frozen=True)
+class PostgresPlace:
+    """The outbox table beside a pgvector store (where its middleware puts it)."""
+
+    url: str
+    table: str
+
+    def exists(self) -> bool:
+        """Whether to look (the table may not be there yet: then there are no rows)."""
+        return True
+
+    def __str__(self) -> str:
+        return f"{redacted_url(self.url)} (table {self.table})"
+
+
+def outbox_path(settings: Settings) -> Path | PostgresPlace:
+    """The outbox file of the store the settings name (for pgvector, its table)."""
+    if settings.backend == "pgvector" and settings.sources.get("outbox") == "next to the store":
+        fields = settings.server_fields(dims=8, history_db_path=None)["vector_store"]
+        place = pgvector_outbox(SimpleNamespace(vector_store=SimpleNamespace(**fields)))
+        if place is not None:
+            return PostgresPlace(*place)
     return settings.outbox / OUTBOX_FILENAME
 
 
-def read_rows(path: Path) -> list[WriteRow] | None:
-    """Every row of the outbox file, oldest first; ``None`` when there is none."""
+def _postgres_rows(place: PostgresPlace) -> list[WriteRow] | None:
+    import psycopg
+
+    with psycopg.connect(place.url, connect_timeout=10) as conn:
+        found = conn.execute("SELECT to_regclass(%s)", (place.table,)).fetchone()
+        if found is None or found[0] is None:
+            return None
+        rows = conn.execute(
+            "SELECT id, key, user_id, agent_id, status, attempts, error, created_at, messages "
+            f"FROM {place.table} ORDER BY id"  # a checked identifier (pgvector_outbox)
+        ).fetchall()
+    return _write_rows(rows)
+
+
+def read_rows(path: Path | PostgresPlace) -> list[WriteRow] | None:
+    """Every row of the outbox, oldest first; ``None`` when there is none."""
+    if isinstance(path, PostgresPlace):
+        return _postgres_rows(path)
     if not path.exists():
         return None
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
@@ -63,6 +109,10 @@ def read_rows(path: Path) -> list[WriteRow] | None:
         ).fetchall()
     finally:
         connection.close()
+    return _write_rows(rows)
+
+
+def _write_rows(rows: list[Any]) -> list[WriteRow]:
     return [
         WriteRow(
             id=row_id,
@@ -79,10 +129,14 @@ def read_rows(path: Path) -> list[WriteRow] | None:
     ]
 
 
-def requeue_failed(path: Path, user: str | None) -> int:
+def requeue_failed(path: Path | PostgresPlace, user: str | None) -> int:
     """Make the failed writes (of ``user``, or all) pending again, unclaimed, so
     that any writer on this outbox takes them; returns how many."""
-    outbox = Outbox(path)
+    outbox = (
+        PostgresOutbox(path.url, table=path.table)
+        if isinstance(path, PostgresPlace)
+        else Outbox(path)
+    )
     try:
         owner = new_owner_id()
         rows = outbox.requeue_failed(owner=owner, lease=0.0, user_id=user)
@@ -167,7 +221,9 @@ def _send(settings: Settings, user: str | None, timeout: float) -> int:
     click.echo(f"extracting with {chat.description}", err=True)
 
     async def work(store: MemoryStore) -> int:
-        queue = WriteQueue(store.backend, outbox_dir=settings.outbox)
+        # None: beside a pgvector store, the queue finds its table as the middleware does.
+        place = None if isinstance(outbox_path(settings), PostgresPlace) else settings.outbox
+        queue = WriteQueue(store.backend, outbox_dir=place)
         try:
             count = await queue.retry_failed(user)
             await queue.flush(timeout)  # what is not stored by then is counted after

@@ -20,7 +20,7 @@ from .._output import short_date
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .._queued_writes import WriteRow
+    from .._queued_writes import PostgresPlace, WriteRow
     from .._records import MemoryRecord
 
 __all__ = ["CSS", "UserSummary", "e", "href", "page"]
@@ -426,7 +426,7 @@ def _writes_table(rows: Sequence[WriteRow], table_id: str) -> str:
     return _table(table_id, heads, cells, cards=False)
 
 
-def outbox_body(path: Path, rows: list[WriteRow] | None, csrf: str) -> str:
+def outbox_body(path: Path | PostgresPlace, rows: list[WriteRow] | None, csrf: str) -> str:
     """The outbox page: pending and failed writes and the retry button."""
     if rows is None:
         return f"<p>No outbox yet at <code>{e(path)}</code>: nothing was queued.</p>"

@@ -137,9 +137,7 @@ class ClientState:
         folder's embedded store once no other client of the process uses it);
         a client someone passed in stays theirs."""
         self._owns_meter = self.backend.meter is None
-        self.meter = self.backend.meter or TokenMeter.for_client(
-            client, self._usage_beside(client)
-        )
+        self.meter = self.backend.meter or TokenMeter.for_client(client, self._usage_beside(client))
         """The model tokens spent on extraction and judgement (kept beside the
         outbox, or in PostgreSQL with mem0's history)."""
         self.backend.meter = self.meter

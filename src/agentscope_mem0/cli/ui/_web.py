@@ -374,7 +374,13 @@ def create_app(store: MemoryStore, *, token: str | None) -> Guard:
         Route("/outbox-retry", view.retry, methods=["POST"]),
     ]
     app = Starlette(
-        routes=routes, exception_handlers={_Refused: view.refused, BackendError: view.refused}
+        routes=routes,
+        exception_handlers={
+            _Refused: view.refused,
+            BackendError: view.refused,
+            # Searching builds mem0 and the embedder: a missing extra says how to fix it.
+            ConfigurationError: view.refused,
+        },
     )
     view.guard = Guard(app, token=token)
     return view.guard

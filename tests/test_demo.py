@@ -95,26 +95,49 @@ def test_later_sessions_use_what_was_told_and_a_move_supersedes_the_old_home(
         assert "[context → mem0 (static)] The user lives in Hangzhou." not in transcript
 
 
-def test_default_is_both_for_alice_and_the_cli_finds_it(tmp_path: Path) -> None:
+def test_default_is_both_for_its_own_user_and_the_cli_finds_it(tmp_path: Path) -> None:
     folder = tmp_path / "demo"
     out = io.StringIO()
     asyncio.run(run_demo(folder=folder, out=out))
     transcript = out.getvalue()
-    assert DEMO_USER == "alice"
+    assert DEMO_USER == "demo-user"
     assert "mode: both" in transcript
-    assert f"memories of user 'alice' are stored in {folder}" in transcript
-    assert f"agentscope-mem0 list --user alice --folder {folder}" in transcript
+    assert (
+        f"memories of user 'demo-user' (the demo's own user: no other user's memories are "
+        f"touched) are stored in {folder}" in transcript
+    )
+    assert f"agentscope-mem0 list --user demo-user --folder {folder}" in transcript
     listed = CliRunner().invoke(
-        cli, ["list", "--user", "alice", "--folder", str(folder)], catch_exceptions=False
+        cli, ["list", "--user", "demo-user", "--folder", str(folder)], catch_exceptions=False
     )
     assert listed.exit_code == 0, listed.output
     assert "Beijing" in listed.stdout and "dark mode" in listed.stdout
     assert "Hangzhou" not in listed.stdout  # superseded: hidden unless --all
     shown = CliRunner().invoke(
-        cli, ["list", "--user", "alice", "--folder", str(folder), "--all"], catch_exceptions=False
+        cli,
+        ["list", "--user", "demo-user", "--folder", str(folder), "--all"],
+        catch_exceptions=False,
     )
     assert shown.exit_code == 0, shown.output
     assert "Hangzhou. (superseded" in shown.stdout
+
+
+def test_the_demo_leaves_the_folders_users_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "demo"
+    kept = CliRunner().invoke(
+        cli,
+        ["add", "--user", "alice", "--raw", "likes green tea", "--folder", str(folder)],
+        catch_exceptions=False,
+    )
+    assert kept.exit_code == 0, kept.output
+    command = CliRunner().invoke(cli, ["demo", "--help"], catch_exceptions=False)
+    assert f"[default: {DEMO_USER}]" in command.stdout  # the command's default is the same user
+    asyncio.run(run_demo(folder=folder, out=io.StringIO()))
+    listed = CliRunner().invoke(
+        cli, ["list", "--user", "alice", "--folder", str(folder)], catch_exceptions=False
+    )
+    assert listed.exit_code == 0, listed.output
+    assert "likes green tea" in listed.stdout
 
 
 def test_demo_script_help_and_bad_mode() -> None:

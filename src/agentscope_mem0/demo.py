@@ -16,9 +16,11 @@ llama.cpp servers included: message contents go as plain strings, and with a
 base URL mem0 extracts with the compact prompt unless ``MEM0_EXTRACTION=mem0``),
 and otherwise a small offline scripted model.
 
-The demo stores under user ``alice`` (:data:`DEMO_USER`) in the data folder
-it names first, replacing that user's earlier memories there, so that
-``agentscope-mem0 list --user alice`` shows what it remembered.
+The demo stores under a user of its own, ``demo-user`` (:data:`DEMO_USER`), in
+the data folder it names first, replacing only that user's earlier memories
+there (those of a previous demo run): the memories of the folder's real users
+are never touched. ``agentscope-mem0 list --user demo-user`` shows what it
+remembered.
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ __all__ = [
     "run_demo",
 ]
 
-DEMO_USER = "alice"
-"""The user the demo remembers for: the one the README's CLI examples read."""
+DEMO_USER = "demo-user"
+"""The user the demo remembers for: its own, so that a run, which starts by
+forgetting that user's memories, never touches anyone else's."""
 OLD_CITY = "Hangzhou"
 NEW_CITY = "Beijing"
 SESSION_1 = f"Please make my charts dark mode with matplotlib by default. I live in {OLD_CITY}."
@@ -289,7 +292,8 @@ async def run_demo(
         mode: The middleware mode to show (the middleware's default, ``both``).
         folder: The data folder (default: ``$AGENTSCOPE_MEM0_DIR`` or
             ``~/.agentscope-mem0``, the folder the CLI reads).
-        user_id: Whose memories; the demo replaces them.
+        user_id: Whose memories (the demo's own user by default); the demo
+            replaces them.
         chat_model: Overrides the model chosen from the environment.
         out: Where the transcript goes.
     """
@@ -311,10 +315,11 @@ async def run_demo(
         folder=folder,
         parameters=Mem0Middleware.Parameters(extraction=extraction),
     )
+    own = " (the demo's own user: no other user's memories are touched)" * (user_id == DEMO_USER)
     print(
         f"mode: {mode}\n"
-        f"memories of user {user_id!r} are stored in {mw.folder} (replacing that user's "
-        "earlier ones there; --folder or $AGENTSCOPE_MEM0_DIR picks another folder)",
+        f"memories of user {user_id!r}{own} are stored in {mw.folder}, replacing that "
+        "user's earlier ones there (--folder or $AGENTSCOPE_MEM0_DIR picks another folder)",
         file=out,
     )
     backend = Mem0Backend(mw.client)

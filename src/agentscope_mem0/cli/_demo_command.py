@@ -33,18 +33,20 @@ __all__ = ["demo"]
 @click.option(
     "--user",
     "-u",
-    default="alice",
+    default="demo-user",  # agentscope_mem0.demo.DEMO_USER, without importing AgentScope
     show_default=True,
-    help="Whose memories the demo writes (its earlier memories are replaced).",
+    help="Whose memories the demo writes: its own user by default (that user's earlier "
+    "memories are replaced; no other user's are touched).",
 )
 def demo(mode: str, folder: str | None, user: str) -> None:
     """Four sessions: later ones use what was told, and a move supersedes the old home.
 
     Session 2 uses session 1's chart preference; session 3 says the user moved
     to Beijing, which supersedes "lives in Hangzhou", and session 4 uses Beijing.
-    Replaces the demo user's memories in the data folder; afterwards
-    `agentscope-mem0 list --user alice` shows what is remembered as true now
-    (`--all` adds the superseded ones).
+    Stores under a user of its own, demo-user, replacing only that user's
+    memories from an earlier run; afterwards `agentscope-mem0 list --user
+    demo-user` shows what is remembered as true now (`--all` adds the
+    superseded ones).
     """
     from ..demo import run_demo
     from ._exit_codes import translate_errors

@@ -74,6 +74,9 @@ SMOKE: dict[str, str] = {
     "load": "load.py --users 2 --turns 2 --reply-delay 0.01 --extraction-delay 0.01 "
     "--max-reply 100 --drain-timeout 60 --skip pause memory-waiting --out {out}",
     "fault_exit": "fault_exit.py --turns 2 --delays 0.2 --out {out}/fault-exit.json",
+    # Side by side with itself: the run times, compares nothing.
+    "cli_speed": "cli_speed.py --fill hash --repeats 1 --before-src {src} "
+    "--out {out}/cli-speed.json",
 }
 
 
@@ -412,6 +415,12 @@ def test_fault_exit(runs: Runs) -> None:
     for ended in data["runs"]:  # however the script ended, the next process stores all once
         assert ended["flushed"] and ended["exchanges_stored"] == 2
         assert ended["stored_twice"] == 0
+
+
+def test_cli_speed(runs: Runs) -> None:
+    data = result(runs.out("cli_speed") / "cli-speed.json", "results", "load_average_start")
+    for side in ("after", "before"):
+        assert set(data["results"][side]) == {"--help", "list", "history", "status", "export"}
 
 
 def test_every_benchmark_has_a_smoke_run() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -362,6 +363,18 @@ def test_users_page_counts_and_plots(store: Any) -> None:
     assert len(bars) == 30 and bars[-1] == "2" and set(bars[:-1]) == {"0"}
 
 
+def _occupied(port: int) -> socket.socket | None:
+    """A socket listening on ``port``; ``None`` when another program already does."""
+    taken = socket.socket()
+    try:
+        taken.bind(("127.0.0.1", port))
+    except OSError:
+        taken.close()
+        return None
+    taken.listen()
+    return taken
+
+
 def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     import os
     import signal
@@ -370,8 +383,10 @@ def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -
     folder = tmp_path / "served"
     folder.mkdir()
     env = {**os.environ, "AGENTSCOPE_MEM0_EMBEDDER": "hash"}
+    # Without --port it takes a free one: the local model's usual port may be busy.
+    busy = _occupied(8765)
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentscope_mem0.cli", "ui", "--folder", str(folder), "--port", "0"],
+        [sys.executable, "-m", "agentscope_mem0.cli", "ui", "--folder", str(folder)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -391,10 +406,30 @@ def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -
         if process.poll() is None:
             process.kill()
             process.wait()
+        if busy is not None:
+            busy.close()
     # The folder is free again for the application.
     from agentscope_mem0.cli._lock import lock_holder
 
     assert lock_holder(folder) is None
+
+
+def test_a_busy_port_is_said_in_one_line(tmp_path: Path) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    try:
+        result = CliRunner().invoke(
+            cli, ["ui", "--folder", str(tmp_path), "--port", str(port)], catch_exceptions=False
+        )
+    finally:
+        busy.close()
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"Error: port {port} on 127.0.0.1 is in use by another program: give another "
+        "--port, or leave --port out to pick a free one\n"
+    )
 
 
 # -- another backend: pgvector on a real PostgreSQL -----------------------------

@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -220,3 +221,67 @@ def test_in_mode_both_add_memory_and_the_automatic_write_keep_one_memory_per_fac
         assert str(by_id[str(kept)]["text"]) in tool
     current = [str(m["text"]) for m in _stored(folder)]
     assert sorted(current) == sorted(t for t in tool if "Hangzhou" not in t)
+
+
+_SLOW_DEMO = """
+import sys
+from agentscope_mem0 import demo
+from agentscope_mem0.testing import ScriptedChatModel
+
+slow = ScriptedChatModel(demo._offline_script, delay=float(sys.argv[2]))
+demo.chat_model_from_env = lambda: (slow, "a slow scripted model")
+from agentscope_mem0.cli import cli
+
+cli(["demo", "--folder", sys.argv[1]])
+"""
+
+
+def _interrupted_demo(folder: Path, presses: int) -> tuple[int, str]:
+    """The demo on a slow model, interrupted ``presses`` times once the first
+    reply is done (its write is then under way); its exit code and stderr."""
+    child = subprocess.Popen(
+        [sys.executable, "-u", "-c", _SLOW_DEMO, str(folder), "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stderr is not None
+        for line in child.stdout:
+            if line.startswith("[assistant]"):
+                break
+        child.send_signal(signal.SIGINT)
+        if presses == 2:
+            # The first press's message, then the second press while mem0 extracts.
+            assert child.stderr.readline() == "\n"
+            assert child.stderr.readline().startswith("interrupted; storing 1 write")
+            child.send_signal(signal.SIGINT)
+        code = child.wait(120)
+        return code, child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_ctrl_c_says_what_it_waits_for_and_stores_it(tmp_path: Path) -> None:
+    code, err = _interrupted_demo(tmp_path / "data", presses=1)
+    assert code == 130, err
+    assert "interrupted; storing 1 write of this conversation first" in err
+    assert "Press Ctrl-C again to stop now: they stay in the outbox" in err
+    assert "1 write: stored." in err
+    assert "Traceback" not in err
+
+
+def test_a_second_ctrl_c_stops_at_once_and_leaves_the_write_in_the_outbox(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "data"
+    code, err = _interrupted_demo(folder, presses=2)
+    assert code == 130, err
+    assert "stopped; writes not stored yet stay in the outbox" in err
+    assert "Traceback" not in err and "Event loop is closed" not in err
+    status = CliRunner().invoke(
+        cli, ["status", "--folder", str(folder), "--json"], catch_exceptions=False
+    )
+    assert json.loads(status.stdout)["outbox"]["pending"] >= 1  # the next start stores it

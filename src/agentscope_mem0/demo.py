@@ -25,6 +25,7 @@ remembered.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -278,6 +279,26 @@ async def _turn(
     return answer
 
 
+async def _store_before_stopping(mw: Mem0Middleware) -> None:
+    """After a Ctrl-C, store the writes under way, saying so; a second Ctrl-C
+    (see ``agentscope-mem0 demo``) leaves them in the outbox instead."""
+    pending = int(mw.stats().get("writes_pending", 0))
+    if not pending:
+        print("\ninterrupted; no write was waiting to be stored.", file=sys.stderr, flush=True)
+        return
+    writes = "1 write" if pending == 1 else f"{pending} writes"
+    print(
+        f"\ninterrupted; storing {writes} of this conversation first (mem0 extracts them "
+        "with the chat model). Press Ctrl-C again to stop now: they stay in the outbox in "
+        f"{mw.folder} and are stored the next time a memory opens that folder.",
+        file=sys.stderr,
+        flush=True,
+    )
+    stored = await mw.aclose()
+    done = "stored" if stored else "not all stored: the rest stay in the outbox for the next start"
+    print(f"{writes}: {done}.", file=sys.stderr, flush=True)
+
+
 async def run_demo(
     mode: Mode = "both",
     *,
@@ -324,19 +345,23 @@ async def run_demo(
     )
     backend = Mem0Backend(mw.client)
     async with mw:
-        await backend.delete_all(Scope(user_id))  # start from a clean store
-        answers = []
-        for session, text in enumerate(SESSIONS, 1):
-            print(f"\n=== session {session}: a new agent with an empty context ===", file=out)
-            agent = Agent(
-                name="assistant",
-                system_prompt=SYSTEM_PROMPT,
-                model=chat_model,
-                middlewares=[mw],
-                toolkit=Toolkit(tools=await mw.list_tools()),
-            )
-            answers.append(await _turn(agent, mw, backend, user_id, text, out))
-        memories = await _memories(backend, user_id)
+        try:
+            await backend.delete_all(Scope(user_id))  # start from a clean store
+            answers = []
+            for session, text in enumerate(SESSIONS, 1):
+                print(f"\n=== session {session}: a new agent with an empty context ===", file=out)
+                agent = Agent(
+                    name="assistant",
+                    system_prompt=SYSTEM_PROMPT,
+                    model=chat_model,
+                    middlewares=[mw],
+                    toolkit=Toolkit(tools=await mw.list_tools()),
+                )
+                answers.append(await _turn(agent, mw, backend, user_id, text, out))
+            memories = await _memories(backend, user_id)
+        except asyncio.CancelledError:  # Ctrl-C: asyncio cancels the demo's task
+            await _store_before_stopping(mw)
+            raise
     used = "dark" in answers[1].lower() and "matplotlib" in answers[1].lower()
     verdict = "used" if used else "did NOT use"
     print(f"\nsession 2 {verdict} dark mode and matplotlib without being told.", file=out)

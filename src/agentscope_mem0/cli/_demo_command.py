@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
+from collections.abc import Coroutine
+from types import FrameType
+from typing import Any
 
 import click
 
@@ -54,4 +60,48 @@ def demo(mode: str, folder: str | None, user: str) -> None:
     # A missing [local] extra (or a locked folder) exits 2 (3) with the fix,
     # not a traceback.
     with translate_errors():
-        asyncio.run(run_demo(mode, folder=folder, user_id=user))  # type: ignore[arg-type]
+        _run_until_ctrl_c(run_demo(mode, folder=folder, user_id=user), folder)  # type: ignore[arg-type]
+
+
+def _run_until_ctrl_c(demo: Coroutine[Any, Any, Any], folder: str | None) -> None:
+    """Run the demo; a first Ctrl-C lets it store its writes (it says what it
+    waits for), a second one stops the process at once.
+
+    A second Ctrl-C under ``asyncio.run`` raises inside the event loop while
+    mem0's threads still run, and their late callbacks print tracebacks
+    ("Event loop is closed"); stopping the process loses nothing, since an
+    acknowledged write is in the outbox, which the next start delivers.
+    """
+    from ..local import data_dir
+
+    task: asyncio.Task[Any] | None = None
+    presses = 0
+
+    async def main() -> None:
+        nonlocal task
+        task = asyncio.current_task()
+        await demo
+
+    def on_ctrl_c(signum: int, frame: FrameType | None) -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1 and task is not None:
+            task.get_loop().call_soon_threadsafe(task.cancel)
+            return
+        click.echo(
+            "\nstopped; writes not stored yet stay in the outbox in "
+            f"{data_dir(folder)} and are stored the next time a memory opens that folder.",
+            err=True,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        with asyncio.Runner() as runner:
+            runner.run(main())
+    except asyncio.CancelledError:
+        raise click.exceptions.Exit(130) from None  # the demo said what it stored
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -56,7 +56,8 @@ def test_later_sessions_use_what_was_told_and_a_move_supersedes_the_old_home(
     # In the store: every Hangzhou memory is kept, marked superseded by a Beijing one,
     # or (said again by the other write of the same turn) merged into one that is.
     everything = {str(m["id"]): m for m in _stored(folder, "--all")}
-    metadata = {i: dict(m["metadata"]) for i, m in everything.items()}  # type: ignore[call-overload]
+    # The package's own fields (the timeline) are under "agentscope_mem0".
+    metadata = {i: dict(m["agentscope_mem0"]) for i, m in everything.items()}  # type: ignore[call-overload]
     hangzhou = [i for i, m in everything.items() if "Hangzhou" in str(m["text"])]
     old = [i for i in hangzhou if not metadata[i].get("duplicate_of")]
     repeats = [i for i in hangzhou if i not in old]
@@ -214,9 +215,9 @@ def test_in_mode_both_add_memory_and_the_automatic_write_keep_one_memory_per_fac
     for text in tool:
         # Reported to the agent as recorded, and never hidden as a repeat of another.
         assert text.rstrip(".") in recorded, text
-        assert not dict(everything[text]["metadata"]).get("duplicate_of"), text  # type: ignore[call-overload]
+        assert not dict(everything[text]["agentscope_mem0"]).get("duplicate_of"), text  # type: ignore[call-overload]
     for text in automatic:
-        kept = dict(everything[text]["metadata"]).get("duplicate_of")  # type: ignore[call-overload]
+        kept = dict(everything[text]["agentscope_mem0"]).get("duplicate_of")  # type: ignore[call-overload]
         assert kept is not None, text
         assert str(by_id[str(kept)]["text"]) in tool
     current = [str(m["text"]) for m in _stored(folder)]

@@ -298,16 +298,22 @@ def test_a_repeat_is_shown_with_the_memory_kept(store: Any) -> None:
         metadata={
             "duplicate_of": "0b6c3a52-1d2e-4f00-9a6b-000000000011",
             "valid_until": "2026-06-02T09:00:00+00:00",
+            # The repeat's wording carried the event's date; the kept one did not.
+            "event_date": "2026-05",
         },
     )
     asyncio.run(store.insert([kept, repeat]))
     client = client_for(store)
     current = client.get("/?user=alice").text
     assert "Alice lives in Hangzhou." in current and "The user lives in Hangzhou." not in current
+    assert '<span class="tag">event date 2026-05</span>' in current  # on the kept memory
     page = client.get("/?user=alice&all=1").text
     link = '<a href="memory?id=0b6c3a52-1d2e-4f00-9a6b-0000000000{0}" title='
-    assert f"duplicate of {link.format(11)}" in page
+    assert f"repeat of {link.format(11)}" in page
     assert f"merged {link.format(12)}" in page
+    # The repeat is tagged as one only: no "valid until", no event date of its own.
+    row = page.split('id="m-0b6c3a52-1d2e-4f00-9a6b-000000000012"')[1].split("</tr>")[0]
+    assert "valid until" not in row and "event date" not in row
 
     timeline = client.get("/memory?id=0b6c3a52-1d2e-4f00-9a6b-000000000012").text
     assert "DUPLICATE_OF" in timeline and "Alice lives in Hangzhou." in timeline
@@ -358,9 +364,41 @@ def test_users_page_counts_and_plots(store: Any) -> None:
     assert re.search(r'href="\./\?user=alice">alice' + cell.format(2), page)
     assert re.search(r'href="\./\?user=bob">bob' + cell.format(1), page)
     assert "<div><b>3</b>memories</div>" in page and "<div><b>2</b>users</div>" in page
+    assert "<div><b>0</b>hidden: superseded or repeats</div>" in page
     assert "<div><b>1</b>agents</div>" in page
     bars = re.findall(r'data-count="(\d+)"', client.get("/?user=alice").text)
     assert len(bars) == 30 and bars[-1] == "2" and set(bars[:-1]) == {"0"}
+
+
+def test_home_counts_the_current_memories_and_says_how_many_are_hidden(store: Any) -> None:
+    kept = add(store, "alice", "Alice lives in Beijing.")
+    old = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000021",
+        text="Alice lives in Hangzhou.",
+        user_id="alice",
+        metadata={"superseded_by": kept, "valid_until": "2026-06-02T09:00:00+00:00"},
+    )
+    repeat = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000022",
+        text="The user lives in Beijing.",
+        user_id="alice",
+        metadata={"duplicate_of": kept},
+    )
+    asyncio.run(store.insert([old, repeat]))
+    page = client_for(store).get("/").text
+    assert "<div><b>1</b>memories</div>" in page
+    assert "<div><b>2</b>hidden: superseded or repeats</div>" in page
+    assert re.search(r'alice</a></td><td class="num" data-label="memories">1</td>', page)
+
+
+def test_a_machine_agent_id_is_shortened_and_a_name_shown_whole(store: Any) -> None:
+    app_id = "3f2b8c1e5d4a4c2b9e1f0a1b2c3d4e5f"  # how agentscope.app names an agent
+    add(store, "alice", "Alice drinks green tea.", agent=app_id)
+    add(store, "alice", "Alice has a cat.", agent="planner")
+    page = client_for(store).get("/?user=alice").text
+    assert f'<span class="id" title="{app_id}">3f2b8c1e</span>' in page
+    assert f">{app_id}<" not in page
+    assert '<td data-label="agent">planner</td>' in page
 
 
 def _occupied(port: int) -> socket.socket | None:

@@ -28,7 +28,14 @@ from .._exceptions import (
 )
 from .._mem0.call_context import caller_loop_scope
 from .._mem0.errors import mapped_errors
-from .._memories.lifecycle import DUPLICATE_REASON, RESTORED, SUPERSEDED_REASON, overfetch
+from .._memories.lifecycle import (
+    DUPLICATE_OF,
+    DUPLICATE_REASON,
+    RESTORED,
+    SUPERSEDED_BY,
+    SUPERSEDED_REASON,
+    overfetch,
+)
 from .._scope import Scope, is_hosted
 from . import _history_db
 from ._folder_rows import FolderRows
@@ -224,24 +231,34 @@ class MemoryStore:
             if offset is None:
                 return records
 
-    async def count(self, scope: Scope | None) -> int:
-        """How many memories ``scope`` holds (of everyone when ``None``)."""
+    async def count(self, scope: Scope | None, *, current_only: bool = False) -> int:
+        """How many memories ``scope`` holds (of everyone when ``None``); with
+        ``current_only``, leaving out those superseded or merged as repeats."""
         counter = None if self.hosted else getattr(self._reads, "count", None)
-        if counter is None:  # only the Qdrant Edge store counts without listing
-            return len(await self.records(scope))
+        shard = None if self.hosted else getattr(self._reads, "shard", None)
+        if counter is None or (current_only and shard is None):
+            # Only the Qdrant Edge store counts without listing.
+            return sum(1 for r in await self.records(scope) if not (current_only and r.hidden))
         filters = self._filters(scope) if scope else None
-        return int(await self._io("count", counter, filters))
+        if not current_only:
+            return int(await self._io("count", counter, filters))
+        from qdrant_edge import CountRequest
 
-    async def facet(self, key: str) -> dict[str, int] | None:
+        request = CountRequest(exact=True, filter=_current_filter(filters))
+        return int(await self._io("count", shard.call, "count", lambda s: s.count(request)))
+
+    async def facet(self, key: str, *, current_only: bool = False) -> dict[str, int] | None:
         """Memories per value of payload field ``key`` (``user_id``, ``agent_id``),
-        from the engine's index without reading the memories; ``None`` when the
-        store cannot (only the Qdrant Edge store can)."""
+        from the engine's index without reading the memories (with
+        ``current_only``, the current ones only); ``None`` when the store
+        cannot (only the Qdrant Edge store can)."""
         shard = None if self.hosted else getattr(self._reads, "shard", None)
         if shard is None:
             return None
         from qdrant_edge import FacetRequest
 
-        request = FacetRequest(key=key, limit=1_000_000, exact=True)
+        wanted = _current_filter(None) if current_only else None
+        request = FacetRequest(key=key, limit=1_000_000, exact=True, filter=wanted)
         answer = await self._io("facet", shard.call, "facet", lambda s: s.facet(request))
         return {str(hit.value): int(hit.count) for hit in answer.hits}
 
@@ -481,6 +498,21 @@ class MemoryStore:
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close()
+
+
+def _current_filter(filters: dict[str, Any] | None) -> Any:
+    """The Qdrant Edge filter of the memories under mem0 ``filters`` that are
+    current: neither superseded nor merged into another as a repeat."""
+    from qdrant_edge import Filter, IsEmptyCondition
+
+    from ..local._edge_filters import build_filter
+
+    # The judgement clears these fields (None) when it undoes a link: empty either way.
+    must: list[Any] = [IsEmptyCondition(SUPERSEDED_BY), IsEmptyCondition(DUPLICATE_OF)]
+    scoped = build_filter(filters)
+    if scoped is not None:
+        must.append(scoped)
+    return Filter(must=must)
 
 
 def _score(item: Any) -> float | None:

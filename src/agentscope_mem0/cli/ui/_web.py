@@ -99,7 +99,7 @@ def _users(records: list[MemoryRecord]) -> list[pages.UserSummary]:
     found = [
         pages.UserSummary(
             user_id=user,
-            memories=len(rows),
+            memories=sum(1 for r in rows if not r.hidden),
             agents=tuple(sorted({r.agent_id for r in rows if r.agent_id})),
             last_write=max(r.date or "" for r in rows) or None,
         )
@@ -181,12 +181,19 @@ class _Pages:
         if users_of is None:
             records = await self.store.records(None)
             total, users = len(records), _users(records)
+            current = sum(1 for r in records if not r.hidden)
             agents = len({r.agent_id for r in records if r.agent_id})
             chart = "<h2>Memories per day (30 days)</h2>" + pages.per_day_svg(per_day(records))
         else:
             total = await self.store.count(None)
+            current = await self.store.count(None, current_only=True)
+            current_of = await self.store.facet("user_id", current_only=True) or {}
             # The facets still name a value whose memories were all deleted, with 0.
-            users = [pages.UserSummary(u, n) for u, n in users_of.items() if u and n > 0]
+            users = [
+                pages.UserSummary(u, current_of.get(u, 0))
+                for u, n in users_of.items()
+                if u and n > 0
+            ]
             users.sort(key=lambda u: (-u.memories, u.user_id))
             agents_of = await self.store.facet("agent_id") or {}
             agents = sum(1 for agent, n in agents_of.items() if agent and n > 0)
@@ -195,7 +202,9 @@ class _Pages:
         if self._search_seconds:
             searches += f" (p50 {statistics.median(self._search_seconds) * 1000:.0f} ms)"
         stats = [
-            ("memories", total),
+            # What agents read: a superseded memory or a repeat is kept, not counted.
+            ("memories", current),
+            ("hidden: superseded or repeats", total - current),
             ("users", len(users)),
             ("agents", agents),
             ("writes pending", sum(r.status == "pending" for r in rows)),
@@ -236,7 +245,7 @@ class _Pages:
             + pages.counters(stats)
             + pages.per_day_svg(per_day(records))
             + "<h2>Memories, newest first</h2>"
-            + pages.memories_table(shown, links, user, self.csrf)
+            + pages.memories_table(shown, links, user, self.csrf, pages.event_dates(records))
             + pages.pager("./", page, pages_total, user=user, agent=agent, all=show_all or None)
             + (pages.forget_user_form(user, len(records), self.csrf) if records else "")
         )

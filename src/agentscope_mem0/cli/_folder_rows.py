@@ -12,6 +12,7 @@ mem0 writes is what the next read sees.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import sqlite3
 import uuid
@@ -86,7 +87,9 @@ class FolderRows:
             return None
         return cls(shared_shard(path, dims), layout.history_db)
 
-    def list(self, filters: dict[str, Any] | None = None, top_k: int | None = None) -> list[Row]:
+    def list(
+        self, filters: dict[str, Any] | None = None, top_k: int | None = None
+    ) -> builtins.list[Row]:
         """Up to ``top_k`` memories under ``filters`` (mem0's filter shape)."""
         from qdrant_edge import ScrollRequest
 
@@ -101,11 +104,11 @@ class FolderRows:
         records = self._retrieve([vector_id], payload=True)
         return Row(str(records[0].id), dict(records[0].payload or {})) if records else None
 
-    def existing_ids(self, ids: list[str]) -> set[str]:
+    def existing_ids(self, ids: builtins.list[str]) -> set[str]:
         """Which of ``ids`` the folder holds."""
         return {str(r.id) for r in self._retrieve(ids, payload=False)}
 
-    def _retrieve(self, ids: list[str], *, payload: bool) -> list[Any]:
+    def _retrieve(self, ids: builtins.list[str], *, payload: bool) -> builtins.list[Any]:
         wanted = []
         for given in ids:
             with contextlib.suppress(ValueError):  # not a UUID: mem0 made no such memory
@@ -123,7 +126,7 @@ class FolderRows:
         request = CountRequest(exact=True, filter=build_filter(filters))
         return int(self.shard.call("count", lambda s: s.count(request)))
 
-    def history(self, memory_id: str) -> list[dict[str, Any]]:
+    def history(self, memory_id: str) -> builtins.list[dict[str, Any]]:
         """mem0's change history of one memory, oldest first, as mem0's ``history`` answers."""
         if not self.history_db.is_file():
             return []

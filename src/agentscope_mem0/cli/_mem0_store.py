@@ -245,6 +245,7 @@ class MemoryStore:
         from qdrant_edge import CountRequest
 
         request = CountRequest(exact=True, filter=_current_filter(filters))
+        assert shard is not None  # checked above
         return int(await self._io("count", shard.call, "count", lambda s: s.count(request)))
 
     async def facet(self, key: str, *, current_only: bool = False) -> dict[str, int] | None:

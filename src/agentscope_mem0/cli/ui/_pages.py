@@ -8,7 +8,7 @@ escaping); nothing else is interpolated into markup.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
@@ -232,9 +232,15 @@ def search_form(user: str, query: str = "", agent: str | None = None, top_k: int
     )
 
 
-def user_tools(user: str, agent: str | None, agents: Sequence[str], show_all: bool) -> str:
+def user_tools(
+    user: str,
+    agent: str | None,
+    agents: Sequence[str],
+    show_all: bool,
+    names: Mapping[str, str] | None = None,
+) -> str:
     """A user page's search box, agent filter, superseded toggle and working-memory link."""
-    choices = [("every agent", None), *((agent_label(name), name) for name in agents)]
+    choices = [("every agent", None), *((agent_label(name, names), name) for name in agents)]
     filters = " ".join(
         f"<b>{label}</b>"
         if value == agent
@@ -292,11 +298,14 @@ def event_dates(records: Sequence[MemoryRecord]) -> dict[str, str]:
     return found
 
 
-def agent_label(agent_id: str | None) -> str:
-    """An agent id as a person reads it: a name in full, a machine id (32 hex
-    digits or a UUID, as agentscope.app gives) shortened, whole on hover."""
+def agent_label(agent_id: str | None, names: Mapping[str, str] | None = None) -> str:
+    """An agent id as a person reads it: the agent's name when ``names`` knows
+    it, else a name-like id in full and a machine id (32 hex digits or a UUID,
+    as agentscope.app gives) shortened; the id itself on hover."""
     if not agent_id:
         return "-"
+    if names and names.get(agent_id):
+        return f'<span class="agent" title="{e(agent_id)}">{e(names[agent_id])}</span>'
     compact = agent_id.replace("-", "")
     if len(compact) == 32 and all(c in "0123456789abcdefABCDEF" for c in compact):
         return f'<span class="id" title="{e(agent_id)}">{e(agent_id[:8])}</span>'
@@ -311,10 +320,17 @@ def _dates(created: str | None, updated: str | None) -> str:
     return shown
 
 
-def _memory_cells(r: MemoryRecord, when: str, dates: str, user: str, csrf: str) -> str:
+def _memory_cells(
+    r: MemoryRecord,
+    when: str,
+    dates: str,
+    user: str,
+    csrf: str,
+    names: Mapping[str, str] | None = None,
+) -> str:
     """A memory's agent, date, timeline link and Forget button, as table cells."""
     return (
-        f'<td data-label="agent">{agent_label(r.agent_id)}</td>'
+        f'<td data-label="agent">{agent_label(r.agent_id, names)}</td>'
         f'<td class="when" data-label="{when}">{dates}</td>'
         f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
         f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
@@ -336,11 +352,13 @@ def memories_table(
     user: str,
     csrf: str,
     dates: dict[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> str:
     """One user's memories, each with its links, its timeline link and a Forget button.
 
     Args:
         dates: Event dates by memory id (see :func:`event_dates`).
+        names: Agents' names by agent id, where known.
     """
     if not records:
         return "<p>No memories.</p>"
@@ -349,7 +367,7 @@ def memories_table(
         f'<tr id="m-{e(r.id)}" class="memory{" superseded" if r.hidden else ""}">'
         f'<td class="text">{e(r.text)}'
         f"<div>{_relations(r, links.get(r.id, []), dates.get(r.id))}</div></td>"
-        + _memory_cells(r, "created", _dates(r.created_at, r.updated_at), user, csrf)
+        + _memory_cells(r, "created", _dates(r.created_at, r.updated_at), user, csrf, names)
         for r in records
     )
     return _table("memories", ["Memory", "Agent", "Created", "Id", ""], rows)
@@ -393,7 +411,11 @@ def hits_table(hits: Sequence[tuple[MemoryRecord, float | None]], user: str, csr
 
 
 def memory_page(
-    memory_id: str, record: MemoryRecord | None, entries: Sequence[dict[str, Any]], csrf: str
+    memory_id: str,
+    record: MemoryRecord | None,
+    entries: Sequence[dict[str, Any]],
+    csrf: str,
+    names: Mapping[str, str] | None = None,
 ) -> str:
     """One memory and its timeline (what ``agentscope-mem0 history`` shows)."""
     if record is None:
@@ -403,7 +425,7 @@ def memory_page(
         head = (
             f'<p class="text" id="memory-text">{e(record.text)}</p>'
             f'<p class="bar">user <a href="{href("./", user=user)}">{e(user)}</a> · agent '
-            f"{agent_label(record.agent_id)} · created "
+            f"{agent_label(record.agent_id, names)} · created "
             f"{_dates(record.created_at, record.updated_at)} · "
             f"<code>{e(memory_id)}</code> {_forget_button(memory_id, user, csrf)}</p>"
         )

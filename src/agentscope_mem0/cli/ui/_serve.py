@@ -28,8 +28,11 @@ from .._exit_codes import UnreachableError, UsageError
 from ._security import TOKEN_ENV, check_bind
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .._config import Settings
     from .._output import Output
+    from ._web import AgentNames
 
 __all__ = ["MOUNT_FILE", "MountedInspector", "mount_inspector", "ui"]
 
@@ -222,8 +225,29 @@ class MountedInspector:
                         backend="embedded", folder=self._folder, outbox=self._folder
                     )
                     store = MemoryStore(client, settings)  # no on_close: the factory's client
-                    self._app = create_app(store, token=self._token)
+                    # The app's agent records name its agents (ids are 32 hex digits).
+                    state = getattr(scope.get("app"), "state", None)
+                    names = _agent_names(getattr(state, "storage", None))
+                    self._app = create_app(store, token=self._token, agent_names=names)
         await self._app(scope, receive, send)
+
+
+def _agent_names(storage: Any) -> AgentNames | None:
+    """Agents' names from agentscope.app's storage (``get_agent(user_id, agent_id)``
+    answers a record whose ``data.name`` is the name); ``None`` without one."""
+    if not callable(getattr(storage, "get_agent", None)):
+        return None
+
+    async def names(user_id: str, agent_ids: Sequence[str]) -> dict[str, str]:
+        found = {}
+        for agent_id in agent_ids:
+            record = await storage.get_agent(user_id, agent_id)
+            name = getattr(getattr(record, "data", None), "name", None)
+            if isinstance(name, str) and name.strip():
+                found[agent_id] = name
+        return found
+
+    return names
 
 
 def mount_inspector(

@@ -17,6 +17,7 @@ import statistics
 import time
 import uuid
 from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["create_app", "per_day"]
 
 logger = logging.getLogger(__name__)
+
+AgentNames = Callable[[str, Sequence[str]], Awaitable[dict[str, str]]]
+"""Looks up agents' names: ``(user_id, agent ids) -> {agent id: name}``."""
 
 _MAX_TOP_K = 100
 _PAGE = 100
@@ -113,10 +117,12 @@ class _Pages:
 
     Args:
         store: The store to show; its opener closes it.
+        agent_names: Looks up agents' names (service mode); ``None``: ids only.
     """
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryStore, agent_names: AgentNames | None = None) -> None:
         self.store = store
+        self._agent_names = agent_names
         self.guard: Guard
         self.where = where(store.settings)
         self._search_seconds: list[float] = []
@@ -162,6 +168,17 @@ class _Pages:
             return self._html(title, "", exc.status, error=str(exc))
         logger.warning("the store failed: %s", exc)
         return self._html("The memory store failed", "", 502, error=str(exc))
+
+    async def _names(self, user: str, agent_ids: Sequence[str | None]) -> dict[str, str]:
+        """The names of ``user``'s agents that the lookup knows (none without one)."""
+        wanted = sorted({a for a in agent_ids if a})
+        if self._agent_names is None or not wanted:
+            return {}
+        try:
+            return await self._agent_names(user, wanted)
+        except Exception as exc:  # a name is a nicety: the page shows ids instead
+            logger.warning("could not look up the agents' names: %s", exc)
+            return {}
 
     # -- pages --------------------------------------------------------------
 
@@ -240,12 +257,13 @@ class _Pages:
         everyone = records if agent is None else await self.store.records(Scope(user))
         agents = sorted({r.agent_id for r in everyone if r.agent_id})
         links = timeline_links(records)
+        names = await self._names(user, agents)
         body = (
-            pages.user_tools(user, agent, agents, show_all)
+            pages.user_tools(user, agent, agents, show_all, names)
             + pages.counters(stats)
             + pages.per_day_svg(per_day(records))
             + "<h2>Memories, newest first</h2>"
-            + pages.memories_table(shown, links, user, self.csrf, pages.event_dates(records))
+            + pages.memories_table(shown, links, user, self.csrf, pages.event_dates(records), names)
             + pages.pager("./", page, pages_total, user=user, agent=agent, all=show_all or None)
             + (pages.forget_user_form(user, len(records), self.csrf) if records else "")
         )
@@ -279,7 +297,8 @@ class _Pages:
         record, entries = await self.store.history(memory_id)
         if record is None and not entries:
             raise _Refused(404, f"no memory and no history with id {memory_id}")
-        body = pages.memory_page(memory_id, record, entries, self.csrf)
+        names = await self._names(record.user_id or "", [record.agent_id]) if record else {}
+        body = pages.memory_page(memory_id, record, entries, self.csrf, names)
         return self._html("A memory and its timeline", body)
 
     async def working(self, request: Request) -> Response:
@@ -362,15 +381,20 @@ def _page_of(request: Request, count: int, size: int) -> tuple[int, int]:
     return min(max(page, 1), total), total
 
 
-def create_app(store: MemoryStore, *, token: str | None) -> Guard:
+def create_app(
+    store: MemoryStore, *, token: str | None, agent_names: AgentNames | None = None
+) -> Guard:
     """The inspector of ``store`` as an ASGI app: the routes wrapped in the guard.
 
     Args:
         store: The store to show; the caller closes it.
         token: The access token every request must carry; ``None`` answers
             requests from this machine only.
+        agent_names: ``await agent_names(user_id, agent_ids)`` gives the names
+            of those agents it knows (a service's agent records); without it
+            the pages show agent ids.
     """
-    view = _Pages(store)
+    view = _Pages(store, agent_names)
     routes = [
         Route("/", view.home, methods=["GET"]),
         Route("/search", view.search, methods=["GET"]),

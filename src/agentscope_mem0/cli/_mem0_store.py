@@ -134,7 +134,7 @@ class MemoryStore:
                 self._client, self._on_client_close = self._build()
         return self._client
 
-    async def _with_client(self) -> None:
+    async def ready(self) -> None:
         """Build the client off the event loop (seconds of imports), once."""
         if self._client is None:
             await asyncio.to_thread(lambda: self.client)
@@ -278,7 +278,7 @@ class MemoryStore:
         (:meth:`Mem0Backend.search`), superseded and repeated memories are left
         out unless ``show_all``."""
 
-        await self._with_client()
+        await self.ready()
 
         async def fetch(n: int) -> list[tuple[MemoryRecord, float | None]]:
             found = await self.backend.search_raw(query, scope, top_k=n, threshold=threshold)
@@ -340,7 +340,7 @@ class MemoryStore:
     async def restore(self, memory_id: str) -> Restored | None:
         """Make a superseded or merged memory current again (see
         :func:`agentscope_mem0._memories.release.restore`)."""
-        await self._with_client()
+        await self.ready()
         return await self.backend.restore(memory_id)
 
     # -- writing through mem0 -------------------------------------------------
@@ -358,7 +358,7 @@ class MemoryStore:
             mem0's result entries, each with the memory's ``metadata`` after
             the judgement (``supersedes``, ``duplicate_of``, ...).
         """
-        await self._with_client()
+        await self.ready()
         said = datetime.now(UTC)
         message = [{"role": "user", "content": text}]
         results = await self.backend.add(message, scope, infer=infer, said_at=said)
@@ -387,7 +387,7 @@ class MemoryStore:
         Raises:
             PermanentBackendError: A memory is still there.
         """
-        await self._with_client()
+        await self.ready()
         done = await self.backend.forget(record.id)
         repeats = [
             MemoryRecord(id=str(hit.id), text=hit.memory, agent_id=hit.agent_id)
@@ -410,7 +410,7 @@ class MemoryStore:
         Returns:
             History entries removed, kept messages removed, memories remaining.
         """
-        await self._with_client()
+        await self.ready()
         if self.hosted and scope.agent_id is not None:
             # A delete_all naming user and agent matches nothing in the user's
             # space; delete what the listing showed instead.
@@ -449,7 +449,7 @@ class MemoryStore:
                 "its own ids and dates, so an exact and idempotent import is impossible. "
                 "Import into an open-source backend (embedded, pgvector, qdrant) instead"
             )
-        await self._with_client()
+        await self.ready()
         held = await self._existing_ids([r.id for r in records])
         new = [r for r in records if r.id not in held]
         await self.insert(new)

@@ -167,6 +167,7 @@ def _send(settings: Settings, user: str | None, timeout: float) -> int:
     click.echo(f"extracting with {chat.description}", err=True)
 
     async def work(store: MemoryStore) -> int:
+        await store.ready()  # mem0 and the embedder, built off the loop
         queue = WriteQueue(store.backend, outbox_dir=settings.outbox)
         try:
             count = await queue.retry_failed(user)

@@ -172,7 +172,7 @@ def test_a_fact_told_again_with_add_is_current_again(
 
     added = run_json("add", "--user", "alice", told)["stored"]
     assert [m["text"] for m in added] == [stored]
-    assert added[0]["metadata"]["supersedes"] == [beijing["id"]]
+    assert added[0]["agentscope_mem0"]["supersedes"] == [beijing["id"]]
     # An unrelated fact replaces nothing.
     assert "replaces" not in run("add", "--user", "alice", "I like tea.").stdout
 
@@ -187,11 +187,11 @@ def test_add_without_an_agent_keeps_a_fact_only_one_agent_has(_data_dir: Path) -
     planner = run_json("add", "--user", "alice", "--agent", "planner", "I live in Hangzhou.")
     added = run_json("add", "--user", "alice", "I live in Hangzhou.")["stored"]
     assert [m["text"] for m in added] == ["User lives in Hangzhou."]
-    assert not added[0]["metadata"].get("duplicate_of")
+    assert not added[0]["agentscope_mem0"].get("duplicate_of")
     assert added[0]["id"] != planner["stored"][0]["id"]
     # Told to the planner again, it is a repeat of what the planner's reads show.
     again = run_json("add", "--user", "alice", "--agent", "planner", "I live in Hangzhou!")
-    assert again["stored"][0]["metadata"]["duplicate_of"] in {
+    assert again["stored"][0]["agentscope_mem0"]["duplicate_of"] in {
         planner["stored"][0]["id"],
         added[0]["id"],
     }

@@ -51,6 +51,7 @@ __all__ = [
     "FormatError",
     "MemoryRecord",
     "parse_line",
+    "split_metadata",
     "timeline_links",
 ]
 
@@ -216,12 +217,7 @@ class MemoryRecord:
                 if value is not None:
                     out[item.name] = value
                 continue
-            users = {k: v for k, v in value.items() if k not in PACKAGE_FIELDS}
-            own = {k: v for k, v in value.items() if k in PACKAGE_FIELDS}
-            if users:
-                out["metadata"] = _sorted_deep(users)
-            if own:
-                out[PACKAGE_KEY] = _sorted_deep(own)
+            out.update(split_metadata(value))
         return out
 
     def to_line(self) -> str:
@@ -322,6 +318,20 @@ def parse_line(line: str, number: int, *, now: datetime | None = None) -> Memory
         hash=data.get("hash"),
         metadata=_sorted_deep(metadata),
     )
+
+
+def split_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """mem0's metadata of a memory as the output shows it: the user's fields
+    under ``metadata``, this package's under :data:`PACKAGE_KEY` (an empty
+    one left out)."""
+    users = {k: v for k, v in metadata.items() if k not in PACKAGE_FIELDS}
+    own = {k: v for k, v in metadata.items() if k in PACKAGE_FIELDS}
+    out: dict[str, Any] = {}
+    if users:
+        out["metadata"] = _sorted_deep(users)
+    if own:
+        out[PACKAGE_KEY] = _sorted_deep(own)
+    return out
 
 
 def _with_package_fields(metadata: dict[str, Any], own: Any, number: int) -> dict[str, Any]:

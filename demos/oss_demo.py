@@ -5,10 +5,11 @@ newer fact ("I moved to Beijing") supersedes an older one ("I live in Hangzhou")
 
 The same command as ``agentscope-mem0 demo``, with the same options. The
 default mode is ``both``, the middleware's default (``MODE`` in the
-environment works too). Memories are stored for user ``alice`` in the data
-folder (``$AGENTSCOPE_MEM0_DIR`` or ``~/.agentscope-mem0`` unless ``--folder``
-names another), replacing that user's earlier memories there; afterwards
-``agentscope-mem0 list --user alice`` shows the current ones (``--all`` the
+environment works too). Memories are stored for the demo's own user,
+``demo-user``, in the data folder (``$AGENTSCOPE_MEM0_DIR`` or
+``~/.agentscope-mem0`` unless ``--folder`` names another), replacing only that
+user's memories of an earlier run (no other user's are touched); afterwards
+``agentscope-mem0 list --user demo-user`` shows the current ones (``--all`` the
 superseded ones too). See ``agentscope_mem0.demo`` for the choice of chat
 model (DashScope, an OpenAI-compatible endpoint, or the offline scripted one).
 """

@@ -78,6 +78,9 @@ SMOKE: dict[str, str] = {
     # Needs the suite's PostgreSQL; without one it exits at once and its test skips.
     "pod_loss": "pod_loss.py --pg-dsn {dsn} --users 6 --kill-after 4 --extraction-delay 0.2 "
     "--out {out}/pod-loss.json",
+    # Side by side with itself: the run times, compares nothing.
+    "cli_speed": "cli_speed.py --fill hash --repeats 1 --before-src {src} "
+    "--out {out}/cli-speed.json",
 }
 
 
@@ -433,6 +436,12 @@ def test_pod_loss(runs: Runs) -> None:
     assert data["acknowledged"] == 18 and data["acknowledged_by_lost_replica"] == 4
     assert data["lost"] == 0 and data["stored_twice"] == 0
     assert data["changes_before_their_fact"] == 0 and data["all_flushed"]
+
+
+def test_cli_speed(runs: Runs) -> None:
+    data = result(runs.out("cli_speed") / "cli-speed.json", "results", "load_average_start")
+    for side in ("after", "before"):
+        assert set(data["results"][side]) == {"--help", "list", "history", "status", "export"}
 
 
 def test_every_benchmark_has_a_smoke_run() -> None:

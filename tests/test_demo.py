@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,7 +56,8 @@ def test_later_sessions_use_what_was_told_and_a_move_supersedes_the_old_home(
     # In the store: every Hangzhou memory is kept, marked superseded by a Beijing one,
     # or (said again by the other write of the same turn) merged into one that is.
     everything = {str(m["id"]): m for m in _stored(folder, "--all")}
-    metadata = {i: dict(m["metadata"]) for i, m in everything.items()}  # type: ignore[call-overload]
+    # The package's own fields (the timeline) are under "agentscope_mem0".
+    metadata = {i: dict(m["agentscope_mem0"]) for i, m in everything.items()}  # type: ignore[call-overload]
     hangzhou = [i for i, m in everything.items() if "Hangzhou" in str(m["text"])]
     old = [i for i in hangzhou if not metadata[i].get("duplicate_of")]
     repeats = [i for i in hangzhou if i not in old]
@@ -95,26 +97,49 @@ def test_later_sessions_use_what_was_told_and_a_move_supersedes_the_old_home(
         assert "[context → mem0 (static)] The user lives in Hangzhou." not in transcript
 
 
-def test_default_is_both_for_alice_and_the_cli_finds_it(tmp_path: Path) -> None:
+def test_default_is_both_for_its_own_user_and_the_cli_finds_it(tmp_path: Path) -> None:
     folder = tmp_path / "demo"
     out = io.StringIO()
     asyncio.run(run_demo(folder=folder, out=out))
     transcript = out.getvalue()
-    assert DEMO_USER == "alice"
+    assert DEMO_USER == "demo-user"
     assert "mode: both" in transcript
-    assert f"memories of user 'alice' are stored in {folder}" in transcript
-    assert f"agentscope-mem0 list --user alice --folder {folder}" in transcript
+    assert (
+        f"memories of user 'demo-user' (the demo's own user: no other user's memories are "
+        f"touched) are stored in {folder}" in transcript
+    )
+    assert f"agentscope-mem0 list --user demo-user --folder {folder}" in transcript
     listed = CliRunner().invoke(
-        cli, ["list", "--user", "alice", "--folder", str(folder)], catch_exceptions=False
+        cli, ["list", "--user", "demo-user", "--folder", str(folder)], catch_exceptions=False
     )
     assert listed.exit_code == 0, listed.output
     assert "Beijing" in listed.stdout and "dark mode" in listed.stdout
     assert "Hangzhou" not in listed.stdout  # superseded: hidden unless --all
     shown = CliRunner().invoke(
-        cli, ["list", "--user", "alice", "--folder", str(folder), "--all"], catch_exceptions=False
+        cli,
+        ["list", "--user", "demo-user", "--folder", str(folder), "--all"],
+        catch_exceptions=False,
     )
     assert shown.exit_code == 0, shown.output
     assert "Hangzhou. (superseded" in shown.stdout
+
+
+def test_the_demo_leaves_the_folders_users_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "demo"
+    kept = CliRunner().invoke(
+        cli,
+        ["add", "--user", "alice", "--raw", "likes green tea", "--folder", str(folder)],
+        catch_exceptions=False,
+    )
+    assert kept.exit_code == 0, kept.output
+    command = CliRunner().invoke(cli, ["demo", "--help"], catch_exceptions=False)
+    assert f"[default: {DEMO_USER}]" in command.stdout  # the command's default is the same user
+    asyncio.run(run_demo(folder=folder, out=io.StringIO()))
+    listed = CliRunner().invoke(
+        cli, ["list", "--user", "alice", "--folder", str(folder)], catch_exceptions=False
+    )
+    assert listed.exit_code == 0, listed.output
+    assert "likes green tea" in listed.stdout
 
 
 def test_demo_script_help_and_bad_mode() -> None:
@@ -193,10 +218,74 @@ def test_in_mode_both_add_memory_and_the_automatic_write_keep_one_memory_per_fac
     for text in tool:
         # Reported to the agent as recorded, and never hidden as a repeat of another.
         assert text.rstrip(".") in recorded, text
-        assert not dict(everything[text]["metadata"]).get("duplicate_of"), text  # type: ignore[call-overload]
+        assert not dict(everything[text]["agentscope_mem0"]).get("duplicate_of"), text  # type: ignore[call-overload]
     for text in automatic:
-        kept = dict(everything[text]["metadata"]).get("duplicate_of")  # type: ignore[call-overload]
+        kept = dict(everything[text]["agentscope_mem0"]).get("duplicate_of")  # type: ignore[call-overload]
         assert kept is not None, text
         assert str(by_id[str(kept)]["text"]) in tool
     current = [str(m["text"]) for m in _stored(folder)]
     assert sorted(current) == sorted(t for t in tool if "Hangzhou" not in t)
+
+
+_SLOW_DEMO = """
+import sys
+from agentscope_mem0 import demo
+from agentscope_mem0.testing import ScriptedChatModel
+
+slow = ScriptedChatModel(demo._offline_script, delay=float(sys.argv[2]))
+demo.chat_model_from_env = lambda: (slow, "a slow scripted model")
+from agentscope_mem0.cli import cli
+
+cli(["demo", "--folder", sys.argv[1]])
+"""
+
+
+def _interrupted_demo(folder: Path, presses: int) -> tuple[int, str]:
+    """The demo on a slow model, interrupted ``presses`` times once the first
+    reply is done (its write is then under way); its exit code and stderr."""
+    child = subprocess.Popen(
+        [sys.executable, "-u", "-c", _SLOW_DEMO, str(folder), "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stderr is not None
+        for line in child.stdout:
+            if line.startswith("[assistant]"):
+                break
+        child.send_signal(signal.SIGINT)
+        if presses == 2:
+            # The first press's message, then the second press while mem0 extracts.
+            assert child.stderr.readline() == "\n"
+            assert child.stderr.readline().startswith("interrupted; storing 1 write")
+            child.send_signal(signal.SIGINT)
+        code = child.wait(120)
+        return code, child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_ctrl_c_says_what_it_waits_for_and_stores_it(tmp_path: Path) -> None:
+    code, err = _interrupted_demo(tmp_path / "data", presses=1)
+    assert code == 130, err
+    assert "interrupted; storing 1 write of this conversation first" in err
+    assert "Press Ctrl-C again to stop now: they stay in the outbox" in err
+    assert "1 write: stored." in err
+    assert "Traceback" not in err
+
+
+def test_a_second_ctrl_c_stops_at_once_and_leaves_the_write_in_the_outbox(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "data"
+    code, err = _interrupted_demo(folder, presses=2)
+    assert code == 130, err
+    assert "stopped; writes not stored yet stay in the outbox" in err
+    assert "Traceback" not in err and "Event loop is closed" not in err
+    status = CliRunner().invoke(
+        cli, ["status", "--folder", str(folder), "--json"], catch_exceptions=False
+    )
+    assert json.loads(status.stdout)["outbox"]["pending"] >= 1  # the next start stores it

@@ -16,13 +16,16 @@ llama.cpp servers included: message contents go as plain strings, and with a
 base URL mem0 extracts with the compact prompt unless ``MEM0_EXTRACTION=mem0``),
 and otherwise a small offline scripted model.
 
-The demo stores under user ``alice`` (:data:`DEMO_USER`) in the data folder
-it names first, replacing that user's earlier memories there, so that
-``agentscope-mem0 list --user alice`` shows what it remembered.
+The demo stores under a user of its own, ``demo-user`` (:data:`DEMO_USER`), in
+the data folder it names first, replacing only that user's earlier memories
+there (those of a previous demo run): the memories of the folder's real users
+are never touched. ``agentscope-mem0 list --user demo-user`` shows what it
+remembered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -67,8 +70,9 @@ __all__ = [
     "run_demo",
 ]
 
-DEMO_USER = "alice"
-"""The user the demo remembers for: the one the README's CLI examples read."""
+DEMO_USER = "demo-user"
+"""The user the demo remembers for: its own, so that a run, which starts by
+forgetting that user's memories, never touches anyone else's."""
 OLD_CITY = "Hangzhou"
 NEW_CITY = "Beijing"
 SESSION_1 = f"Please make my charts dark mode with matplotlib by default. I live in {OLD_CITY}."
@@ -275,6 +279,26 @@ async def _turn(
     return answer
 
 
+async def _store_before_stopping(mw: Mem0Middleware) -> None:
+    """After a Ctrl-C, store the writes under way, saying so; a second Ctrl-C
+    (see ``agentscope-mem0 demo``) leaves them in the outbox instead."""
+    pending = int(mw.stats().get("writes_pending", 0))
+    if not pending:
+        print("\ninterrupted; no write was waiting to be stored.", file=sys.stderr, flush=True)
+        return
+    writes = "1 write" if pending == 1 else f"{pending} writes"
+    print(
+        f"\ninterrupted; storing {writes} of this conversation first (mem0 extracts them "
+        "with the chat model). Press Ctrl-C again to stop now: they stay in the outbox in "
+        f"{mw.folder} and are stored the next time a memory opens that folder.",
+        file=sys.stderr,
+        flush=True,
+    )
+    stored = await mw.aclose()
+    done = "stored" if stored else "not all stored: the rest stay in the outbox for the next start"
+    print(f"{writes}: {done}.", file=sys.stderr, flush=True)
+
+
 async def run_demo(
     mode: Mode = "both",
     *,
@@ -289,7 +313,8 @@ async def run_demo(
         mode: The middleware mode to show (the middleware's default, ``both``).
         folder: The data folder (default: ``$AGENTSCOPE_MEM0_DIR`` or
             ``~/.agentscope-mem0``, the folder the CLI reads).
-        user_id: Whose memories; the demo replaces them.
+        user_id: Whose memories (the demo's own user by default); the demo
+            replaces them.
         chat_model: Overrides the model chosen from the environment.
         out: Where the transcript goes.
     """
@@ -311,27 +336,32 @@ async def run_demo(
         folder=folder,
         parameters=Mem0Middleware.Parameters(extraction=extraction),
     )
+    own = " (the demo's own user: no other user's memories are touched)" * (user_id == DEMO_USER)
     print(
         f"mode: {mode}\n"
-        f"memories of user {user_id!r} are stored in {mw.folder} (replacing that user's "
-        "earlier ones there; --folder or $AGENTSCOPE_MEM0_DIR picks another folder)",
+        f"memories of user {user_id!r}{own} are stored in {mw.folder}, replacing that "
+        "user's earlier ones there (--folder or $AGENTSCOPE_MEM0_DIR picks another folder)",
         file=out,
     )
     backend = Mem0Backend(mw.client)
     async with mw:
-        await backend.delete_all(Scope(user_id))  # start from a clean store
-        answers = []
-        for session, text in enumerate(SESSIONS, 1):
-            print(f"\n=== session {session}: a new agent with an empty context ===", file=out)
-            agent = Agent(
-                name="assistant",
-                system_prompt=SYSTEM_PROMPT,
-                model=chat_model,
-                middlewares=[mw],
-                toolkit=Toolkit(tools=await mw.list_tools()),
-            )
-            answers.append(await _turn(agent, mw, backend, user_id, text, out))
-        memories = await _memories(backend, user_id)
+        try:
+            await backend.delete_all(Scope(user_id))  # start from a clean store
+            answers = []
+            for session, text in enumerate(SESSIONS, 1):
+                print(f"\n=== session {session}: a new agent with an empty context ===", file=out)
+                agent = Agent(
+                    name="assistant",
+                    system_prompt=SYSTEM_PROMPT,
+                    model=chat_model,
+                    middlewares=[mw],
+                    toolkit=Toolkit(tools=await mw.list_tools()),
+                )
+                answers.append(await _turn(agent, mw, backend, user_id, text, out))
+            memories = await _memories(backend, user_id)
+        except asyncio.CancelledError:  # Ctrl-C: asyncio cancels the demo's task
+            await _store_before_stopping(mw)
+            raise
     used = "dark" in answers[1].lower() and "matplotlib" in answers[1].lower()
     verdict = "used" if used else "did NOT use"
     print(f"\nsession 2 {verdict} dark mode and matplotlib without being told.", file=out)

@@ -59,6 +59,9 @@ def test_add_raw_stores_verbatim_with_agent() -> None:
     assert added["extraction_model"] is None
     [memory] = added["stored"]
     assert memory["text"] == "likes tea"
+    # The package's own fields apart from the user's metadata (there is none here).
+    assert {"said_at", "valid_from"} <= set(memory["agentscope_mem0"])
+    assert "metadata" not in memory
     listed = run_json("list", "--user", "alice", "--agent", "planner")
     assert listed[0]["agent_id"] == "planner"
     assert listed[0]["created_at"] == listed[0]["updated_at"]

@@ -50,13 +50,13 @@ def test_list_search_and_history_follow_the_timeline(_data_dir: Path) -> None:
     listed = run_json("list", "--user", "alice")
     assert [m["text"] for m in listed] == ["User moved to Beijing last month."]
     new: dict[str, Any] = listed[0]
-    assert new["metadata"]["event_date"] == "2024-02"
-    assert new["metadata"]["valid_from"].startswith("2024-03-10")
+    assert new["agentscope_mem0"]["event_date"] == "2024-02"
+    assert new["agentscope_mem0"]["valid_from"].startswith("2024-03-10")
 
     everything = {m["text"]: m for m in run_json("list", "--user", "alice", "--all")}
     old = everything["User lives in Hangzhou."]
-    assert old["metadata"]["superseded_by"] == new["id"]
-    assert old["metadata"]["valid_until"] == "2024-02"  # the newer fact's event date
+    assert old["agentscope_mem0"]["superseded_by"] == new["id"]
+    assert old["agentscope_mem0"]["valid_until"] == "2024-02"  # the newer fact's event date
     table = run("list", "--user", "alice", "--all").stdout
     assert f"(superseded 2024-02 by {new['id']})" in table
 
@@ -105,7 +105,7 @@ def test_restore_undoes_a_wrong_change_and_history_shows_it(_data_dir: Path) -> 
     everything = {m["text"]: m for m in run_json("list", "--user", "alice", "--all")}
     old = everything["User lives in Hangzhou."]
     new = everything["User moved to Beijing last month."]
-    reason = old["metadata"]["superseded_reason"]
+    reason = old["agentscope_mem0"]["superseded_reason"]
 
     restored = run("restore", old["id"])
     assert restored.exit_code == 0, restored.output
@@ -113,7 +113,7 @@ def test_restore_undoes_a_wrong_change_and_history_shows_it(_data_dir: Path) -> 
     assert f"It was superseded by {new['id']} ({reason})." in restored.stdout
     current = {m["text"]: m for m in run_json("list", "--user", "alice")}
     assert set(current) == set(everything)
-    assert not current["User moved to Beijing last month."]["metadata"].get("supersedes")
+    assert not current["User moved to Beijing last month."]["agentscope_mem0"].get("supersedes")
     undone = run_json("history", old["id"])[-1]
     assert undone["event"] == "RESTORED" and undone["memory_id"] == new["id"]
     assert undone["reason"] == f"was superseded ({reason})"
@@ -125,9 +125,9 @@ def test_restore_undoes_a_wrong_change_and_history_shows_it(_data_dir: Path) -> 
 def test_forgetting_the_kept_memory_forgets_its_repeat_too(_data_dir: Path) -> None:
     asyncio.run(_a_fact_said_twice(_data_dir))
     everything = run_json("list", "--user", "alice", "--all")
-    kept = next(m for m in everything if not m["metadata"].get("duplicate_of"))
-    repeat = next(m for m in everything if m["metadata"].get("duplicate_of"))
-    assert repeat["metadata"]["duplicate_of"] == kept["id"]
+    kept = next(m for m in everything if not m["agentscope_mem0"].get("duplicate_of"))
+    repeat = next(m for m in everything if m["agentscope_mem0"].get("duplicate_of"))
+    assert repeat["agentscope_mem0"]["duplicate_of"] == kept["id"]
     assert [m["id"] for m in run_json("list", "--user", "alice")] == [kept["id"]]
     assert f"(duplicate of {kept['id']})" in run("list", "--user", "alice", "--all").stdout
     # history shows the chain both ways; export keeps the repeat with its marks.
@@ -140,7 +140,7 @@ def test_forgetting_the_kept_memory_forgets_its_repeat_too(_data_dir: Path) -> N
     exported = run("export", "--user", "alice")
     assert exported.exit_code == 0, exported.output
     lines = [json.loads(line) for line in exported.stdout.splitlines()]
-    assert {line["id"]: line["metadata"].get("duplicate_of") for line in lines} == {
+    assert {line["id"]: line["agentscope_mem0"].get("duplicate_of") for line in lines} == {
         kept["id"]: None,
         repeat["id"]: kept["id"],
     }
@@ -157,8 +157,8 @@ def test_forgetting_the_kept_memory_forgets_its_repeat_too(_data_dir: Path) -> N
 def test_forget_json_names_the_repeats_it_removed(_data_dir: Path) -> None:
     asyncio.run(_a_fact_said_twice(_data_dir))
     everything = run_json("list", "--user", "alice", "--all")
-    kept = next(m for m in everything if not m["metadata"].get("duplicate_of"))
-    repeat = next(m for m in everything if m["metadata"].get("duplicate_of"))
+    kept = next(m for m in everything if not m["agentscope_mem0"].get("duplicate_of"))
+    repeat = next(m for m in everything if m["agentscope_mem0"].get("duplicate_of"))
     report = run_json("forget", kept["id"], "--yes")
     assert report["ids"] == [kept["id"], repeat["id"]] and report["removed"] == 2
     assert report["current_again"] == []
@@ -181,13 +181,13 @@ def test_a_fact_told_again_with_add_is_current_again(
 
     added = run_json("add", "--user", "alice", told)["stored"]
     assert [m["text"] for m in added] == [stored]
-    assert added[0]["metadata"]["supersedes"] == [beijing["id"]]
+    assert added[0]["agentscope_mem0"]["supersedes"] == [beijing["id"]]
     # An unrelated fact replaces nothing.
     assert "replaces" not in run("add", "--user", "alice", "I like tea.").stdout
 
     assert [m["text"] for m in run_json("list", "--user", "alice")] == ["User likes tea.", stored]
     everything = {m["id"]: m for m in run_json("list", "--user", "alice", "--all")}
-    assert everything[beijing["id"]]["metadata"]["superseded_by"] == added[0]["id"]
+    assert everything[beijing["id"]]["agentscope_mem0"]["superseded_by"] == added[0]["id"]
 
 
 def test_add_without_an_agent_keeps_a_fact_only_one_agent_has(_data_dir: Path) -> None:
@@ -196,11 +196,11 @@ def test_add_without_an_agent_keeps_a_fact_only_one_agent_has(_data_dir: Path) -
     planner = run_json("add", "--user", "alice", "--agent", "planner", "I live in Hangzhou.")
     added = run_json("add", "--user", "alice", "I live in Hangzhou.")["stored"]
     assert [m["text"] for m in added] == ["User lives in Hangzhou."]
-    assert not added[0]["metadata"].get("duplicate_of")
+    assert not added[0]["agentscope_mem0"].get("duplicate_of")
     assert added[0]["id"] != planner["stored"][0]["id"]
     # Told to the planner again, it is a repeat of what the planner's reads show.
     again = run_json("add", "--user", "alice", "--agent", "planner", "I live in Hangzhou!")
-    assert again["stored"][0]["metadata"]["duplicate_of"] in {
+    assert again["stored"][0]["agentscope_mem0"]["duplicate_of"] in {
         planner["stored"][0]["id"],
         added[0]["id"],
     }

@@ -339,3 +339,57 @@ def test_record_format_round_trips_a_payload() -> None:
     again = parse_line(line, 1)
     assert again == record
     assert again.to_payload(lemmatized="user like tea") == payload
+
+
+# -- the package's own fields, namespaced in the output ------------------------------
+
+_OWN = {
+    "said_at": "2025-06-01T08:25:09+00:00",
+    "valid_from": "2025-06-01T08:25:09+00:00",
+    "fact_question": "Where does the user live?",
+    "fact_answer": "Hangzhou",
+    "agentscope_mem0_write": "w-1",
+}
+_LINE = {
+    "id": "9379d3c9-f058-4ef2-a5a1-10168d63b4d6",
+    "text": "User lives in Hangzhou.",
+    "user_id": "alice",
+    "created_at": "2025-06-01T08:25:09+00:00",
+}
+
+
+def _import(folder: Path, line: dict[str, Any], tmp_path: Path) -> Any:
+    path = tmp_path / f"{folder.name}.jsonl"
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    return run("import", str(path), "--folder", str(folder))
+
+
+def test_the_packages_fields_are_namespaced_and_both_shapes_import_alike(
+    tmp_path: Path,
+) -> None:
+    # A line of the former shape: the package's fields mixed into the user's metadata.
+    old = tmp_path / "old"
+    assert _import(old, {**_LINE, "metadata": {"topic": "home", **_OWN}}, tmp_path).exit_code == 0
+    (listed,) = run_json("list", "--user", "alice", "--folder", str(old))
+    assert listed["metadata"] == {"topic": "home"}
+    assert listed["agentscope_mem0"] == _OWN
+    (exported,) = _export(old, tmp_path / "old-export.jsonl", "--user", "alice")
+    line = json.loads(exported)
+    assert line["metadata"] == {"topic": "home"} and line["agentscope_mem0"] == _OWN
+    assert list(line)[-2:] == ["metadata", "agentscope_mem0"]
+
+    # The new shape imports to the same stored memory: the export round-trips.
+    new = tmp_path / "new"
+    assert _import(new, line, tmp_path).exit_code == 0
+    assert _export(new, tmp_path / "new-export.jsonl", "--user", "alice") == [exported]
+    # What is stored is unchanged: one metadata object, as the middleware writes it.
+    assert parse_line(exported, 1).metadata == {"topic": "home", **_OWN}
+
+
+def test_an_import_line_with_a_field_given_twice_differently_is_refused(tmp_path: Path) -> None:
+    twice = {**_LINE, "metadata": {"said_at": "2024-01-01"}, "agentscope_mem0": _OWN}
+    result = _import(tmp_path / "a", twice, tmp_path)
+    assert result.exit_code == 2 and "'said_at' differ" in result.stderr
+    strange = {**_LINE, "agentscope_mem0": {"topic": "home"}}
+    result = _import(tmp_path / "b", strange, tmp_path)
+    assert result.exit_code == 2 and "not fields of this package" in result.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -297,16 +298,22 @@ def test_a_repeat_is_shown_with_the_memory_kept(store: Any) -> None:
         metadata={
             "duplicate_of": "0b6c3a52-1d2e-4f00-9a6b-000000000011",
             "valid_until": "2026-06-02T09:00:00+00:00",
+            # The repeat's wording carried the event's date; the kept one did not.
+            "event_date": "2026-05",
         },
     )
     asyncio.run(store.insert([kept, repeat]))
     client = client_for(store)
     current = client.get("/?user=alice").text
     assert "Alice lives in Hangzhou." in current and "The user lives in Hangzhou." not in current
+    assert '<span class="tag">event date 2026-05</span>' in current  # on the kept memory
     page = client.get("/?user=alice&all=1").text
     link = '<a href="memory?id=0b6c3a52-1d2e-4f00-9a6b-0000000000{0}" title='
-    assert f"duplicate of {link.format(11)}" in page
+    assert f"repeat of {link.format(11)}" in page
     assert f"merged {link.format(12)}" in page
+    # The repeat is tagged as one only: no "valid until", no event date of its own.
+    row = page.split('id="m-0b6c3a52-1d2e-4f00-9a6b-000000000012"')[1].split("</tr>")[0]
+    assert "valid until" not in row and "event date" not in row
 
     timeline = client.get("/memory?id=0b6c3a52-1d2e-4f00-9a6b-000000000012").text
     assert "DUPLICATE_OF" in timeline and "Alice lives in Hangzhou." in timeline
@@ -357,9 +364,53 @@ def test_users_page_counts_and_plots(store: Any) -> None:
     assert re.search(r'href="\./\?user=alice">alice' + cell.format(2), page)
     assert re.search(r'href="\./\?user=bob">bob' + cell.format(1), page)
     assert "<div><b>3</b>memories</div>" in page and "<div><b>2</b>users</div>" in page
+    assert "<div><b>0</b>hidden: superseded or repeats</div>" in page
     assert "<div><b>1</b>agents</div>" in page
     bars = re.findall(r'data-count="(\d+)"', client.get("/?user=alice").text)
     assert len(bars) == 30 and bars[-1] == "2" and set(bars[:-1]) == {"0"}
+
+
+def test_home_counts_the_current_memories_and_says_how_many_are_hidden(store: Any) -> None:
+    kept = add(store, "alice", "Alice lives in Beijing.")
+    old = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000021",
+        text="Alice lives in Hangzhou.",
+        user_id="alice",
+        metadata={"superseded_by": kept, "valid_until": "2026-06-02T09:00:00+00:00"},
+    )
+    repeat = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000022",
+        text="The user lives in Beijing.",
+        user_id="alice",
+        metadata={"duplicate_of": kept},
+    )
+    asyncio.run(store.insert([old, repeat]))
+    page = client_for(store).get("/").text
+    assert "<div><b>1</b>memories</div>" in page
+    assert "<div><b>2</b>hidden: superseded or repeats</div>" in page
+    assert re.search(r'alice</a></td><td class="num" data-label="memories">1</td>', page)
+
+
+def test_a_machine_agent_id_is_shortened_and_a_name_shown_whole(store: Any) -> None:
+    app_id = "3f2b8c1e5d4a4c2b9e1f0a1b2c3d4e5f"  # how agentscope.app names an agent
+    add(store, "alice", "Alice drinks green tea.", agent=app_id)
+    add(store, "alice", "Alice has a cat.", agent="planner")
+    page = client_for(store).get("/?user=alice").text
+    assert f'<span class="id" title="{app_id}">3f2b8c1e</span>' in page
+    assert f">{app_id}<" not in page
+    assert '<td data-label="agent">planner</td>' in page
+
+
+def _occupied(port: int) -> socket.socket | None:
+    """A socket listening on ``port``; ``None`` when another program already does."""
+    taken = socket.socket()
+    try:
+        taken.bind(("127.0.0.1", port))
+    except OSError:
+        taken.close()
+        return None
+    taken.listen()
+    return taken
 
 
 def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None:
@@ -370,8 +421,10 @@ def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -
     folder = tmp_path / "served"
     folder.mkdir()
     env = {**os.environ, "AGENTSCOPE_MEM0_EMBEDDER": "hash"}
+    # Without --port it takes a free one: the local model's usual port may be busy.
+    busy = _occupied(8765)
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentscope_mem0.cli", "ui", "--folder", str(folder), "--port", "0"],
+        [sys.executable, "-m", "agentscope_mem0.cli", "ui", "--folder", str(folder)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -391,10 +444,30 @@ def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path: Path) -
         if process.poll() is None:
             process.kill()
             process.wait()
+        if busy is not None:
+            busy.close()
     # The folder is free again for the application.
     from agentscope_mem0.cli._lock import lock_holder
 
     assert lock_holder(folder) is None
+
+
+def test_a_busy_port_is_said_in_one_line(tmp_path: Path) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    try:
+        result = CliRunner().invoke(
+            cli, ["ui", "--folder", str(tmp_path), "--port", str(port)], catch_exceptions=False
+        )
+    finally:
+        busy.close()
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"Error: port {port} on 127.0.0.1 is in use by another program: give another "
+        "--port, or leave --port out to pick a free one\n"
+    )
 
 
 # -- another backend: pgvector on a real PostgreSQL -----------------------------

@@ -176,3 +176,43 @@ def test_ui_on_a_folder_a_service_holds_says_where_its_inspector_is(tmp_path: Pa
     finally:
         child.terminate()
         child.wait(timeout=60)
+
+
+class _AgentRecords:
+    """agentscope.app's storage as the inspector reads it: one agent of alice's."""
+
+    def __init__(self, agent_id: str, name: str) -> None:
+        self.agent_id, self.name = agent_id, name
+
+    async def get_agent(self, user_id: str, agent_id: str) -> object | None:
+        from types import SimpleNamespace
+
+        if (user_id, agent_id) != ("alice", self.agent_id):
+            return None
+        return SimpleNamespace(data=SimpleNamespace(name=self.name))
+
+
+def test_agents_are_shown_by_the_name_the_apps_records_give(tmp_path: Path) -> None:
+    app_id = "3f2b8c1e5d4a4c2b9e1f0a1b2c3d4e5f"  # how agentscope.app names an agent
+    factory = _factory(tmp_path / "data")
+    parent = Starlette()
+    parent.state.storage = _AgentRecords(app_id, "Research Assistant")
+    app = factory.mount_inspector(parent, "/memory")
+
+    async def remember() -> str:
+        client = await factory.get_client()
+        done = await client.add(
+            "Alice drinks green tea.", user_id="alice", agent_id=app_id, infer=False
+        )
+        return str(done["results"][0]["id"])
+
+    with TestClient(
+        app, base_url="http://127.0.0.1:8000", follow_redirects=False, client=("127.0.0.1", 5000)
+    ) as client:
+        memory_id = client.portal.call(remember)
+        page = client.get("/memory/?user=alice").text
+        named = f'<span class="agent" title="{app_id}">Research Assistant</span>'
+        assert page.count(named) == 2  # the agent filter and the memory's row
+        assert f">{app_id}<" not in page
+        assert named in client.get(f"/memory/memory?id={memory_id}").text
+        client.portal.call(factory.aclose)

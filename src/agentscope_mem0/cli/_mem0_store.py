@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,15 +26,22 @@ from .._exceptions import (
     PermanentBackendError,
     StoreLockedError,
 )
-from .._mem0.backend import Mem0Backend
 from .._mem0.call_context import caller_loop_scope
 from .._mem0.errors import mapped_errors
 from .._memories.hit import normalise_hits
-from .._memories.lifecycle import DUPLICATE_REASON, RESTORED, SUPERSEDED_REASON, overfetch
+from .._memories.lifecycle import (
+    DUPLICATE_OF,
+    DUPLICATE_REASON,
+    RESTORED,
+    SUPERSEDED_BY,
+    SUPERSEDED_REASON,
+    overfetch,
+)
 from .._memories.release import Restored
 from .._memories.validity import current_as_of, time_window
-from .._scope import Scope
+from .._scope import Scope, is_hosted
 from . import _history_db
+from ._folder_rows import FolderRows
 from ._lock import lock_holder
 from ._models import (
     ChatChoice,
@@ -45,6 +53,8 @@ from ._models import (
 from ._records import MemoryRecord, timeline_links
 
 if TYPE_CHECKING:
+    from .._mem0.backend import Mem0Backend
+    from .._memories.release import Restored
     from ._config import Settings
 
 __all__ = ["MemoryStore", "open_store"]
@@ -84,22 +94,63 @@ class MemoryStore:
     """A mem0 client (``AsyncMemory``, or the hosted ``AsyncMemoryClient``) as
     the commands use it.
 
+    On the embedded folder a store reads through :class:`~._folder_rows.FolderRows`
+    and builds its mem0 client on first use (a search, a write): reading
+    commands start without importing mem0 or loading the embedder.
+
     Args:
-        client: The mem0 client.
+        client: The mem0 client; ``None`` to build it with ``build`` when first needed.
         settings: Where it came from.
         on_close: Releases what opening it took; ``None`` for a client that
             belongs to someone else (the inspector a service mounts).
+        rows: Reads the embedded folder without mem0 (``None``: through the client).
+        build: Builds the client and what releases it, for ``client=None``.
     """
 
     def __init__(
-        self, client: Any, settings: Settings, *, on_close: Callable[[], None] | None = None
+        self,
+        client: Any,
+        settings: Settings,
+        *,
+        on_close: Callable[[], None] | None = None,
+        rows: FolderRows | None = None,
+        build: Callable[[], tuple[Any, Callable[[], None]]] | None = None,
     ) -> None:
-        self.client = client
-        self.backend = Mem0Backend(client)
-        self.backend.grounded = True  # `add` keeps what the text grounds, as a middleware does
-        self.hosted = self.backend.hosted
+        if client is None and build is None:
+            raise ValueError("give a mem0 client, or build to make one")
+        self._client = client
+        self._build = build
+        self._rows = rows
         self.settings = settings
+        self.hosted = settings.backend == "hosted" if client is None else is_hosted(client)
         self._on_close = on_close
+        self._backend: Mem0Backend | None = None
+        self._on_client_close: Callable[[], None] | None = None
+        self._building = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        """The mem0 client, built now if it was not yet."""
+        with self._building:
+            if self._client is None:
+                assert self._build is not None
+                self._client, self._on_client_close = self._build()
+        return self._client
+
+    async def ready(self) -> None:
+        """Build the client off the event loop (seconds of imports), once."""
+        if self._client is None:
+            await asyncio.to_thread(lambda: self.client)
+
+    @property
+    def backend(self) -> Mem0Backend:
+        """The one door to the client (:class:`Mem0Backend`)."""
+        if self._backend is None:
+            from .._mem0.backend import Mem0Backend
+
+            self._backend = Mem0Backend(self.client)
+            self._backend.grounded = True  # `add` keeps what the text grounds, as a middleware does
+        return self._backend
 
     async def _io(self, what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         with mapped_errors(what), caller_loop_scope():
@@ -107,10 +158,24 @@ class MemoryStore:
 
     @property
     def _vectors(self) -> Any:
+        """The client's vector store (building the client): for writes."""
         return self.client.vector_store
+
+    @property
+    def _reads(self) -> Any:
+        """What reads the stored rows: the folder reader, else the client's vector store."""
+        return self._rows if self._rows is not None else self._vectors
+
+    def _filters(self, scope: Scope) -> dict[str, Any]:
+        """The filters reading ``scope`` in one call."""
+        if not scope.with_user_level:
+            return scope.filters(hosted=self.hosted)  # no client needed to say them
+        return self.backend.read_filters(scope)
 
     def _qdrant(self) -> Any | None:
         """The Qdrant server's client, when that is the vector store."""
+        if self._rows is not None or self.settings.backend != "qdrant":
+            return None  # checked first: importing qdrant-client alone takes seconds
         from qdrant_client import QdrantClient
 
         client = getattr(self._vectors, "client", None)
@@ -138,10 +203,10 @@ class MemoryStore:
         return found
 
     def _scan(self, scope: Scope | None) -> list[MemoryRecord]:
-        filters = self.backend.read_filters(scope) if scope else None
+        filters = self._filters(scope) if scope else None
         qdrant = self._qdrant()
         if qdrant is None:
-            listed = self._vectors.list(filters=filters, top_k=_LIST_ALL)
+            listed = self._reads.list(filters=filters, top_k=_LIST_ALL)
             # mem0 2.2 vector stores answer list() as [rows], (rows, next_offset) or rows.
             if listed and isinstance(listed[0], list | tuple):
                 listed = listed[0]
@@ -169,24 +234,35 @@ class MemoryStore:
             if offset is None:
                 return records
 
-    async def count(self, scope: Scope | None) -> int:
-        """How many memories ``scope`` holds (of everyone when ``None``)."""
-        counter = None if self.hosted else getattr(self._vectors, "count", None)
-        if counter is None:  # only the Qdrant Edge store counts without listing
-            return len(await self.records(scope))
-        filters = self.backend.read_filters(scope) if scope else None
-        return int(await self._io("count", counter, filters))
+    async def count(self, scope: Scope | None, *, current_only: bool = False) -> int:
+        """How many memories ``scope`` holds (of everyone when ``None``); with
+        ``current_only``, leaving out those superseded or merged as repeats."""
+        counter = None if self.hosted else getattr(self._reads, "count", None)
+        shard = None if self.hosted else getattr(self._reads, "shard", None)
+        if counter is None or (current_only and shard is None):
+            # Only the Qdrant Edge store counts without listing.
+            return sum(1 for r in await self.records(scope) if not (current_only and r.hidden))
+        filters = self._filters(scope) if scope else None
+        if not current_only:
+            return int(await self._io("count", counter, filters))
+        from qdrant_edge import CountRequest
 
-    async def facet(self, key: str) -> dict[str, int] | None:
+        request = CountRequest(exact=True, filter=_current_filter(filters))
+        assert shard is not None  # checked above
+        return int(await self._io("count", shard.call, "count", lambda s: s.count(request)))
+
+    async def facet(self, key: str, *, current_only: bool = False) -> dict[str, int] | None:
         """Memories per value of payload field ``key`` (``user_id``, ``agent_id``),
-        from the engine's index without reading the memories; ``None`` when the
-        store cannot (only the Qdrant Edge store can)."""
-        shard = None if self.hosted else getattr(self._vectors, "shard", None)
+        from the engine's index without reading the memories (with
+        ``current_only``, the current ones only); ``None`` when the store
+        cannot (only the Qdrant Edge store can)."""
+        shard = None if self.hosted else getattr(self._reads, "shard", None)
         if shard is None:
             return None
         from qdrant_edge import FacetRequest
 
-        request = FacetRequest(key=key, limit=1_000_000, exact=True)
+        wanted = _current_filter(None) if current_only else None
+        request = FacetRequest(key=key, limit=1_000_000, exact=True, filter=wanted)
         answer = await self._io("facet", shard.call, "facet", lambda s: s.facet(request))
         return {str(hit.value): int(hit.count) for hit in answer.hits}
 
@@ -195,7 +271,7 @@ class MemoryStore:
         if self.hosted:
             raw = await self.backend.get(memory_id)
             return None if raw is None else MemoryRecord.from_result(raw)
-        row = await self._io("get", self._vectors.get, vector_id=memory_id)
+        row = await self._io("get", self._reads.get, vector_id=memory_id)
         return None if row is None else MemoryRecord.from_payload(row.id, row.payload)
 
     async def search(
@@ -211,6 +287,8 @@ class MemoryStore:
         """mem0's search in ``scope``, best first, with scores; as for an agent
         (:meth:`Mem0Backend.search`), superseded and repeated memories are left
         out unless ``show_all``; with ``as_of``, what was current then."""
+
+        await self.ready()
 
         async def fetch(n: int) -> list[tuple[MemoryRecord, float | None]]:
             found = await self.backend.search_raw(query, scope, top_k=n, threshold=threshold)
@@ -234,7 +312,10 @@ class MemoryStore:
         """One memory, and its history: mem0's changes, then the memories it
         supersedes, extends or repeats and those that supersede, extend or repeat it."""
         record = await self.get(memory_id)
-        entries = await self.backend.history(memory_id)
+        if self._rows is not None:
+            entries = await self._io("history", self._rows.history, memory_id)
+        else:
+            entries = await self.backend.history(memory_id)
         if record is None or not record.user_id:
             return record, entries
         mine = {r.id: r for r in await self.records(Scope(record.user_id))}
@@ -275,6 +356,7 @@ class MemoryStore:
     async def restore(self, memory_id: str) -> Restored | None:
         """Make a superseded or merged memory current again (see
         :func:`agentscope_mem0._memories.release.restore`)."""
+        await self.ready()
         return await self.backend.restore(memory_id)
 
     # -- writing through mem0 -------------------------------------------------
@@ -292,6 +374,7 @@ class MemoryStore:
             mem0's result entries, each with the memory's ``metadata`` after
             the judgement (``supersedes``, ``duplicate_of``, ...).
         """
+        await self.ready()
         said = datetime.now(UTC)
         message = [{"role": "user", "content": text}]
         results = await self.backend.add(message, scope, infer=infer, said_at=said)
@@ -320,6 +403,7 @@ class MemoryStore:
         Raises:
             PermanentBackendError: A memory is still there.
         """
+        await self.ready()
         done = await self.backend.forget(record.id)
         repeats = [
             MemoryRecord(id=str(hit.id), text=hit.memory, agent_id=hit.agent_id)
@@ -342,6 +426,7 @@ class MemoryStore:
         Returns:
             History entries removed, kept messages removed, memories remaining.
         """
+        await self.ready()
         if self.hosted and scope.agent_id is not None:
             # A delete_all naming user and agent matches nothing in the user's
             # space; delete what the listing showed instead.
@@ -380,6 +465,7 @@ class MemoryStore:
                 "its own ids and dates, so an exact and idempotent import is impossible. "
                 "Import into an open-source backend (embedded, pgvector, qdrant) instead"
             )
+        await self.ready()
         held = await self._existing_ids([r.id for r in records])
         new = [r for r in records if r.id not in held]
         await self.insert(new)
@@ -423,9 +509,27 @@ class MemoryStore:
 
     def close(self) -> None:
         """Close the mem0 client and what opening it took, if it is ours. Idempotent."""
+        release, self._on_client_close = self._on_client_close, None
+        if release is not None:
+            release()
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close()
+
+
+def _current_filter(filters: dict[str, Any] | None) -> Any:
+    """The Qdrant Edge filter of the memories under mem0 ``filters`` that are
+    current: neither superseded nor merged into another as a repeat."""
+    from qdrant_edge import Filter, IsEmptyCondition
+
+    from ..local._edge_filters import build_filter
+
+    # The judgement clears these fields (None) when it undoes a link: empty either way.
+    must: list[Any] = [IsEmptyCondition(SUPERSEDED_BY), IsEmptyCondition(DUPLICATE_OF)]
+    scoped = build_filter(filters)
+    if scoped is not None:
+        must.append(scoped)
+    return Filter(must=must)
 
 
 def _score(item: Any) -> float | None:
@@ -464,36 +568,11 @@ def open_store(
         with mapped_errors("connecting to the hosted platform"):
             client = AsyncMemoryClient(api_key=settings.api_key, host=settings.url)
         return MemoryStore(client, settings)
-    spec = settings.embedding_model
-    embedding = (
-        embedding_model_from_spec(spec) if embeds else inert_embedding_model(embedder_size(spec)[0])
-    )
-    chat_model = chat.model if chat is not None else inert_chat_model()
-    from .._mem0.clients import build_local_memory, build_memory, close_memory
-
     if settings.backend == "embedded":
-        from ..local import close_shared_clients
-
-        # A command is a process of its own and hands the folder back when it is
-        # done; run inside a process that already holds the folder, it gives
-        # back only its own use of it (that process's clients stay open).
-        holder = lock_holder(settings.folder)
-        held_here = holder is not None and holder.is_self
-        try:
-            memory = build_local_memory(
-                chat_model, embedding_model=embedding, folder=settings.folder
-            )
-        except StoreLockedError as exc:
-            raise StoreLockedError(_locked_message(settings)) from exc
-        folder = settings.folder
-
-        def release() -> None:
-            close_memory(memory)
-            if not held_here:
-                close_shared_clients(folder)
-
-        return MemoryStore(memory, settings, on_close=release)
-
+        return _open_folder(settings, chat=chat, embeds=embeds)
+    embedding = _embedding_model(settings, embeds=embeds)
+    chat_model = chat.model if chat is not None else inert_chat_model()
+    from .._mem0.clients import build_memory, close_memory
     from ..backends import prepare_pgvector
 
     history = str(settings.history_db) if settings.history_db else None
@@ -515,6 +594,56 @@ def open_store(
             "ones; configure the embedder these memories were stored with "
             "(embedding_model in the config file, or $AGENTSCOPE_MEM0_EMBEDDER)"
         )
+    return store
+
+
+def _embedding_model(settings: Settings, *, embeds: bool) -> Any:
+    """The configured embedder, or a stand-in of its size for a command that never embeds."""
+    spec = settings.embedding_model
+    if embeds:
+        return embedding_model_from_spec(spec)
+    return inert_embedding_model(embedder_size(spec)[0])
+
+
+def _open_folder(settings: Settings, *, chat: ChatChoice | None, embeds: bool) -> MemoryStore:
+    """The embedded folder's store: read without mem0, its client built on first use."""
+    from ..local._embedded import close_shared_clients, refuse_retired_engine
+
+    refuse_retired_engine()
+    folder = settings.folder
+    # A command is a process of its own and hands the folder back when it is
+    # done; run inside a process that already holds the folder, it gives
+    # back only its own use of it (that process's clients stay open).
+    holder = lock_holder(folder)
+    held_here = holder is not None and holder.is_self
+
+    def build() -> tuple[Any, Callable[[], None]]:
+        from .._mem0.clients import build_local_memory, close_memory
+
+        embedding = _embedding_model(settings, embeds=embeds)
+        chat_model = chat.model if chat is not None else inert_chat_model()
+        try:
+            memory = build_local_memory(chat_model, embedding_model=embedding, folder=folder)
+        except StoreLockedError as exc:
+            raise StoreLockedError(_locked_message(settings)) from exc
+        return memory, lambda: close_memory(memory)
+
+    def release() -> None:
+        if not held_here:
+            close_shared_clients(folder)
+
+    try:
+        # The embedder's size is known without loading it (see embedder_size).
+        rows = FolderRows.open(folder, embedder_size(settings.embedding_model)[0])
+    except StoreLockedError as exc:
+        raise StoreLockedError(_locked_message(settings)) from exc
+    store = MemoryStore(None, settings, on_close=release, rows=rows, build=build)
+    if rows is None:
+        try:  # a new or release-0.1 folder: mem0 creates or migrates it now
+            store.client  # noqa: B018
+        except BaseException:
+            store.close()
+            raise
     return store
 
 

@@ -26,7 +26,7 @@ from ._config import Settings
 from ._exit_codes import CliError, NotFoundError, UsageError
 from ._models import chat_model_from_spec
 from ._output import Output, count, short_date
-from ._records import MemoryRecord
+from ._records import MemoryRecord, split_metadata
 
 __all__ = ["add", "forget", "history", "list_memories", "search"]
 
@@ -214,9 +214,16 @@ def add(
             {"id": rest.pop("id", None), "text": text, "event": rest.pop("event", "ADD"), **rest}
         )
     if out.as_json:
+        shown = [
+            {
+                **{k: v for k, v in r.items() if k != "metadata"},
+                **split_metadata(r.get("metadata") or {}),
+            }
+            for r in stored
+        ]
         out.json(
             {
-                "stored": stored,
+                "stored": shown,
                 "extraction_model": chat.description if chat is not None else None,
             }
         )

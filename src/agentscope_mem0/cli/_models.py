@@ -99,7 +99,7 @@ def embedder_size(spec: str) -> tuple[int, str]:
     """The vector size and model name of the embedder a spec names; the
     default one is not loaded (nor needed) to tell."""
     if spec == "default":
-        from ..local._embedder import E5_DIMENSIONS, E5_MODEL_NAME
+        from ..local._e5 import E5_DIMENSIONS, E5_MODEL_NAME
 
         return E5_DIMENSIONS, E5_MODEL_NAME
     model = embedding_model_from_spec(spec)

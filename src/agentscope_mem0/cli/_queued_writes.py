@@ -221,6 +221,7 @@ def _send(settings: Settings, user: str | None, timeout: float) -> int:
     click.echo(f"extracting with {chat.description}", err=True)
 
     async def work(store: MemoryStore) -> int:
+        await store.ready()  # mem0 and the embedder, built off the loop
         # None: beside a pgvector store, the queue finds its table as the middleware does.
         place = None if isinstance(outbox_path(settings), PostgresPlace) else settings.outbox
         queue = WriteQueue(store.backend, outbox_dir=place)

@@ -4,10 +4,14 @@ links between memories.
 The export format is one memory per line of JSON (JSONL): its id (a canonical
 UUID), text, scope (``user_id``, ``agent_id``, ``run_id``), who said it
 (``actor_id``, ``role``, ``attributed_to``), dates, mem0's ``hash``, and every
-other field mem0 stored with it under ``metadata``, keys in that order, nulls
-left out; docs/cli.md ("The export format") specifies it, what import requires
-and what it derives. Vectors are not exported: the importing store embeds the
-text with its own embedding model, so memories can move between embedders.
+the user's own metadata under ``metadata`` and this package's fields (the
+timeline, the write's marks) under ``agentscope_mem0``, keys in that order,
+nulls left out; docs/cli.md ("The export format") specifies it, what import
+requires and what it derives. Both objects are stored as one mem0 metadata, as
+the middleware stores them; import also takes a line of the former shape,
+with the package's fields inside ``metadata``. Vectors are not exported: the
+importing store embeds the text with its own embedding model, so memories can
+move between embedders.
 """
 
 from __future__ import annotations
@@ -22,20 +26,32 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from .._memories.lifecycle import (
     DUPLICATE_OF,
+    DUPLICATE_REASON,
     DUPLICATES,
+    EVENT_DATE,
     EXTENDS,
+    RESTORED,
+    SAID_AT,
     SUPERSEDED_BY,
+    SUPERSEDED_REASON,
     SUPERSEDES,
+    VALID_FROM,
+    VALID_UNTIL,
     ids_of,
 )
 from .._scope import check_id
 from .._text.dates import parse_time
+from .._write.delivery import METADATA_KEY as WRITE_KEY
+from .._write.judge_pairs import FACT_ANSWER, FACT_QUESTION
 
 __all__ = [
     "CORE_PAYLOAD_KEYS",
+    "PACKAGE_FIELDS",
+    "PACKAGE_KEY",
     "FormatError",
     "MemoryRecord",
     "parse_line",
+    "split_metadata",
     "timeline_links",
 ]
 
@@ -47,6 +63,30 @@ CORE_PAYLOAD_KEYS = frozenset(
     {"data", "hash", "id", "text_lemmatized", *_SCOPE_KEYS, *_OPTIONAL_KEYS, *_DATE_KEYS}
 )
 """Payload fields that are not user metadata."""
+
+PACKAGE_KEY = "agentscope_mem0"
+"""The key of the output's object holding this package's own metadata fields."""
+PACKAGE_FIELDS = frozenset(
+    {
+        SAID_AT,
+        VALID_FROM,
+        VALID_UNTIL,
+        EVENT_DATE,
+        SUPERSEDED_BY,
+        SUPERSEDES,
+        SUPERSEDED_REASON,
+        EXTENDS,
+        DUPLICATE_OF,
+        DUPLICATES,
+        DUPLICATE_REASON,
+        RESTORED,
+        FACT_QUESTION,
+        FACT_ANSWER,
+        WRITE_KEY,
+    }
+)
+"""The metadata fields this package writes (stored in mem0's metadata beside
+the user's own); the output shows them under :data:`PACKAGE_KEY`."""
 
 # Derives ids for imported lines without one; fixed forever, or re-imports duplicate.
 _ID_NAMESPACE = uuid.UUID("6f0f9a1e-3c1b-4b7e-9a59-1d3e8f2b7c40")
@@ -168,15 +208,16 @@ class MemoryRecord:
         return payload
 
     def to_json(self) -> dict[str, Any]:
-        """The record as a JSON object, keys in the documented order, nulls left out."""
+        """The record as a JSON object, keys in the documented order, nulls left
+        out; the package's own metadata fields under :data:`PACKAGE_KEY`."""
         out: dict[str, Any] = {}
         for item in fields(self):
             value = getattr(self, item.name)
-            if item.name == "metadata":
-                if value:
-                    out["metadata"] = _sorted_deep(value)
-            elif value is not None:
-                out[item.name] = value
+            if item.name != "metadata":
+                if value is not None:
+                    out[item.name] = value
+                continue
+            out.update(split_metadata(value))
         return out
 
     def to_line(self) -> str:
@@ -214,6 +255,7 @@ def parse_line(line: str, number: int, *, now: datetime | None = None) -> Memory
             raise FormatError(f"line {number}: 'text' and 'memory' differ; give one of them")
         data["text"] = data.pop("memory")
     known = {f.name for f in fields(MemoryRecord)}
+    own = data.pop(PACKAGE_KEY, None) or {}
     unknown = sorted(set(data) - known)
     if unknown:
         raise FormatError(
@@ -239,6 +281,7 @@ def parse_line(line: str, number: int, *, now: datetime | None = None) -> Memory
     metadata = data.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise FormatError(f"line {number}: 'metadata' must be an object")
+    metadata = _with_package_fields(metadata, own, number)
     clash = sorted(set(metadata) & CORE_PAYLOAD_KEYS)
     if clash:
         raise FormatError(
@@ -275,6 +318,40 @@ def parse_line(line: str, number: int, *, now: datetime | None = None) -> Memory
         hash=data.get("hash"),
         metadata=_sorted_deep(metadata),
     )
+
+
+def split_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """mem0's metadata of a memory as the output shows it: the user's fields
+    under ``metadata``, this package's under :data:`PACKAGE_KEY` (an empty
+    one left out)."""
+    users = {k: v for k, v in metadata.items() if k not in PACKAGE_FIELDS}
+    own = {k: v for k, v in metadata.items() if k in PACKAGE_FIELDS}
+    out: dict[str, Any] = {}
+    if users:
+        out["metadata"] = _sorted_deep(users)
+    if own:
+        out[PACKAGE_KEY] = _sorted_deep(own)
+    return out
+
+
+def _with_package_fields(metadata: dict[str, Any], own: Any, number: int) -> dict[str, Any]:
+    """The metadata to store: the user's and the package's fields of a line in
+    one object, as mem0 keeps them (a line of the former shape has them in one already)."""
+    if not isinstance(own, dict):
+        raise FormatError(f"line {number}: {PACKAGE_KEY!r} must be an object")
+    strange = sorted(set(own) - PACKAGE_FIELDS)
+    if strange:
+        raise FormatError(
+            f"line {number}: {', '.join(map(repr, strange))} under {PACKAGE_KEY!r} are not "
+            "fields of this package; put your own fields under 'metadata'"
+        )
+    differ = sorted(k for k in own if k in metadata and metadata[k] != own[k])
+    if differ:
+        raise FormatError(
+            f"line {number}: {', '.join(map(repr, differ))} differ between 'metadata' and "
+            f"{PACKAGE_KEY!r}; give them once"
+        )
+    return {**metadata, **own}
 
 
 # A timeline field of one memory (see agentscope_mem0._memories.lifecycle), and what

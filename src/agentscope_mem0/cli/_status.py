@@ -9,6 +9,7 @@ without mem0, so that it creates nothing and answers when mem0 could not open it
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import click
@@ -176,12 +177,13 @@ def _vectors(settings: Settings, store_size: int | None) -> dict[str, Any]:
 def _telemetry() -> dict[str, Any]:
     from .._mem0 import quiet as choice
 
-    try:
-        import mem0.memory.telemetry as mem0_telemetry
-
-        enabled = bool(getattr(mem0_telemetry, "MEM0_TELEMETRY", False))
-    except ImportError:
-        enabled = False
+    loaded = sys.modules.get("mem0.memory.telemetry")
+    if loaded is not None:
+        enabled = bool(getattr(loaded, "MEM0_TELEMETRY", False))
+    else:
+        # mem0 2.2 reads the variable when imported, by this rule; importing
+        # mem0 only to ask would cost status seconds.
+        enabled = os.environ.get(choice.ENV, "True").lower() in ("true", "1", "yes")
     if choice.USER_CHOSE:
         source = f"MEM0_TELEMETRY={os.environ.get(choice.ENV)!r}, set by you"
     else:

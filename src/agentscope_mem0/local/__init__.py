@@ -14,16 +14,17 @@ from typing import TYPE_CHECKING, Any
 from ._folder import DATA_DIR_ENV, data_dir, history_db_path
 
 if TYPE_CHECKING:
+    from ._e5 import E5_DIMENSIONS
     from ._edge_provider import PROVIDER as EDGE_PROVIDER
     from ._edge_provider import EdgeVectorStore, edge_vector_store_config
     from ._embedded import close_shared_clients, embedded_store_config, embedded_store_fields
-    from ._embedder import E5_DIMENSIONS, OfflineE5Embedding, default_embedding_model
+    from ._embedder import OfflineE5Embedding, default_embedding_model
     from ._keyword import KeywordEncoder, SparseTerms, install_keyword_encoder
     from ._qdrant_path import LockedQdrantClient, share_local_qdrant
 
 # Public name -> (module, name there).
 _LAZY: dict[str, tuple[str, str]] = {
-    "E5_DIMENSIONS": ("._embedder", "E5_DIMENSIONS"),
+    "E5_DIMENSIONS": ("._e5", "E5_DIMENSIONS"),
     "EDGE_PROVIDER": ("._edge_provider", "PROVIDER"),
     "EdgeVectorStore": ("._edge_provider", "EdgeVectorStore"),
     "KeywordEncoder": ("._keyword", "KeywordEncoder"),

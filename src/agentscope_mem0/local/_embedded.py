@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -139,11 +140,13 @@ def close_shared_clients(folder: str | os.PathLike[str] | None = None) -> None:
     closed store fail on their next call; build new ones. Mostly for tests
     and for handing a folder to another process.
     """
-    from ._qdrant_path import close_qdrant_clients
-
     root = None if folder is None else FolderLayout.of(folder).root
     close_shards(root)
-    close_qdrant_clients(root)
+    # Only that module opens such clients; importing it (qdrant-client) just to
+    # find none would cost a command seconds.
+    qdrant_paths = sys.modules.get(f"{__package__}._qdrant_path")
+    if qdrant_paths is not None:
+        qdrant_paths.close_qdrant_clients(root)
 
 
 def folder_size(path: Path) -> int:

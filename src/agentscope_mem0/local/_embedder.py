@@ -81,6 +81,7 @@ from agentscope.credential import CredentialBase
 from agentscope.embedding import EmbeddingModelBase, EmbeddingResponse, EmbeddingUsage
 
 from .._exceptions import ConfigurationError, EmbedderBusyError
+from ._e5 import E5_DIMENSIONS, E5_MODEL_NAME
 
 __all__ = [
     "BACKGROUND_NICENESS",
@@ -96,15 +97,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-E5_DIMENSIONS = 384
-"""Vector size of multilingual-e5-small."""
-
 E5_MAX_TOKENS = 512
 """Tokens e5 reads of one text, its prefix and the two special tokens
 included; the rest of a longer text is cut off before embedding."""
-
-E5_MODEL_NAME = "multilingual-e5-small-q4"
-"""The ``model`` name the embedding reports."""
 
 DEFAULT_QUERY_BUDGET = 0.25
 """Seconds a reply's query may wait and take to be embedded before the reply

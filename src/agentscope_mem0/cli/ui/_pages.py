@@ -8,13 +8,13 @@ escaping); nothing else is interpolated into markup.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from ..._memories.lifecycle import EVENT_DATE, VALID_UNTIL
+from ..._memories.lifecycle import DUPLICATE_OF, DUPLICATES, EVENT_DATE, VALID_UNTIL, ids_of
 from .._output import short_date
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ _LINK_TAGS = {
     "SUPERSEDES": ("supersedes", "tag new"),
     "EXTENDS": ("extends", "tag"),
     "EXTENDED_BY": ("extended by", "tag"),
-    "DUPLICATE_OF": ("duplicate of", "tag old"),
+    "DUPLICATE_OF": ("repeat of", "tag old"),
     "DUPLICATES": ("merged", "tag"),
 }
 
@@ -211,11 +211,11 @@ def users_table(users: Sequence[UserSummary]) -> str:
         )
         if detailed:
             cells += (
-                f'<td data-label="agents">{e(", ".join(u.agents) or "-")}</td>'
+                f'<td data-label="agents">{", ".join(map(agent_label, u.agents)) or "-"}</td>'
                 f'<td class="when" data-label="last write">{e(short_date(u.last_write))}</td>'
             )
         rows.append(f"<tr>{cells}</tr>")
-    heads = ["User", "Memories", *(("Agents", "Last write") if detailed else ())]
+    heads = ["User", "Current memories", *(("Agents", "Last write") if detailed else ())]
     return _table("users", heads, rows)
 
 
@@ -232,13 +232,19 @@ def search_form(user: str, query: str = "", agent: str | None = None, top_k: int
     )
 
 
-def user_tools(user: str, agent: str | None, agents: Sequence[str], show_all: bool) -> str:
+def user_tools(
+    user: str,
+    agent: str | None,
+    agents: Sequence[str],
+    show_all: bool,
+    names: Mapping[str, str] | None = None,
+) -> str:
     """A user page's search box, agent filter, superseded toggle and working-memory link."""
-    choices = [("every agent", None), *((name, name) for name in agents)]
+    choices = [("every agent", None), *((agent_label(name, names), name) for name in agents)]
     filters = " ".join(
-        f"<b>{e(label)}</b>"
+        f"<b>{label}</b>"
         if value == agent
-        else f'<a href="{href("./", user=user, agent=value, all=show_all or None)}">{e(label)}</a>'
+        else f'<a href="{href("./", user=user, agent=value, all=show_all or None)}">{label}</a>'
         for label, value in choices
     )
     toggle = (
@@ -256,8 +262,12 @@ def user_tools(user: str, agent: str | None, agents: Sequence[str], show_all: bo
     )
 
 
-def _relations(record: MemoryRecord, links: list[tuple[str, str]]) -> str:
-    """Tags for what supersedes, extends or repeats what, and the dates the judge set."""
+def _relations(record: MemoryRecord, links: list[tuple[str, str]], event_date: str | None) -> str:
+    """Tags for what supersedes, extends or repeats what, and the dates the judge set.
+
+    A repeat is tagged as one only: the date its merging set (``valid_until``)
+    and its event date belong to the memory kept instead, which shows them.
+    """
     tags = []
     for event, other in links:
         label, css = _LINK_TAGS[event]
@@ -265,12 +275,41 @@ def _relations(record: MemoryRecord, links: list[tuple[str, str]]) -> str:
             f'<span class="{css}">{e(label)} <a href="{href("memory", id=other)}" '
             f'title="{e(other)}">{e(other[:8])}</a></span>'
         )
-    for key in (VALID_UNTIL, EVENT_DATE):
-        if value := record.metadata.get(key):
-            tags.append(
-                f'<span class="tag">{e(key.replace("_", " "))} {e(short_date(str(value)))}</span>'
-            )
+    if record.metadata.get(DUPLICATE_OF):
+        return "".join(tags)
+    dated = (("valid until", record.metadata.get(VALID_UNTIL)), ("event date", event_date))
+    for label, value in dated:
+        if value:
+            tags.append(f'<span class="tag">{label} {e(short_date(str(value)))}</span>')
     return "".join(tags)
+
+
+def event_dates(records: Sequence[MemoryRecord]) -> dict[str, str]:
+    """Each memory's event date: its own, else one of its repeats' (the wording
+    that carried the date may be the one merged away)."""
+    by_id = {r.id: r for r in records}
+    found = {}
+    for record in records:
+        own = record.metadata.get(EVENT_DATE)
+        repeats = (by_id.get(i) for i in ids_of(record.metadata.get(DUPLICATES)))
+        dated = [str(r.metadata[EVENT_DATE]) for r in repeats if r and r.metadata.get(EVENT_DATE)]
+        if own or dated:
+            found[record.id] = str(own) if own else dated[0]
+    return found
+
+
+def agent_label(agent_id: str | None, names: Mapping[str, str] | None = None) -> str:
+    """An agent id as a person reads it: the agent's name when ``names`` knows
+    it, else a name-like id in full and a machine id (32 hex digits or a UUID,
+    as agentscope.app gives) shortened; the id itself on hover."""
+    if not agent_id:
+        return "-"
+    if names and names.get(agent_id):
+        return f'<span class="agent" title="{e(agent_id)}">{e(names[agent_id])}</span>'
+    compact = agent_id.replace("-", "")
+    if len(compact) == 32 and all(c in "0123456789abcdefABCDEF" for c in compact):
+        return f'<span class="id" title="{e(agent_id)}">{e(agent_id[:8])}</span>'
+    return e(agent_id)
 
 
 def _dates(created: str | None, updated: str | None) -> str:
@@ -281,10 +320,17 @@ def _dates(created: str | None, updated: str | None) -> str:
     return shown
 
 
-def _memory_cells(r: MemoryRecord, when: str, dates: str, user: str, csrf: str) -> str:
+def _memory_cells(
+    r: MemoryRecord,
+    when: str,
+    dates: str,
+    user: str,
+    csrf: str,
+    names: Mapping[str, str] | None = None,
+) -> str:
     """A memory's agent, date, timeline link and Forget button, as table cells."""
     return (
-        f'<td data-label="agent">{e(r.agent_id)}</td>'
+        f'<td data-label="agent">{agent_label(r.agent_id, names)}</td>'
         f'<td class="when" data-label="{when}">{dates}</td>'
         f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
         f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
@@ -301,15 +347,27 @@ def _forget_button(memory_id: str, user: str, csrf: str) -> str:
 
 
 def memories_table(
-    records: Sequence[MemoryRecord], links: dict[str, list[tuple[str, str]]], user: str, csrf: str
+    records: Sequence[MemoryRecord],
+    links: dict[str, list[tuple[str, str]]],
+    user: str,
+    csrf: str,
+    dates: dict[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> str:
-    """One user's memories, each with its links, its timeline link and a Forget button."""
+    """One user's memories, each with its links, its timeline link and a Forget button.
+
+    Args:
+        dates: Event dates by memory id (see :func:`event_dates`).
+        names: Agents' names by agent id, where known.
+    """
     if not records:
         return "<p>No memories.</p>"
+    dates = dates or {}
     rows = (
         f'<tr id="m-{e(r.id)}" class="memory{" superseded" if r.hidden else ""}">'
-        f'<td class="text">{e(r.text)}<div>{_relations(r, links.get(r.id, []))}</div></td>'
-        + _memory_cells(r, "created", _dates(r.created_at, r.updated_at), user, csrf)
+        f'<td class="text">{e(r.text)}'
+        f"<div>{_relations(r, links.get(r.id, []), dates.get(r.id))}</div></td>"
+        + _memory_cells(r, "created", _dates(r.created_at, r.updated_at), user, csrf, names)
         for r in records
     )
     return _table("memories", ["Memory", "Agent", "Created", "Id", ""], rows)
@@ -353,7 +411,11 @@ def hits_table(hits: Sequence[tuple[MemoryRecord, float | None]], user: str, csr
 
 
 def memory_page(
-    memory_id: str, record: MemoryRecord | None, entries: Sequence[dict[str, Any]], csrf: str
+    memory_id: str,
+    record: MemoryRecord | None,
+    entries: Sequence[dict[str, Any]],
+    csrf: str,
+    names: Mapping[str, str] | None = None,
 ) -> str:
     """One memory and its timeline (what ``agentscope-mem0 history`` shows)."""
     if record is None:
@@ -363,7 +425,8 @@ def memory_page(
         head = (
             f'<p class="text" id="memory-text">{e(record.text)}</p>'
             f'<p class="bar">user <a href="{href("./", user=user)}">{e(user)}</a> · agent '
-            f"{e(record.agent_id)} · created {_dates(record.created_at, record.updated_at)} · "
+            f"{agent_label(record.agent_id, names)} · created "
+            f"{_dates(record.created_at, record.updated_at)} · "
             f"<code>{e(memory_id)}</code> {_forget_button(memory_id, user, csrf)}</p>"
         )
     rows = (

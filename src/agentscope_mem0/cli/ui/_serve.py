@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +28,11 @@ from .._exit_codes import UnreachableError, UsageError
 from ._security import TOKEN_ENV, check_bind
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .._config import Settings
     from .._output import Output
+    from ._web import AgentNames
 
 __all__ = ["MOUNT_FILE", "MountedInspector", "mount_inspector", "ui"]
 
@@ -77,19 +82,43 @@ def _check_free(settings: Settings) -> None:
     )
 
 
-async def _serve(app: Any, host: str, port: int, token: str | None, where: str) -> None:
-    """Run ``app`` with uvicorn until interrupted; say where once it listens."""
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (0: a free port the system picks).
+
+    Bound here rather than by uvicorn, whose failure to bind is a traceback.
+
+    Raises:
+        UsageError: The port is taken, or the address cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"port {port} on {host} is in use by another program: give another --port, "
+                "or leave --port out to pick a free one"
+            ) from None
+        raise UsageError(f"could not listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+async def _serve(app: Any, sock: socket.socket, host: str, token: str | None, where: str) -> None:
+    """Run ``app`` with uvicorn on ``sock`` until interrupted; say where once it listens."""
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    bound = int(sock.getsockname()[1])
+    config = uvicorn.Config(app, host=host, port=bound, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if task.done():
-            await task  # it failed to start (port in use): its error surfaces here
-            raise UsageError(f"could not listen on {host}:{port}")
+            await task  # it failed to start: its error surfaces here
+            raise UsageError(f"could not serve on {host}:{bound}")
         await asyncio.sleep(0.02)
-    bound = int(server.servers[0].sockets[0].getsockname()[1])
     name = f"[{host}]" if ":" in host else host
     url = f"http://{name}:{bound}/" + (f"?token={token}" if token else "")
     click.echo(f"Serving {where} at {url}")
@@ -107,9 +136,8 @@ async def _serve(app: Any, host: str, port: int, token: str | None, where: str) 
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
-    default=8765,
-    show_default=True,
-    help="Port to listen on (0 picks a free one).",
+    default=None,
+    help="Port to listen on (default: a free one, shown in the URL it prints).",
 )
 @click.option(
     "--token",
@@ -117,7 +145,7 @@ async def _serve(app: Any, host: str, port: int, token: str | None, where: str) 
     help=f"Access token every request must carry (default ${TOKEN_ENV}); required off loopback.",
 )
 @store_command(json_option=False, reads=True)
-def ui(*, settings: Settings, out: Output, host: str, port: int, token: str | None) -> None:
+def ui(*, settings: Settings, out: Output, host: str, port: int | None, token: str | None) -> None:
     """Browse, search and correct memories in a local web page.
 
     Lists users, a user's memories newest first (what supersedes what, by
@@ -145,15 +173,19 @@ def ui(*, settings: Settings, out: Output, host: str, port: int, token: str | No
     from .._mem0_store import open_store
     from ._web import create_app
 
-    store = open_store(settings, embeds=True)
+    sock = _listening_socket(host, port or 0)
     try:
-        app = create_app(store, token=token)
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_serve(app, host, port, token, where(settings)))
-    except OSError as exc:
-        raise click.ClickException(f"could not serve on {host}:{port}: {exc}") from exc
+        store = open_store(settings, embeds=True)
+        try:
+            app = create_app(store, token=token)
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(_serve(app, sock, host, token, where(settings)))
+        except OSError as exc:
+            raise click.ClickException(f"could not serve on {host}:{port}: {exc}") from exc
+        finally:
+            store.close()
     finally:
-        store.close()
+        sock.close()
     raise click.exceptions.Exit(0)
 
 
@@ -193,8 +225,29 @@ class MountedInspector:
                         backend="embedded", folder=self._folder, outbox=self._folder
                     )
                     store = MemoryStore(client, settings)  # no on_close: the factory's client
-                    self._app = create_app(store, token=self._token)
+                    # The app's agent records name its agents (ids are 32 hex digits).
+                    state = getattr(scope.get("app"), "state", None)
+                    names = _agent_names(getattr(state, "storage", None))
+                    self._app = create_app(store, token=self._token, agent_names=names)
         await self._app(scope, receive, send)
+
+
+def _agent_names(storage: Any) -> AgentNames | None:
+    """Agents' names from agentscope.app's storage (``get_agent(user_id, agent_id)``
+    answers a record whose ``data.name`` is the name); ``None`` without one."""
+    if not callable(getattr(storage, "get_agent", None)):
+        return None
+
+    async def names(user_id: str, agent_ids: Sequence[str]) -> dict[str, str]:
+        found = {}
+        for agent_id in agent_ids:
+            record = await storage.get_agent(user_id, agent_id)
+            name = getattr(getattr(record, "data", None), "name", None)
+            if isinstance(name, str) and name.strip():
+                found[agent_id] = name
+        return found
+
+    return names
 
 
 def mount_inspector(

@@ -17,6 +17,7 @@ import statistics
 import time
 import uuid
 from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["create_app", "per_day"]
 
 logger = logging.getLogger(__name__)
+
+AgentNames = Callable[[str, Sequence[str]], Awaitable[dict[str, str]]]
+"""Looks up agents' names: ``(user_id, agent ids) -> {agent id: name}``."""
 
 _MAX_TOP_K = 100
 _PAGE = 100
@@ -99,7 +103,7 @@ def _users(records: list[MemoryRecord]) -> list[pages.UserSummary]:
     found = [
         pages.UserSummary(
             user_id=user,
-            memories=len(rows),
+            memories=sum(1 for r in rows if not r.hidden),
             agents=tuple(sorted({r.agent_id for r in rows if r.agent_id})),
             last_write=max(r.date or "" for r in rows) or None,
         )
@@ -113,10 +117,12 @@ class _Pages:
 
     Args:
         store: The store to show; its opener closes it.
+        agent_names: Looks up agents' names (service mode); ``None``: ids only.
     """
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryStore, agent_names: AgentNames | None = None) -> None:
         self.store = store
+        self._agent_names = agent_names
         self.guard: Guard
         self.where = where(store.settings)
         self._search_seconds: list[float] = []
@@ -163,6 +169,17 @@ class _Pages:
         logger.warning("the store failed: %s", exc)
         return self._html("The memory store failed", "", 502, error=str(exc))
 
+    async def _names(self, user: str, agent_ids: Sequence[str | None]) -> dict[str, str]:
+        """The names of ``user``'s agents that the lookup knows (none without one)."""
+        wanted = sorted({a for a in agent_ids if a})
+        if self._agent_names is None or not wanted:
+            return {}
+        try:
+            return await self._agent_names(user, wanted)
+        except Exception as exc:  # a name is a nicety: the page shows ids instead
+            logger.warning("could not look up the agents' names: %s", exc)
+            return {}
+
     # -- pages --------------------------------------------------------------
 
     async def home(self, request: Request) -> Response:
@@ -181,12 +198,19 @@ class _Pages:
         if users_of is None:
             records = await self.store.records(None)
             total, users = len(records), _users(records)
+            current = sum(1 for r in records if not r.hidden)
             agents = len({r.agent_id for r in records if r.agent_id})
             chart = "<h2>Memories per day (30 days)</h2>" + pages.per_day_svg(per_day(records))
         else:
             total = await self.store.count(None)
+            current = await self.store.count(None, current_only=True)
+            current_of = await self.store.facet("user_id", current_only=True) or {}
             # The facets still name a value whose memories were all deleted, with 0.
-            users = [pages.UserSummary(u, n) for u, n in users_of.items() if u and n > 0]
+            users = [
+                pages.UserSummary(u, current_of.get(u, 0))
+                for u, n in users_of.items()
+                if u and n > 0
+            ]
             users.sort(key=lambda u: (-u.memories, u.user_id))
             agents_of = await self.store.facet("agent_id") or {}
             agents = sum(1 for agent, n in agents_of.items() if agent and n > 0)
@@ -195,7 +219,9 @@ class _Pages:
         if self._search_seconds:
             searches += f" (p50 {statistics.median(self._search_seconds) * 1000:.0f} ms)"
         stats = [
-            ("memories", total),
+            # What agents read: a superseded memory or a repeat is kept, not counted.
+            ("memories", current),
+            ("hidden: superseded or repeats", total - current),
             ("users", len(users)),
             ("agents", agents),
             ("writes pending", sum(r.status == "pending" for r in rows)),
@@ -231,12 +257,13 @@ class _Pages:
         everyone = records if agent is None else await self.store.records(Scope(user))
         agents = sorted({r.agent_id for r in everyone if r.agent_id})
         links = timeline_links(records)
+        names = await self._names(user, agents)
         body = (
-            pages.user_tools(user, agent, agents, show_all)
+            pages.user_tools(user, agent, agents, show_all, names)
             + pages.counters(stats)
             + pages.per_day_svg(per_day(records))
             + "<h2>Memories, newest first</h2>"
-            + pages.memories_table(shown, links, user, self.csrf)
+            + pages.memories_table(shown, links, user, self.csrf, pages.event_dates(records), names)
             + pages.pager("./", page, pages_total, user=user, agent=agent, all=show_all or None)
             + (pages.forget_user_form(user, len(records), self.csrf) if records else "")
         )
@@ -270,7 +297,8 @@ class _Pages:
         record, entries = await self.store.history(memory_id)
         if record is None and not entries:
             raise _Refused(404, f"no memory and no history with id {memory_id}")
-        body = pages.memory_page(memory_id, record, entries, self.csrf)
+        names = await self._names(record.user_id or "", [record.agent_id]) if record else {}
+        body = pages.memory_page(memory_id, record, entries, self.csrf, names)
         return self._html("A memory and its timeline", body)
 
     async def working(self, request: Request) -> Response:
@@ -353,15 +381,20 @@ def _page_of(request: Request, count: int, size: int) -> tuple[int, int]:
     return min(max(page, 1), total), total
 
 
-def create_app(store: MemoryStore, *, token: str | None) -> Guard:
+def create_app(
+    store: MemoryStore, *, token: str | None, agent_names: AgentNames | None = None
+) -> Guard:
     """The inspector of ``store`` as an ASGI app: the routes wrapped in the guard.
 
     Args:
         store: The store to show; the caller closes it.
         token: The access token every request must carry; ``None`` answers
             requests from this machine only.
+        agent_names: ``await agent_names(user_id, agent_ids)`` gives the names
+            of those agents it knows (a service's agent records); without it
+            the pages show agent ids.
     """
-    view = _Pages(store)
+    view = _Pages(store, agent_names)
     routes = [
         Route("/", view.home, methods=["GET"]),
         Route("/search", view.search, methods=["GET"]),
@@ -374,7 +407,13 @@ def create_app(store: MemoryStore, *, token: str | None) -> Guard:
         Route("/outbox-retry", view.retry, methods=["POST"]),
     ]
     app = Starlette(
-        routes=routes, exception_handlers={_Refused: view.refused, BackendError: view.refused}
+        routes=routes,
+        exception_handlers={
+            _Refused: view.refused,
+            BackendError: view.refused,
+            # Searching builds mem0 and the embedder: a missing extra says how to fix it.
+            ConfigurationError: view.refused,
+        },
     )
     view.guard = Guard(app, token=token)
     return view.guard

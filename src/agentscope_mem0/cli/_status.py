@@ -21,7 +21,7 @@ from ._exit_codes import UnreachableError, UsageError
 from ._lock import LockHolder, lock_holder
 from ._models import embedder_size
 from ._output import Output, short_date
-from ._queued_writes import outbox_path, read_rows
+from ._queued_writes import PostgresPlace, outbox_path, read_rows
 
 __all__ = ["gather_status", "status"]
 
@@ -191,8 +191,11 @@ def _telemetry() -> dict[str, Any]:
     return {"enabled": enabled, "source": source}
 
 
-def _outbox(settings: Settings) -> dict[str, Any]:
+def _outbox(settings: Settings, reachable: bool) -> dict[str, Any]:
     path = outbox_path(settings)
+    if isinstance(path, PostgresPlace) and not reachable:
+        # The table is in the store's database, which did not answer.
+        return {"path": str(path), "exists": False, "unread": True, "pending": None}
     rows = read_rows(path)
     failed = [r for r in rows or () if r.status == "failed"]
     return {
@@ -246,7 +249,7 @@ def gather_status(settings: Settings) -> dict[str, Any]:
         "backend": backend,
         "vectors": _vectors(settings, backend.get("vector_size")),
         "telemetry": _telemetry(),
-        "outbox": _outbox(settings),
+        "outbox": _outbox(settings, bool(backend["reachable"])),
         "tokens": _tokens(settings),
     }
     report["ok"] = bool(backend["reachable"]) and report["vectors"].get("match") is not False
@@ -320,6 +323,11 @@ def _print_status(out: Output, report: dict[str, Any]) -> None:
 
     outbox = report["outbox"]
     out.line("Write outbox")
+    if outbox.get("unread"):
+        out.fields(
+            [("table", f"{outbox['path']} (not read: the database is unreachable)")], indent=2
+        )
+        return
     if not outbox["exists"]:
         out.fields([("file", f"{outbox['path']} (none yet: no queued writes)")], indent=2)
         return

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._exceptions import BackendError, ConfigurationError, InvalidStateError
+from .._postgres.connection import pgvector_dsn
 from .._sqlite.thread import ConnectionThread
 from .._sqlite.wal import enable_wal
 
@@ -338,18 +339,6 @@ class SqliteWorkingStore(_SqlStore):
             raise
 
 
-def pgvector_dsn(settings: Any) -> str:
-    """The libpq connection string of mem0's pgvector config."""
-    dsn = getattr(settings, "connection_string", None)
-    if dsn:
-        return str(dsn)
-    from psycopg.conninfo import make_conninfo
-
-    names = ("dbname", "user", "password", "host", "port", "sslmode")
-    parts = {name: getattr(settings, name, None) for name in names}
-    return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
-
-
 class PostgresWorkingStore(_SqlStore):
     """Working memory in one PostgreSQL table; a row lock serialises updates.
 
@@ -592,7 +581,14 @@ def store_for_client(client: Any, *, folder: str | os.PathLike[str] | None = Non
     settings = getattr(vector, "config", None)
     collection = str(getattr(settings, "collection_name", None) or "mem0")
     if provider == "pgvector":
-        return PostgresWorkingStore(pgvector_dsn(settings), table=working_table_name(collection))
+        dsn = pgvector_dsn(settings)
+        if dsn is None:
+            raise ConfigurationError(
+                "working memory beside a pgvector store needs its connection string, and "
+                "this config connects through a connection_pool: pass "
+                "working_store=PostgresWorkingStore(<dsn>) to the middleware"
+            )
+        return PostgresWorkingStore(dsn, table=working_table_name(collection))
     if provider in ("qdrant", "agentscope_qdrant"):  # mem0's provider, or this package's
         qdrant = getattr(getattr(client, "vector_store", None), "client", None)
         # A server, not qdrant-client's local mode.

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from .._exceptions import ConfigurationError
 
-__all__ = ["PostgresTables", "pgvector_dsn"]
+__all__ = ["PostgresTables", "pgvector_dsn", "psycopg_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +25,19 @@ T = TypeVar("T")
 
 _SCHEMA_LOCK = "agentscope_mem0:schema"
 """The advisory lock (by ``hashtext``) every schema change of this package takes."""
+
+
+def psycopg_for(what: str) -> Any:
+    """The ``psycopg`` module, or a :class:`ConfigurationError` saying that
+    ``what`` needs it and which extra installs it."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{what} needs psycopg 3: pip install 'agentscope-mem0[pgvector]' "
+            "(or 'psycopg[binary]' psycopg-pool)"
+        ) from exc
+    return psycopg
 
 
 def pgvector_dsn(settings: Any) -> str | None:
@@ -94,13 +107,7 @@ class PostgresTables:
                 self._conn = None
 
     def _connection(self) -> Any:
-        try:
-            import psycopg
-        except ImportError as exc:
-            raise ConfigurationError(
-                "keeping rows in PostgreSQL needs psycopg 3: pip install 'psycopg[binary]' "
-                "psycopg-pool (the [pgvector] extra)"
-            ) from exc
+        psycopg = psycopg_for("keeping rows in PostgreSQL")
         if self._conn is not None and not self._conn.closed:
             return self._conn
         conn = psycopg.connect(self.dsn, connect_timeout=max(1, int(self.timeout)), autocommit=True)

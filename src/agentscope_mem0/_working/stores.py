@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._exceptions import BackendError, ConfigurationError, InvalidStateError
-from .._postgres.connection import pgvector_dsn
+from .._postgres.connection import pgvector_dsn, psycopg_for
 from .._sqlite.thread import ConnectionThread
 from .._sqlite.wal import enable_wal
 
@@ -374,13 +374,7 @@ class PostgresWorkingStore(_SqlStore):
         return super()._sql(query).replace("?", "%s")
 
     def _connection(self) -> Any:
-        try:
-            import psycopg
-        except ImportError as exc:
-            raise ConfigurationError(
-                "pgvector needs psycopg 3: pip install 'psycopg[binary]' psycopg-pool "
-                "(the [pgvector] extra)"
-            ) from exc
+        psycopg = psycopg_for("working memory in PostgreSQL")
         if self._conn is not None and not self._conn.closed:
             return self._conn
         conn = psycopg.connect(self.dsn, connect_timeout=max(1, int(self.timeout)))

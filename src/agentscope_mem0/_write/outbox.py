@@ -55,6 +55,7 @@ from .._sqlite.wal import enable_wal
 from .._text.dates import iso, parse_time
 
 __all__ = [
+    "COLUMNS",
     "EXCHANGE",
     "FACTS",
     "LIVE_OWNERS",
@@ -69,6 +70,7 @@ __all__ = [
     "new_owner_id",
     "outbox_dir_for_config",
     "owner_is_dead",
+    "row_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -439,19 +441,24 @@ _INSERT = (
     " batch_key, error, created_at, updated_at, kind, said_at, claimed_by, lease_until)"
     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
-_COLUMNS = (
+COLUMNS = (  # the order row_of reads
     "id, key, user_id, agent_id, messages, status, attempts, batch_key, "
     "claimed_by, error, created_at, kind, said_at"
 )
-_SELECT = f"SELECT {_COLUMNS} FROM writes"
+_SELECT = f"SELECT {COLUMNS} FROM writes"
 _LAST_ROW_ID = "SELECT coalesce(max(seq), 0) FROM sqlite_sequence"
 
 
-def _row_of(values: Sequence[Any]) -> OutboxRow:
-    """A row as :data:`_COLUMNS` selects it."""
-    # A row an older release added after the migration has no said time: it
-    # was said when it was queued.
+def row_of(values: Sequence[Any]) -> OutboxRow:
+    """A row as :data:`COLUMNS` selects it, from either front (``said_at`` is ISO
+    text in SQLite, a timestamp in PostgreSQL)."""
     said_at = values[12]
+    if isinstance(said_at, datetime):
+        said = said_at.astimezone(UTC)
+    elif said_at:
+        said = datetime.fromisoformat(said_at)
+    else:  # added by an older release after the migration: said when it was queued
+        said = datetime.fromtimestamp(values[10], UTC)
     return OutboxRow(
         id=values[0],
         key=values[1],
@@ -465,9 +472,7 @@ def _row_of(values: Sequence[Any]) -> OutboxRow:
         error=values[9],
         created_at=values[10],
         kind=values[11],
-        said_at=(
-            datetime.fromisoformat(said_at) if said_at else datetime.fromtimestamp(values[10], UTC)
-        ),
+        said_at=said,
     )
 
 
@@ -477,7 +482,7 @@ def _marks(values: Sequence[Any]) -> str:
 
 def _rows_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> list[OutboxRow]:
     sql = f"{_SELECT} WHERE id IN ({_marks(ids)}) ORDER BY id"
-    return [_row_of(v) for v in conn.execute(sql, ids)]
+    return [row_of(v) for v in conn.execute(sql, ids)]
 
 
 # -- the SQLite front: the file and the operations ----------------------------------
@@ -566,11 +571,11 @@ class Outbox(BaseOutbox):
     ) -> list[OutboxRow]:
         where = "claimed_by = ? AND status = ? AND user_id = ? AND agent_id IS ?"
         sql = f"{_SELECT} WHERE {where} ORDER BY id LIMIT ?"
-        return [_row_of(v) for v in self._read(sql, (owner, PENDING, user_id, agent_id, limit))]
+        return [row_of(v) for v in self._read(sql, (owner, PENDING, user_id, agent_id, limit))]
 
     def _sent_together(self, owner: str, batch_key: str) -> list[OutboxRow]:
         sql = f"{_SELECT} WHERE claimed_by = ? AND status = ? AND batch_key = ? ORDER BY id"
-        return [_row_of(v) for v in self._read(sql, (owner, PENDING, batch_key))]
+        return [row_of(v) for v in self._read(sql, (owner, PENDING, batch_key))]
 
     def start_attempt(self, ids: Sequence[int], *, owner: str, batch_key: str) -> bool:
 
@@ -652,7 +657,7 @@ class Outbox(BaseOutbox):
 
     def held(self, owner: str) -> list[OutboxRow]:
         sql = f"{_SELECT} WHERE claimed_by = ? AND status = ? ORDER BY id"
-        return [_row_of(v) for v in self._read(sql, (owner, PENDING))]
+        return [row_of(v) for v in self._read(sql, (owner, PENDING))]
 
     def release(self, *, owner: str, keep: Collection[str] = ()) -> int:
         kept = list(keep)
@@ -663,9 +668,7 @@ class Outbox(BaseOutbox):
         return int(self._write(lambda c: c.execute(sql, (owner, PENDING, *kept)).rowcount))
 
     def failed(self) -> list[OutboxRow]:
-        return [
-            _row_of(v) for v in self._read(f"{_SELECT} WHERE status = ? ORDER BY id", (FAILED,))
-        ]
+        return [row_of(v) for v in self._read(f"{_SELECT} WHERE status = ? ORDER BY id", (FAILED,))]
 
     def requeue_failed(
         self, *, owner: str, lease: float, user_id: str | None = None

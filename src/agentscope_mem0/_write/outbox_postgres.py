@@ -41,13 +41,13 @@ import json
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
-from datetime import UTC
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError, OutboxWriteError
+from .._postgres.connection import psycopg_for
 from .._sqlite.thread import ConnectionThread
-from .outbox import FAILED, OUTBOX_THREAD, PENDING, BaseOutbox, OutboxRow
+from .outbox import COLUMNS, FAILED, OUTBOX_THREAD, PENDING, BaseOutbox, OutboxRow, row_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -101,10 +101,6 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
-_COLUMNS = (
-    "id, key, user_id, agent_id, messages, status, attempts, batch_key, "
-    "claimed_by, error, created_at, kind, said_at"
-)
 _NOW = "extract(epoch FROM clock_timestamp())"
 _SAME_AGENT = "agent_id IS NOT DISTINCT FROM %s"
 
@@ -178,24 +174,6 @@ def redacted_url(url: str) -> str:
     return urlunsplit(split._replace(netloc=f"{user}:***@{netloc[2]}"))
 
 
-def _row_of(values: Sequence[Any]) -> OutboxRow:
-    return OutboxRow(
-        id=values[0],
-        key=values[1],
-        user_id=values[2],
-        agent_id=values[3],
-        messages=json.loads(values[4]),
-        status=values[5],
-        attempts=values[6],
-        batch_key=values[7],
-        claimed_by=values[8],
-        error=values[9],
-        created_at=values[10],
-        kind=values[11],
-        said_at=values[12].astimezone(UTC),
-    )
-
-
 def check_outbox_url(url: str) -> None:
     """Refuse an outbox URL that is not PostgreSQL's, is malformed, or lacks psycopg.
 
@@ -207,7 +185,7 @@ def check_outbox_url(url: str) -> None:
             f"outbox {redacted_url(url)!r} is not a PostgreSQL URL: the outbox is a folder, "
             "':memory:' or postgresql://user:password@host:5432/database"
         )
-    psycopg = _import_psycopg()
+    psycopg = psycopg_for("an outbox in PostgreSQL")
     try:
         urlsplit(url).port  # noqa: B018  # raises for a port that is not a number
         psycopg.conninfo.conninfo_to_dict(url)
@@ -222,17 +200,6 @@ def _one(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any]) -> Any:
     """The first value of the first row of ``sql`` (``None`` for no row)."""
     found = conn.execute(sql, params).fetchone()
     return found[0] if found else None
-
-
-def _import_psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ConfigurationError(
-            "an outbox in PostgreSQL needs psycopg 3: pip install 'agentscope-mem0[pgvector]' "
-            "(or give Parameters(outbox=...) a folder for the SQLite outbox)"
-        ) from exc
-    return psycopg
 
 
 class PostgresOutbox(BaseOutbox):
@@ -268,7 +235,7 @@ class PostgresOutbox(BaseOutbox):
 
     def _start_on(self, thread: ConnectionThread | None, url: str, table: str) -> None:
         check_outbox_url(url)
-        self._psycopg = _import_psycopg()
+        self._psycopg = psycopg_for("an outbox in PostgreSQL")
         if not _plain_table(table):
             raise ConfigurationError(
                 f"outbox table {table!r} must be a lower-case identifier of at most 50 characters"
@@ -344,11 +311,11 @@ class PostgresOutbox(BaseOutbox):
                 (owner, TAKEN_LEASE, PENDING, user_id, agent_id, owner),
             )
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM {self.table} WHERE claimed_by = %s AND status = %s"
+                f"SELECT {COLUMNS} FROM {self.table} WHERE claimed_by = %s AND status = %s"
                 f" AND user_id = %s AND {_SAME_AGENT} ORDER BY id LIMIT %s",
                 (owner, PENDING, user_id, agent_id, limit),
             ).fetchall()
-            return [_row_of(v) for v in rows]
+            return [row_of(v) for v in rows]
 
         return list(self._write(work))
 
@@ -445,10 +412,10 @@ class PostgresOutbox(BaseOutbox):
             ]
             rows = conn.execute(
                 f"UPDATE {self.table} SET claimed_by = %s, lease_until = {_NOW} + %s"
-                f" WHERE id = ANY(%s) RETURNING {_COLUMNS}",
+                f" WHERE id = ANY(%s) RETURNING {COLUMNS}",
                 (owner, lease, ids),
             ).fetchall()
-            return sorted((_row_of(v) for v in rows), key=lambda r: r.id)
+            return sorted((row_of(v) for v in rows), key=lambda r: r.id)
 
         return list(self._write(work))
 
@@ -484,10 +451,10 @@ class PostgresOutbox(BaseOutbox):
                 f"UPDATE {self.table} SET status = %s, error = NULL, attempts = 0,"
                 f" claimed_by = %s, lease_until = {_NOW} + %s, updated_at = %s"
                 " WHERE status = %s AND (%s::text IS NULL OR user_id = %s)"
-                f" RETURNING {_COLUMNS}",
+                f" RETURNING {COLUMNS}",
                 (PENDING, owner, lease, time.time(), FAILED, user_id, user_id),
             ).fetchall()
-            return sorted((_row_of(v) for v in rows), key=lambda r: r.id)
+            return sorted((row_of(v) for v in rows), key=lambda r: r.id)
 
         return list(self._write(work))
 
@@ -607,8 +574,8 @@ class PostgresOutbox(BaseOutbox):
         self._write(lambda c: c.execute(sql, params))
 
     def _select(self, where: str, params: Sequence[Any]) -> list[OutboxRow]:
-        sql = f"SELECT {_COLUMNS} FROM {self.table} {where}"
-        return self._write(lambda c: [_row_of(v) for v in c.execute(sql, params).fetchall()])
+        sql = f"SELECT {COLUMNS} FROM {self.table} {where}"
+        return self._write(lambda c: [row_of(v) for v in c.execute(sql, params).fetchall()])
 
     def _run(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
         conn = self._connection()

@@ -39,6 +39,7 @@ from .._memories.lifecycle import (
 )
 from .._memories.release import Restored
 from .._memories.validity import current_as_of, time_window
+from .._postgres.connection import psycopg_for
 from .._scope import Scope, is_hosted
 from . import _history_db
 from ._folder_rows import FolderRows
@@ -676,12 +677,6 @@ def _server_vector_size(store: MemoryStore) -> int | None:
 
 def _check_postgres(dsn: str) -> None:
     """Fail fast on an unreachable server: mem0's pool would wait 30 s per call."""
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ConfigurationError(
-            "the pgvector backend needs psycopg 3: pip install 'psycopg[binary]' psycopg-pool "
-            "(the [pgvector] extra)"
-        ) from exc
+    psycopg = psycopg_for("the pgvector backend")
     with mapped_errors("connecting to PostgreSQL"):
         psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT).close()

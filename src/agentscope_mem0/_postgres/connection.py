@@ -14,10 +14,11 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
 
-__all__ = ["PostgresTables", "pgvector_dsn", "psycopg_for"]
+__all__ = ["PostgresTables", "mask_url", "pgvector_dsn", "psycopg_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,22 @@ T = TypeVar("T")
 
 _SCHEMA_LOCK = "agentscope_mem0:schema"
 """The advisory lock (by ``hashtext``) every schema change of this package takes."""
+
+
+def mask_url(url: str) -> str:
+    """``url`` (a URL or a libpq ``key=value`` string) with any password shown as
+    ``***``, for messages and reports."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "***"
+    if parts.password is None:
+        if "password=" in url:  # libpq key=value form
+            return " ".join("password=***" if p.startswith("password=") else p for p in url.split())
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
 
 
 def psycopg_for(what: str) -> Any:

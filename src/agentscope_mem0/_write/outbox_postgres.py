@@ -42,10 +42,10 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit
 
 from .._exceptions import ConfigurationError, OutboxWriteError
-from .._postgres.connection import psycopg_for
+from .._postgres.connection import mask_url, psycopg_for
 from .._sqlite.thread import ConnectionThread
 from .outbox import COLUMNS, FAILED, OUTBOX_THREAD, PENDING, BaseOutbox, OutboxRow, row_of
 
@@ -59,7 +59,6 @@ __all__ = [
     "check_outbox_url",
     "is_postgres_url",
     "pgvector_outbox",
-    "redacted_url",
 ]
 
 logger = logging.getLogger(__name__)
@@ -164,16 +163,6 @@ def _lock_key(kind: str, *parts: str | None) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
 
 
-def redacted_url(url: str) -> str:
-    """``url`` without its password, for messages."""
-    split = urlsplit(url)
-    if split.password is None:
-        return url
-    netloc = split.netloc.rpartition("@")
-    user = netloc[0].partition(":")[0]
-    return urlunsplit(split._replace(netloc=f"{user}:***@{netloc[2]}"))
-
-
 def check_outbox_url(url: str) -> None:
     """Refuse an outbox URL that is not PostgreSQL's, is malformed, or lacks psycopg.
 
@@ -182,7 +171,7 @@ def check_outbox_url(url: str) -> None:
     """
     if not is_postgres_url(url):
         raise ConfigurationError(
-            f"outbox {redacted_url(url)!r} is not a PostgreSQL URL: the outbox is a folder, "
+            f"outbox {mask_url(url)!r} is not a PostgreSQL URL: the outbox is a folder, "
             "':memory:' or postgresql://user:password@host:5432/database"
         )
     psycopg = psycopg_for("an outbox in PostgreSQL")
@@ -191,7 +180,7 @@ def check_outbox_url(url: str) -> None:
         psycopg.conninfo.conninfo_to_dict(url)
     except (ValueError, psycopg.ProgrammingError) as exc:
         raise ConfigurationError(
-            f"the outbox URL {redacted_url(url)!r} is malformed ({str(exc).strip()}); write it as "
+            f"the outbox URL {mask_url(url)!r} is malformed ({str(exc).strip()}); write it as "
             "postgresql://user:password@host:5432/database"
         ) from exc
 
@@ -242,7 +231,7 @@ class PostgresOutbox(BaseOutbox):
             )
         self.url = url
         self.table = table
-        self.where = f"{redacted_url(url)} (table {table})"
+        self.where = f"{mask_url(url)} (table {table})"
         self._own_thread = thread is None
         self.thread = thread or ConnectionThread(OUTBOX_THREAD, what=f"the outbox {self.where}")
         self._conn: psycopg.Connection[Any] | None = None

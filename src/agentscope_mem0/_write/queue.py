@@ -51,6 +51,7 @@ from .._exceptions import DamagedFileError, LocalFileError
 from .._mem0.durable import disk_sync_of
 from .._observe.latency import LatencyRecorder
 from .._observe.tracing import remember_origin, write_span
+from .._postgres.connection import mask_url
 from .._scope import Scope
 from .._sqlite.thread import ConnectionThread
 from .._text.dates import check_said_at
@@ -72,7 +73,6 @@ from .outbox_postgres import (
     PostgresOutbox,
     is_postgres_url,
     pgvector_outbox,
-    redacted_url,
 )
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ class WriteQueue:
         path = None
         if url is None and place is not None and str(place) != MEMORY_ONLY:
             path = Path(place).expanduser() / OUTBOX_FILENAME
-        what = redacted_url(url) if url is not None else path or MEMORY_ONLY
+        what = mask_url(url) if url is not None else path or MEMORY_ONLY
         # The outbox and its in-memory stand-in share one thread, which this queue closes.
         self._thread = ConnectionThread(OUTBOX_THREAD, what=f"the outbox {what}")
         try:

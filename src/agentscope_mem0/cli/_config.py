@@ -23,9 +23,9 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
+from .._postgres.connection import mask_url
 from .._write.outbox import hosted_outbox_dir, outbox_dir_for_config
 from ..backends import DEFAULT_COLLECTION
 
@@ -143,21 +143,6 @@ class Settings:
         out["chat_model"] = self.chat_model
         out["outbox"] = str(self.outbox)
         return out
-
-
-def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "***"
-    if parts.password is None:
-        if "password=" in url:  # libpq key=value form
-            return " ".join("password=***" if p.startswith("password=") else p for p in url.split())
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
 
 
 _MAX_CONFIG_BYTES = 1 << 20

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .._postgres.connection import mask_url
 from .._write.outbox import OUTBOX_FILENAME, Outbox, new_owner_id
-from .._write.outbox_postgres import PostgresOutbox, pgvector_outbox, redacted_url
+from .._write.outbox_postgres import PostgresOutbox, pgvector_outbox
 from ._common import FiniteFloatRange, session, store_command
 from ._config import Settings
 from ._exit_codes import CliError, failure
@@ -68,7 +69,7 @@ class PostgresPlace:
         return True
 
     def __str__(self) -> str:
-        return f"{redacted_url(self.url)} (table {self.table})"
+        return f"{mask_url(self.url)} (table {self.table})"
 
 
 def outbox_path(settings: Settings) -> Path | PostgresPlace:

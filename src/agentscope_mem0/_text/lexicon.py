@@ -120,6 +120,13 @@ class Lexicon:
     """Words that make the next word a verb ("to" in "wants to play")."""
     fillers: frozenset[str] = frozenset()
     """Words that do not change what a memory or a short answer says."""
+    question_fillers: frozenset[str] = frozenset()
+    """Words that do not change what a question asks about: when ("now", "still")
+    and how it names a kind ("what kind of transport" / "what mode of transport")."""
+    asking_words: frozenset[str] = frozenset()
+    """Words that only ask ("what", "where") or ask of anything ("do", "happen",
+    "status"): a question of nothing but these ("What did the user do?", "What is
+    the user's status?") names no attribute."""
     negations: frozenset[str] = frozenset()
     """Words that deny ("not", "never"); a word ending in :attr:`negation_endings` does too."""
     negation_endings: tuple[str, ...] = ()
@@ -346,7 +353,16 @@ ENGLISH = Lexicon(
         "currently really very in at on of to for with by as over than into about do does "
         "own and or which who whose it its every each per"
     ),
-    negations=_words("not no never none nobody nothing nor neither cannot anymore"),
+    question_fillers=_words(
+        "now current currently still anymore today nowadays presently these days kind kinds "
+        "type types sort sorts mode form"
+    ),
+    asking_words=_words(
+        "what where when who whom how why which much many do does did doing done have has "
+        "had having happen happens happened happening get gets got go goes going like "
+        "status state situation condition thing things news update"
+    ),
+    negations=_words("not no non never none nobody nothing nor neither cannot anymore"),
     negation_endings=("n't",),
     opposites=_words(
         "without dislike dislikes disliked hate hates hating avoid avoids avoiding refuse "
@@ -578,6 +594,11 @@ CHINESE = Lexicon(
     )
     | _words("目前 现在 当前 如今 一直 每个 都是 正在 还是 可以 已经 经常 通常"),
     user_words=frozenset(_CHINESE_USER),
+    question_fillers=_words("目前 现在 当前 如今 最近 还 仍然 依然 种 类 类型 方式"),
+    asking_words=_words(
+        "什么 哪 哪里 哪儿 哪个 哪些 谁 怎么 怎样 如何 为什么 多少 几 做 干 有 发生 是 吗 呢 "
+        "情况 状态 状况 事情 东西"
+    ),
     negations=_words("不 没 没有 别 未 非 无 不再 从不 从没 从未 不能 不会 不要 不是 不用"),
     negation_starts=("不", "没", "別", "别", "未"),
     opposites=_words("讨厌 厌恶 戒 戒掉 放弃 停止"),

@@ -1,7 +1,9 @@
 """Nothing true hidden, nothing distinct merged: the judgement on the sets of issue #37.
 
 Two sets, written before the code they measure, each row in a ``dev`` or a
-``held-out`` half (tune on dev, quote held-out):
+``held-out`` half (tune on dev, quote held-out); the pairs also have a
+``fresh`` part, written after the held-out half had been looked at and before
+the repeat rules it suggested:
 
 * ``data/distinct_pairs.jsonl``: pairs of memories that look alike and state
   two facts (who did what to whom, dates and number order, signs, currencies,
@@ -59,7 +61,7 @@ OUT = ROOT / "docs" / "benchmarks" / "judgement-sets.json"
 SAID = datetime(2024, 3, 10, 10, tzinfo=UTC)
 EARLIER = SAID - timedelta(days=30)
 USER = "alice"
-SPLITS = ("dev", "held-out")
+SPLITS = ("dev", "held-out", "fresh")
 PAIR_JUDGES = ("none", "not-said", "same", "rule")
 CHANGE_JUDGES = ("not-said", "reader", "rule")
 REAL_CHANGES = ("change", "one-message", "quick-turns")

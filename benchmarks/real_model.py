@@ -20,9 +20,10 @@ Edge in a temporary folder, the offline e5 embedder), AgentScope's
   past habit) must not; no unrelated memory may ever be superseded.
 
 The cases are split into ``dev`` (looked at while writing the prompts),
-``held-out`` (reported) and, for the judgement, ``fresh`` and ``fresh-2``
-(each written and committed before a change that earlier misses suggested
-was tried, to report it on cases it was not shaped by). The model is shared:
+``held-out`` (reported) and, for the judgement, ``fresh``, ``fresh-2`` and
+``fresh-3`` (each written and committed before a change that earlier misses
+suggested was tried, to report it on cases it was not shaped by; ``fresh-3``
+is half Chinese). The model is shared:
 run one benchmark at a time.
 
     python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\
@@ -508,7 +509,7 @@ def main() -> None:
         "--split",
         nargs="+",
         default=["held-out"],
-        choices=["dev", "held-out", "fresh", "fresh-2", "all"],
+        choices=["dev", "held-out", "fresh", "fresh-2", "fresh-3", "all"],
     )
     parser.add_argument(
         "--styles", nargs="+", default=["mem0", "compact"], choices=["mem0", "compact"]

@@ -96,7 +96,8 @@ def test_what_blocks_a_merge_is_named() -> None:
         ("User's daughter is over 30.", "User's daughter is 30.", "another relation"),
         # What the user is, and what the user has someone be.
         ("User employs a gardener.", "User works as a gardener.", "role"),
-        ("User sees a dentist every year.", "User is a dentist.", "role"),
+        ("User sees a dentist.", "User is a dentist.", "role"),
+        ("User sees a dentist every year.", "User is a dentist.", "time"),
         # An activity is not the thing.
         ("User likes fishing.", "User likes fish.", "another word"),
         # Nothing in common but the holder.

@@ -10,6 +10,7 @@ from agentscope_mem0._text.fact_words import (
     holder,
     is_additive,
     same_holder,
+    same_question,
     tells_of_past,
     year_told,
 )
@@ -76,3 +77,29 @@ def test_the_year_an_event_is_told_in() -> None:
     assert year_told("User pays 1950 dollars in rent") is None
     assert year_told("User walks 2000 steps a day") is None
     assert year_told("User moved to Lisbon last month") is None
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [
+        ("Where does the user live now?", "Where does the user live?", True),
+        ("What kind of car does the user drive?", "What type of car does the user drive?", True),
+        ("What is the user's current job?", "What is the user's job?", True),
+        ("What is the user's current status?", "What is the user's status?", False),
+        ("用户现在住在哪里？", "用户住在哪里？", True),
+        # Another attribute, another asking word, or nothing but asking words.
+        ("What language does the user speak?", "What language is the user learning?", False),
+        ("Where does the user work?", "When does the user work?", False),
+        ("What did the user do?", "What did the user do?", False),
+        ("What happened to the user?", "What happened to the user?", False),
+        ("用户做什么？", "用户做什么？", False),
+        # A language without a lexicon: the words cannot tell.
+        ("Wo wohnt der Nutzer?", "Wo wohnt der Nutzer?", False),
+    ],
+)
+def test_questions_compared(first: str, second: str, same: bool) -> None:
+    assert same_question(first, second) is same
+
+
+def test_a_prefix_that_denies_is_another_answer() -> None:
+    assert compare_answers("vegetarian", "non-vegetarian") is Agreement.DIFFERENT

@@ -377,6 +377,39 @@ async def test_words_alone_never_change_a_memory() -> None:
         assert relation == Relation.UNRELATED, (new, old)
 
 
+async def test_one_question_put_to_both_memories_needs_no_second_reading() -> None:
+    # A small model often cannot read the older memory's question from the new one
+    # ("not said"), though it put that same question to each memory on its own.
+    veg, fish = "User is vegetarian", "User started eating fish again and is no longer vegetarian"
+    bus, bike = "User takes the bus to work", "User cycles to work now"
+    tea, coffee = "User drinks tea", "User quit coffee"
+    questions = {
+        fish: ("What is the user's dietary preference now?", "non-vegetarian"),
+        veg: ("What is the user's dietary preference?", "vegetarian"),
+        bike: ("What kind of transport does the user take to work now?", "cycling"),
+        bus: ("What mode of transport does the user take to work?", "bus"),
+        coffee: ("What did the user do?", "quit coffee"),
+        tea: ("What did the user do?", "drinks tea"),
+    }
+    readings = {
+        # (read without "now", as the judgement asks)
+        (veg, "What is the user's dietary preference?"): "Vegetarian",
+        (bus, "What kind of transport does the user take to work?"): "bus",
+        (tea, "What did the user do?"): "drinks tea",
+    }
+    ask = _literal_reader(questions, readings)
+    verdict = await PairJudge(ask).verdict(Fact("n", fish), Fact("o", veg))
+    assert verdict.relation == Relation.CHANGES
+    assert verdict.reason.startswith("model, one question of both:")
+    assert await PairJudge(ask).relate(Fact("n", bike), Fact("o", bus)) == Relation.CHANGES
+    # A question of nothing but asking words names no attribute: no change.
+    assert await PairJudge(ask).relate(Fact("n", coffee), Fact("o", tea)) == Relation.UNRELATED
+    # One more item is still no change.
+    questions["User also eats fish"] = ("What is the user's dietary preference?", "fish")
+    also = Fact("n", "User also eats fish")
+    assert await PairJudge(ask).relate(also, Fact("o", veg)) == Relation.UNRELATED
+
+
 async def test_a_year_long_before_the_new_memory_was_said_tells_of_the_past() -> None:
     new, old = "User interned at IBM in 2015", "User works at Google"
     questions = {

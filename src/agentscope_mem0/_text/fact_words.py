@@ -23,6 +23,7 @@ __all__ = [
     "is_additive",
     "is_short_answer",
     "same_holder",
+    "same_question",
     "tells_of_past",
     "year_told",
 ]
@@ -127,6 +128,22 @@ def compare_answers(first: str, second: str) -> Agreement:
     if a <= b:
         return Agreement.MORE
     return Agreement.DIFFERENT
+
+
+def same_question(first: str, second: str) -> bool:
+    """Whether two questions ask about the same thing, as far as their words tell:
+    the same words once time words ("now") and words naming a kind ("kind of",
+    "mode of") are set aside, and at least one of them more than an asking word,
+    so that "What did the user do?" is the same question as nothing."""
+    lexicon = _lexicon(first, second)
+    if lexicon is UNREAD:
+        return False
+    ignored = {lexicon.stem(word) for word in lexicon.question_fillers} | {
+        lexicon.stem(word) for word in lexicon.user_words
+    }
+    asking = {lexicon.stem(word) for word in lexicon.asking_words}
+    a, b = _words(first, lexicon) - ignored, _words(second, lexicon) - ignored
+    return a == b and bool(a - asking)
 
 
 _SHORT_ANSWER_WORDS = 4

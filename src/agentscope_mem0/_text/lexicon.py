@@ -120,6 +120,13 @@ class Lexicon:
     """Words that make the next word a verb ("to" in "wants to play")."""
     fillers: frozenset[str] = frozenset()
     """Words that do not change what a memory or a short answer says."""
+    question_fillers: frozenset[str] = frozenset()
+    """Words that do not change what a question asks about: when ("now", "still")
+    and how it names a kind ("what kind of transport" / "what mode of transport")."""
+    asking_words: frozenset[str] = frozenset()
+    """Words that only ask ("what", "where") or ask of anything ("do", "happen",
+    "status"): a question of nothing but these ("What did the user do?", "What is
+    the user's status?") names no attribute."""
     negations: frozenset[str] = frozenset()
     """Words that deny ("not", "never"); a word ending in :attr:`negation_endings` does too."""
     negation_endings: tuple[str, ...] = ()
@@ -146,7 +153,15 @@ class Lexicon:
     light_verbs: frozenset[str] = frozenset()
     """Families of verbs that add little to a memory ("works as", "has")."""
     wish: str = ""
-    """The family of "wants", "wishes", "prefers": a wish is not the fact wished."""
+    """The family of "wants" and "wishes": a wish is not the fact wished ("prefers"
+    is a liking, not a wish)."""
+    frequencies: Mapping[str, str] = field(default_factory=dict)
+    """A unit of time and how often it makes a fact ("month" -> "monthly"), read
+    after one of :attr:`frequency_markers` ("a month", "per month", "every month")."""
+    frequency_markers: frozenset[str] = frozenset()
+    naming: frozenset[str] = frozenset()
+    """Words that give a name ("叫" in "叫豆豆的狗"): the possessive word after the
+    name then ends a description, not an owner ("a dog called Doudou")."""
     comparing: frozenset[str] = frozenset()
     """Words that compare two things ("over", "than"): their order matters."""
     common_first_words: frozenset[str] = frozenset()
@@ -346,7 +361,16 @@ ENGLISH = Lexicon(
         "currently really very in at on of to for with by as over than into about do does "
         "own and or which who whose it its every each per"
     ),
-    negations=_words("not no never none nobody nothing nor neither cannot anymore"),
+    question_fillers=_words(
+        "now current currently still anymore today nowadays presently these days kind kinds "
+        "type types sort sorts mode form"
+    ),
+    asking_words=_words(
+        "what where when who whom how why which much many do does did doing done have has "
+        "had having happen happens happened happening get gets got go goes going like "
+        "status state situation condition thing things news update"
+    ),
+    negations=_words("not no non never none nobody nothing nor neither cannot anymore"),
     negation_endings=("n't",),
     opposites=_words(
         "without dislike dislikes disliked hate hates hating avoid avoids avoiding refuse "
@@ -383,8 +407,8 @@ ENGLISH = Lexicon(
     ),
     synonyms=_families(
         {
-            "like": "like love enjoy adore fond fan into",
-            "prefer": "prefer want wish favor favour",
+            "like": "like love enjoy adore fond fan into prefer favor favour",
+            "want": "want wish",
             "favorite": "favorite favourite fave",
             "live": "live reside based resident",
             "work": "work employed job",
@@ -399,8 +423,10 @@ ENGLISH = Lexicon(
             "practice": "practice practise",
         }
     ),
-    light_verbs=_words("like prefer have work go practice do get speak"),
-    wish="prefer",
+    light_verbs=_words("like want have work go practice do get speak pay"),
+    wish="want",
+    frequencies=_table("day:daily night:nightly week:weekly month:monthly year:yearly"),
+    frequency_markers=_words("a an per every each"),
     comparing=_words("over than rather instead versus vs from"),
     common_first_words=_words("every at for in on my our her his their its there"),
     user_words=_words("user users"),
@@ -489,15 +515,46 @@ def _segmenter() -> Any:
             segmenter.initialize()
             for word in (*_CHINESE_USER, *_CHINESE_PEOPLE):
                 segmenter.add_word(word)
+            for word in (*_CHINESE_PEOPLE, *_CHINESE_ANIMALS):
+                # "狗叫" is in jieba's dictionary ("the dog barks"); "用户的狗叫豆豆" names the dog.
+                segmenter.suggest_freq((word, "叫"), tune=True)
             _SEGMENTER = segmenter
             logger.debug("jieba's dictionary is loaded")
     return _SEGMENTER
 
 
+_CHINESE_PERIODS = (
+    ("每一个月", "每月"),
+    ("每个月", "每月"),
+    ("每个星期", "每周"),
+    ("每星期", "每周"),
+    ("每个礼拜", "每周"),
+    ("每礼拜", "每周"),
+    ("每一天", "每天"),
+)
+"""One way of writing "every month", "every week", "every day"."""
+
+_GLUED_FIRST = "想要叫"
+"""Characters jieba's guess at an unknown word glues onto the next one: "想养"
+(wants to keep), "叫小丽" (is called Xiaoli)."""
+
+
 def chinese_words(folded: str) -> list[str]:
     """The words of a folded Chinese text, as ``jieba`` segments it (no spaces or
-    punctuation; Latin words and numbers as they are)."""
-    return [word for word in _segmenter().lcut(folded) if WORD.match(word)]
+    punctuation; Latin words and numbers as they are). A word jieba guessed that
+    opens with a wish or a naming verb is read as that verb and the rest."""
+    for written, period in _CHINESE_PERIODS:
+        folded = folded.replace(written, period)
+    segmenter = _segmenter()
+    words: list[str] = []
+    for word in segmenter.lcut(folded):
+        if not WORD.match(word):
+            continue
+        if len(word) > 1 and word[0] in _GLUED_FIRST and not segmenter.FREQ.get(word):
+            words.extend((word[0], word[1:]))
+        else:
+            words.append(word)
+    return words
 
 
 async def segmenter_ready(texts: Iterable[str]) -> None:
@@ -561,6 +618,7 @@ def _chinese_values(folded: str) -> set[str]:
 
 
 _CHINESE_USER = ("用户", "我")
+_CHINESE_ANIMALS = _words("狗 猫 小狗 小猫 鸟 马 鱼")
 _CHINESE_PEOPLE = _words(
     "妈妈 母亲 爸爸 父亲 父母 儿子 女儿 孩子 妻子 老婆 丈夫 老公 哥哥 姐姐 弟弟 妹妹 "
     "爷爷 奶奶 外公 外婆 朋友 同事 老板 家人 男朋友 女朋友 宠物 室友 邻居 老师 学生 "
@@ -578,6 +636,11 @@ CHINESE = Lexicon(
     )
     | _words("目前 现在 当前 如今 一直 每个 都是 正在 还是 可以 已经 经常 通常"),
     user_words=frozenset(_CHINESE_USER),
+    question_fillers=_words("目前 现在 当前 如今 最近 还 仍然 依然 种 类 类型 方式"),
+    asking_words=_words(
+        "什么 哪 哪里 哪儿 哪个 哪些 谁 怎么 怎样 如何 为什么 多少 几 做 干 有 发生 是 吗 呢 "
+        "情况 状态 状况 事情 东西"
+    ),
     negations=_words("不 没 没有 别 未 非 无 不再 从不 从没 从未 不能 不会 不要 不是 不用"),
     negation_starts=("不", "没", "別", "别", "未"),
     opposites=_words("讨厌 厌恶 戒 戒掉 放弃 停止"),
@@ -587,7 +650,7 @@ CHINESE = Lexicon(
     ),
     values=_chinese_values,
     people=_CHINESE_PEOPLE,
-    animals=_words("狗 猫 小狗 小猫 鸟 马 鱼"),
+    animals=_CHINESE_ANIMALS,
     time_words=_words(
         "以前 之前 曾经 原来 过去 小时候 年轻时 去年 前年 明年 今年 上个月 下个月 上周 下周 "
         "昨天 今天 明天 将来 未来 以后 打算 计划 准备 将 要 每天 每周 每月 每年 周末 早上 "
@@ -606,8 +669,12 @@ CHINESE = Lexicon(
         "轿车": "车",
         "小狗": "狗",
         "小猫": "猫",
+        "想要": "想",
+        "希望": "想",
     },
-    light_verbs=_words("有 做 是 去 搞 当"),
+    light_verbs=_words("有 做 是 去 搞 当 付 交 支付"),
+    wish="想",
+    naming=_words("叫 名叫 叫做 名为"),
     comparing=_words("比 胜过 而不是"),
     roles=_words("是 当 成为 担任"),
     articles=_words("一名 一个 一位 一只 名 位 个"),

@@ -171,12 +171,18 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
             numbers.add(lexicon.numbers[base])
             continue
         lemma = lexicon.stem(base)
+        before = tokens[index - 1] if index else ""
+        if base in lexicon.frequencies and before in lexicon.frequency_markers:
+            times.add(lexicon.frequencies[base])  # "a month", "per month": "monthly"
+            continue
         if base in lexicon.people or base in lexicon.animals:
             people.add(lemma)
             sequence.append(lemma)
             continue
         if base in lexicon.time_words:
             times.add(lemma)
+            if _every_weekday(base, before, lexicon):
+                times.add(lexicon.frequencies.get("week", "weekly"))
             if lexicon.is_past(base):
                 times.add("past")  # "planned" is not "plans": the stem folds them
             continue
@@ -193,7 +199,6 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
         word_key = _word_key(base, lexicon)
         words.add(word_key)
         sequence.append(word_key)
-        before = tokens[index - 1] if index else ""
         if lexicon.is_verb_form(base) or before in lexicon.verb_markers:
             verbs.add(word_key)
             if lexicon.is_verb_form(base) and before not in lexicon.progressive:
@@ -221,6 +226,12 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
         text=folded,
         lexicon=lexicon,
     )
+
+
+def _every_weekday(word: str, before: str, lexicon: Lexicon) -> bool:
+    """Whether ``word`` names a weekday as a habit: "every Sunday", "on Sundays"."""
+    day = word.removesuffix("s") if word not in lexicon.weekdays else word
+    return day in lexicon.weekdays and (word != day or before in lexicon.frequency_markers)
 
 
 def _word_key(word: str, lexicon: Lexicon) -> str:
@@ -267,8 +278,11 @@ def _owners(
         out.add((_word_key(fold(match.group(2)), lexicon), who(fold(match.group(1)))))
     if lexicon.possessive_word:
         for index, word in enumerate(tokens[1:-1], start=1):
-            if word == lexicon.possessive_word:
-                out.add((_word_key(tokens[index + 1], lexicon), who(tokens[index - 1])))
+            if word != lexicon.possessive_word:
+                continue
+            if index >= 2 and tokens[index - 2] in lexicon.naming:
+                continue  # "叫豆豆的狗": a dog called Doudou, not Doudou's dog
+            out.add((_word_key(tokens[index + 1], lexicon), who(tokens[index - 1])))
     return out
 
 
@@ -384,10 +398,25 @@ def _other_holder(a: FactShape, b: FactShape) -> bool:
     """Whether the two are about different people ("Mark owes User", "User owes
     Mark"), or name one thing of different owners ("User's manager is Dana",
     "User is Dana's manager")."""
-    if a.holder != b.holder and _person(a.holder, a, b) and _person(b.holder, b, a):
+    if (
+        a.holder != b.holder
+        and _person(a.holder, a, b)
+        and _person(b.holder, b, a)
+        and not _relative_named(a, b)
+        and not _relative_named(b, a)
+    ):
         return True
     owners_a, owners_b = dict(a.owners), dict(b.owners)
     return any(owners_a[thing] != owners_b[thing] for thing in owners_a.keys() & owners_b.keys())
+
+
+def _relative_named(a: FactShape, b: FactShape) -> bool:
+    """Whether ``a`` is about someone of ``b``'s holder whom ``b`` names too: "User's
+    daughter is called Emma" and "User has a daughter named Emma" tell one fact."""
+    if a.holder is None or b.holder is None:
+        return False
+    owner, _, relative = a.holder.partition("'s ")
+    return owner == b.holder and bool(relative) and a.lexicon.stem(relative) in b.people
 
 
 def kept_apart(a: FactShape, b: FactShape) -> str | None:

@@ -12,7 +12,10 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    item (:mod:`.fact_words`).
 4. A change is confirmed the other way round: the older memory's question
    read from the new memory must get another answer than the older one's.
-   When the new memory does not answer it, there is no change.
+   When the new memory does not answer it, there is no change. When the
+   model put the same question to both memories (asked of each on its own;
+   :func:`~.._text.fact_words.same_question`), their two answers already are
+   that reading: another answer is a change without asking again.
 5. When the older memory does not answer the new one's question at all, the
    other way round alone decides, with a short answer that is no denial (an
    event such as "moved to Valencia" answers the older state's "Where does
@@ -48,6 +51,7 @@ from .._text.fact_words import (
     is_additive,
     is_short_answer,
     same_holder,
+    same_question,
     tells_of_past,
     year_told,
 )
@@ -183,10 +187,19 @@ class PairJudge:
             return Verdict(Relation.EXTENDS, f"model: {first}")
         if self._vetoed(new):
             return _UNRELATED
+        asked_old = await self.question_of(old)
+        if asked_old is None:
+            return _UNRELATED
+        if same_question(asked.question, asked_old.question) and (
+            compare_answers(asked_old.answer, asked.answer) is Agreement.DIFFERENT
+        ):
+            # Asked apart, the model put the same question to both memories and read
+            # two answers: the reading the other way round would ask it again.
+            return Verdict(Relation.CHANGES, f"model, one question of both: {first}")
         # Both ways round, or no change: a new memory that does not answer the older
         # one's question may be about another thing that shares a word with it.
-        asked_old, reading_new = await self._other_way(new, old)
-        if asked_old is None or reading_new is None:
+        reading_new = await self.read(new, asked_old.question)
+        if reading_new is None:
             return _UNRELATED
         if compare_answers(asked_old.answer, reading_new) is not Agreement.DIFFERENT:
             return _UNRELATED

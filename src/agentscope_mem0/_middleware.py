@@ -426,6 +426,8 @@ class Mem0Middleware(MiddlewareBase):
         except Exception as exc:  # a slow or failing store never fails a reply
             logger.warning("profile of user %s not read: %r", self._user_id, exc)
             return None
+        if record is None and self._state.profile is not None:
+            self._state.profile.missing(self._user_id)  # in the background
         return profile_block(record)
 
     def _bind_agent(self, agent: Agent) -> str:

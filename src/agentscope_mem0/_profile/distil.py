@@ -32,9 +32,11 @@ DEFAULT_PROFILE_TOKENS = 200
 """The most tokens a profile holds (an estimate; lines past it are left out)."""
 DEFAULT_PROFILE_LINES = 12
 """The most lines the model is asked for."""
-PROFILE_KEEP_SHARE = 0.6
+PROFILE_KEEP_SHARE = 0.5
 """A line whose content words are at least this share in the current memories
-(and whose names and numbers all are) is kept; the extraction check's share."""
+(and whose names and numbers all are) is kept: half, since a profile line
+rewords its fact ("Lives in Madrid" of "User moved to Madrid"); its names and
+numbers must all be there."""
 
 PROFILE_SYSTEM = """You write a short profile of a user from the facts stored about them.
 

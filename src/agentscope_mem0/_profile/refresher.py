@@ -7,7 +7,9 @@ after a change, the user's profile is distilled again, ``delay`` seconds
 later so that a burst of writes makes one refresh. One refresh at a time per
 user, in a task nobody waits for: no reply waits on the model. A failed
 refresh is logged and tried again ``retry_delay`` seconds later (three tries;
-then the next write tries again); a failure never reaches a reply.
+then the next write tries again); a failure never reaches a reply. A reply
+that finds no profile asks for one (:meth:`ProfileRefresher.missing`), so a
+profile cleared, or emptied by forgetting a memory, comes back.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._mem0.call_context import metered, no_reply_waits, record_call
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_REFRESH_EVERY",
+    "MISSING_RECHECK",
     "ProfileRefresher",
     "Refreshed",
 ]
@@ -54,6 +57,8 @@ DEFAULT_REFRESH_DELAY = 2.0
 """Seconds a refresh waits after its trigger, so a burst of writes makes one."""
 DEFAULT_RETRY_DELAY = 60.0
 """Seconds before a failed refresh is tried again."""
+MISSING_RECHECK = 600.0
+"""Seconds before a reply that finds no profile asks for one again."""
 _TRIES = 3
 _MEMORIES_READ = 200
 """Current memories read per refresh; the newest :data:`_MEMORIES_SHOWN` go to the model."""
@@ -84,7 +89,8 @@ class _User:
     due: bool = False
     """A refresh is wanted (threshold reached or a change)."""
     task: asyncio.Task[None] | None = None
-    tries: list[float] = field(default_factory=list)
+    missing_at: float | None = None
+    """When a reply last found no profile (monotonic seconds)."""
 
 
 class ProfileRefresher:
@@ -154,6 +160,19 @@ class ProfileRefresher:
         if self.model is None or self._stopped:
             return
         self._want(scope.user_id, self._users.setdefault(scope.user_id, _User()))
+
+    def missing(self, user_id: str) -> None:
+        """A reply found no profile of ``user_id`` (never made, cleared, or
+        forgotten with a memory): refresh it, at most once per
+        :data:`MISSING_RECHECK` seconds."""
+        if self.model is None or self._stopped:
+            return
+        user = self._users.setdefault(user_id, _User())
+        now = time.monotonic()
+        if user.missing_at is not None and now - user.missing_at < MISSING_RECHECK:
+            return
+        user.missing_at = now
+        self._want(user_id, user)
 
     def _want(self, user_id: str, user: _User) -> None:
         user.due = True

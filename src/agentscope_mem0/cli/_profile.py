@@ -3,8 +3,9 @@
 The profile is a record of the working-memory store (see
 :mod:`agentscope_mem0._profile.record`): showing, editing and clearing it read
 and write that record directly, without mem0 or a model; ``--refresh``
-reads the user's current memories and asks the configured chat model (``chat_model`` in the config, or
-``$AGENTSCOPE_MEM0_CHAT_MODEL``), as the middleware's background refresh does.
+reads the user's current memories and asks the configured chat model
+(``chat_model`` in the config, or ``$AGENTSCOPE_MEM0_CHAT_MODEL``), as the
+middleware's background refresh does.
 """
 
 from __future__ import annotations

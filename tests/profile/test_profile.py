@@ -217,6 +217,20 @@ async def test_a_slow_model_never_slows_a_reply(store_config: dict[str, Any]) ->
     await mw.aclose()
 
 
+async def test_an_edit_made_while_the_model_writes_is_kept(store_config: dict[str, Any]) -> None:
+    extractor = ProfileModel()
+    mw = _middleware(real_memory(store_config, extractor))
+    extractor.gate = asyncio.Event()
+    await _write(mw, *FACTS)
+    while not extractor.prompts:
+        await asyncio.sleep(0.01)
+    save_profile(mw.client_state.profile_store, "ann", "- Prefers to be called Annie")
+    extractor.gate.set()
+    await _settled(mw)
+    assert _profile_text(mw) == "- Prefers to be called Annie"
+    await mw.aclose()
+
+
 async def test_superseded_memories_never_reach_the_model_and_a_change_refreshes_at_once(
     store_config: dict[str, Any],
 ) -> None:

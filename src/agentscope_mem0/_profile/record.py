@@ -42,10 +42,6 @@ _INTRO = (
 )
 
 
-class ProfileEdited(Exception):
-    """The record changed since the refresh read it: the edit wins."""
-
-
 def load_profile(store: WorkingStore, user_id: str) -> WorkingRecord | None:
     """The user's profile record, or ``None`` when there is none or it is empty."""
     record = store.load(user_id, PROFILE_KEY)
@@ -61,16 +57,17 @@ def save_profile(
         store: The working-memory store.
         user_id: Whose profile.
         text: The profile, one fact a line.
-        expected_version: Write only if the record is still at this version
-            (0: absent); ``None`` writes whatever is there.
+        expected_version: Write ``text`` only if the record is still at this
+            version (0: absent); else keep what is there (an edit made
+            meanwhile wins). ``None`` writes whatever is there.
 
-    Raises:
-        ProfileEdited: The record is no longer at ``expected_version``.
+    Returns:
+        The stored record: ``text``, or what was kept.
     """
 
     def change(old: WorkingRecord | None) -> str:
-        if expected_version is not None and (old.version if old else 0) != expected_version:
-            raise ProfileEdited(user_id)
+        if expected_version is not None and old is not None and old.version != expected_version:
+            return old.content
         return text.strip()
 
     return store.update(user_id, PROFILE_KEY, change, kind=PROFILE_KIND)

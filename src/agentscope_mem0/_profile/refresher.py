@@ -32,7 +32,7 @@ from .distil import (
     profile_prompt,
     read_profile,
 )
-from .record import ProfileEdited, call_store, clear_profile, save_profile
+from .record import call_store, clear_profile, save_profile
 
 if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
@@ -251,10 +251,10 @@ class ProfileRefresher:
             )
         stored = None
         if distilled.lines:
-            try:
-                stored = await call_store(store, _save, user_id, distilled.text, before)
-            except ProfileEdited:
+            stored = await call_store(store, _save, user_id, distilled.text, before)
+            if stored.content != distilled.text:
                 logger.info("profile of user %s was edited meanwhile; the edit is kept", user_id)
+                stored = None
         return Refreshed(
             user_id,
             len(shown),

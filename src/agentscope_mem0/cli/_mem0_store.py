@@ -452,7 +452,7 @@ class MemoryStore:
     # -- the user's profile (a record of the working-memory store) ------------
 
     async def _on_profiles(self, what: str, fn: Callable[..., T], /, *args: Any) -> T:
-        from ._working_memory import open_working_store
+        from ._working_store import open_working_store
 
         def run() -> T:
             store = open_working_store(self.settings)

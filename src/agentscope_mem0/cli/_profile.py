@@ -18,7 +18,7 @@ from .._profile.record import clear_profile, load_profile, save_profile
 from .._scope import check_user_id
 from ._common import session, store_command, where
 from ._exit_codes import NotFoundError, UsageError
-from ._working_memory import open_working_store
+from ._working_store import open_working_store
 
 if TYPE_CHECKING:
     from .._working.stores import WorkingRecord

@@ -54,6 +54,8 @@ benchmarks/data/profile_users.jsonl)."""
 _FRAME_WORDS = frozenset({"user", "用", "户"})
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)、]|[（(]?\d+[)）])\s*")
 _DATE_PREFIX = re.compile(r"^\[?\(?\d{4}-\d{2}-\d{2}\]?\)?[:：]?\s*")
+# The prompt dates each fact; a model that copies the date adds no fact.
+_DATE_SUFFIX = re.compile(r"\s*[(\[（]\d{4}-\d{2}-\d{2}[)\]）]\s*$")
 
 
 def profile_prompt(memories: Sequence[tuple[str, str | None]], *, max_lines: int) -> str:
@@ -78,6 +80,7 @@ def _lines_of(answer: str) -> list[str]:
     out = []
     for line in bulleted or raw:
         text = _DATE_PREFIX.sub("", _BULLET.sub("", line)).strip().strip("*").strip()
+        text = _DATE_SUFFIX.sub("", text)
         if text and not text.endswith((":", "：")):
             out.append(text)
     return out

@@ -53,7 +53,7 @@ class ProfileModel(ScriptedChatModel):
         if self.failures:
             self.failures -= 1
             raise RuntimeError("the provider is down")
-        facts = re.findall(r"^- User (.+?)(?: \(\d{4}-\d\d-\d\d\))?$", self.prompts[-1], re.M)
+        facts = re.findall(r"^- User (.+)$", self.prompts[-1], re.M)
         answer = "\n".join(f"- {fact}" for fact in facts)
         return _text_response(f"{answer}\n- {INVENTED}\n- Lives in Porto")
 

@@ -55,17 +55,20 @@ _FRAME_WORDS = frozenset({"user", "用", "户"})
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)、]|[（(]?\d+[)）])\s*")
 _DATE_PREFIX = re.compile(r"^\[?\(?\d{4}-\d{2}-\d{2}\]?\)?[:：]?\s*")
 # The prompt dates each fact; a model that copies the date adds no fact.
-_DATE_SUFFIX = re.compile(r"\s*[(\[（]\d{4}-\d{2}-\d{2}[)\]）]\s*$")
+_DATE_SUFFIX = re.compile(r"\s*[(\[（]\d{4}-\d{2}-\d{2}[)\]）]\s*[.。]?\s*$")
 
 
-def profile_prompt(memories: Sequence[tuple[str, str | None]], *, max_lines: int) -> str:
-    """The user message: the current memories, newest first, each with its date.
+def profile_prompt(memories: Sequence[str], *, max_lines: int) -> str:
+    """The user message: the current memories, newest first.
+
+    Their dates stay out: a small model copies them into every line (measured
+    on the dev half), and the profile is dated as a whole.
 
     Args:
-        memories: ``(text, date)`` pairs, newest first.
+        memories: The memories' texts, newest first.
         max_lines: The most lines the profile may have.
     """
-    lines = [f"- {text}" + (f" ({date[:10]})" if date else "") for text, date in memories]
+    lines = [f"- {text}" for text in memories]
     return (
         "Facts about the user, newest first:\n"
         + "\n".join(lines)

@@ -234,9 +234,7 @@ class ProfileRefresher:
         if not shown:
             record = await call_store(store, clear_profile, user_id)
             return Refreshed(user_id, 0, Distilled(), time.perf_counter() - started, record=record)
-        prompt = profile_prompt(
-            [(hit.memory, hit.date) for hit in shown], max_lines=DEFAULT_PROFILE_LINES
-        )
+        prompt = profile_prompt([hit.memory for hit in shown], max_lines=DEFAULT_PROFILE_LINES)
         system = PROFILE_SYSTEM.format(max_lines=DEFAULT_PROFILE_LINES)
         answer, tokens = await self._ask(system, prompt)
         distilled = read_profile(answer, [hit.memory for hit in shown], max_tokens=self.max_tokens)

@@ -252,6 +252,28 @@ async def test_superseded_memories_never_reach_the_model_and_a_change_refreshes_
     await mw.aclose()
 
 
+async def test_forget_memory_redistils_the_profile_without_the_fact(
+    store_config: dict[str, Any],
+) -> None:
+    extractor = ProfileModel()
+    mw = _middleware(
+        real_memory(store_config, extractor),
+        tools=("search_memory", "add_memory", "forget_memory"),
+    )
+    await _write(mw, *FACTS)
+    await _settled(mw)
+    assert "cello" in (_profile_text(mw) or "")
+    hits = await mw.client_state.backend.get_all(Scope("ann"), limit=10)
+    cello = next(str(h.id) for h in hits if "cello" in h.memory)
+    forget = {t.name: t for t in await mw.list_tools()}["forget_memory"]
+    await forget.call(memory_ids=[cello])
+    await _settled(mw)
+    assert len(extractor.prompts) == 2 and "cello" not in extractor.prompts[-1]
+    profile = _profile_text(mw) or ""
+    assert "nurse" in profile and "cello" not in profile
+    await mw.aclose()
+
+
 async def test_a_failed_refresh_is_logged_and_tried_again(
     store_config: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -124,7 +124,10 @@ class ProfileRefresher:
     ) -> None:
         self.backend = backend
         self.model = model
-        self._store = store
+        # A store, or the function that finds it on first use (off the constructor:
+        # finding it may open a database connection).
+        self._store: WorkingStore | None = None if callable(store) else store
+        self._find_store = store if callable(store) else None
         self.every = every
         self.delay = delay
         self.retry_delay = retry_delay
@@ -140,9 +143,10 @@ class ProfileRefresher:
     @property
     def store(self) -> WorkingStore:
         """The working-memory store the profiles are kept in."""
-        if callable(self._store) and not hasattr(self._store, "load"):
-            self._store = self._store()
-        return self._store  # type: ignore[return-value]
+        if self._store is None:
+            assert self._find_store is not None
+            self._store = self._find_store()
+        return self._store
 
     # -- signals from the write path (return at once) -------------------------
 

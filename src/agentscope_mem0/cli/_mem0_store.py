@@ -469,12 +469,6 @@ class MemoryStore:
 
         return await self._on_profiles("read the profile", load_profile, user_id)
 
-    async def set_profile(self, user_id: str, text: str) -> WorkingRecord:
-        """Store ``text`` as the user's profile (kept until the next refresh)."""
-        from .._profile.record import save_profile
-
-        return await self._on_profiles("store the profile", save_profile, user_id, text)
-
     async def clear_profile(self, user_id: str) -> WorkingRecord | None:
         """Empty the user's profile; ``None`` when there was none."""
         from .._profile.record import clear_profile

@@ -3,8 +3,9 @@
 ``agentscope.app`` builds a new middleware for every chat run, so whatever a
 middleware keeps itself lasts one turn. What must outlive a turn lives here:
 the backend, the circuit breaker (with the search latencies), the profile
-cache (its entries are per user and agent), the write queue, the time judge
-and the query-embedding cache. A lone :class:`~agentscope_mem0.Mem0Middleware` makes its own;
+cache (its entries are per user and agent), the write queue, the time judge,
+the profile's refresher and the query-embedding cache. A lone
+:class:`~agentscope_mem0.Mem0Middleware` makes its own;
 :func:`~agentscope_mem0.service.mem0_middleware_factory` makes one per client
 and hands it to every middleware it builds.
 """
@@ -22,10 +23,12 @@ from ._mem0.clients import close_memory, resolve_client
 from ._mem0.query_cache import install_query_cache
 from ._observe.usage import TokenMeter
 from ._parameters import Mem0MiddlewareParameters
+from ._profile.refresher import ProfileRefresher
 from ._recall.profile import ProfileCache
 from ._text.grounding import DROP_REASONS
 from ._vectors.keywords_only import allow_keywords_only, keyword_only_queries
-from ._write.judge import FollowUp, build_time_judge
+from ._working.stores import shared_store_for_client
+from ._write.judge import FollowUp, build_time_judge, judge_model_of
 from ._write.outbox import OUTBOX_FILENAME, default_outbox_dir
 from ._write.queue import WriteQueue
 
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
 
     from agentscope.embedding import EmbeddingModelBase
     from agentscope.model import ChatModelBase
+
+    from ._working.stores import WorkingStore
 
 
 __all__ = ["ClientState", "state_for"]
@@ -48,7 +53,7 @@ class ClientState:
         client: The async mem0 client.
         parameters: The options the state is built with: ``breaker_threshold``
             and ``breaker_cooldown`` (the breaker), ``profile_ttl``,
-            ``outbox``, ``extraction`` and ``judge``; the timeouts and the
+            ``outbox``, ``extraction``, ``judge`` and ``profile``; the timeouts and the
             rest stay each middleware's own. ``None``: the defaults.
         judge_model: The time judgement's chat model; default: the model
             mem0 extracts with.
@@ -114,9 +119,25 @@ class ClientState:
         )
         """Marks what new memories repeat and, with a model (its ``model`` is
         ``None`` when the judgement is off), what they supersede or extend."""
-        self.follow_up = FollowUp(self.profiles, self.judge)
+        self.profile: ProfileRefresher | None = (
+            ProfileRefresher(
+                self.backend,
+                None if self.backend.hosted else judge_model_of(client),
+                lambda: shared_store_for_client(client),
+            )
+            if parameters.profile
+            else None
+        )
+        """Refreshes each user's profile in the background (``Parameters(profile=True)``),
+        with the chat model mem0 extracts with; ``None`` with the profile off."""
+        if self.profile is not None and self.profile.model is None:
+            logger.info(
+                "the mem0 client does not extract with an AgentScope model: profiles are "
+                "shown when set (agentscope-mem0 profile USER --edit) but never refreshed"
+            )
+        self.follow_up = FollowUp(self.profiles, self.judge, self.profile)
         """What follows each stored write: the profile cache refreshed, then the
-        judgement in the background."""
+        judgement in the background (and the profile's refresher told)."""
         self.query_cache = install_query_cache(client)
         """Search embeddings of recent queries; ``None`` for hosted mem0."""
         allow_keywords_only(client)
@@ -142,6 +163,8 @@ class ClientState:
         outbox, or in PostgreSQL with mem0's history)."""
         self.backend.meter = self.meter
         self.judge.meter = self.meter
+        if self.profile is not None:
+            self.profile.meter = self.meter
         self._closed = False
 
     def _usage_beside(self, client: Any) -> Path | None:
@@ -152,6 +175,13 @@ class ClientState:
             return outbox.path
         folder = default_outbox_dir(client)
         return folder / OUTBOX_FILENAME if folder is not None else None
+
+    @property
+    def profile_store(self) -> WorkingStore:
+        """Where the users' profiles are kept: the client's working-memory store."""
+        if self.profile is not None:
+            return self.profile.store
+        return shared_store_for_client(self.client)
 
     @property
     def client(self) -> Any:
@@ -187,6 +217,7 @@ class ClientState:
             **self.breaker.stats(),
             **self.writer.stats(),
             **self.follow_up.stats(),
+            **(self.profile.stats() if self.profile is not None else {}),
             **extraction,
             **cache,
             **tokens,
@@ -215,6 +246,8 @@ class ClientState:
         self._closed = True
         flushed = await self.flush(timeout)
         self.follow_up.stop()
+        if self.profile is not None:
+            self.profile.stop()  # a profile is rebuilt by the next refresh; no write is lost
         if self._owns_writer:
             flushed = await self.writer.aclose(timeout) and flushed
         if self._owns_meter:

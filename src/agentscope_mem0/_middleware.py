@@ -8,6 +8,7 @@ agent's tools and :mod:`._working` working memory.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable
@@ -30,6 +31,7 @@ from ._parameters import (
     moved_keyword,
     with_outbox,
 )
+from ._profile.record import call_store, load_profile, profile_block
 from ._recall.note import (
     DEFAULT_MEMORY_SECTION_HEADER,
     DEFAULT_MEMORY_SECTION_INTRO,
@@ -364,6 +366,7 @@ class Mem0Middleware(MiddlewareBase):
                 intro=self._memory_section_intro,
                 rules=parameters.memory_section_rules,
                 max_tokens=parameters.max_memory_tokens,
+                profile=await self._profile_block() if parameters.profile else None,
             )
 
         watch = ReplyWatch(
@@ -410,6 +413,22 @@ class Mem0Middleware(MiddlewareBase):
         return build_tools(context, self._parameters.tools, self._working)
 
     # -- internals ------------------------------------------------------
+
+    async def _profile_block(self) -> str | None:
+        """The user's profile block, read within ``search_timeout``; ``None``
+        when there is none or the store did not answer (the reply goes on)."""
+        store = self._state.profile_store
+        try:
+            record = await asyncio.wait_for(
+                call_store(store, load_profile, self._user_id),
+                self._parameters.search_timeout,
+            )
+        except Exception as exc:  # a slow or failing store never fails a reply
+            logger.warning("profile of user %s not read: %r", self._user_id, exc)
+            return None
+        if record is None and self._state.profile is not None:
+            self._state.profile.missing(self._user_id)  # in the background
+        return profile_block(record)
 
     def _bind_agent(self, agent: Agent) -> str:
         """Record the agent's id in its own state, where the tools look it up."""

@@ -190,6 +190,12 @@ class Mem0MiddlewareParameters(BaseModel):
     every turn: per `conversation`, per `user` (or a `WorkingMemory(...)` with
     more options), empty for none (docs/working-memory.md)."""
 
+    profile: bool = False
+    """Keep a short profile of each user, distilled from their current memories
+    by the chat model mem0 extracts with, in the background after every 5 new
+    memories or a supersede, and show it first in the memory note (dated, at most
+    about 200 tokens; docs/profile.md). Off: no profile, as AgentScope's built-in."""
+
     if not TYPE_CHECKING:  # type checkers keep the fields' own signature
 
         def __init__(self, **data: Any) -> None:

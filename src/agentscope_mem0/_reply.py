@@ -28,6 +28,7 @@ from agentscope.event import (
 from agentscope.message import Msg
 from agentscope.types import ReplyFinishedReason
 
+from ._profile.record import PROFILE_CLOSE, PROFILE_OPEN
 from ._recall.note import MEMORIES_CLOSE, MEMORIES_OPEN, place_note
 from ._text.grounding import content_words
 from ._tools.long_term import STORED_THIS_REPLY
@@ -133,13 +134,17 @@ def told_beyond(said: str, stored: Iterable[str]) -> bool:
 
 _OWN_BLOCKS = [
     re.compile(rf"{re.escape(opening)}.*?(?:{re.escape(closing)}|\Z)", re.S)
-    for opening, closing in ((MEMORIES_OPEN, MEMORIES_CLOSE), (WORKING_OPEN, WORKING_CLOSE))
+    for opening, closing in (
+        (MEMORIES_OPEN, MEMORIES_CLOSE),
+        (WORKING_OPEN, WORKING_CLOSE),
+        (PROFILE_OPEN, PROFILE_CLOSE),
+    )
 ]
 
 
 def without_own_text(answer: str, header: str) -> str:
     """``answer`` without what this package put in front of the model and the
-    model repeated: the memory note's and working memory's blocks (to the end
+    model repeated: the memory note's, the profile's and working memory's blocks (to the end
     when a block is not closed) and the note's header. What the model read
     from memory must not be written back as something said.
     """

@@ -605,6 +605,32 @@ def test_the_working_memory_of_a_user_and_a_conversation(store: Any) -> None:
     assert 'id="no-working"' in none
 
 
+def test_the_profile_is_shown_on_the_users_page_and_goes_when_the_user_is_forgotten(
+    store: Any,
+) -> None:
+    from agentscope_mem0 import SqliteWorkingStore
+    from agentscope_mem0._profile.record import load_profile, save_profile
+
+    working = SqliteWorkingStore(store.settings.folder)
+    try:
+        save_profile(working, "alice", "- Drinks green tea <b>daily</b>")
+    finally:
+        working.close()
+    add(store, "alice", "Alice drinks green tea.")
+    client = client_for(store)
+    page = client.get("/?user=alice").text
+    assert 'id="profile"' in page and "Drinks green tea &lt;b&gt;daily&lt;/b&gt;" in page
+    assert 'id="profile"' not in client.get("/?user=bob").text
+    csrf = csrf_of(page)
+    done = client.post("/forget-user", data={"user": "alice", "csrf": csrf, "confirm": "yes"})
+    assert done.status_code in (200, 303), done.text
+    working = SqliteWorkingStore(store.settings.folder)
+    try:
+        assert load_profile(working, "alice") is None
+    finally:
+        working.close()
+
+
 def test_the_app_works_mounted_under_a_path(store: Any) -> None:
     """Links and forms are relative: under another app's path they stay under it."""
     from starlette.applications import Starlette

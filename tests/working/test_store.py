@@ -22,6 +22,7 @@ import pytest
 
 from _pgfixture import fresh_collection, postgres_dsn
 from agentscope_mem0 import InvalidStateError, SqliteWorkingStore, WorkingRecord, WorkingStore
+from agentscope_mem0._profile.record import load_profile, save_profile
 from agentscope_mem0._working.format import WorkingFormat
 from agentscope_mem0._working.stores import WORKING_THREAD, store_for_client
 from fakes import load_working
@@ -70,6 +71,11 @@ def _contract(store: WorkingStore) -> None:
     assert cleared is not None and cleared.content == "" and cleared.version == 3
     assert store.load("ann").content == ""  # type: ignore[union-attr]
     assert store.clear("nobody") is None and store.load("nobody") is None
+    # The user's profile is a record of its own kind in the same store, no conversation.
+    save_profile(store, "ann", "- Works as a nurse")
+    store.update("ann", "chat-1", lambda old: "notes", kind="text")
+    assert sorted(store.conversations("ann")) == ["chat-1", "s1"]
+    assert load_profile(store, "ann").content == "- Works as a nurse"  # type: ignore[union-attr]
     store.close()
 
 

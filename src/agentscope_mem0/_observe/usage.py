@@ -2,11 +2,11 @@
 
 :class:`TokenMeter` adds up the tokens of every model call made for memory,
 by kind (``extraction``: mem0's extraction calls; ``judge``: the time
-judgement's) and counts the writes they were made for, so ``stats()`` can say
-what one write costs. A model that reports usage (AgentScope's
-``ChatResponse.usage``) is believed; for one that does not, the tokens are
-estimated (:func:`estimate_tokens`, which errs high) and the calls counted
-as estimated.
+judgement's; ``profile``: the profile's refreshes) and counts the writes
+they were made for, so ``stats()`` can say what one write costs. A model
+that reports usage (AgentScope's ``ChatResponse.usage``) is believed; for
+one that does not, the tokens are estimated (:func:`estimate_tokens`, which
+errs high) and the calls counted as estimated.
 
 The totals are also kept where ``agentscope-mem0 status`` can read them from
 another process: in ``usage.sqlite3`` next to the write outbox, or, when
@@ -50,8 +50,8 @@ USAGE_FILENAME = "usage.sqlite3"
 USAGE_TABLE = "agentscope_mem0_usage"
 """The PostgreSQL table that keeps them, one row per collection and kind."""
 
-Kind = Literal["extraction", "judge"]
-KINDS: tuple[Kind, ...] = ("extraction", "judge")
+Kind = Literal["extraction", "judge", "profile"]
+KINDS: tuple[Kind, ...] = ("extraction", "judge", "profile")
 _FIELDS = ("calls", "writes", "input_tokens", "output_tokens", "estimated_calls")
 
 _SCHEMA = (

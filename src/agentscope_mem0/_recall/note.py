@@ -152,19 +152,19 @@ def render_note(
     intro: str = DEFAULT_MEMORY_SECTION_INTRO,
     rules: str = DEFAULT_MEMORY_RULES,
     max_tokens: int | None = None,
+    profile: str | None = None,
 ) -> Msg | None:
     """The note message for ``hits``, or ``None`` when there is nothing to show.
 
-    Takes the arguments of :func:`render_note_text`.
+    Takes the arguments of :func:`render_note_text`, and ``profile``: the
+    user's profile block, shown first as a block of its own (its own budget:
+    ``max_tokens`` is the memories').
     """
     text = render_note_text(hits, header=header, intro=intro, rules=rules, max_tokens=max_tokens)
-    if text is None:
+    blocks = [HintBlock(hint=part, source=NOTE_MARKER) for part in (profile, text) if part]
+    if not blocks:
         return None
-    return AssistantMsg(
-        name=NOTE_NAME,
-        content=[HintBlock(hint=text, source=NOTE_MARKER)],
-        metadata={NOTE_MARKER: True},
-    )
+    return AssistantMsg(name=NOTE_NAME, content=list(blocks), metadata={NOTE_MARKER: True})
 
 
 # -- placing ------------------------------------------------------------------

@@ -37,6 +37,8 @@ __all__ = [
     "grounding_question",
     "read_answer",
     "read_grounding",
+    "says",
+    "specifics",
     "third_person",
     "writes_cjk",
 ]
@@ -140,7 +142,7 @@ def _clauses(text: str) -> tuple[str, str]:
     return " ".join(stated), " ".join(asked)
 
 
-def _specifics(memory: str) -> set[str]:
+def specifics(memory: str) -> set[str]:
     """Names and numbers the memory states (folded); month and day names and
     years are left out: the extraction resolves "next March" against the day."""
     calendar = {*ENGLISH.months, *ENGLISH.weekdays, *ENGLISH.month_abbreviations}
@@ -166,7 +168,7 @@ def _about_the_user(memory: str) -> bool:
     )
 
 
-def _says(text: str, specific: str) -> bool:
+def says(text: str, specific: str) -> bool:
     folded = fold(text)
     if specific.isdigit():
         words = {ENGLISH.numbers.get(w, w) for w in WORD.findall(folded)}
@@ -197,9 +199,9 @@ def read_grounding(memory: str, grounding: Grounding) -> GroundingReading:
     content = content_words(memory)
     if not content:
         return "ungrounded"
-    missing = [s for s in _specifics(memory) if not _says(grounding.user, s)]
+    missing = [s for s in specifics(memory) if not says(grounding.user, s)]
     if missing:
-        return "assistant" if all(_says(grounding.assistant, s) for s in missing) else "ungrounded"
+        return "assistant" if all(says(grounding.assistant, s) for s in missing) else "ungrounded"
     stated_text, asked_text = _clauses(grounding.user)
     stated, asked = content_words(stated_text), content_words(asked_text)
     share = len(content & stated) / len(content)

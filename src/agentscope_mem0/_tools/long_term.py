@@ -98,6 +98,9 @@ class ToolContext:
     """Searches read the calling agent's memories only."""
     after_write: Callable[[Scope], None] = lambda scope: None
     """Called after a tool changed the memories of a scope."""
+    after_forget: Callable[[Scope], None] = lambda scope: None
+    """Called after ``forget_memory`` forgot memories of a scope (the user's
+    profile is distilled again, without them)."""
     writes_replies: bool = False
     """The middleware also writes each reply (mode ``both``): ``add_memory``
     notes what it stored in the agent's state (:data:`STORED_THIS_REPLY`), so
@@ -126,6 +129,7 @@ class ToolContext:
             threshold=threshold,
             scope_search_by_agent=scope_search_by_agent,
             after_write=state.profiles.invalidate,
+            after_forget=state.profile.changed if state.profile is not None else lambda s: None,
             writer=state.writer,
             writes_replies=writes_replies,
         )
@@ -489,6 +493,7 @@ class ForgetMemoryTool(_LongTermTool):
             )
         if forgotten:
             self._ctx.after_write(scope)
+            self._ctx.after_forget(scope)
         parts = []
         if forgotten:
             parts.append(f"Forgot {len(forgotten)} memories: {', '.join(forgotten)}.")

@@ -16,6 +16,9 @@ Which store goes with a mem0 client (:func:`store_for_client`):
 - a Qdrant server: the collection ``<collection>_working`` on mem0's server;
 - hosted mem0: the SQLite file in the local data folder (this machine only).
 
+The user's profile (see :mod:`agentscope_mem0._profile.record`) is one more
+record per user, of kind ``"profile"``.
+
 The server stores keep their records apart from mem0's own data (a table or
 a collection of their own), so mem0 never sees them and they never show up
 in a search.
@@ -120,7 +123,8 @@ class WorkingStore(Protocol):
         ...
 
     def conversations(self, user_id: str) -> list[str]:
-        """The user's conversations with a non-empty record, newest first."""
+        """The user's conversations with a non-empty record, newest first (the
+        user's profile, a record of kind ``"profile"``, is none of them)."""
         ...
 
     def close(self) -> None:
@@ -197,7 +201,7 @@ class _SqlStore(_ReadChangeWrite):
         """The user's conversations with a non-empty record, newest first."""
         query = (
             "SELECT conversation FROM {table} WHERE user_id = ? AND conversation <> ''"
-            " AND content <> '' AND version > 0 ORDER BY updated_at DESC"
+            " AND content <> '' AND version > 0 AND kind <> 'profile' ORDER BY updated_at DESC"
         )
         rows = self._run(lambda conn: self._execute(conn, query, (user_id,)).fetchall())
         return [r[0] for r in rows]
@@ -459,7 +463,10 @@ class QdrantWorkingStore(_ReadChangeWrite):
         rows = [
             p.payload
             for p in points
-            if p.payload and p.payload.get("conversation") and p.payload.get("content")
+            if p.payload
+            and p.payload.get("conversation")
+            and p.payload.get("content")
+            and p.payload.get("kind") != "profile"
         ]
         rows.sort(key=lambda p: str(p.get("updated_at")), reverse=True)
         return [str(p["conversation"]) for p in rows]

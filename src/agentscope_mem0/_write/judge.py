@@ -124,6 +124,7 @@ __all__ = [
     "HOSTED_WAITS",
     "ChangePlan",
     "FollowUp",
+    "ProfileSignals",
     "TimeJudge",
     "build_time_judge",
     "judge_model_of",
@@ -190,6 +191,16 @@ class Cache(Protocol):
         """Forget what a write to ``scope`` may change."""
 
 
+class ProfileSignals(Protocol):
+    """Who hears what the write path changed (the profile's refresher)."""
+
+    def written(self, scope: Scope, new: int) -> None:
+        """``new`` memories of ``scope`` were stored; returns at once."""
+
+    def changed(self, scope: Scope) -> None:
+        """The judgement changed what ``scope``'s reads show; returns at once."""
+
+
 class FollowUp:
     """What follows each stored batch: the queue's :class:`~.queue.AfterStore`.
 
@@ -205,11 +216,16 @@ class FollowUp:
     Args:
         profiles: The profile cache.
         judge: The time judgement (or, without a model, consolidation alone).
+        signals: Told of each batch's new memories and of each change the
+            judgement made (the profile's refresher); ``None``: nobody.
     """
 
-    def __init__(self, profiles: Cache, judge: TimeJudge) -> None:
+    def __init__(
+        self, profiles: Cache, judge: TimeJudge, signals: ProfileSignals | None = None
+    ) -> None:
         self._profiles = profiles
         self._judge = judge
+        self._signals = signals
         self._backlog = _JUDGE_BACKLOG if judge.model is not None else _CONSOLIDATION_BACKLOG
         self._lanes: dict[Scope, _Lane] = {}
         self._stopped = False
@@ -218,6 +234,8 @@ class FollowUp:
         """Refresh ``scope``'s profiles and queue the batch's judgement; returns
         at once (see :class:`~.queue.AfterStore`)."""
         self._profiles.invalidate(scope)
+        if self._signals is not None and not self._stopped:
+            self._signals.written(scope, len(new_memories(results)))
         judge = self._judge
         if self._stopped or not results or (judge.model is None and not judge.consolidates):
             return
@@ -248,6 +266,8 @@ class FollowUp:
                         self._judge.skip()
                     elif await self._judge.judge(scope, results, said_at, ask=not overflow):
                         self._profiles.invalidate(scope)  # what reads show changed
+                        if self._signals is not None:
+                            self._signals.changed(scope)
                 except Exception:
                     logger.exception("the judgement of a write of user %s failed", scope.user_id)
         if self._lanes.get(searched) is lane and not lane.waiting:

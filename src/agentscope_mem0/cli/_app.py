@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "export": ("._transfer", "export", "Write memories as JSONL."),
     "import": ("._transfer", "import_memories", "Import memories from an export."),
     "working": ("._working_memory", "working", "Show or clear a user's working memory."),
+    "profile": ("._profile", "profile", "Show, edit, refresh or clear a user's profile."),
     "status": ("._status", "status", "Show the configuration and the store's health."),
     "retry-failed": ("._queued_writes", "retry_failed", "Requeue the writes that failed."),
     "migrate": ("._maintenance", "migrate", "Move a release-0.1 folder to Qdrant Edge."),

@@ -56,6 +56,7 @@ from ._records import MemoryRecord, timeline_links
 if TYPE_CHECKING:
     from .._mem0.backend import Mem0Backend
     from .._memories.release import Restored
+    from .._working.stores import WorkingRecord
     from ._config import Settings
 
 __all__ = ["MemoryStore", "open_store"]
@@ -416,6 +417,8 @@ class MemoryStore:
             if await self.get(memory_id) is not None:
                 raise PermanentBackendError(f"memory {memory_id} is still there after deleting it")
         back = [await self.get(i) for i in done.current_again]
+        if record.user_id:
+            await self.clear_profile(record.user_id)  # it may carry the forgotten fact
         return purged, [r for r in back if r is not None], repeats
 
     async def forget_all(
@@ -443,7 +446,34 @@ class MemoryStore:
                 messages = await self._io(
                     "purge messages", _history_db.purge_messages, self.client, wanted
                 )
+        await self.clear_profile(scope.user_id)  # distilled from what was forgotten
         return history, messages, await self.count(scope)
+
+    # -- the user's profile (a record of the working-memory store) ------------
+
+    async def _on_profiles(self, what: str, fn: Callable[..., T], /, *args: Any) -> T:
+        from ._working_store import open_working_store
+
+        def run() -> T:
+            store = open_working_store(self.settings)
+            try:
+                return fn(store, *args)
+            finally:
+                store.close()
+
+        return await self._io(what, run)
+
+    async def profile(self, user_id: str) -> WorkingRecord | None:
+        """The user's profile record; ``None`` when there is none or it is empty."""
+        from .._profile.record import load_profile
+
+        return await self._on_profiles("read the profile", load_profile, user_id)
+
+    async def clear_profile(self, user_id: str) -> WorkingRecord | None:
+        """Empty the user's profile; ``None`` when there was none."""
+        from .._profile.record import clear_profile
+
+        return await self._on_profiles("clear the profile", clear_profile, user_id)
 
     async def _purge_history(self, ids: Iterable[str]) -> int:
         if self.hosted:  # the platform keeps its own history

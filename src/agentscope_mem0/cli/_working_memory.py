@@ -16,6 +16,7 @@ import click
 
 from ._common import store_command, user_option
 from ._exit_codes import NotFoundError
+from ._working_store import open_working_store
 
 if TYPE_CHECKING:
     from .._working.stores import WorkingRecord, WorkingStore
@@ -23,28 +24,6 @@ if TYPE_CHECKING:
     from ._output import Output
 
 __all__ = ["working"]
-
-
-def open_working_store(settings: Settings) -> WorkingStore:
-    """The store the middleware uses for the configured backend."""
-    from .._working.stores import SqliteWorkingStore, working_table_name
-
-    if settings.backend == "pgvector":
-        from .._working.stores import PostgresWorkingStore
-
-        return PostgresWorkingStore(
-            settings.dsn or "", table=working_table_name(settings.collection)
-        )
-    if settings.backend == "qdrant":
-        from qdrant_client import QdrantClient
-
-        from .._working.stores import QdrantWorkingStore
-
-        client = QdrantClient(url=settings.url, api_key=settings.api_key, check_compatibility=False)
-        return QdrantWorkingStore(client, collection=working_table_name(settings.collection))
-    # Embedded: beside mem0's history database in the data folder; hosted mem0
-    # has nowhere on the platform for it, so it stays in the local data folder.
-    return SqliteWorkingStore(settings.folder)
 
 
 def _as_json(record: WorkingRecord, store: WorkingStore) -> dict[str, Any]:

@@ -441,6 +441,18 @@ def memory_page(
     return head + "<h2>Timeline</h2>" + (table if entries else "<p>mem0 kept no history of it.</p>")
 
 
+def profile_section(record: Any, user: str) -> str:
+    """A user's profile on their page, read-only (edited with the command line)."""
+    if record is None:
+        return ""
+    return (
+        '<h2>Profile</h2><p class="bar">as of '
+        f"{e(short_date(record.updated_at))} · version {e(record.version)} · edit with "
+        f"<code>agentscope-mem0 profile {e(user)} --edit ...</code></p>"
+        f'<pre class="working" id="profile">{e(record.content)}</pre>'
+    )
+
+
 def working_page(
     user: str, conversation: str | None, record: Any, conversations: Sequence[str], where: str
 ) -> str:

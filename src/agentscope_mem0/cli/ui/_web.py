@@ -258,8 +258,14 @@ class _Pages:
         agents = sorted({r.agent_id for r in everyone if r.agent_id})
         links = timeline_links(records)
         names = await self._names(user, agents)
+        try:
+            profile = await self.store.profile(user)
+        except Exception as exc:  # the page shows the memories all the same
+            logger.warning("profile of user %s not read: %r", user, exc)
+            profile = None
         body = (
             pages.user_tools(user, agent, agents, show_all, names)
+            + pages.profile_section(profile, user)
             + pages.counters(stats)
             + pages.per_day_svg(per_day(records))
             + "<h2>Memories, newest first</h2>"

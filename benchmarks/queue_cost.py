@@ -15,7 +15,8 @@ front (an outbox file in one folder; a fresh table in one PostgreSQL):
   users per process, each submitting its writes one after another as fast as
   they are acknowledged. Reported: writes acknowledged per second (all
   processes together, first submit to last acknowledgement), writes
-  delivered per second (first submit to the last ``add``), and when the last
+  delivered per second (first submit to the last ``add``), the lag from a
+  write's submit to its delivery (p50/p95/max), and when the last
   ``flush()`` returned (a replica whose writes another one delivers sees
   them gone by polling: the difference is that poll's cost).
 
@@ -67,6 +68,7 @@ class InstantBackend:
 
     def __init__(self) -> None:
         self.delivered: Counter[str] = Counter()
+        self.delivered_at: dict[str, float] = {}
         self.last_add = 0.0
 
     async def add(
@@ -75,6 +77,7 @@ class InstantBackend:
         for message in messages:
             if message.get("role") == "user":
                 self.delivered[message["content"]] += 1
+                self.delivered_at[message["content"]] = time.time()
         self.last_add = time.time()
         return []
 
@@ -101,12 +104,14 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     await asyncio.to_thread(sys.stdin.readline)
     name, users, each = spec["name"], spec["users"], spec["each"]
     latencies: list[float] = []
+    submitted_at: dict[str, float] = {}
 
     async def write(j: int, k: int) -> None:
         said = [
             {"role": "user", "content": f"{name} user{j} write{k}"},
             {"role": "assistant", "content": "Noted."},
         ]
+        submitted_at[said[0]["content"]] = time.time()
         began = time.perf_counter()
         await queue.submit(Scope(f"user{j}"), said)
         latencies.append(time.perf_counter() - began)
@@ -134,6 +139,8 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         "last_add": backend.last_add,
         "writes": len(latencies),
         "delivered": dict(backend.delivered),
+        "delivered_at": backend.delivered_at,
+        "submitted_at": submitted_at,
         "latencies": latencies,
     }
 
@@ -209,6 +216,14 @@ def run_processes(
     for r in results:
         delivered.update(r["delivered"])
     latencies = [s for r in results for s in r["latencies"]]
+    # From a write's submit to its delivery, by whichever process delivered it.
+    delivered_at = {k: t for r in results for k, t in r["delivered_at"].items()}
+    lags = [
+        delivered_at[k] - t
+        for r in results
+        for k, t in r["submitted_at"].items()
+        if k in delivered_at
+    ]
     acknowledged_in = max(r["acknowledged"] for r in results) - start
     delivered_in = max(r["last_add"] for r in results) - start
     flushed_in = max(r["flushed"] for r in results) - start
@@ -225,6 +240,9 @@ def run_processes(
         "last_flush_seconds": round(flushed_in, 3),
         "enqueue_ms_p50": round(1000 * statistics.median(latencies), 3),
         "enqueue_ms_p95": round(1000 * _percentile(latencies, 0.95), 3),
+        "delivery_lag_ms_p50": round(1000 * statistics.median(lags), 1) if lags else None,
+        "delivery_lag_ms_p95": round(1000 * _percentile(lags, 0.95), 1) if lags else None,
+        "delivery_lag_ms_max": round(1000 * max(lags), 1) if lags else None,
         "load_before": round(load_before, 2),
         "load_after": round(load_after, 2),
     }

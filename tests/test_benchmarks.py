@@ -80,7 +80,7 @@ SMOKE: dict[str, str] = {
     "--out {out}/pod-loss.json",
     # Both fronts where the suite has a PostgreSQL server; without one it exits at once.
     "queue_cost": "queue_cost.py --pg-dsn {dsn} --writes 4 --concurrency 2 --latency-writes 2 "
-    "--out {out}/queue-cost.json --plot {out}/queue-cost.png",
+    "--repeats 1 --out {out}/queue-cost.json --plot {out}/queue-cost.png",
     # Side by side with itself: the run times, compares nothing.
     "cli_speed": "cli_speed.py --fill hash --repeats 1 --before-src {src} "
     "--out {out}/cli-speed.json",

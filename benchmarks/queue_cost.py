@@ -307,6 +307,26 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def commit_floor_ms(dsn: str, count: int = 50) -> float:
+    """The median time of one committed one-row INSERT on this server (each
+    commit waits for its WAL flush): the floor under an enqueue."""
+    import psycopg
+
+    table = f"queue_cost_floor_{uuid.uuid4().hex[:10]}"
+    times = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (x int)")
+        try:
+            for _ in range(count):
+                began = time.perf_counter()
+                with conn.transaction():
+                    conn.execute(f"INSERT INTO {table} VALUES (1)")
+                times.append(time.perf_counter() - began)
+        finally:
+            conn.execute(f"DROP TABLE {table}")
+    return round(1000 * statistics.median(times), 3)
+
+
 def _drop_tables(dsn: str) -> None:
     """Remove the tables the runs made (each run has its own)."""
     import psycopg
@@ -347,6 +367,14 @@ def plot(fronts: dict[str, Any], path: Path) -> None:
     right.set_ylabel("writes per second, all processes")
     right.set_title("Throughput with instant delivery")
     right.legend()
+    loads = [
+        r[k] for f in fronts.values() for r in f.values() for k in ("load_before", "load_after")
+    ]
+    fig.suptitle(
+        f"SQLite and PostgreSQL outboxes; load average {min(loads):.1f}-{max(loads):.1f} "
+        f"on {os.cpu_count()} cores",
+        fontsize=10,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -383,6 +411,7 @@ def main() -> None:
             repeats=args.repeats,
             root=Path(folder),
         )
+    floor = commit_floor_ms(args.pg_dsn)
     report = {
         "command": "python benchmarks/queue_cost.py "
         + " ".join(sys.argv[1:]).replace(args.pg_dsn, "<dsn>"),
@@ -391,6 +420,7 @@ def main() -> None:
         "concurrency": args.concurrency,
         "latency_writes": args.latency_writes,
         "repeats": args.repeats,
+        "postgres_commit_ms_p50": floor,
         "fronts": fronts,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -105,6 +105,7 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     name, users, each = spec["name"], spec["users"], spec["each"]
     latencies: list[float] = []
     submitted_at: dict[str, float] = {}
+    unrecorded = 0
 
     async def write(j: int, k: int) -> None:
         said = [
@@ -113,8 +114,11 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         ]
         submitted_at[said[0]["content"]] = time.time()
         began = time.perf_counter()
-        await queue.submit(Scope(f"user{j}"), said)
+        key = await queue.submit(Scope(f"user{j}"), said)
         latencies.append(time.perf_counter() - began)
+        if key is None:  # not acknowledged: the outbox could not record it
+            nonlocal unrecorded
+            unrecorded += 1
 
     async def user(j: int) -> None:
         for k in range(each):
@@ -138,6 +142,7 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         "flushed_ok": flushed_ok,
         "last_add": backend.last_add,
         "writes": len(latencies),
+        "unrecorded": unrecorded,
         "delivered": dict(backend.delivered),
         "delivered_at": backend.delivered_at,
         "submitted_at": submitted_at,
@@ -230,6 +235,7 @@ def run_processes(
     return {
         "processes": processes,
         "writes": total,
+        "unrecorded": sum(r["unrecorded"] for r in results),
         "delivered": sum(delivered.values()),
         "delivered_twice": sum(n - 1 for n in delivered.values() if n > 1),
         "all_flushed": all(r["flushed_ok"] for r in results),
@@ -298,7 +304,7 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
             merged[key] = all(values)
         elif key == "delivered":
             merged[key] = min(values)
-        elif key == "delivered_twice":
+        elif key in ("delivered_twice", "unrecorded"):
             merged[key] = max(values)
         elif first is None or key in ("processes", "writes"):
             merged[key] = first

@@ -451,6 +451,7 @@ def test_queue_cost(runs: Runs) -> None:
         assert set(front) == {"latency", "one_process", "three_processes"}
         for run in front.values():  # every acknowledged write delivered, once
             assert run["delivered"] == run["writes"] > 0 and run["delivered_twice"] == 0
+            assert run["unrecorded"] == 0
             assert run["all_flushed"]
         assert front["three_processes"]["writes"] == 3 * front["one_process"]["writes"]
     assert (out / "queue-cost.png").is_file()

@@ -288,10 +288,14 @@ def measure(
                 for front in fronts:
                     place = _place(front, dsn, root)
                     done[front][shape].append(run_processes(front, place, **kwargs))
+        alone = {f: insert_alone(f, _place(f, dsn, root)) for f in fronts}
     finally:
         if dsn:
             _drop_tables(dsn)
-    return {f: {s: _median_run(runs) for s, runs in by.items()} for f, by in done.items()}
+    return {
+        f: {"insert_alone": alone[f], **{s: _median_run(runs) for s, runs in by.items()}}
+        for f, by in done.items()
+    }
 
 
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -311,6 +315,39 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             merged[key] = round(statistics.median(values), 3)
     return merged
+
+
+def insert_alone(front: str, place: tuple[str, str], count: int = 100) -> dict[str, float]:
+    """p50/p95 of the outbox's own insert of one row, called directly (no
+    queue, no delivery sharing its connection): what is left of an enqueue
+    when nothing waits ahead of it."""
+    from datetime import UTC, datetime
+
+    from agentscope_mem0._write.outbox import OUTBOX_FILENAME, Outbox, OutboxRow
+    from agentscope_mem0._write.outbox_postgres import PostgresOutbox
+
+    box = (
+        PostgresOutbox(place[0], table=place[1])
+        if front == "postgres"
+        else Outbox(Path(place[0]) / OUTBOX_FILENAME)
+    )
+    times = []
+    with box:
+        for i in range(count):
+            row = OutboxRow(
+                uuid.uuid4().hex,
+                f"user{i % 10}",
+                None,
+                [{"role": "user", "content": "hi"}],
+                datetime.now(UTC),
+            )
+            began = time.perf_counter()
+            box.add([row])
+            times.append(time.perf_counter() - began)
+    return {
+        "insert_ms_p50": round(1000 * statistics.median(times), 3),
+        "insert_ms_p95": round(1000 * _percentile(times, 0.95), 3),
+    }
 
 
 def commit_floor_ms(dsn: str, count: int = 50) -> float:
@@ -354,14 +391,19 @@ def plot(fronts: dict[str, Any], path: Path) -> None:
 
     names = list(fronts)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    width = 0.35
-    for i, (key, label) in enumerate((("enqueue_ms_p50", "p50"), ("enqueue_ms_p95", "p95"))):
-        values = [fronts[n]["latency"][key] for n in names]
+    width = 0.27
+    bars = (
+        ("latency", "enqueue_ms_p50", "submit p50"),
+        ("latency", "enqueue_ms_p95", "submit p95"),
+        ("insert_alone", "insert_ms_p50", "the outbox's insert alone, p50"),
+    )
+    for i, (run, key, label) in enumerate(bars):
+        values = [fronts[n][run][key] for n in names]
         left.bar([x + i * width for x in range(len(names))], values, width, label=label)
-    left.set_xticks([x + width / 2 for x in range(len(names))], names)
-    left.set_ylabel("ms per submit (one write at a time)")
+    left.set_xticks([x + width for x in range(len(names))], names)
+    left.set_ylabel("ms (one write at a time)")
     left.set_title("What an enqueue adds to a reply")
-    left.legend()
+    left.legend(fontsize=8)
     runs = [(n, r) for n in names for r in ("one_process", "three_processes")]
     labels = [f"{n}\n{r.replace('_', ' ')}" for n, r in runs]
     for i, (key, label) in enumerate(
@@ -373,9 +415,8 @@ def plot(fronts: dict[str, Any], path: Path) -> None:
     right.set_ylabel("writes per second, all processes")
     right.set_title("Throughput with instant delivery")
     right.legend()
-    loads = [
-        r[k] for f in fronts.values() for r in f.values() for k in ("load_before", "load_after")
-    ]
+    timed = [run for front in fronts.values() for run in front.values() if "load_before" in run]
+    loads = [run[k] for run in timed for k in ("load_before", "load_after")]
     fig.suptitle(
         f"SQLite and PostgreSQL outboxes; load average {min(loads):.1f}-{max(loads):.1f} "
         f"on {os.cpu_count()} cores",

@@ -79,6 +79,9 @@ SMOKE: dict[str, str] = {
     # Needs the suite's PostgreSQL; without one it exits at once and its test skips.
     "pod_loss": "pod_loss.py --pg-dsn {dsn} --users 6 --kill-after 4 --extraction-delay 0.2 "
     "--out {out}/pod-loss.json",
+    # Both fronts where the suite has a PostgreSQL server; without one it exits at once.
+    "queue_cost": "queue_cost.py --pg-dsn {dsn} --writes 4 --concurrency 2 --latency-writes 2 "
+    "--repeats 1 --out {out}/queue-cost.json --plot {out}/queue-cost.png",
     # Side by side with itself: the run times, compares nothing.
     "cli_speed": "cli_speed.py --fill hash --repeats 1 --before-src {src} "
     "--out {out}/cli-speed.json",
@@ -447,6 +450,23 @@ def test_pod_loss(runs: Runs) -> None:
     assert data["acknowledged"] == 18 and data["acknowledged_by_lost_replica"] == 4
     assert data["lost"] == 0 and data["stored_twice"] == 0
     assert data["changes_before_their_fact"] == 0 and data["all_flushed"]
+
+
+def test_queue_cost(runs: Runs) -> None:
+    if not PG_DSN:
+        pytest.skip("the queue-cost benchmark needs AGENTSCOPE_MEM0_TEST_PG_DSN")
+    out = runs.out("queue_cost")
+    data = result(out / "queue-cost.json", "fronts", "command")
+    assert set(data["fronts"]) == {"sqlite", "postgres"}
+    for front in data["fronts"].values():
+        assert set(front) == {"insert_alone", "latency", "one_process", "three_processes"}
+        for name in ("latency", "one_process", "three_processes"):  # each write delivered once
+            run = front[name]
+            assert run["delivered"] == run["writes"] > 0 and run["delivered_twice"] == 0
+            assert run["unrecorded"] == 0
+            assert run["all_flushed"]
+        assert front["three_processes"]["writes"] == 3 * front["one_process"]["writes"]
+    assert (out / "queue-cost.png").is_file()
 
 
 def test_cli_speed(runs: Runs) -> None:

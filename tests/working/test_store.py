@@ -197,6 +197,36 @@ def test_postgres_contract(pg_dsn: str) -> None:
     _contract(PostgresWorkingStore(pg_dsn, table=fresh_collection("w")))
 
 
+def test_postgres_store_reopens_a_dropped_connection_once(pg_dsn: str) -> None:
+    import psycopg
+
+    from agentscope_mem0 import PostgresWorkingStore
+
+    store = PostgresWorkingStore(pg_dsn, table=fresh_collection("w"))
+    try:
+        _append(store, "ann", {"city": "Paris"})
+        pid = store._run(lambda conn: conn.info.backend_pid)
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:  # a restart, a failover
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        _append(store, "ann", {"city": "Lyon"})
+        record = store.load("ann")
+        assert record is not None and record.version == 2
+        assert store._run(lambda conn: conn.info.backend_pid) != pid
+    finally:
+        store.close()
+
+
+def test_postgres_store_out_of_reach_raises_the_packages_error() -> None:
+    from agentscope_mem0 import BackendError, PostgresWorkingStore
+
+    # Nothing listens on port 9: the connection itself fails, which is a
+    # BackendError as a failing statement is, not psycopg's own error.
+    store = PostgresWorkingStore("postgresql://nobody@127.0.0.1:9/none", timeout=1)
+    with pytest.raises(BackendError, match="working memory in PostgreSQL table"):
+        store.load("ann")
+    store.close()
+
+
 def test_postgres_threads_and_processes_lose_no_update(pg_dsn: str) -> None:
     from agentscope_mem0 import PostgresWorkingStore
 

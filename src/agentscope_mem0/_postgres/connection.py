@@ -1,11 +1,13 @@
 """One PostgreSQL connection owned under a lock, its tables created once.
 
-:class:`PostgresTables` is what mem0's history and the token totals keep in
-the store's database: a psycopg connection (imported lazily: the ``pgvector``
-extra) opened on first use, its ``CREATE ... IF NOT EXISTS`` statements run
+:class:`PostgresTables` is what mem0's history, the token totals and working
+memory keep in the store's database: a psycopg connection (imported lazily:
+the ``pgvector`` extra) opened on first use, its ``CREATE ... IF NOT EXISTS`` statements run
 under an advisory lock (they race between processes starting together), one
 transaction per call, and one reconnection when the server dropped the
-connection (a restart, a failover).
+connection (a restart, a failover). Every statement waits at most
+``timeout`` for a lock (``lock_timeout``), so a row held elsewhere fails the
+call instead of hanging it.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._exceptions import BackendError, ConfigurationError, InvalidStateError
-from .._postgres.connection import pgvector_dsn, psycopg_for
+from .._postgres.connection import PostgresTables, pgvector_dsn, psycopg_for
 from .._sqlite.thread import ConnectionThread
 from .._sqlite.wal import enable_wal
 
@@ -364,58 +364,28 @@ class PostgresWorkingStore(_SqlStore):
         self._table = f'"{table}"'
         self.timeout = timeout
         self.location = f"PostgreSQL table {table!r}"
-        self._conn: Any = None
-        self._lock = threading.Lock()
+        schema = self._sql(
+            "CREATE TABLE IF NOT EXISTS {table} (user_id text NOT NULL,"
+            " conversation text NOT NULL, content text NOT NULL, kind text NOT NULL,"
+            " version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),"
+            " PRIMARY KEY (user_id, conversation))"
+        )
+        self._tables = PostgresTables(dsn, [schema], timeout=timeout)
 
     def close(self) -> None:
         """Close the connection; idempotent."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._tables.close()
 
     def _sql(self, query: str) -> str:
         return super()._sql(query).replace("?", "%s")
 
-    def _connection(self) -> Any:
-        psycopg = psycopg_for("working memory in PostgreSQL")
-        if self._conn is not None and not self._conn.closed:
-            return self._conn
-        conn = psycopg.connect(self.dsn, connect_timeout=max(1, int(self.timeout)))
-        with conn.transaction():
-            conn.execute(
-                "SELECT set_config('lock_timeout', %s, false)", (f"{int(self.timeout * 1000)}ms",)
-            )
-            # CREATE ... IF NOT EXISTS races between processes; a lock orders them.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"asm0:{self.table}",))
-            conn.execute(
-                self._sql(
-                    "CREATE TABLE IF NOT EXISTS {table} (user_id text NOT NULL,"
-                    " conversation text NOT NULL, content text NOT NULL, kind text NOT NULL,"
-                    " version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),"
-                    " PRIMARY KEY (user_id, conversation))"
-                )
-            )
-        self._conn = conn
-        return conn
-
     def _run(self, work: Callable[[Any], T], *, write: bool = False) -> T:
-        import psycopg
-
-        with self._lock:
-            for attempt in (1, 2):
-                conn = self._connection()
-                try:
-                    # A write that changes nothing keeps its placeholder row: it is never read.
-                    with conn.transaction():
-                        return work(conn)
-                except psycopg.OperationalError as exc:
-                    # A dropped connection: reconnect once, then give up.
-                    conn.close()
-                    self._conn = None
-                    if attempt == 2 or not conn.broken:
-                        raise BackendError(f"working memory in {self.location}: {exc}") from exc
-        raise AssertionError("unreachable")
+        psycopg = psycopg_for("working memory in PostgreSQL")
+        try:
+            # A write that changes nothing keeps its placeholder row: it is never read.
+            return self._tables.run(work)
+        except psycopg.OperationalError as exc:
+            raise BackendError(f"working memory in {self.location}: {exc}") from exc
 
 
 # -- Qdrant ---------------------------------------------------------------------

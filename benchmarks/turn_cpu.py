@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import logging
 import os
@@ -118,7 +119,10 @@ async def _turns(args: argparse.Namespace, folder: Path | None) -> dict[str, Any
     _timed_submit(totals)
     per_turn: dict[str, list[float]] = {part: [] for part in (*_PARTS, "wall")}
     unsettled = 0
+    profile = cProfile.Profile(time.thread_time) if args.profile else None  # CPU, this thread
     for turn in range(args.warmup + args.turns):
+        if profile is not None and turn == args.warmup:
+            profile.enable()
         totals["enqueue"] = 0.0
         wall = time.perf_counter()
         started = time.thread_time()
@@ -142,6 +146,9 @@ async def _turns(args: argparse.Namespace, folder: Path | None) -> dict[str, Any
             per_turn["enqueue"].append(totals["enqueue"])
             per_turn["write"].append(write)
             per_turn["wall"].append(wall)
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(args.profile)
     out: dict[str, Any] = {
         "median_ms": {k: statistics.median(v) * 1000 for k, v in per_turn.items()},
         "mean_ms": {k: statistics.fmean(v) * 1000 for k, v in per_turn.items()},
@@ -166,16 +173,7 @@ def _worker(args: argparse.Namespace) -> None:
         from agentscope_mem0.local import close_shared_clients
 
         with tempfile.TemporaryDirectory(prefix="agentscope-mem0-cpu-") as tmp:
-            if args.profile:
-                import cProfile
-
-                profile = cProfile.Profile()  # profiles the thread it is enabled on
-                profile.enable()
-                report = asyncio.run(_turns(args, Path(tmp)))
-                profile.disable()
-                profile.dump_stats(args.profile)
-            else:
-                report = asyncio.run(_turns(args, Path(tmp)))
+            report = asyncio.run(_turns(args, Path(tmp)))
             close_shared_clients(tmp)
     report["code"] = str(Path(agentscope_mem0.__file__).resolve().parent.parent)
     print(json.dumps(report))
@@ -229,7 +227,10 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     here = Path(__file__).resolve().parent.parent / "src"
-    sides: dict[str, tuple[str, Path]] = {"baseline": ("baseline", here), "memory": ("memory", here)}
+    sides: dict[str, tuple[str, Path]] = {
+        "baseline": ("baseline", here),
+        "memory": ("memory", here),
+    }
     for number, src in enumerate(args.before_src):
         sides[f"before{number or ''}"] = ("memory", src.resolve())
     load_before = os.getloadavg()

@@ -25,6 +25,7 @@ from agentscope_mem0._recall.note import (
     render_note,
     render_note_text,
 )
+from agentscope_mem0._text import tokens
 from agentscope_mem0._text.tokens import estimate_tokens
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import real_memory
@@ -227,6 +228,27 @@ def test_budget_holds_for_long_memories_dropping_the_least_relevant(budget: int)
     numbers = sorted(int(re.search(r"number (\d+)", line).group(1)) for line in kept)  # type: ignore[union-attr]
     # What stays is the most relevant prefix, nothing from further down.
     assert numbers == list(range(len(kept)))
+
+
+def test_the_budget_of_memories_shown_again_is_not_estimated_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The frame and a user's memories come back every turn, on the event loop.
+    hits = [_hit(f"User keeps bees number {i} on the roof of the old barn.") for i in range(6)]
+    first = render_note_text(hits, max_tokens=400)
+    pieces = tokens._PIECES
+    read: list[str] = []
+
+    class Counting:
+        def finditer(self, text: str) -> Any:
+            read.append(text)
+            return pieces.finditer(text)
+
+    monkeypatch.setattr(tokens, "_PIECES", Counting())
+    assert render_note_text(hits, max_tokens=400) == first
+    assert read == []
+    render_note_text([*hits, _hit("User keeps goats too.")], max_tokens=400)
+    assert read == ["- User keeps goats too."]
 
 
 @pytest.mark.parametrize("budget", [150, 250, 400])

@@ -49,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ _ANSWER = (
     "Here is what I found: the figures for the region, the shipping delays and what "
     "they cost, the suppliers and their terms, and what I would do next. "
 )
-_PARTS = ("reply", "enqueue", "write")
+_PARTS = ("reply", "enqueue", "write", "fakes_reply", "fakes_write")
 
 
 def _message(turn: int) -> str:
@@ -76,20 +77,22 @@ def _message(turn: int) -> str:
     return _LONG_QUESTION
 
 
-def _timed_submit(totals: dict[str, float]) -> None:
-    """Count the loop's CPU inside ``WriteQueue.submit`` (the enqueue) into ``totals``."""
-    from agentscope_mem0._write import queue
-
-    submit = queue.WriteQueue.submit
+def _timed(owner: type, name: str, totals: dict[str, float], key: str) -> None:
+    """Count the loop's CPU inside the coroutine method ``owner.name`` into ``totals[key]``
+    (calls from other threads are not counted: their CPU is not the loop's)."""
+    method = getattr(owner, name)
+    loop_thread = threading.main_thread()
 
     async def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not loop_thread:
+            return await method(self, *args, **kwargs)
         started = time.thread_time()
         try:
-            return await submit(self, *args, **kwargs)
+            return await method(self, *args, **kwargs)
         finally:
-            totals["enqueue"] += time.thread_time() - started
+            totals[key] += time.thread_time() - started
 
-    queue.WriteQueue.submit = timed  # type: ignore[method-assign]
+    setattr(owner, name, timed)
 
 
 def _pending(factory: Any) -> int:
@@ -115,15 +118,21 @@ async def _turns(args: argparse.Namespace, folder: Path | None) -> dict[str, Any
             mode="static_control",
         )
         await factory.get_client()  # what install() does at the app's startup
-    totals = {part: 0.0 for part in _PARTS}
-    _timed_submit(totals)
+    from agentscope_mem0._write.queue import WriteQueue
+
+    totals = {"enqueue": 0.0, "fakes": 0.0}
+    _timed(WriteQueue, "submit", totals, "enqueue")
+    # The scripted models' and the hashing embedder's own CPU (they answer on
+    # the loop; a provider's model would answer over the network): not memory's.
+    _timed(ScriptedChatModel, "_call_api", totals, "fakes")
+    _timed(HashEmbedding, "_call_api", totals, "fakes")
     per_turn: dict[str, list[float]] = {part: [] for part in (*_PARTS, "wall")}
     unsettled = 0
     profile = cProfile.Profile(time.thread_time) if args.profile else None  # CPU, this thread
     for turn in range(args.warmup + args.turns):
         if profile is not None and turn == args.warmup:
             profile.enable()
-        totals["enqueue"] = 0.0
+        totals.update(enqueue=0.0, fakes=0.0)
         wall = time.perf_counter()
         started = time.thread_time()
         middlewares = await factory("user", "assistant", "session") if factory else []
@@ -136,6 +145,7 @@ async def _turns(args: argparse.Namespace, folder: Path | None) -> dict[str, Any
         await agent.reply(UserMsg(name="user", content=_message(turn)))
         reply = time.thread_time() - started
         wall = time.perf_counter() - wall
+        fakes_reply, totals["fakes"] = totals["fakes"], 0.0
         started = time.thread_time()
         await asyncio.sleep(args.settle)  # the write is delivered meanwhile
         write = time.thread_time() - started
@@ -145,6 +155,8 @@ async def _turns(args: argparse.Namespace, folder: Path | None) -> dict[str, Any
             per_turn["reply"].append(reply)
             per_turn["enqueue"].append(totals["enqueue"])
             per_turn["write"].append(write)
+            per_turn["fakes_reply"].append(fakes_reply)
+            per_turn["fakes_write"].append(totals["fakes"])
             per_turn["wall"].append(wall)
     if profile is not None:
         profile.disable()
@@ -255,12 +267,20 @@ def main() -> None:
         if name == "baseline":
             continue
         medians = _medians(runs[name])
-        memory_ms = {
-            "reply": medians["reply"] - baseline["reply"],
-            "enqueue": medians["enqueue"],
-            "write": medians["write"] - baseline["write"],
+        own = {  # without the fakes' own CPU, minus the same without memory
+            part: (medians[part] - medians[f"fakes_{part}"])
+            - (baseline[part] - baseline[f"fakes_{part}"])
+            for part in ("reply", "write")
         }
-        memory_ms["total"] = memory_ms["reply"] + memory_ms["write"]
+        memory_ms = {
+            "total": own["reply"] + own["write"],
+            "reply": own["reply"],
+            "enqueue": medians["enqueue"],
+            "write": own["write"],
+            "total_with_fakes": medians["reply"] + medians["write"]
+            - baseline["reply"]
+            - baseline["write"],
+        }
         report["sides"][name] = {
             "code": runs[name][0]["code"],
             "median_ms": medians,

@@ -277,7 +277,8 @@ def main() -> None:
             "reply": own["reply"],
             "enqueue": medians["enqueue"],
             "write": own["write"],
-            "total_with_fakes": medians["reply"] + medians["write"]
+            "total_with_fakes": medians["reply"]
+            + medians["write"]
             - baseline["reply"]
             - baseline["write"],
         }

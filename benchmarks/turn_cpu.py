@@ -207,6 +207,28 @@ def _child(kind: str, args: argparse.Namespace, src: Path, profile: Path | None 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _memory_own(side: list[dict[str, Any]], baseline: list[dict[str, Any]]) -> dict[str, Any]:
+    """Memory's own loop CPU per turn: each run minus the baseline run of its round
+    (the machine's load drifts between rounds more than within one), the fakes'
+    own CPU left out of both, then the median over rounds."""
+    rounds: dict[str, list[float]] = {"total": [], "reply": [], "write": [], "with_fakes": []}
+    for run, base in zip(side, baseline, strict=True):
+        mine, theirs = run["median_ms"], base["median_ms"]
+        own = {
+            part: (mine[part] - mine[f"fakes_{part}"]) - (theirs[part] - theirs[f"fakes_{part}"])
+            for part in ("reply", "write")
+        }
+        rounds["reply"].append(own["reply"])
+        rounds["write"].append(own["write"])
+        rounds["total"].append(own["reply"] + own["write"])
+        with_fakes = mine["reply"] + mine["write"] - theirs["reply"] - theirs["write"]
+        rounds["with_fakes"].append(with_fakes)
+    out: dict[str, Any] = {part: statistics.median(values) for part, values in rounds.items()}
+    out["enqueue"] = statistics.median(run["median_ms"]["enqueue"] for run in side)
+    out["total_per_round"] = rounds["total"]
+    return out
+
+
 def _medians(runs: list[dict[str, Any]]) -> dict[str, float]:
     return {
         key: statistics.median(run["median_ms"][key] for run in runs)
@@ -267,21 +289,7 @@ def main() -> None:
         if name == "baseline":
             continue
         medians = _medians(runs[name])
-        own = {  # without the fakes' own CPU, minus the same without memory
-            part: (medians[part] - medians[f"fakes_{part}"])
-            - (baseline[part] - baseline[f"fakes_{part}"])
-            for part in ("reply", "write")
-        }
-        memory_ms = {
-            "total": own["reply"] + own["write"],
-            "reply": own["reply"],
-            "enqueue": medians["enqueue"],
-            "write": own["write"],
-            "total_with_fakes": medians["reply"]
-            + medians["write"]
-            - baseline["reply"]
-            - baseline["write"],
-        }
+        memory_ms = _memory_own(runs[name], runs["baseline"])
         report["sides"][name] = {
             "code": runs[name][0]["code"],
             "median_ms": medians,

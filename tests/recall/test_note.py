@@ -12,6 +12,7 @@ from agentscope.message import AssistantMsg, HintBlock, Msg, TextBlock, UserMsg
 from agentscope.state import AgentState
 
 from agentscope_mem0 import DEFAULT_MEMORY_SECTION_HEADER, Mem0Middleware, MemoryHit
+from agentscope_mem0._recall import dedupe
 from agentscope_mem0._recall.dedupe import dedupe_hits, memory_key
 from agentscope_mem0._recall.note import (
     MEMORIES_CLOSE,
@@ -141,6 +142,14 @@ def test_same_memory_in_other_clothes_has_the_same_key(variant: str) -> None:
 )
 def test_different_memories_keep_different_keys(different: str) -> None:
     assert memory_key(different) != memory_key("User lives in Hangzhou")
+
+
+def test_a_memory_shown_again_keeps_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The note dedupes the same memories every turn, on the event loop.
+    text = "[May 8, 2023] User keeps two hives of bees."
+    key = memory_key(text)
+    monkeypatch.setattr(dedupe, "_NOT_WORD", None)  # not read again
+    assert memory_key(text) == key == "user keeps two hives of bees"
 
 
 def test_cjk_keys_ignore_date_prefix_and_punctuation() -> None:

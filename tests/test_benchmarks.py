@@ -82,6 +82,9 @@ SMOKE: dict[str, str] = {
     # Both fronts where the suite has a PostgreSQL server; without one it exits at once.
     "queue_cost": "queue_cost.py --pg-dsn {dsn} --writes 4 --concurrency 2 --latency-writes 2 "
     "--repeats 1 --out {out}/queue-cost.json --plot {out}/queue-cost.png",
+    # Side by side with itself, one run a side: the figures compare nothing.
+    "turn_cpu": "turn_cpu.py --turns 3 --warmup 1 --runs 1 --settle 0.05 --before-src {src} "
+    "--out {out}",
     # Side by side with itself: the run times, compares nothing.
     "cli_speed": "cli_speed.py --fill hash --repeats 1 --before-src {src} "
     "--out {out}/cli-speed.json",
@@ -473,6 +476,15 @@ def test_cli_speed(runs: Runs) -> None:
     data = result(runs.out("cli_speed") / "cli-speed.json", "results", "load_average_start")
     for side in ("after", "before"):
         assert set(data["results"][side]) == {"--help", "list", "history", "status", "export"}
+
+
+def test_turn_cpu(runs: Runs) -> None:
+    data = result(runs.out("turn_cpu") / "turn-cpu.json", "baseline_ms", "sides", "machine")
+    assert set(data["sides"]) == {"memory", "before"}
+    for side in data["sides"].values():
+        assert {"total", "reply", "enqueue", "write"} <= set(side["memory_ms"])
+        assert [run["writes_stored"] for run in side["runs"]] == [4]  # warm-up turn and 3
+        assert all(run["flushed"] for run in side["runs"])
 
 
 def test_every_benchmark_has_a_smoke_run() -> None:

@@ -3,7 +3,10 @@ memories stored in real mem0 and shown through the note and ``search_memory``.""
 
 from __future__ import annotations
 
+import json
+import re
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +14,7 @@ from agentscope.agent import Agent
 from agentscope.message import TextBlock, ToolResultState
 
 from agentscope_mem0 import Mem0Middleware
+from agentscope_mem0._text import escape
 from agentscope_mem0._text.escape import escape_memory, escape_text
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import note_text, one_session, real_memory
@@ -179,3 +183,50 @@ async def test_hostile_memories_in_search_memory_stay_single_safe_lines(
         _assert_safe_line(line)
     assert "&lt;|im_start|&gt;" in text
     await mw.aclose()
+
+
+def _escaped_char_by_char(text: str, single_line: bool) -> str:
+    """What the pass character by character gives (every text took it before)."""
+    text = re.sub(r"\s+", " ", text) if single_line else escape._LINE_BREAKS.sub("\n", text)
+    kept = "\n\t" if not single_line else ""
+    out = "".join(
+        "&lt;" if c == "<" else "&gt;" if c == ">" else c if c in kept else escape._shown(c)
+        for c in text
+    )
+    out = escape._BRACKET_TOKENS.sub(r"(\1\2)", out)
+    return re.sub(r"\s+", " ", out).strip() if single_line else out
+
+
+def test_plain_text_is_escaped_without_the_pass_character_by_character(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every memory line of every note is escaped on the event loop; most are plain ASCII.
+    def shown(char: str) -> str:
+        raise AssertionError(f"looked at {char!r} alone")
+
+    monkeypatch.setattr(escape, "_shown", shown)
+    assert escape_memory("  User likes  tea [ INST ] now. ") == "User likes tea (INST) now."
+    assert escape_text("a\n\tb  c", single_line=False) == "a\n\tb  c"
+
+
+def test_the_quick_way_escapes_every_text_as_the_pass_character_by_character() -> None:
+    data = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+    texts = {
+        "  a\u00a0\u2003b  ",
+        "x\u200by\u200b z",
+        "[ inst ] [/SYS]",
+        "<b> \uff1cb\uff1e",
+        "a\n\tb\r\nc\u2028d",
+        "\x00nul \x7f",
+        "",
+        " ",
+        "User\u2019s cat",
+    }
+    for path in data.glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines()[:200]:
+            texts.update(v for v in json.loads(line).values() if isinstance(v, str))
+    assert len(texts) > 500
+    for text in texts:
+        for single_line in (True, False):
+            expected = _escaped_char_by_char(text, single_line)
+            assert escape_text(text, single_line=single_line) == expected, text

@@ -12,6 +12,7 @@ from agentscope.message import AssistantMsg, HintBlock, Msg, TextBlock, UserMsg
 from agentscope.state import AgentState
 
 from agentscope_mem0 import DEFAULT_MEMORY_SECTION_HEADER, Mem0Middleware, MemoryHit
+from agentscope_mem0._recall import dedupe
 from agentscope_mem0._recall.dedupe import dedupe_hits, memory_key
 from agentscope_mem0._recall.note import (
     MEMORIES_CLOSE,
@@ -25,6 +26,7 @@ from agentscope_mem0._recall.note import (
     render_note,
     render_note_text,
 )
+from agentscope_mem0._text import tokens
 from agentscope_mem0._text.tokens import estimate_tokens
 from agentscope_mem0.testing import ScriptedChatModel
 from fakes import real_memory
@@ -142,6 +144,14 @@ def test_different_memories_keep_different_keys(different: str) -> None:
     assert memory_key(different) != memory_key("User lives in Hangzhou")
 
 
+def test_a_memory_shown_again_keeps_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The note dedupes the same memories every turn, on the event loop.
+    text = "[May 8, 2023] User keeps two hives of bees."
+    key = memory_key(text)
+    monkeypatch.setattr(dedupe, "_NOT_WORD", None)  # not read again
+    assert memory_key(text) == key == "user keeps two hives of bees"
+
+
 def test_cjk_keys_ignore_date_prefix_and_punctuation() -> None:
     assert memory_key("2023年5月8日：用户住在杭州。") == memory_key("用户住在杭州")
     assert memory_key("用户住在杭州") != memory_key("用户住在北京")
@@ -227,6 +237,27 @@ def test_budget_holds_for_long_memories_dropping_the_least_relevant(budget: int)
     numbers = sorted(int(re.search(r"number (\d+)", line).group(1)) for line in kept)  # type: ignore[union-attr]
     # What stays is the most relevant prefix, nothing from further down.
     assert numbers == list(range(len(kept)))
+
+
+def test_the_budget_of_memories_shown_again_is_not_estimated_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The frame and a user's memories come back every turn, on the event loop.
+    hits = [_hit(f"User keeps bees number {i} on the roof of the old barn.") for i in range(6)]
+    first = render_note_text(hits, max_tokens=400)
+    pieces = tokens._PIECES
+    read: list[str] = []
+
+    class Counting:
+        def finditer(self, text: str) -> Any:
+            read.append(text)
+            return pieces.finditer(text)
+
+    monkeypatch.setattr(tokens, "_PIECES", Counting())
+    assert render_note_text(hits, max_tokens=400) == first
+    assert read == []
+    render_note_text([*hits, _hit("User keeps goats too.")], max_tokens=400)
+    assert read == ["- User keeps goats too."]
 
 
 @pytest.mark.parametrize("budget", [150, 250, 400])

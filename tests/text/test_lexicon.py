@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -174,3 +175,23 @@ async def test_the_segmenter_loads_off_the_event_loop(monkeypatch: pytest.Monkey
     assert loaded_on == []
     await segmenter_ready(["User lives in Rome", "用户住在罗马"])
     assert loaded_on and loaded_on[0] is not threading.current_thread()
+
+
+def test_a_memorys_lexicon_is_chosen_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Memories and questions come back turn after turn, on the event loop.
+    looked_at: list[str] = []
+
+    class Counting:
+        def findall(self, text: str) -> list[str]:
+            looked_at.append(text)
+            return []
+
+    monkeypatch.setitem(lexicon.LEXICONS, "counting", SimpleNamespace(letters=Counting()))
+    memory = "User keeps three hives of bees behind the orchard."
+    assert lexicon_for(memory) is ENGLISH
+    assert lexicon_for(memory) is ENGLISH
+    assert looked_at == [memory]
+    exchange = "user: " + "I keep bees. " * 100  # a whole exchange is not kept
+    lexicon_for(exchange)
+    lexicon_for(exchange)
+    assert looked_at == [memory, exchange, exchange]

@@ -20,6 +20,7 @@ close the ``<memories>`` block, start a line of its own or forge the header.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -75,6 +76,9 @@ NOTE_NAME = "memory"
 _ELLIPSIS = "…"
 _UNDATED = datetime.min.replace(tzinfo=UTC)
 _MIN_TRUNCATED_TOKENS = 8
+# The frame and a user's memory lines come back turn after turn: each is
+# estimated once (a tenth of a millisecond a line on the event loop).
+_tokens = functools.lru_cache(maxsize=4096)(estimate_tokens)
 
 
 # -- rendering ----------------------------------------------------------------
@@ -122,8 +126,8 @@ def render_note_text(
     lines = [_line(hit) for hit in shown]
     if max_tokens is not None:
         # Every line costs its own tokens plus one for its newline.
-        room = max_tokens - estimate_tokens("\n".join([*frame, MEMORIES_OPEN, MEMORIES_CLOSE]))
-        costs = [estimate_tokens(line) + 1 for line in lines]
+        room = max_tokens - _tokens("\n".join([*frame, MEMORIES_OPEN, MEMORIES_CLOSE]))
+        costs = [_tokens(line) + 1 for line in lines]
         while lines and sum(costs) > room:
             lines.pop()
             costs.pop()

@@ -98,6 +98,13 @@ def _angle(char: str, category: str, name: str) -> str | None:
     return "&lt;" if first is not None and first.group() in ("LEFT", "LESS") else "&gt;"
 
 
+# Printable ASCII that shows as itself, worked out once: most memories hold
+# nothing else and skip the pass character by character (it ran for every
+# memory line of every note, on the event loop).
+_PLAIN = frozenset(c for c in map(chr, range(0x20, 0x7F)) if c not in "<>" and _shown(c) == c)
+_PLAIN_LINES = _PLAIN | {"\n", "\t"}
+
+
 def escape_text(text: str, *, single_line: bool = True) -> str:
     """``text`` made safe to show to a model inside this package's framing.
 
@@ -111,7 +118,10 @@ def escape_text(text: str, *, single_line: bool = True) -> str:
     Returns:
         The escaped text.
     """
-    text = _WHITESPACE.sub(" ", text) if single_line else _LINE_BREAKS.sub("\n", text)
+    # str.split() splits on exactly what \s matches: the runs collapsed, the ends cut.
+    text = " ".join(text.split()) if single_line else _LINE_BREAKS.sub("\n", text)
+    if (_PLAIN if single_line else _PLAIN_LINES).issuperset(text):
+        return _BRACKET_TOKENS.sub(r"(\1\2)", text)  # nothing removed: no doubled space
     out: list[str] = []
     for char in text:
         if char == "<":
@@ -122,7 +132,8 @@ def escape_text(text: str, *, single_line: bool = True) -> str:
             out.append(char)
         else:
             out.append(_shown(char))
-    escaped = _BRACKET_TOKENS.sub(r"(\1\2)", "".join(out))
+    shown = "".join(out)
+    escaped = _BRACKET_TOKENS.sub(r"(\1\2)", shown)
     if single_line:
         # Removing invisible characters can leave doubled spaces behind.
         escaped = _WHITESPACE.sub(" ", escaped).strip()

@@ -23,6 +23,7 @@ text.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import threading
@@ -245,15 +246,29 @@ def any_of(*words: str) -> str:
     return "|".join(re.escape(word) for word in sorted(words, key=len, reverse=True))
 
 
+_KEPT_TEXT = 1000
+"""Texts up to this long keep their lexicon: memories and questions, read again
+turn after turn on the event loop (the note, the judgement); not whole exchanges."""
+
+
 def lexicon_for(text: str) -> Lexicon | None:
     """The lexicon to read ``text`` with: the one whose script has the most
     letters in it, when the text is in its language (:meth:`Lexicon.reads`);
     ``None`` for text in a language no lexicon reads."""
+    if len(text) <= _KEPT_TEXT:
+        return _kept_lexicon_for(text)
+    return _choose_lexicon(text)
+
+
+def _choose_lexicon(text: str) -> Lexicon | None:
     counts = {code: len(lexicon.letters.findall(text)) for code, lexicon in LEXICONS.items()}
     best = max(counts, key=counts.__getitem__, default=None)
     if best is None or not counts[best] or not LEXICONS[best].reads(text):
         return None
     return LEXICONS[best]
+
+
+_kept_lexicon_for = functools.lru_cache(maxsize=8192)(_choose_lexicon)
 
 
 # English --------------------------------------------------------------------

@@ -423,7 +423,32 @@ def event_period_in(text: str) -> EventPeriod | None:
     return None
 
 
+# What a calendar period's reading needs in the text: four digits in a row (a
+# year), one of these English words (each of its patterns' words, folded) or one
+# of these Chinese characters. Without any, the full reading (0.1 ms for a short
+# question, 0.6 ms for 250 characters, on the event loop every turn) finds none.
+_PERIOD_WORDS = frozenset(
+    {"yesterday", "today", "recently", "lately", "days", "week", "month", "year", "ago"}
+    | set(_SEASONS)
+    | set(_MONTHS)
+)
+_PERIOD_CHARACTERS = frozenset("年月前昨今周星礼近")
+_FOUR_DIGITS = re.compile(r"\d{4}")
+_LETTERS = re.compile(r"[^\W\d_]+")
+# The letters a case-insensitive pattern matches to "i" and "s" that lower() keeps.
+_TO_ASCII = str.maketrans({"ı": "i", "ſ": "s"})
+
+
+def _may_name_a_period(text: str) -> bool:
+    """Whether ``text`` holds what any calendar period starts from; ``False``
+    means :func:`period_in` would find none."""
+    if _FOUR_DIGITS.search(text) or not _PERIOD_CHARACTERS.isdisjoint(text):
+        return True
+    return not _PERIOD_WORDS.isdisjoint(_LETTERS.findall(text.lower().translate(_TO_ASCII)))
+
+
 def time_in(text: str, now: datetime) -> Period | EventPeriod | None:
     """The time a question asks about: a calendar period (:func:`period_in`),
     else one told by an event (:func:`event_period_in`), else ``None``."""
-    return period_in(text, now) or event_period_in(text)
+    period = period_in(text, now) if _may_name_a_period(text) else None
+    return period or event_period_in(text)

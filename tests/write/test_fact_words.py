@@ -49,6 +49,12 @@ def test_past_and_additive_wording() -> None:
     assert not tells_of_past("User moved to Beijing last month")
     assert is_additive("User also plays the drums") and is_additive("User bought another bike")
     assert not is_additive("User switched to a Pixel 8")
+    # Learning adds a skill and ends none; a life stage long over is the past.
+    assert is_additive("User is learning Japanese") and is_additive("用户开始学日语")
+    assert not is_additive("User stopped learning the violin")
+    assert tells_of_past("User worked as a waiter during university")
+    assert tells_of_past("用户大学时在餐厅打过工")
+    assert not tells_of_past("User works at the university library")
 
 
 @pytest.mark.parametrize(

@@ -471,12 +471,17 @@ ENGLISH = Lexicon(
     first_word=re.compile(r"^\s*(?:the\s+)?([A-Za-z]+)\b", re.I),
     additive=re.compile(
         r"\b(also|too|as well|another|other|second|third|additional(?:ly)?|in addition|"
-        r"besides|more than one|several)\b",
+        r"besides|more than one|several|"
+        # Learning a thing adds a skill and ends none: "is learning Japanese".
+        r"(?:is|are|am|has been|have been|started|starts|began|begins) "
+        r"(?:learning|studying|taking up))\b",
         re.I,
     ),
     past=re.compile(
         r"\b(used to|as a (?:child|kid|teen(?:ager)?|student)|in (?:high )?school|in college|"
         r"at university|when (?:he|she|they|i|the user) (?:was|were)|years ago|back then|"
+        r"(?:during|throughout|through|in) (?:(?:high )?school|college|university|uni|"
+        r"(?:his|her|their) (?:studies|youth|childhood|twenties|teens))|"
         r"formerly|in (?:his|her|their) (?:youth|childhood|twenties|teens)|growing up|"
         r"once (?:lived|worked|had|played|owned))\b",
         re.I,
@@ -707,8 +712,10 @@ CHINESE = Lexicon(
     minus=_words("零下 负"),
     possessive_word="的",
     common_first_words=_words("每 在 从 以前 去年 今年 现在 目前"),
-    additive=re.compile(r"也|另外|另一|又一|第二"),
-    past=re.compile(r"小时候|年轻时|上学时|读书时|以前|曾经|原来|过去|当年|那时"),
+    additive=re.compile(r"也|另外|另一|又一|第二|在学|开始学"),
+    past=re.compile(
+        r"小时候|年轻时|上学时|读书时|大学时|大学期间|学生时代|以前|曾经|原来|过去|当年|那时"
+    ),
     now=re.compile(r"现在|目前|如今|不再|已经不|改|换成"),
     sentence=re.compile(r"^\s*(?:用户|他们|他|她)"),
     year=re.compile(r"((?:19|20)\d\d)年"),

@@ -572,3 +572,17 @@ def test_the_judge_sees_hostile_memory_text_escaped() -> None:
         assert "<|im_start|>" not in prompt
         assert memory.startswith('x"}]}')
     assert read_request("m", hostile).count("\n") == 1
+
+
+async def test_a_memory_in_chinese_is_asked_its_question_in_chinese() -> None:
+    prompts: dict[str, str] = {}
+
+    async def ask(system: str, user: str) -> str:
+        prompts[user.removeprefix("Memory: ")] = system
+        return json.dumps({"question": "用户住在哪里？", "answer": "上海"})
+
+    judge = PairJudge(ask)
+    await judge.question_of(Fact("zh", "用户住在上海"))
+    await judge.question_of(Fact("en", "User lives in Shanghai"))
+    assert "Write in Chinese" in prompts["用户住在上海"]
+    assert "Chinese" not in prompts["User lives in Shanghai"]

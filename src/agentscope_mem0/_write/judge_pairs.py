@@ -56,12 +56,12 @@ from .._text.fact_words import (
     year_told,
 )
 from .judge_prompt import (
-    QUESTION_PROMPT,
     READ_PROMPT,
     FactQuestion,
     is_not_said,
     parse_question,
     parse_reading,
+    question_prompt,
     question_request,
     read_request,
 )
@@ -150,7 +150,7 @@ class PairJudge:
         """``fact``'s question and answer, asked once."""
         if fact.question is None and not fact.question_asked:
             fact.question_asked = True
-            answer = await self._ask(QUESTION_PROMPT, question_request(fact.text))
+            answer = await self._ask(question_prompt(fact.text), question_request(fact.text))
             fact.question = parse_question(answer)
             if fact.question is None:
                 logger.debug("no question read from the judge's answer %.200r", answer)

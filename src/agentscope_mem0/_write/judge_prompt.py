@@ -6,7 +6,8 @@ unrelated ones included). It asks two reading questions instead, about one
 memory at a time, which small models answer well:
 
 * :data:`QUESTION_PROMPT`: which question does this memory answer, and what
-  is its answer? (``{"question": ..., "answer": ...}``)
+  is its answer? (``{"question": ..., "answer": ...}``); for a memory in
+  Chinese, :data:`QUESTION_PROMPT_CHINESE` asks for both in Chinese.
 * :data:`READ_PROMPT`: answer this question from this memory alone, or say
   ``not said``.
 
@@ -20,16 +21,19 @@ import re
 from dataclasses import dataclass
 
 from .._text.escape import escape_memory
+from .._text.lexicon import CHINESE, lexicon_for
 from .._text.model_json import find_json_object
 
 __all__ = [
     "JUDGE_MARK",
     "QUESTION_PROMPT",
+    "QUESTION_PROMPT_CHINESE",
     "READ_PROMPT",
     "FactQuestion",
     "is_not_said",
     "parse_question",
     "parse_reading",
+    "question_prompt",
     "question_request",
     "read_request",
     "timeless",
@@ -54,6 +58,25 @@ Memory: User sold their piano -> {{"question": "Does the user own a piano?", "an
 
 Answer with JSON only: {{"question": "...", "answer": "..."}}"""
 
+QUESTION_PROMPT_CHINESE = f"""You are the {JUDGE_MARK}. You read one memory about a person, \
+written in Chinese. Write in Chinese the question this memory answers about that person, \
+asked about how things are now (what the memory leaves true, not the event or when it \
+happened), and the memory's answer to it in a few Chinese words.
+
+Examples:
+Memory: 小王最喜欢的乐队是五月天 -> {{"question": "小王最喜欢的乐队是什么？", \
+"answer": "五月天"}}
+Memory: 用户换成了站立式办公桌 -> {{"question": "用户用什么样的办公桌？", \
+"answer": "站立式办公桌"}}
+Memory: 用户的女儿开始在苏州上学 -> {{"question": "用户的女儿在哪里上学？", "answer": "苏州"}}
+Memory: 用户把钢琴卖了 -> {{"question": "用户有钢琴吗？", "answer": "没有"}}
+
+Answer with JSON only: {{"question": "...", "answer": "..."}}"""
+"""The same for a memory in Chinese: a small model asked in English about a
+Chinese memory puts its question and often its answer in English ("What city
+does the user live in?" / "Shanghai"), which the Chinese memory it is then read
+from does not answer."""
+
 READ_PROMPT = f"""You are the {JUDGE_MARK}. Answer the question using only the memory, \
 in a few words. If the memory does not answer it, reply exactly: not said"""
 
@@ -67,6 +90,11 @@ class FactQuestion:
 
     question: str
     answer: str
+
+
+def question_prompt(memory: str) -> str:
+    """The question prompt for ``memory``'s language."""
+    return QUESTION_PROMPT_CHINESE if lexicon_for(memory) is CHINESE else QUESTION_PROMPT
 
 
 def question_request(memory: str) -> str:

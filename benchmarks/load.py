@@ -1,4 +1,4 @@
-"""Many users at once on the embedded default with its own offline embedder.
+"""Many users at once: on the embedded default, or on PostgreSQL over replicas.
 
 ``--users`` users chat at the same time, ``--turns`` turns each, through the
 service factory (``mem0_middleware_factory`` on a temporary data folder: one
@@ -24,6 +24,18 @@ keywords alone), with memory where every query waits for its embedding
 memory on another checkout's code: each in a fresh interpreter, one after
 the other, so the numbers sit side by side in one report.
 
+**Scale-out** (``--replicas N``, with ``--pg-dsn``): the same users on
+PostgreSQL + pgvector through ``mem0_middleware_factory`` with every default
+for that store (the outbox a table in the same database, the offline e5
+embedder), once in one process and once dealt out over ``N`` replica
+processes (user ``u`` to replica ``u % N``), and the baseline over as many
+processes. Every workload's process has its own HOME and data folder, as on
+its own pod; each answers one question first (AgentScope's agent built, with
+memory the embedder loaded and the first search done), and the users of all
+its processes start at the same moment, when every one of them is warm. The
+facts are counted once every process drained, so a write stored twice by
+another replica shows too.
+
 With the same model latency for every call (``--reply-spread 0``, the
 default) the users stay in step, every turn's start lands on the loop at
 the same moment as the others', which is the worst case; ``--reply-spread``
@@ -42,9 +54,12 @@ Usage::
 
     python benchmarks/load.py --users 50 --turns 10 --out docs/benchmarks \\
         --before-src /path/to/old/checkout/src
+    python benchmarks/load.py --replicas 2 --pg-dsn postgresql://... \\
+        --skip pause memory memory-waiting --report scale-out
 
 Writes ``load.json`` and (with matplotlib) ``load.png`` to ``--out`` (another
-name with ``--report``).
+name with ``--report``). Each workload also records the 1-, 5- and 15-minute
+load averages before and after it.
 """
 
 from __future__ import annotations

@@ -478,7 +478,7 @@ def _plot(report: dict[str, Any], workloads: dict[str, dict[str, Any]], path: Pa
     left.set_ylabel("fraction of turns")
     left.legend(fontsize=8, loc="lower right")
     left.grid(alpha=0.3)
-    names = [name.replace(", ", ",\n") for name, _ in runs]  # side by side
+    names = [name.replace(", ", ",\n").replace(" on ", "\non ") for name, _ in runs]
     p99 = [run["loop_lag"]["p99"] * 1000 for _, run in runs]
     worst = [run["loop_lag"]["max"] * 1000 for _, run in runs]
     xs = range(len(runs))
@@ -489,7 +489,7 @@ def _plot(report: dict[str, Any], workloads: dict[str, dict[str, Any]], path: Pa
     for x, value in zip(xs, worst, strict=True):
         right.annotate(f"{value:.0f}", (x + 0.2, value), ha="center", va="bottom", fontsize=8)
     right.axhline(20, color="grey", linestyle="--", linewidth=1)
-    right.set_xticks(list(xs), names, fontsize=8 if len(runs) <= 4 else 6)
+    right.set_xticks(list(xs), names, fontsize=7)
     right.set_ylabel("event-loop lag (ms)")
     right.set_yscale("log")
     right.legend(fontsize=8)

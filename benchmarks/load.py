@@ -228,7 +228,7 @@ def _memory_factory(args: argparse.Namespace, folder: Path | None) -> Any:
     (``--pg-dsn``) on PostgreSQL + pgvector with every default for that store."""
     from agentscope_mem0 import Mem0Middleware
     from agentscope_mem0.service import mem0_middleware_factory
-    from agentscope_mem0.testing import ScriptedChatModel
+    from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
     # Another checkout's release 0.2 (--before-src) takes the timeout as a keyword.
     options: dict[str, Any] = (
@@ -240,7 +240,9 @@ def _memory_factory(args: argparse.Namespace, folder: Path | None) -> Any:
         from agentscope_mem0.backends import pgvector_config, prepare_pgvector
         from agentscope_mem0.local import default_embedding_model
 
-        embedding_model = default_embedding_model()
+        # --embedder hash: embeddings nearly free, to see what e5's share is.
+        hashed = args.embedder == "hash"
+        embedding_model = HashEmbedding(384) if hashed else default_embedding_model()
         config = pgvector_config(
             args.pg_dsn, dims=embedding_model.dimensions, collection=args.collection
         )
@@ -401,6 +403,7 @@ def _workload(
     command += ["--drain-timeout", str(args.drain_timeout)]
     if kind == "memory-postgres":
         command += ["--pg-dsn", args.pg_dsn, "--collection", f"load_{uuid.uuid4().hex[:12]}"]
+        command += ["--embedder", args.embedder]
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="load-pods-") as root, ExitStack() as files:
         workers = []
@@ -536,6 +539,13 @@ def main() -> None:
         help="PostgreSQL with pgvector for --replicas (default $AGENTSCOPE_MEM0_TEST_PG_DSN)",
     )
     parser.add_argument(
+        "--embedder",
+        choices=("e5", "hash"),
+        default="e5",
+        help="the PostgreSQL workloads' embedder: the offline e5 (the default) or a nearly "
+        "free hash embedder (what e5 costs them)",
+    )
+    parser.add_argument(
         "--skip",
         nargs="+",
         default=[],
@@ -575,7 +585,7 @@ def main() -> None:
         workloads.append(("before", "memory, before", "memory", 1, args.before_src))
     if args.replicas:
         n = args.replicas
-        pg = "memory on PostgreSQL"
+        pg = "memory on PostgreSQL" + (", hash embedder" if args.embedder == "hash" else "")
         workloads += [
             ("baseline_replicas", f"no memory, {n} processes", "baseline", n, here),
             ("postgres", f"{pg}, 1 process", "memory-postgres", 1, here),
@@ -589,7 +599,8 @@ def main() -> None:
     report: dict[str, Any] = {
         "command": "python benchmarks/load.py "
         + (command.replace(args.pg_dsn, "<dsn>") if args.pg_dsn else command),
-        "config": {k: getattr(args, k) for k in _CONFIG} | {"replicas": args.replicas},
+        "config": {k: getattr(args, k) for k in _CONFIG}
+        | {"replicas": args.replicas, "embedder": args.embedder},
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),

@@ -1,4 +1,4 @@
-"""Many users at once on the embedded default with its own offline embedder.
+"""Many users at once: on the embedded default, or on PostgreSQL over replicas.
 
 ``--users`` users chat at the same time, ``--turns`` turns each, through the
 service factory (``mem0_middleware_factory`` on a temporary data folder: one
@@ -24,6 +24,18 @@ keywords alone), with memory where every query waits for its embedding
 memory on another checkout's code: each in a fresh interpreter, one after
 the other, so the numbers sit side by side in one report.
 
+**Scale-out** (``--replicas N``, with ``--pg-dsn``): the same users on
+PostgreSQL + pgvector through ``mem0_middleware_factory`` with every default
+for that store (the outbox a table in the same database, the offline e5
+embedder), once in one process and once dealt out over ``N`` replica
+processes (user ``u`` to replica ``u % N``), and the baseline over as many
+processes. Every workload's process has its own HOME and data folder, as on
+its own pod; each answers one question first (AgentScope's agent built, with
+memory the embedder loaded and the first search done), and the users of all
+its processes start at the same moment, when every one of them is warm. The
+facts are counted once every process drained, so a write stored twice by
+another replica shows too.
+
 With the same model latency for every call (``--reply-spread 0``, the
 default) the users stay in step, every turn's start lands on the loop at
 the same moment as the others', which is the worst case; ``--reply-spread``
@@ -42,9 +54,12 @@ Usage::
 
     python benchmarks/load.py --users 50 --turns 10 --out docs/benchmarks \\
         --before-src /path/to/old/checkout/src
+    python benchmarks/load.py --replicas 2 --pg-dsn postgresql://... \\
+        --skip pause memory memory-waiting --report scale-out
 
 Writes ``load.json`` and (with matplotlib) ``load.png`` to ``--out`` (another
-name with ``--report``).
+name with ``--report``). Each workload also records the 1-, 5- and 15-minute
+load averages before and after it.
 """
 
 from __future__ import annotations
@@ -63,6 +78,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -155,83 +172,131 @@ async def _watch_lag(samples: list[float], stop: asyncio.Event) -> None:
         samples.append(max(0.0, time.perf_counter() - started - _LAG_TICK))
 
 
-async def _user(
-    user: int, args: argparse.Namespace, factory: Any | None
-) -> tuple[list[float], int]:
-    """One user's turns; returns each reply's latency and how many notes named a pet."""
+async def _turn(
+    user_id: str, message: str, answer: str, delay: float, factory: Any | None
+) -> tuple[float, bool]:
+    """One turn as ``agentscope.app`` runs it: a fresh ``Agent`` with the factory's
+    middleware; returns the reply's latency and whether its note named a pet."""
     from agentscope.agent import Agent
     from agentscope.message import UserMsg
 
     from agentscope_mem0.testing import ScriptedChatModel
 
+    model = ScriptedChatModel(answer, delay=delay)
+    started = time.perf_counter()
+    middlewares = await factory(user_id, "assistant", "s") if factory else []
+    agent = Agent(name="assistant", system_prompt="You help.", model=model, middlewares=middlewares)
+    await agent.reply(UserMsg(name="user", content=message))
+    latency = time.perf_counter() - started
+    seen = "\n".join(str(getattr(b, "hint", "")) for m in model.calls[0] for b in m.content)
+    return latency, bool(_MARKER.search(seen))
+
+
+async def _user(
+    user: int, args: argparse.Namespace, factory: Any | None
+) -> tuple[list[float], int]:
+    """One user's turns; returns each reply's latency and how many notes named a pet."""
     latencies: list[float] = []
     recalled = 0
     for turn in range(args.turns):
-        model = ScriptedChatModel(
-            _reply(user, turn, args.max_reply), delay=_delay(user, turn, args)
+        latency, named = await _turn(
+            f"user{user}",
+            _message(user, turn),
+            _reply(user, turn, args.max_reply),
+            _delay(user, turn, args),
+            factory,
         )
-        started = time.perf_counter()
-        middlewares = await factory(f"user{user}", "assistant", "s") if factory else []
-        agent = Agent(
-            name="assistant", system_prompt="You help.", model=model, middlewares=middlewares
-        )
-        await agent.reply(UserMsg(name="user", content=_message(user, turn)))
-        latencies.append(time.perf_counter() - started)
-        seen = "\n".join(str(getattr(b, "hint", "")) for m in model.calls[0] for b in m.content)
-        recalled += bool(_MARKER.search(seen))
+        latencies.append(latency)
+        recalled += named
     return latencies, recalled
 
 
-async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
-    """One workload in this interpreter: without memory when ``folder`` is None
-    (the ``pause`` workload's middleware, or none)."""
+async def _barrier(word: str) -> None:
+    """Tell the parent ``word`` and wait for its go (a line on stdin): the
+    processes of one workload start their users, and count, at the same moment."""
+    print(word, flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+
+def _users(args: argparse.Namespace) -> list[int]:
+    """The users of this process: every ``--processes``-th, from ``--process``."""
+    return list(range(args.process, args.users, args.processes))
+
+
+def _memory_factory(args: argparse.Namespace, folder: Path | None) -> Any:
+    """The factory of a memory workload: on the embedded store in ``folder``, or
+    (``--pg-dsn``) on PostgreSQL + pgvector with every default for that store."""
     from agentscope_mem0 import Mem0Middleware
     from agentscope_mem0.service import mem0_middleware_factory
-    from agentscope_mem0.testing import ScriptedChatModel
+    from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
+    # Another checkout's release 0.2 (--before-src) takes the timeout as a keyword.
+    options: dict[str, Any] = (
+        {"parameters": Mem0Middleware.Parameters(search_timeout=args.search_timeout)}
+        if hasattr(Mem0Middleware, "Parameters")
+        else {"search_timeout": args.search_timeout}
+    )
+    if args.worker == "memory-postgres":
+        from agentscope_mem0.backends import pgvector_config, prepare_pgvector
+        from agentscope_mem0.local import default_embedding_model
+
+        # --embedder hash: embeddings nearly free, to see what e5's share is.
+        hashed = args.embedder == "hash"
+        embedding_model = HashEmbedding(384) if hashed else default_embedding_model()
+        config = pgvector_config(
+            args.pg_dsn, dims=embedding_model.dimensions, collection=args.collection
+        )
+        prepare_pgvector(config)  # processes starting together: made once, under a lock
+        options.update(embedding_model=embedding_model, mem0_config=config)
+    else:
+        options.update(folder=folder)
+    return mem0_middleware_factory(
+        chat_model=ScriptedChatModel(delay=args.extraction_delay),
+        mode="static_control",
+        **options,
+    )
+
+
+async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
+    """This process's share of one workload: without memory when it is ``baseline``
+    or ``pause`` (whose middleware only pauses)."""
     factory: Any = _pause_factory if args.worker == "pause" else None
     startup = None
-    if folder is not None:
-        # Another checkout's release 0.2 (--before-src) takes the timeout as a keyword.
-        options: dict[str, Any] = (
-            {"parameters": Mem0Middleware.Parameters(search_timeout=args.search_timeout)}
-            if hasattr(Mem0Middleware, "Parameters")
-            else {"search_timeout": args.search_timeout}
-        )
-        factory = mem0_middleware_factory(
-            chat_model=ScriptedChatModel(delay=args.extraction_delay),
-            folder=folder,
-            mode="static_control",
-            **options,
-        )
+    if args.worker not in ("baseline", "pause"):
+        factory = _memory_factory(args, folder)
         started = time.perf_counter()
         await factory.get_client()  # what install() does at the app's startup
         startup = time.perf_counter() - started
+    # Warm up as an app does before its users come: one question (nothing to store)
+    # loads AgentScope's agent, and with memory the embedder and the first search.
+    await _turn("warm-up", _message(0, 1), "Hello.", 0.0, factory)
+    await _barrier("ready")
     lags: list[float] = []
     stop = asyncio.Event()
     watcher = asyncio.create_task(_watch_lag(lags, stop))
-    began = time.perf_counter()
-    results = await asyncio.gather(*(_user(u, args, factory) for u in range(args.users)))
-    replies_done = time.perf_counter()
-    latencies = [x for lat, _ in results for x in lat]
+    began_at = time.time()  # the wall clock: the parent lines processes up with it
+    results = await asyncio.gather(*(_user(u, args, factory) for u in _users(args)))
+    replies_done_at = time.time()
     out: dict[str, Any] = {
-        "reply_latency": _summary(latencies),
-        "reply_latencies": latencies,
-        "replies_wall_time": replies_done - began,
+        "reply_latencies": [x for lat, _ in results for x in lat],
+        "began_at": began_at,
+        "replies_done_at": replies_done_at,
     }
-    if folder is None:
+    if factory is None or args.worker == "pause":
         stop.set()
         await watcher
-        out["loop_lag"] = _summary(lags)
+        await _barrier("drained")
+        out.update(loop_lags=lags, drained_at=replies_done_at)
         return out
     drained = await factory.flush(timeout=args.drain_timeout)
-    drain_time = time.perf_counter() - replies_done
+    out["drained_at"] = time.time()
     stop.set()
     await watcher
+    # Count once every process of the workload drained: a write stored twice by
+    # another replica shows too.
+    await _barrier("drained")
     client: Any = factory.client
-    expected = {
-        f"user{u}": {f"Pet{u}x{t}" for t in range(0, args.turns, 2)} for u in range(args.users)
-    }
+    expected = {f"user{u}": {f"Pet{u}x{t}" for t in range(0, args.turns, 2)} for u in _users(args)}
     once = missing = duplicated = 0
     for user, markers in expected.items():
         stored = (await client.get_all(filters={"user_id": user}, top_k=10_000))["results"]
@@ -244,21 +309,17 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     stats = factory.stats()
     store = type(getattr(client, "vector_store", None))
     await factory.aclose(timeout=30)
-    turns = args.users * args.turns
     without = sum(stats.get(k, 0) for k in ("search_timeouts", "search_failures"))
     without += stats.get("searches_skipped", 0)
     out.update(
-        loop_lag=_summary(lags),
+        loop_lags=lags,
         startup_seconds=startup,
         drained=drained,
-        drain_seconds=drain_time,
-        turns=turns,
         turns_without_memory=without,
         writes_expected=sum(len(m) for m in expected.values()),
         writes_stored_once=once,
         writes_missing=missing,
         writes_duplicated=duplicated,
-        question_turns=args.users * (args.turns // 2),
         question_turns_recalling_a_fact=sum(r for _, r in results),
         searches_by_keywords_alone=stats.get("searches_by_keywords_alone", 0),
         store=f"{store.__module__}.{store.__qualname__}",
@@ -268,9 +329,9 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
 
 
 def _worker(args: argparse.Namespace) -> None:
-    """``--worker``: run one workload and print it as JSON on the last line."""
+    """``--worker``: run this process's share of one workload; print it as JSON last."""
     logging.basicConfig(level=logging.ERROR)
-    if args.worker in ("baseline", "pause"):
+    if args.worker in ("baseline", "pause", "memory-postgres"):
         report = asyncio.run(_run(args, None))
     else:
         if args.worker == "memory-waiting":
@@ -288,26 +349,117 @@ def _worker(args: argparse.Namespace) -> None:
     print(json.dumps(report))
 
 
-def _child(kind: str, args: argparse.Namespace, src: Path | None) -> dict[str, Any]:
-    """Run one workload in a fresh interpreter (``src``: that checkout's package)."""
+def _merged(parts: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """One workload's report from the reports of its processes."""
+    first = parts[0]
+    latencies = [x for part in parts for x in part["reply_latencies"]]
+    replies_done_at = max(part["replies_done_at"] for part in parts)
+    out: dict[str, Any] = {
+        "processes": len(parts),
+        "reply_latency": _summary(latencies),
+        "reply_latencies": latencies,
+        "replies_wall_time": replies_done_at - min(part["began_at"] for part in parts),
+        "loop_lag": _summary([x for part in parts for x in part["loop_lags"]]),
+        "code": first["code"],
+    }
+    if "writes_expected" not in first:
+        return out
+    summed = (
+        "turns_without_memory",
+        "writes_expected",
+        "writes_stored_once",
+        "writes_missing",
+        "writes_duplicated",
+        "question_turns_recalling_a_fact",
+        "searches_by_keywords_alone",
+    )
+    out.update({key: sum(part[key] for part in parts) for key in summed})
+    out.update(
+        startup_seconds=max(part["startup_seconds"] for part in parts),
+        drained=all(part["drained"] for part in parts),
+        drain_seconds=max(part["drained_at"] for part in parts) - replies_done_at,
+        turns=args.users * args.turns,
+        question_turns=args.users * (args.turns // 2),
+        store=first["store"],
+        stats=first["stats"] if len(parts) == 1 else [part["stats"] for part in parts],
+    )
+    return out
+
+
+def _workload(
+    kind: str, args: argparse.Namespace, src: Path | None, processes: int = 1
+) -> dict[str, Any]:
+    """Run one workload in ``processes`` fresh interpreters (``src``: that checkout's
+    package), each with its own HOME and data folder as on its own pod, the users
+    dealt out between them; they start their users together once all are warm."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(
             os.pathsep
         )
-    command = [sys.executable, __file__, "--worker", kind]
+    command = [sys.executable, __file__, "--worker", kind, "--processes", str(processes)]
     for name in _CONFIG:
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     command += ["--drain-timeout", str(args.drain_timeout)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"the {kind} run failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if kind == "memory-postgres":
+        command += ["--pg-dsn", args.pg_dsn, "--collection", f"load_{uuid.uuid4().hex[:12]}"]
+        command += ["--embedder", args.embedder]
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="load-pods-") as root, ExitStack() as files:
+        workers = []
+        for process in range(processes):
+            home = Path(root) / f"p{process}"
+            (home / "data").mkdir(parents=True)
+            pod = {"HOME": home, "AGENTSCOPE_MEM0_DIR": home / "data", "MEM0_DIR": home / ".mem0"}
+            workers.append(
+                subprocess.Popen(
+                    [*command, "--process", str(process)],
+                    env=env | {k: str(v) for k, v in pod.items()},
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    # a file: a full pipe would stall the worker
+                    stderr=files.enter_context((home / "stderr").open("w")),
+                    text=True,
+                )
+            )
+        try:
+            for word in ("ready", "drained"):
+                for worker in workers:
+                    _wait_for(worker, word, kind, Path(root))
+                for worker in workers:
+                    assert worker.stdin is not None
+                    worker.stdin.write("go\n")
+                    worker.stdin.flush()
+            outputs = [worker.communicate()[0] for worker in workers]
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait()
+        for process, worker in enumerate(workers):
+            if worker.returncode != 0:
+                stderr = (Path(root) / f"p{process}" / "stderr").read_text()
+                raise SystemExit(f"the {kind} run failed:\n{stderr[-3000:]}")
+    parts = [json.loads(output.strip().splitlines()[-1]) for output in outputs]
+    result = _merged(parts, args)
+    result["load_average_before"] = load_before
+    result["load_average_after"] = os.getloadavg()
     return result
 
 
-def _plot(report: dict[str, Any], path: Path) -> None:
-    """Reply-latency CDFs and the loop lag of each run."""
+def _wait_for(worker: subprocess.Popen[str], word: str, kind: str, root: Path) -> None:
+    """Read ``worker``'s stdout up to the line ``word``; fail with its stderr if it ends."""
+    assert worker.stdout is not None
+    for line in worker.stdout:
+        if line.strip() == word:
+            return
+    worker.wait()
+    stderrs = "\n".join(path.read_text()[-3000:] for path in root.glob("p*/stderr"))
+    raise SystemExit(f"the {kind} run ended before it was {word}:\n{stderrs}")
+
+
+def _plot(report: dict[str, Any], workloads: dict[str, dict[str, Any]], path: Path) -> None:
+    """Reply-latency CDFs and the loop lag of each workload."""
     try:
         import matplotlib
 
@@ -316,14 +468,7 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     except ImportError:
         logging.warning("matplotlib is not installed (the bench extra); no plot")
         return
-    runs = [("no memory", report["baseline"])]
-    if report.get("pause"):
-        runs.append(("no memory, one pause", report["pause"]))
-    runs.append(("memory, now", report["memory"]))
-    if report.get("waiting"):
-        runs.append(("memory, every query waits", report["waiting"]))
-    if report.get("before"):
-        runs.append(("memory, before", report["before"]))
+    runs = [(run["label"], run) for run in workloads.values()]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), width_ratios=[3, 2])
     for name, run in runs:
         values = sorted(run["reply_latencies"])
@@ -336,7 +481,7 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     left.set_ylabel("fraction of turns")
     left.legend(fontsize=8, loc="lower right")
     left.grid(alpha=0.3)
-    names = [name.replace(", ", ",\n") for name, _ in runs]  # four fit side by side
+    names = [name.replace(", ", ",\n").replace(" on ", "\non ") for name, _ in runs]
     p99 = [run["loop_lag"]["p99"] * 1000 for _, run in runs]
     worst = [run["loop_lag"]["max"] * 1000 for _, run in runs]
     xs = range(len(runs))
@@ -347,7 +492,7 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     for x, value in zip(xs, worst, strict=True):
         right.annotate(f"{value:.0f}", (x + 0.2, value), ha="center", va="bottom", fontsize=8)
     right.axhline(20, color="grey", linestyle="--", linewidth=1)
-    right.set_xticks(list(xs), names, fontsize=8)
+    right.set_xticks(list(xs), names, fontsize=7)
     right.set_ylabel("event-loop lag (ms)")
     right.set_yscale("log")
     right.legend(fontsize=8)
@@ -382,81 +527,123 @@ def main() -> None:
         "--before-src", type=Path, help="the src folder of another checkout, run side by side"
     )
     parser.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        help="also run memory on PostgreSQL (--pg-dsn) in one process and over this many "
+        "replica processes, and the baseline over as many",
+    )
+    parser.add_argument(
+        "--pg-dsn",
+        default=os.environ.get("AGENTSCOPE_MEM0_TEST_PG_DSN"),
+        help="PostgreSQL with pgvector for --replicas (default $AGENTSCOPE_MEM0_TEST_PG_DSN)",
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=("e5", "hash"),
+        default="e5",
+        help="the PostgreSQL workloads' embedder: the offline e5 (the default) or a nearly "
+        "free hash embedder (what e5 costs them)",
+    )
+    parser.add_argument(
         "--skip",
         nargs="+",
         default=[],
-        choices=("pause", "memory-waiting"),
+        choices=("pause", "memory", "memory-waiting"),
         help="workloads left out (a quicker run; the report has no rows for them)",
     )
     parser.add_argument(
         "--worker",
-        choices=("baseline", "pause", "memory", "memory-waiting"),
+        choices=("baseline", "pause", "memory", "memory-waiting", "memory-postgres"),
         help=argparse.SUPPRESS,
     )
+    # A worker's share of the users and its table (the parent passes them).
+    parser.add_argument("--process", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--processes", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--collection", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         _worker(args)
         return
+    if args.replicas and not args.pg_dsn:
+        parser.error("--replicas needs --pg-dsn (or $AGENTSCOPE_MEM0_TEST_PG_DSN)")
     logging.basicConfig(level=logging.WARNING)
 
     load_before = os.getloadavg()
     here = Path(__file__).resolve().parent.parent / "src"
-    baseline = _child("baseline", args, here)
-    pause = None if "pause" in args.skip else _child("pause", args, here)
-    memory = _child("memory", args, here)
-    waiting = None if "memory-waiting" in args.skip else _child("memory-waiting", args, here)
-    before = _child("memory", args, args.before_src) if args.before_src else None
+    # (report key, label, worker, processes, src): run one after the other.
+    workloads: list[tuple[str, str, str, int, Path]] = [
+        ("baseline", "no memory", "baseline", 1, here)
+    ]
+    if "pause" not in args.skip:
+        workloads.append(("pause", "no memory, one pause", "pause", 1, here))
+    if "memory" not in args.skip:
+        workloads.append(("memory", "memory, now", "memory", 1, here))
+    if "memory-waiting" not in args.skip:
+        workloads.append(("waiting", "memory, every query waits", "memory-waiting", 1, here))
+    if args.before_src:
+        workloads.append(("before", "memory, before", "memory", 1, args.before_src))
+    if args.replicas:
+        n = args.replicas
+        pg = "memory on PostgreSQL" + (", hash embedder" if args.embedder == "hash" else "")
+        workloads += [
+            ("baseline_replicas", f"no memory, {n} processes", "baseline", n, here),
+            ("postgres", f"{pg}, 1 process", "memory-postgres", 1, here),
+            ("postgres_replicas", f"{pg}, {n} replicas", "memory-postgres", n, here),
+        ]
+    runs: dict[str, dict[str, Any]] = {}
+    for key, label, kind, processes, src in workloads:
+        runs[key] = {"label": label, **_workload(kind, args, src, processes)}
+    baseline = runs["baseline"]
+    command = " ".join(sys.argv[1:])
     report: dict[str, Any] = {
-        "command": "python benchmarks/load.py " + " ".join(sys.argv[1:]),
-        "config": {k: getattr(args, k) for k in _CONFIG},
+        "command": "python benchmarks/load.py "
+        + (command.replace(args.pg_dsn, "<dsn>") if args.pg_dsn else command),
+        "config": {k: getattr(args, k) for k in _CONFIG}
+        | {"replicas": args.replicas, "embedder": args.embedder},
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "load_average_before": load_before,
             "load_average_after": os.getloadavg(),
         },
-        "overhead": {
-            q: memory["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
-        },
-        "baseline": baseline,
-        "memory": memory,
     }
-    for name, run in (("pause", pause), ("waiting", waiting), ("before", before)):
-        if run is not None:
-            report[name] = run
-            report[f"overhead_{name}"] = {
-                q: run["reply_latency"][q] - baseline["reply_latency"][q] for q in ("p50", "p95")
-            }
+
+    def overhead(run: dict[str, Any], against: dict[str, Any]) -> dict[str, float]:
+        return {q: run["reply_latency"][q] - against["reply_latency"][q] for q in ("p50", "p95")}
+
+    for key, run in runs.items():
+        report[key] = run
+        if key != "baseline":
+            report[f"overhead_{key}"] = overhead(run, baseline)
+    if "memory" in runs:
+        report["overhead"] = report.pop("overhead_memory")
+    if args.replicas:  # what memory adds where the users are split the same way
+        report["overhead_postgres_replicas_same_split"] = overhead(
+            runs["postgres_replicas"], runs["baseline_replicas"]
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.report}.json").write_text(json.dumps(report, indent=1) + "\n")
-    _plot(report, args.out / f"{args.report}.png")
-    for name, run, overhead in (
-        ("now", memory, report["overhead"]),
-        ("every query waits", waiting, report.get("overhead_waiting")),
-        ("before", before, report.get("overhead_before")),
-    ):
-        if run is None or overhead is None:
-            continue
-        print(
-            f"{name}: overhead p50 {overhead['p50'] * 1000:+.0f} ms, "
-            f"p95 {overhead['p95'] * 1000:+.0f} ms; "
-            f"turns without memory {run['turns_without_memory']}/{run['turns']}; "
-            f"by keywords alone {run.get('searches_by_keywords_alone', 0)}; "
+    _plot(report, runs, args.out / f"{args.report}.png")
+    for key, run in runs.items():
+        line = (
+            f"{run['label']}: reply p50 {run['reply_latency']['p50'] * 1000:.0f} ms, "
+            f"p95 {run['reply_latency']['p95'] * 1000:.0f} ms; "
             f"loop lag p99 {run['loop_lag']['p99'] * 1000:.0f} ms, "
-            f"max {run['loop_lag']['max'] * 1000:.0f} ms; "
-            f"writes stored once {run['writes_stored_once']}/{run['writes_expected']}; "
-            f"drain {run['drain_seconds']:.1f} s"
+            f"max {run['loop_lag']['max'] * 1000:.0f} ms"
         )
-    if pause is not None:
-        print(
-            f"pause before the reply, no memory: overhead p50 "
-            f"{report['overhead_pause']['p50'] * 1000:+.0f} ms, "
-            f"p95 {report['overhead_pause']['p95'] * 1000:+.0f} ms"
-        )
-    print(
-        f"no memory: loop lag p99 {baseline['loop_lag']['p99'] * 1000:.0f} ms, "
-        f"max {baseline['loop_lag']['max'] * 1000:.0f} ms"
-    )
+        if key != "baseline":
+            added = report.get(f"overhead_{key}") or report["overhead"]
+            line += f"; overhead p50 {added['p50'] * 1000:+.0f} ms, "
+            line += f"p95 {added['p95'] * 1000:+.0f} ms"
+        if "writes_expected" in run:
+            line += (
+                f"; turns without memory {run['turns_without_memory']}/{run['turns']}; "
+                f"by keywords alone {run['searches_by_keywords_alone']}; "
+                f"writes stored once {run['writes_stored_once']}/{run['writes_expected']}; "
+                f"drain {run['drain_seconds']:.1f} s"
+            )
+        print(line)
 
 
 if __name__ == "__main__":

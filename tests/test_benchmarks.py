@@ -72,9 +72,11 @@ SMOKE: dict[str, str] = {
     "--out {out}/inspector-home.json",
     "write_latency": "write_latency.py --turns 3 --rounds 1 --reply-delay 0.01 "
     "--extraction-delay 0.01 --out {out}",
-    # Each workload is an interpreter of its own: the two that compare, not the variants.
+    # Each workload is an interpreter of its own: the two that compare, not the variants;
+    # where the suite has a PostgreSQL server, the scale-out too (two replica processes).
     "load": "load.py --users 2 --turns 2 --reply-delay 0.01 --extraction-delay 0.01 "
-    "--max-reply 100 --drain-timeout 60 --skip pause memory-waiting --out {out}",
+    "--max-reply 100 --drain-timeout 60 --skip pause memory-waiting --out {out}"
+    + (" --replicas 2 --pg-dsn {dsn}" if PG_DSN else ""),
     "fault_exit": "fault_exit.py --turns 2 --delays 0.2 --out {out}/fault-exit.json",
     # Needs the suite's PostgreSQL; without one it exits at once and its test skips.
     "pod_loss": "pod_loss.py --pg-dsn {dsn} --users 6 --kill-after 4 --extraction-delay 0.2 "
@@ -436,6 +438,17 @@ def test_load(runs: Runs) -> None:
     memory = data["memory"]  # every fact stored, and once
     assert memory["writes_stored_once"] == memory["writes_expected"] == 2
     assert (out / "load.png").is_file()
+    if not PG_DSN:
+        return
+    # The scale-out: the users dealt out over two replica processes on one PostgreSQL,
+    # beside one process on it; every reply counted, every fact stored once.
+    replicas, one = data["postgres_replicas"], data["postgres"]
+    assert replicas["processes"] == data["baseline_replicas"]["processes"] == 2
+    for run in (replicas, one):
+        assert len(run["reply_latencies"]) == 4 and run["drained"]
+        assert run["writes_stored_once"] == run["writes_expected"] == 2
+        assert run["store"].startswith("mem0.vector_stores.pgvector")
+    assert "p50" in data["overhead_postgres_replicas"]
 
 
 def test_fault_exit(runs: Runs) -> None:

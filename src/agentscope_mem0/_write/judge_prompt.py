@@ -61,7 +61,8 @@ Answer with JSON only: {{"question": "...", "answer": "..."}}"""
 QUESTION_PROMPT_CHINESE = f"""You are the {JUDGE_MARK}. You read one memory about a person, \
 written in Chinese. Write in Chinese the question this memory answers about that person, \
 asked about how things are now (what the memory leaves true, not the event or when it \
-happened), and the memory's answer to it in a few Chinese words.
+happened), and the memory's answer to it in a few Chinese words. Ask with 什么, 哪里, 谁 \
+or 多少, not a yes-or-no question.
 
 Examples:
 Memory: 小王最喜欢的乐队是五月天 -> {{"question": "小王最喜欢的乐队是什么？", \
@@ -69,7 +70,8 @@ Memory: 小王最喜欢的乐队是五月天 -> {{"question": "小王最喜欢�
 Memory: 用户换成了站立式办公桌 -> {{"question": "用户用什么样的办公桌？", \
 "answer": "站立式办公桌"}}
 Memory: 用户的女儿开始在苏州上学 -> {{"question": "用户的女儿在哪里上学？", "answer": "苏州"}}
-Memory: 用户把钢琴卖了 -> {{"question": "用户有钢琴吗？", "answer": "没有"}}
+Memory: 用户辞掉了教师的工作，开始做翻译 -> {{"question": "用户做什么工作？", \
+"answer": "翻译"}}
 
 Answer with JSON only: {{"question": "...", "answer": "..."}}"""
 """The same for a memory in Chinese: a small model asked in English about a

@@ -57,7 +57,8 @@ SMOKE: dict[str, str] = {
     # Both sides on this checkout: the side by side runs, compares nothing.
     "grounding": "grounding.py --scripted --before-src {src} --splits held-out --limit 3 "
     "--sweep --out {out}/grounding.json --plot {out}/grounding.png",
-    "profile": "profile.py --scripted --split held-out --limit 3 --out {out}/profile.json",
+    "user_profile": "user_profile.py --scripted --split held-out --limit 3 "
+    "--out {out}/profile.json",
     "e5_queries": "e5_queries.py --sizes 1 2 --repeats 1 --out {out}/e5-queries.json",
     # Release 0.1's local mode (--local-max) would be one more interpreter; scaling runs it.
     "edge_scaling": "edge_scaling.py --sizes 200 --local-max 0 --queries 20 --phase-seconds 0.2 "
@@ -371,8 +372,8 @@ def test_grounding(runs: Runs) -> None:
     assert (out / "grounding.png").is_file()
 
 
-def test_profile(runs: Runs) -> None:
-    data = result(runs.out("profile") / "profile.json", "rows", "summary", "command", "model")
+def test_user_profile(runs: Runs) -> None:
+    data = result(runs.out("user_profile") / "profile.json", "rows", "summary", "command", "model")
     assert data["model"] == "scripted" and len(data["rows"]) == 3
     summary = data["summary"]
     # The scripted model adds one invented line per user; the check drops each.

@@ -20,7 +20,7 @@ Per user, before the check (the model's lines) and after it (what is stored):
 
 The prompt wording was tuned on ``--split dev``; report ``--split held-out``.
 
-    python benchmarks/profile.py --split held-out --out docs/benchmarks/profile.json
+    python benchmarks/user_profile.py --split held-out --out docs/benchmarks/profile.json
 
 ``--scripted`` answers with the package's ``ScriptedChatModel`` (a smoke run:
 its figures measure no model).
@@ -197,7 +197,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     result = asyncio.run(run(args))
-    result["command"] = "python benchmarks/profile.py " + " ".join(sys.argv[1:])
+    result["command"] = "python benchmarks/user_profile.py " + " ".join(sys.argv[1:])
     result["model"] = "scripted" if args.scripted else f"{args.model} at {args.base_url}"
     result["split"] = args.split
     result["machine"] = f"{platform.machine()}, {platform.python_version()}"

@@ -30,6 +30,8 @@ from agentscope_mem0._text.fact_words import (
         ("User's new car is a Tesla", "user"),
         ("用户住在杭州", "user"),
         ("用户的妹妹搬到了广州", "user's 妹妹"),
+        ("用户的新老板是李经理", "user's 老板"),
+        ("用户的老板是张经理", "user's 老板"),
         ("Пользователь живёт в Москве", None),
     ],
 )

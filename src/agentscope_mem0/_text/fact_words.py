@@ -29,6 +29,10 @@ __all__ = [
 ]
 
 
+_CHINESE_QUALIFIERS = ("现任", "新", "前", "现", "旧")
+"""Qualifiers before a person in Chinese ("新老板", "前男友")."""
+
+
 def _lexicon(*texts: str) -> Lexicon:
     return lexicon_for(" ".join(texts)) or UNREAD
 
@@ -64,8 +68,19 @@ def holder(memory: str, names: frozenset[str] = frozenset()) -> str | None:
         if not words or words[0] in lexicon.common_first_words or words[0] in lexicon.time_words:
             return None
         owner = who(words[0])
-        if words[1:2] == [lexicon.possessive_word] and words[2:3] and words[2] in lexicon.people:
-            return f"{owner}'s {words[2]}"
+        if words[1:2] == [lexicon.possessive_word] and words[2:3]:
+            # A qualifier before the person ("新老板", "前男友"), a word of its own or not.
+            after = words[3] if words[2] in _CHINESE_QUALIFIERS and words[3:4] else words[2]
+            person = next(
+                (
+                    after.removeprefix(q)
+                    for q in ("", *_CHINESE_QUALIFIERS)
+                    if after.startswith(q) and after.removeprefix(q) in lexicon.people
+                ),
+                None,
+            )
+            if person is not None:
+                return f"{owner}'s {person}"
         return owner
     possessive = lexicon.possessive.match(memory)
     if possessive:

@@ -54,7 +54,7 @@ benchmarks/data/profile_users.jsonl)."""
 _FRAME_WORDS = frozenset({"user", "用", "户"})
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)、]|[（(]?\d+[)）])\s*")
 _DATE_PREFIX = re.compile(r"^\[?\(?\d{4}-\d{2}-\d{2}\]?\)?[:：]?\s*")
-# The prompt dates each fact; a model that copies the date adds no fact.
+# A date the model adds to a line (from a fact's own text or of its own) is no fact.
 _DATE_SUFFIX = re.compile(r"\s*[(\[（]\d{4}-\d{2}-\d{2}[)\]）]\s*[.。]?\s*$")
 
 

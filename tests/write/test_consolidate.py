@@ -98,6 +98,7 @@ def test_what_blocks_a_merge_is_named() -> None:
         ("User employs a gardener.", "User works as a gardener.", "role"),
         ("User sees a dentist.", "User is a dentist.", "role"),
         ("User sees a dentist every year.", "User is a dentist.", "time"),
+        ("User prefers tea to coffee.", "User prefers coffee to tea.", "comparison"),
         # An activity is not the thing.
         ("User likes fishing.", "User likes fish.", "another word"),
         # Nothing in common but the holder.

@@ -165,6 +165,9 @@ class Lexicon:
     name then ends a description, not an owner ("a dog called Doudou")."""
     comparing: frozenset[str] = frozenset()
     """Words that compare two things ("over", "than"): their order matters."""
+    comparison: re.Pattern[str] = _NOTHING
+    """A comparison written with a common word ("prefers tea to coffee"): the order
+    matters there too."""
     common_first_words: frozenset[str] = frozenset()
     """Words that open a sentence with a capital without being a name."""
     user_words: frozenset[str] = frozenset()
@@ -443,6 +446,7 @@ ENGLISH = Lexicon(
     frequencies=_table("day:daily night:nightly week:weekly month:monthly year:yearly"),
     frequency_markers=_words("a an per every each"),
     comparing=_words("over than rather instead versus vs from"),
+    comparison=re.compile(r"\bprefer(?:s|red|ring)?\b.*\bto\b"),
     common_first_words=_words("every at for in on my our her his their its there"),
     user_words=_words("user users"),
     relations=_words(

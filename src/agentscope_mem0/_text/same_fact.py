@@ -218,7 +218,9 @@ def fact_shape(text: str, names: frozenset[str] = frozenset()) -> FactShape:
         negated=negated,
         people=frozenset(people),
         times=frozenset(times),
-        order=tuple(sequence) if lexicon.comparing.intersection(tokens) else None,
+        order=tuple(sequence)
+        if lexicon.comparing.intersection(tokens) or lexicon.comparison.search(folded)
+        else None,
         lemmas=frozenset(lemmas),
         past_lemmas=frozenset(past_lemmas),
         verbs=frozenset(verbs),

@@ -9,12 +9,11 @@ concurrency control, and no storage of its own.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .._text.escape import escape_text
-from .._working.stores import SqliteWorkingStore, WorkingRecord, WorkingStore
+from .._working.stores import WorkingRecord, WorkingStore, off_loop
 
 __all__ = [
     "PROFILE_CLOSE",
@@ -81,9 +80,7 @@ def clear_profile(store: WorkingStore, user_id: str) -> WorkingRecord | None:
 async def call_store(store: WorkingStore, func: Callable[..., T], *args: Any) -> T:
     """``func(store, *args)`` off the event loop: on a SQLite store's own
     connection thread, else on a worker thread."""
-    if isinstance(store, SqliteWorkingStore):
-        return await store.run(func, store, *args)
-    return await asyncio.to_thread(func, store, *args)
+    return await off_loop(store, func, store, *args)
 
 
 def profile_block(record: WorkingRecord | None) -> str | None:

@@ -34,7 +34,7 @@ from .._recall.note import place_note
 from .._text.escape import escape_text
 from .._text.tokens import estimate_tokens, prefix_within
 from .format import UpdateMode, WorkingFormat
-from .stores import SqliteWorkingStore, WorkingRecord, WorkingStore, shared_store_for_client
+from .stores import WorkingRecord, WorkingStore, off_loop, shared_store_for_client
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -249,15 +249,7 @@ class WorkingMemoryManager:
         state.middle_context[_STATE_KEY] = {"content": record.content, "version": record.version}
 
     async def _bounded(self, timeout: float | None, func: Callable[..., Any], *args: Any) -> Any:
-        store = self.store
-        # A SQLite store runs its calls on the thread that owns its
-        # connection; the others block a worker thread.
-        call = (
-            store.run(func, *args)
-            if isinstance(store, SqliteWorkingStore)
-            else asyncio.to_thread(func, *args)
-        )
-        return await asyncio.wait_for(call, timeout=timeout)
+        return await asyncio.wait_for(off_loop(self.store, func, *args), timeout=timeout)
 
     async def current(self, state: AgentState | None) -> str | None:
         """The memory's content now (the newer of state copy and store);

@@ -26,6 +26,7 @@ in a search.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
@@ -54,6 +55,7 @@ __all__ = [
     "SqliteWorkingStore",
     "WorkingRecord",
     "WorkingStore",
+    "off_loop",
     "shared_store_for_client",
     "store_for_client",
     "working_table_name",
@@ -574,6 +576,14 @@ def store_for_client(client: Any, *, folder: str | os.PathLike[str] | None = Non
 
             folder = data_dir()
     return SqliteWorkingStore(folder)
+
+
+async def off_loop(store: WorkingStore, func: Callable[..., T], /, *args: Any) -> T:
+    """``func(*args)`` off the event loop: a SQLite store's calls on the thread
+    that owns its connection, any other store's on a worker thread."""
+    if isinstance(store, SqliteWorkingStore):
+        return await store.run(func, *args)
+    return await asyncio.to_thread(func, *args)
 
 
 def shared_store_for_client(client: Any) -> WorkingStore:

@@ -286,11 +286,13 @@ class FirstExtractionWaits(ScriptedChatModel):
     def __init__(self) -> None:
         super().__init__()
         self.release = asyncio.Event()
+        self.waiting = asyncio.Event()
         self._waited = False
 
     async def _call_api(self, model_name: str, messages: list[Msg], **kwargs: Any) -> Any:
         if not self._waited and is_extraction_request(messages):
             self._waited = True
+            self.waiting.set()
             await self.release.wait()
         return await super()._call_api(model_name, messages, **kwargs)
 
@@ -304,6 +306,9 @@ async def test_a_change_told_in_two_quick_turns_joined_in_one_write_supersedes(
     mw = _middleware(tmp_path, model)
     async with mw:
         await _tell(mw, "I like green tea.")
+        # On a loaded machine the worker may not have taken the first turn yet;
+        # the next two must find it busy, not join it.
+        await asyncio.wait_for(model.waiting.wait(), timeout=60)
         await _tell(mw, "I live in Hangzhou.")
         await _tell(mw, "I moved to Beijing.")
         model.release.set()

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import AgentScopeEmbedding, Mem0Backend, Scope, build_mem0_config
+from agentscope_mem0._mem0.adapters import users_words
 from agentscope_mem0.local import (
     E5_DIMENSIONS,
     OfflineE5Embedding,
@@ -447,8 +448,11 @@ async def test_a_replys_query_never_waits_for_the_exchange_mem0s_add_embeds(
     adapter = AgentScopeEmbedding({"model": model})  # warms the model first
     recording_engine.calls.clear()
     recording_engine.hold_first = True
-    # mem0 2.2's add embeds the whole exchange with memory_action="search".
-    exchange = "user: I moved to Lisbon.\nassistant: " + "A long, careful answer. " * 40
+    # mem0 2.2's add embeds the exchange with memory_action="search" (the user's
+    # words of it: a long message here).
+    exchange = (
+        "user: " + "I moved to Lisbon, and this is how it went. " * 40 + "\nassistant: Noted."
+    )
     lanes = get_lanes()
     adding = asyncio.ensure_future(
         lanes.run(asyncio.to_thread(adapter.embed, exchange, "search"), lane="write")
@@ -471,7 +475,7 @@ async def test_a_replys_query_never_waits_for_the_exchange_mem0s_add_embeds(
     calls = [(texts[0][:16], is_query) for texts, is_query in recording_engine.calls]
     assert calls == [(exchange[:16], True), ("Where do I live?", True), (exchange[:16], True)]
     assert _cosine(found, model.embed_sync(["Where do I live?"], query=True)[0]) > 0.9999
-    assert _cosine(compared, model.embed_sync([exchange], query=True)[0]) > 0.9999
+    assert _cosine(compared, model.embed_sync([users_words(exchange)], query=True)[0]) > 0.9999
 
 
 def test_short_queries_never_wait_for_a_long_one_nor_share_its_call(

@@ -24,7 +24,12 @@ from agentscope_mem0 import (
     build_mem0_config,
     build_memory,
 )
-from agentscope_mem0._mem0.adapters import flatten_response, to_agentscope_messages
+from agentscope_mem0._mem0.adapters import (
+    flatten_response,
+    to_agentscope_messages,
+    users_words,
+)
+from agentscope_mem0._mem0.clients import close_memory
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 
@@ -299,3 +304,63 @@ def test_building_a_config_opens_nothing(tmp_path: Path, _data_dir: Path) -> Non
     from agentscope_mem0.local import _edge, _qdrant_path
 
     assert _qdrant_path._clients == {} and _edge._shards == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "looked_up"),
+    [
+        (
+            "user: I live in Hangzhou.\nassistant: Hangzhou is lovely in spring.\n",
+            "user: I live in Hangzhou.",
+        ),
+        # Joined turns, and a user message of several lines.
+        (
+            "user: I moved.\nNow in Beijing.\nassistant: Congrats!\nuser: And I got a dog.\n"
+            "assistant: What breed?\n",
+            "user: I moved.\nNow in Beijing.\nuser: And I got a dog.",
+        ),
+        ("system: today is Monday\nuser: I start a job.\n", "user: I start a job."),
+        # Nothing to leave out, or no exchange at all: the text as it is.
+        ("user: I live in Hangzhou.\n", "user: I live in Hangzhou.\n"),
+        ("assistant: Hello!\n", "assistant: Hello!\n"),
+        ("User lives in Hangzhou.", "User lives in Hangzhou."),
+        ("what did I say about user: settings?", "what did I say about user: settings?"),
+    ],
+)
+def test_a_writes_lookup_reads_what_the_user_said(text: str, looked_up: str) -> None:
+    assert users_words(text) == looked_up
+
+
+class _RecordingEmbedding(HashEmbedding):
+    def __init__(self) -> None:
+        super().__init__()
+        self.searched: list[str] = []
+
+    async def _call_api(self, inputs: list[Any], **kwargs: Any) -> Any:
+        if kwargs.get("memory_action") == "search":
+            self.searched.extend(str(t) for t in inputs)
+        return await super()._call_api(inputs, **kwargs)
+
+
+async def test_a_long_answer_is_not_embedded_to_look_up_a_writes_memories(
+    tmp_path: Path,
+) -> None:
+    # mem0's add looks up the memories its exchange may touch; only the user's
+    # words go to the embedder, not the assistant's long answer.
+    embedder = _RecordingEmbedding()
+    embedder.accepts_memory_action = True  # type: ignore[attr-defined]
+    memory = build_local_memory(ScriptedChatModel(), embedding_model=embedder, folder=tmp_path)
+    answer = "Hangzhou has a famous lake, " * 40
+    try:
+        await memory.add(
+            [
+                {"role": "user", "content": "I live in Hangzhou."},
+                {"role": "assistant", "content": answer},
+            ],
+            user_id="alice",
+        )
+    finally:
+        close_memory(memory)
+    assert embedder.searched, "mem0's add looked up no memory"
+    assert all("famous lake" not in text for text in embedder.searched)
+    assert any("I live in Hangzhou." in text for text in embedder.searched)

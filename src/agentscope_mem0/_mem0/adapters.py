@@ -176,6 +176,34 @@ def flatten_response(response: ChatResponse, *, with_tools: bool) -> str | dict[
     return text
 
 
+_ROLES = ("user: ", "assistant: ", "system: ")
+
+
+def users_words(exchange: str) -> str:
+    """What the user said in an exchange as mem0's ``add`` reads it, or the text
+    itself when it is no such exchange.
+
+    mem0 2.2's ``add`` looks up the memories a write may touch with the whole
+    exchange as its query (``"user: ...\\nassistant: ...\\n"``). The memories
+    are what the user said, so the user's lines find them; the assistant's
+    answer, often many times longer, only costs: read whole it made that lookup
+    the embedder's costliest call of a turn, and it pulls in memories of what
+    the assistant talked about. A text with no user line, or nothing but
+    user lines, is returned as it is.
+    """
+    if not exchange.startswith(_ROLES):
+        return exchange
+    kept: list[str] = []
+    keeping = dropped = False
+    for line in exchange.splitlines():
+        if line.startswith(_ROLES):
+            keeping = line.startswith("user: ")
+            dropped = dropped or not keeping
+        if keeping:
+            kept.append(line)
+    return "\n".join(kept) if kept and dropped else exchange
+
+
 class AgentScopeEmbedding(EmbeddingBase):
     """mem0 embedder whose calls go to an AgentScope ``EmbeddingModelBase``.
 
@@ -189,9 +217,10 @@ class AgentScopeEmbedding(EmbeddingBase):
     model does not fall on the first search. A model that sets
     ``accepts_background = True`` also gets ``background=True`` for the
     embeddings of mem0's writes, whatever their ``memory_action``: mem0 2.2's
-    ``add`` embeds the whole exchange as a query (``"search"``) to find the
-    memories it may repeat, and a model that queues its work (the offline e5)
-    must not put that passage-sized text ahead of a reply's search.
+    ``add`` embeds the exchange (the user's lines of it, :func:`users_words`)
+    as a query (``"search"``) to find the memories it may repeat, and a model
+    that queues its work (the offline e5) must not put that text ahead of a
+    reply's search.
 
     With :attr:`keywords_when_busy` set (by the package, when the client's
     store can search by keywords alone), a model that has a ``query_budget``
@@ -228,6 +257,8 @@ class AgentScopeEmbedding(EmbeddingBase):
     def embed(self, text: Any, memory_action: str | None = None) -> list[float]:
         """Embed one text (mem0 sometimes passes a list; the first vector wins)."""
         texts = [text] if isinstance(text, str) else [str(t) for t in text]
+        if memory_action == "search":
+            texts = [users_words(t) for t in texts]
         return self._embed(texts, memory_action)[0]
 
     def embed_batch(self, texts: list[str], memory_action: str = "add") -> list[list[float]]:

@@ -7,8 +7,8 @@ restarts mid-conversation) searches with the same text and would pay for the
 same embedding call. :func:`install_query_cache` wraps the mem0 client's
 embedder once: search embeddings are kept in an LRU with a time to live; other
 embeddings (memories being added or updated) pass through untouched, and so
-do the "search" embeddings mem0's ``add`` makes of a whole exchange on the
-write lane (passage-sized texts that are never searched again).
+do the "search" embeddings mem0's ``add`` makes of an exchange on the
+write lane (texts that are never searched again).
 
 The cache belongs to the embedder: middlewares on the same client share it.
 """

@@ -20,7 +20,7 @@ Three rules keep one process's memory responsive under load:
   whole text, a minute for a 60k-character paste).
 * The engine runs one call at a time per turn (:class:`EngineTurns`): a
   reply's short query never waits for a long text. What is background is the
-  caller's word, not the prefix: mem0's ``add`` embeds a whole exchange as a query.
+  caller's word, not the prefix: mem0's ``add`` embeds an exchange as a query.
 
 Whose turn the engine is. It spreads each call over every core, so many calls
 side by side would only slow each other down; but a call that must wait for
@@ -35,8 +35,8 @@ machine. So the engine has two turns, each taken by one call at a time:
   :attr:`Rank.LONG_QUERY`, a reply's query of more than
   :data:`SHORT_QUERY_TOKENS` tokens (a pasted page), then
   :attr:`Rank.BACKGROUND`, what no reply waits for: the texts mem0 stores
-  and the exchanges its ``add`` compares with stored memories (embedded as
-  queries, but sized like passages), in pieces of at most one full-length
+  and the user's words of the exchanges its ``add`` compares with stored
+  memories (embedded as queries), in pieces of at most one full-length
   text, so that a long query waits for at most one piece.
 
 A short query runs beside whatever the work turn holds (measured on the

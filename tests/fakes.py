@@ -29,6 +29,7 @@ from mem0 import AsyncMemory
 
 from agentscope_mem0 import (
     DEFAULT_MEMORY_SECTION_HEADER,
+    EmbedderBusyError,
     Outbox,
     SqliteWorkingStore,
     WorkingRecord,
@@ -565,3 +566,27 @@ def loop_turns() -> Iterator[list[int]]:
         yield turns
     finally:
         del loop._run_once  # type: ignore[attr-defined]
+
+
+class BusyEmbedding(HashEmbedding):
+    """An in-process embedder that refuses every query it may refuse."""
+
+    accepts_background = True
+    query_budget = 0.1
+
+    def __init__(self, dimensions: int = 64) -> None:
+        super().__init__(dimensions)
+        self.calls: list[tuple[str | None, bool, bool]] = []
+
+    def embed_blocking(
+        self,
+        texts: list[str],
+        memory_action: str | None,
+        *,
+        background: bool = False,
+        may_refuse: bool = False,
+    ) -> list[list[float]]:
+        self.calls.append((memory_action, background, may_refuse))
+        if may_refuse:
+            raise EmbedderBusyError("busy")
+        return [self.vector(t) for t in texts]

@@ -26,7 +26,7 @@ from _pgfixture import fresh_collection, postgres_dsn
 from agentscope_mem0 import DimensionMismatchError, Mem0Middleware
 from agentscope_mem0.backends import pgvector_config, prepare_pgvector
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from fakes import note_text, one_session
+from fakes import BusyEmbedding, note_text, one_session
 
 DIMS = 128
 WORKER = Path(__file__).with_name("_pg_worker.py")
@@ -412,3 +412,41 @@ def test_qdrant_server_config_with_and_without_a_key() -> None:
     for bad in ("", "localhost:6333", "qdrant", "ftp://q:21"):
         with pytest.raises(ConfigurationError, match="http"):
             qdrant_server_config(bad, dims=DIMS)
+
+
+async def test_a_refused_query_is_answered_by_any_of_its_words(
+    pg_config: dict[str, Any],
+) -> None:
+    # The embedder refuses the reply's query (busy): PostgreSQL's full-text search
+    # finds the user's memories by any word of the question, stemmed ("lives" for
+    # "live"), and only the user's.
+    embedder = BusyEmbedding(DIMS)
+    mw = Mem0Middleware(
+        user_id="alice",
+        chat_model=ScriptedChatModel("Noted."),
+        embedding_model=embedder,
+        mem0_config=pg_config,
+        mode="static_control",
+        parameters=Mem0Middleware.Parameters(search_timeout=30, judge=False),
+    )
+    async with mw:
+        for user, text in (
+            ("alice", "User lives in Hangzhou."),
+            ("alice", "User's cat is called Mochi."),
+            ("bob", "User lives in Lisbon."),
+        ):
+            await mw.client.add(
+                [{"role": "user", "content": text}], user_id=user, agent_id="a", infer=False
+            )
+        model = ScriptedChatModel("Sure.")
+        agent = Agent(name="a", system_prompt="x", model=model, middlewares=[mw])
+        await agent.reply(UserMsg("user", "Where do I live now?"))
+        note = note_text(model.calls[0])
+        assert "Hangzhou" in note and "Lisbon" not in note and "Mochi" not in note, note
+        assert mw.stats()["searches_by_keywords_alone"] == 1
+        # A question sharing no word with any memory finds nothing, as it should.
+        model = ScriptedChatModel("Sure.")
+        agent = Agent(name="a", system_prompt="x", model=model, middlewares=[mw])
+        await agent.reply(UserMsg("user", "Anything about the weather?"))
+        assert "Hangzhou" not in note_text(model.calls[0])
+        assert mw.stats()["searches_by_keywords_alone"] == 2

@@ -23,32 +23,8 @@ from agentscope_mem0._mem0.call_context import no_reply_waits
 from agentscope_mem0._vectors.keywords_only import allow_keywords_only
 from agentscope_mem0.local import OfflineE5Embedding
 from agentscope_mem0.local._embedder import EngineTurns, Rank
-from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
-from fakes import note_text
-
-
-class BusyEmbedding(HashEmbedding):
-    """An in-process embedder that refuses every query it may refuse."""
-
-    accepts_background = True
-    query_budget = 0.1
-
-    def __init__(self) -> None:
-        super().__init__(64)
-        self.calls: list[tuple[str | None, bool, bool]] = []
-
-    def embed_blocking(
-        self,
-        texts: list[str],
-        memory_action: str | None,
-        *,
-        background: bool = False,
-        may_refuse: bool = False,
-    ) -> list[list[float]]:
-        self.calls.append((memory_action, background, may_refuse))
-        if may_refuse:
-            raise EmbedderBusyError("busy")
-        return [self.vector(t) for t in texts]
+from agentscope_mem0.testing import ScriptedChatModel
+from fakes import BusyEmbedding, note_text
 
 
 def busy_middleware(folder: Path, embedder: BusyEmbedding) -> Mem0Middleware:

@@ -713,10 +713,13 @@ def test_a_users_page_as_of_a_date_lists_what_was_current_then(store: Any) -> No
     crete = then.text.split('id="then-0b6c3a52-1d2e-4f00-9a6b-000000000023"')[1]
     assert 'data-label="happened">2025-07<' in crete.split("</tr>")[0]
     assert 'type="date" name="as_of" value="2026-03-01"' in then.text  # the box keeps it
+    assert "Current as of the end of 2026-03-01" in then.text
+    assert 'class="memory superseded"' not in then.text  # then, Berlin was current
 
     # A full ISO time: an hour before the move, Berlin still held.
     hour = client.get("/", params={"user": "alice", "as_of": "2026-06-01T08:00:00+00:00"})
     assert "Alice lives in Berlin." in _listed(hour.text, "memories-then")
+    assert "Current as of 2026-06-01 08:00Z" in hour.text
 
     now = client.get("/", params={"user": "alice", "as_of": datetime.now(UTC).date().isoformat()})
     listed_now = _listed(now.text, "memories-then")
@@ -784,6 +787,10 @@ def test_empty_or_oversized_profile_text_is_refused_with_a_message(store: Any) -
     for text, said in ((" \n ", "is empty"), ("x" * (PROFILE_MAX_CHARS + 1), "at most")):
         refused = client.post("/profile-save", data={"user": "alice", "text": text, "csrf": secret})
         assert refused.status_code == 400 and said in refused.text
+        # The command line refuses the same text, saying the same.
+        folder = str(store.settings.folder)
+        by_cli = CliRunner().invoke(cli, ["profile", "alice", "--folder", folder, "--edit", text])
+        assert by_cli.exit_code == 2 and said in by_cli.output, by_cli.output
     assert _profile_of(store, "alice") == "- Kept"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -410,16 +410,17 @@ class DatedMemory:
 
 def as_of_listing(
     memories: Sequence[DatedMemory],
-    moment: datetime,
+    when: str,
     links: dict[str, list[tuple[str, str]]],
     user: str,
     csrf: str,
     names: Mapping[str, str] | None = None,
 ) -> str:
-    """The memories that were current at ``moment``, superseded ones included
-    where they still held then, each with when it was said, happened and held."""
+    """The memories that were current at a moment (``when`` says it), superseded
+    ones included where they still held then, each with when it was said,
+    happened and held."""
     heading = (
-        f'<h2 id="as-of">Current as of {e(short_date(moment.isoformat()))}, newest first</h2>'
+        f'<h2 id="as-of">Current as of {e(when)}, newest first</h2>'
         "<p>Memories said (or true, by their event date) by then and not yet superseded; "
         "a memory superseded later is listed with the date it stopped holding.</p>"
     )
@@ -435,15 +436,18 @@ def as_of_listing(
             if event == "SUPERSEDED_BY"
         ]
         until = e(m.valid_until) if m.valid_until else "still current"
+        # Not struck through: then, it was current.
         rows.append(
-            f'<tr id="then-{e(r.id)}" class="memory{" superseded" if r.hidden else ""}">'
+            f'<tr id="then-{e(r.id)}" class="memory">'
             f'<td class="text">{e(r.text)}<div>{"".join(later)}</div></td>'
             f'<td class="when" data-label="said">{e(short_date(m.said))}</td>'
             f'<td class="when" data-label="happened">{e(m.happened)}</td>'
             f'<td class="when" data-label="valid until">{until}</td>'
-            + _memory_cells(r, "created", _dates(r.created_at, r.updated_at), user, csrf, names)
+            f'<td data-label="agent">{agent_label(r.agent_id, names)}</td>'
+            f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
+            f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
         )
-    heads = ["Memory", "Said", "Happened", "Valid until", "Agent", "Created", "Id", ""]
+    heads = ["Memory", "Said", "Happened", "Valid until", "Agent", "Id", ""]
     return heading + _table("memories-then", heads, rows)
 
 

@@ -38,6 +38,7 @@ from ..._memories.validity import check_as_of, current_as_of, said_of
 from ..._scope import Scope, check_agent_id, check_user_id
 from ..._text.dates import parse_time
 from .._common import where
+from .._output import short_date
 from .._profile import change_profile, edit_problem
 from .._queued_writes import outbox_path, read_rows, requeue_failed
 from .._records import timeline_links
@@ -319,7 +320,13 @@ class _Pages:
             )
         else:
             shown_then = then[(page - 1) * _PAGE : page * _PAGE]
-            listing = pages.as_of_listing(shown_then, moment, links, user, self.csrf, names)
+            # A day alone means the end of that day (check_as_of): say the day.
+            when = (
+                f"the end of {as_of}"
+                if as_of and len(as_of) == 10
+                else short_date(moment.isoformat())
+            )
+            listing = pages.as_of_listing(shown_then, when, links, user, self.csrf, names)
         body = (
             pages.user_tools(user, agent, agents, show_all, names, as_of)
             + pages.profile_section(profile, user, self.csrf)

@@ -297,6 +297,7 @@ def test_the_layout_uses_the_window_and_fits_a_phone(
         pages = {
             "home": "/",
             "user": "/?user=alice&all=1",
+            "as-of": "/?user=alice&as_of=2026-05-31",  # the old home, superseded later
             "search": "/search?user=alice&q=where+does+alice+live",
             "timeline": f"/memory?id={old}",
         }

@@ -3,12 +3,12 @@ on the store the commands use (:class:`~.._mem0_store.MemoryStore`).
 
 GET pages only read; a user's page with ``as_of`` lists what was current
 then, by the rule every ``as_of`` read uses. Every change is a POST whose
-form passes the guard's CSRF check; forgetting asks first (a confirmation page
-posts again with ``confirm=yes``) and then redirects back (post/redirect/get);
-editing or clearing the profile stores what ``agentscope-mem0 profile --edit``
-or ``--clear`` does. Every page sits
-at the app's root and links relatively, so the app works mounted under a
-path of another app (see :mod:`._serve`).
+form passes the guard's CSRF check; forgetting asks first (a confirmation
+page posts again with ``confirm=yes``), and every change then redirects back
+(post/redirect/get); saving or clearing the profile does what
+``agentscope-mem0 profile --edit`` or ``--clear`` does, through the same
+function. Every page sits at the app's root and links relatively, so the app
+works mounted under a path of another app (see :mod:`._serve`).
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def _memory_id(value: str | None) -> str:
 
 def _as_of(value: str | None) -> datetime | None:
     """The ``as_of`` of a query, as the CLI's ``search --as-of`` reads it; ``None`` without one."""
-    if not value or not value.strip():
+    if value is None:
         return None
     try:
         return check_as_of(value)
@@ -289,16 +289,12 @@ class _Pages:
     async def user(self, request: Request) -> Response:
         user = _user(request.query_params.get("user"))
         agent = _agent(request.query_params.get("agent"))
-        as_of_text = request.query_params.get("as_of")
-        moment = _as_of(as_of_text)
+        as_of = (request.query_params.get("as_of") or "").strip() or None
+        moment = _as_of(as_of)
         show_all = bool(request.query_params.get("all")) and moment is None
         records = await self.store.records(Scope(user, agent))
         records.sort(key=lambda r: (r.date or "", r.id), reverse=True)
         current = [r for r in records if not r.hidden]
-        listed = records if show_all else current
-        then = [] if moment is None else _current_then(records, moment)
-        page, pages_total = _page_of(request, len(listed if moment is None else then), _PAGE)
-        shown = listed[(page - 1) * _PAGE : page * _PAGE]
         stats = [
             ("memories", len(records)),
             ("current", len(current)),
@@ -313,20 +309,22 @@ class _Pages:
         except Exception as exc:  # the page shows the memories all the same
             logger.warning("profile of user %s not read: %r", user, exc)
             profile = None
-        as_of = as_of_text.strip() if moment is not None and as_of_text else None
         if moment is None:
+            listed = records if show_all else current
+            page, pages_total = _page_of(request, len(listed), _PAGE)
+            shown = listed[(page - 1) * _PAGE : page * _PAGE]
             listing = "<h2>Memories, newest first</h2>" + pages.memories_table(
                 shown, links, user, self.csrf, pages.event_dates(records), names
             )
         else:
-            shown_then = then[(page - 1) * _PAGE : page * _PAGE]
+            then = _current_then(records, moment)
+            page, pages_total = _page_of(request, len(then), _PAGE)
             # A day alone means the end of that day (check_as_of): say the day.
-            when = (
-                f"the end of {as_of}"
-                if as_of and len(as_of) == 10
-                else short_date(moment.isoformat())
+            day = len(as_of or "") == 10
+            when = f"the end of {as_of}" if day else short_date(moment.isoformat())
+            listing = pages.as_of_listing(
+                then[(page - 1) * _PAGE : page * _PAGE], when, links, user, self.csrf, names
             )
-            listing = pages.as_of_listing(shown_then, when, links, user, self.csrf, names)
         body = (
             pages.user_tools(user, agent, agents, show_all, names, as_of)
             + pages.profile_section(profile, user, self.csrf)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -648,3 +649,164 @@ def test_the_app_works_mounted_under_a_path(store: Any) -> None:
     done = client.post("/memory-inspector/forget", data=form)
     assert done.status_code == 303 and done.headers["location"].startswith("./?user=alice")
     assert "green tea" not in client.get("/memory-inspector/?user=alice").text
+
+
+# -- as of a date ------------------------------------------------------------------
+
+
+def _moved(store: Any) -> None:
+    """Alice lived in Berlin from January to June 2026, in Hangzhou since; she
+    told in June of a trip to Crete in 2025."""
+    old = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000021",
+        text="Alice lives in Berlin.",
+        user_id="alice",
+        created_at="2026-01-05T10:00:00+00:00",
+        metadata={
+            "superseded_by": "0b6c3a52-1d2e-4f00-9a6b-000000000022",
+            "valid_until": "2026-06-01T09:00:00+00:00",
+        },
+    )
+    new = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000022",
+        text="Alice lives in Hangzhou.",
+        user_id="alice",
+        created_at="2026-06-01T09:00:00+00:00",
+        metadata={"supersedes": "0b6c3a52-1d2e-4f00-9a6b-000000000021"},
+    )
+    trip = MemoryRecord(
+        id="0b6c3a52-1d2e-4f00-9a6b-000000000023",
+        text="Alice spent a holiday in Crete.",
+        user_id="alice",
+        created_at="2026-06-02T09:00:00+00:00",
+        metadata={"event_date": "2025-07"},
+    )
+    asyncio.run(store.insert([old, new, trip]))
+
+
+def _listed(page: str, table: str) -> list[str]:
+    body = page.split(f'<table id="{table}"')[1].split("</table>")[0]
+    return re.findall(r'<td class="text">([^<]*)', body)
+
+
+def test_a_users_page_as_of_a_date_lists_what_was_current_then(store: Any) -> None:
+    _moved(store)
+    client = client_for(store)
+
+    today = client.get("/?user=alice")
+    assert today.status_code == 200
+    assert 'id="as-of-form"' in today.text and 'name="as_of"' in today.text
+    assert 'id="memories-then"' not in today.text  # without as_of: today's listing
+    assert "Alice lives in Berlin." not in _listed(today.text, "memories")
+
+    then = client.get("/?user=alice&as_of=2026-03-01")
+    assert then.status_code == 200
+    assert _listed(then.text, "memories-then") == [  # newest first, as today's listing
+        "Alice spent a holiday in Crete.",  # happened in 2025, told later: true then
+        "Alice lives in Berlin.",
+    ]
+    berlin = then.text.split('id="then-0b6c3a52-1d2e-4f00-9a6b-000000000021"')[1]
+    berlin = berlin.split("</tr>")[0]
+    assert 'data-label="said">2026-01-05 10:00Z<' in berlin
+    assert 'data-label="valid until">2026-06-01<' in berlin
+    assert "superseded by" in berlin and "000000000022" in berlin
+    crete = then.text.split('id="then-0b6c3a52-1d2e-4f00-9a6b-000000000023"')[1]
+    assert 'data-label="happened">2025-07<' in crete.split("</tr>")[0]
+    assert 'type="date" name="as_of" value="2026-03-01"' in then.text  # the box keeps it
+    assert "Current as of the end of 2026-03-01" in then.text
+    assert 'class="memory superseded"' not in then.text  # then, Berlin was current
+
+    # A full ISO time: an hour before the move, Berlin still held.
+    hour = client.get("/", params={"user": "alice", "as_of": "2026-06-01T08:00:00+00:00"})
+    assert "Alice lives in Berlin." in _listed(hour.text, "memories-then")
+    assert "Current as of 2026-06-01 08:00Z" in hour.text
+
+    now = client.get("/", params={"user": "alice", "as_of": datetime.now(UTC).date().isoformat()})
+    listed_now = _listed(now.text, "memories-then")
+    assert "Alice lives in Hangzhou." in listed_now and "Alice lives in Berlin." not in listed_now
+    assert 'data-label="valid until">still current<' in now.text
+
+    before = client.get("/?user=alice&as_of=2024-01-01")
+    assert 'id="none-then"' in before.text
+
+
+def test_a_bad_as_of_date_is_refused_with_a_message(store: Any) -> None:
+    _moved(store)
+    client = client_for(store)
+    for bad in ("yesterday", "2026-13-45", "2026-02-30T25:00"):
+        refused = client.get("/", params={"user": "alice", "as_of": bad})
+        assert refused.status_code == 400, bad
+        assert "as_of must be a datetime, a date or ISO 8601 text" in refused.text
+        assert "Traceback" not in refused.text
+
+
+# -- editing the profile -----------------------------------------------------------
+
+
+def _profile_of(store: Any, user: str) -> str | None:
+    """The profile as `agentscope-mem0 profile USER` reads it."""
+    from agentscope_mem0.cli._profile import change_profile
+
+    record = change_profile(store.settings, user)
+    return None if record is None else record.content
+
+
+def test_the_profile_is_edited_and_cleared_from_the_users_page(store: Any) -> None:
+    add(store, "alice", "Alice drinks green tea.")
+    client = client_for(store)
+    page = client.get("/?user=alice").text
+    assert 'id="no-profile"' in page and 'id="profile-form"' in page
+    assert 'id="profile-clear"' not in page  # nothing to clear yet
+    secret = csrf_of(page)
+
+    text = "- Prefers to be called Ali\n- Drinks green tea <daily>"
+    form = {"user": "alice", "text": text, "csrf": secret}
+    saved = client.post("/profile-save", data=form, headers={"Origin": BASE})
+    assert saved.status_code == 303 and saved.headers["location"].startswith("./?user=alice")
+    assert _profile_of(store, "alice") == text
+    shown = client.get(saved.headers["location"].lstrip(".")).text
+    assert "Saved the profile of alice" in shown
+    escaped = "- Prefers to be called Ali\n- Drinks green tea &lt;daily&gt;"
+    assert f'id="profile">{escaped}</pre>' in shown
+    assert f">{escaped}</textarea>" in shown
+    assert 'id="profile-clear"' in shown
+
+    cleared = client.post("/profile-clear", data={"user": "alice", "csrf": secret})
+    assert cleared.status_code == 303
+    assert _profile_of(store, "alice") is None
+    again = client.get(cleared.headers["location"].lstrip(".")).text
+    assert "Cleared the profile of alice" in again and 'id="no-profile"' in again
+
+
+def test_empty_or_oversized_profile_text_is_refused_with_a_message(store: Any) -> None:
+    from agentscope_mem0.cli._profile import PROFILE_MAX_CHARS
+
+    client = client_for(store)
+    secret = csrf_of(client.get("/?user=alice").text)
+    client.post("/profile-save", data={"user": "alice", "text": "- Kept", "csrf": secret})
+    for text, said in ((" \n ", "is empty"), ("x" * (PROFILE_MAX_CHARS + 1), "at most")):
+        refused = client.post("/profile-save", data={"user": "alice", "text": text, "csrf": secret})
+        assert refused.status_code == 400 and said in refused.text
+        # The command line refuses the same text, saying the same.
+        folder = str(store.settings.folder)
+        by_cli = CliRunner().invoke(cli, ["profile", "alice", "--folder", folder, "--edit", text])
+        assert by_cli.exit_code == 2 and said in by_cli.output, by_cli.output
+    assert _profile_of(store, "alice") == "- Kept"
+
+
+def test_profile_posts_without_the_secret_are_refused(store: Any) -> None:
+    client = client_for(store)
+    secret = csrf_of(client.get("/?user=alice").text)
+    client.post("/profile-save", data={"user": "alice", "text": "- Kept", "csrf": secret})
+    form = {"user": "alice", "text": "- Replaced"}
+    assert client.post("/profile-save", data=form).status_code == 403
+    assert client.post("/profile-save", data={**form, "csrf": "guess"}).status_code == 403
+    foreign = client.post(
+        "/profile-save", data={**form, "csrf": secret}, headers={"Origin": "https://evil.example"}
+    )
+    assert foreign.status_code == 403
+    no_cookie = TestClient(client.app, base_url=BASE, follow_redirects=False, client=PEER)
+    assert no_cookie.post("/profile-save", data={**form, "csrf": secret}).status_code == 403
+    assert client.post("/profile-clear", data={"user": "alice"}).status_code == 403
+    assert client.get("/profile-save?user=alice&text=x").status_code == 405
+    assert _profile_of(store, "alice") == "- Kept"

@@ -189,6 +189,26 @@ def test_forget_all_of_a_user(page: Any, served: Served) -> None:
     assert _texts(page, "#users a.user") == ["alice"]
 
 
+def test_the_profile_is_edited_through_the_form(page: Any, served: Served) -> None:
+    from agentscope_mem0.cli._profile import change_profile
+
+    page.goto(served.url + "/?user=alice")
+    assert page.locator("#no-profile").count() == 1
+    page.click("#profile-edit summary")
+    page.fill("#profile-text", "- Prefers to be called Ali\n- Drinks green tea <daily>")
+    page.click("#profile-save")
+    page.wait_for_selector(".flash")
+    assert "Saved the profile of alice" in page.inner_text(".flash")
+    assert page.inner_text("#profile") == "- Prefers to be called Ali\n- Drinks green tea <daily>"
+    record = change_profile(served.store.settings, "alice")  # what the CLI reads
+    assert record is not None and record.content.endswith("green tea <daily>")
+
+    page.click("#profile-clear")
+    page.wait_for_selector(".flash")
+    assert "Cleared the profile of alice" in page.inner_text(".flash")
+    assert page.locator("#profile").count() == 0 and page.locator("#no-profile").count() == 1
+
+
 def test_a_memory_holding_script_stays_text(page: Any, served: Served) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -277,6 +297,7 @@ def test_the_layout_uses_the_window_and_fits_a_phone(
         pages = {
             "home": "/",
             "user": "/?user=alice&all=1",
+            "as-of": "/?user=alice&as_of=2026-05-31",  # the old home, superseded later
             "search": "/search?user=alice&q=where+does+alice+live",
             "timeline": f"/memory?id={old}",
         }

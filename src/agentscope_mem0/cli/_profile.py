@@ -25,7 +25,11 @@ if TYPE_CHECKING:
     from ._config import Settings
     from ._output import Output
 
-__all__ = ["profile"]
+__all__ = ["PROFILE_MAX_CHARS", "change_profile", "edit_problem", "profile"]
+
+PROFILE_MAX_CHARS = 20_000
+"""The longest profile a person may store, in characters: as much as working
+memory (the store's other record shown in every note) holds by default."""
 
 
 def _user(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -34,6 +38,45 @@ def _user(ctx: click.Context, param: click.Parameter, value: str) -> str:
     except Exception as exc:
         raise click.BadParameter(str(exc)) from exc
     return value
+
+
+def edit_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as a profile by hand, or ``None`` when it can."""
+    if not text.strip():
+        return "the profile's text is empty; to empty the profile, clear it"
+    if len(text) > PROFILE_MAX_CHARS:
+        return (
+            f"the profile's text is {len(text):,} characters and a profile holds at most "
+            f"{PROFILE_MAX_CHARS:,}: it is shown in every reply, so keep one short fact a line"
+        )
+    return None
+
+
+def change_profile(
+    settings: Settings, user: str, *, text: str | None = None, clear: bool = False
+) -> WorkingRecord | None:
+    """Read a user's profile record, replace it with ``text``, or empty it:
+    directly in the working-memory store, without mem0 or a model.
+
+    Args:
+        settings: Where the store is.
+        user: Whose profile.
+        text: The new profile, one fact a line (check it with :func:`edit_problem`).
+        clear: Empty the profile instead.
+
+    Returns:
+        The record as it is now; ``None`` when there is none (or it was cleared
+        and held nothing).
+    """
+    profiles = open_working_store(settings)
+    try:
+        if text is not None:
+            return save_profile(profiles, user, text)
+        if clear:
+            return clear_profile(profiles, user)
+        return load_profile(profiles, user)
+    finally:
+        profiles.close()
 
 
 def _as_json(user: str, record: WorkingRecord | None, **extra: Any) -> dict[str, Any]:
@@ -66,25 +109,16 @@ def profile(
     """Show a user's profile, or --edit, --refresh or --clear it."""
     if sum([text is not None, refresh, clear]) > 1:
         raise UsageError("give at most one of --edit, --refresh and --clear")
-    if text is not None and not text.strip():
-        raise UsageError("--edit needs the profile's text; use --clear to empty it")
+    problem = None if text is None else edit_problem(text)
+    if problem is not None:
+        raise UsageError(f"--edit: {problem}")
     dropped: list[str] = []
     if refresh:
         chat = _chat_model(settings)
         with session(settings, chat=chat) as (store, run):
             record, dropped = run(_refresh(store, user, chat))
     else:
-        # No mem0 and no model: the record is read and written directly.
-        profiles = open_working_store(settings)
-        try:
-            if text is not None:
-                record = save_profile(profiles, user, text)
-            elif clear:
-                record = clear_profile(profiles, user)
-            else:
-                record = load_profile(profiles, user)
-        finally:
-            profiles.close()
+        record = change_profile(settings, user, text=text, clear=clear)
     if out.as_json:
         out.json(_as_json(user, record, lines_dropped=dropped))
         return

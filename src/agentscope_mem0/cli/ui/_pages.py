@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from ..._memories.lifecycle import DUPLICATE_OF, DUPLICATES, EVENT_DATE, VALID_UNTIL, ids_of
 from .._output import short_date
+from .._profile import PROFILE_MAX_CHARS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from .._queued_writes import PostgresPlace, WriteRow
     from .._records import MemoryRecord
 
-__all__ = ["CSS", "UserSummary", "e", "href", "page"]
+__all__ = ["CSS", "DatedMemory", "UserSummary", "e", "href", "page"]
 
 CSS = """
 *{box-sizing:border-box}
@@ -57,6 +58,7 @@ input[type=text],input[type=search]{font:inherit;padding:.2em .4em;min-width:0;w
   max-width:100%}
 input[type=number]{width:4em}
 svg{background:#fff;border:1px solid #e3e6ea;width:100%;max-width:40em;height:auto}
+textarea{font:13px ui-monospace,monospace;width:100%;max-width:50em;padding:.4em}
 pre.working{background:#fff;border:1px solid #e3e6ea;padding:.8em;white-space:pre-wrap;
   overflow-wrap:anywhere}
 nav.pager{margin:.4em 0 1em}
@@ -232,19 +234,38 @@ def search_form(user: str, query: str = "", agent: str | None = None, top_k: int
     )
 
 
+def as_of_form(user: str, agent: str | None = None, as_of: str | None = None) -> str:
+    """The date box of a user page: what was current then (``as_of``), or now."""
+    day = as_of if as_of is not None and len(as_of) == 10 else ""
+    now = f' <a id="as-of-now" href="{href("./", user=user, agent=agent)}">now</a>' if as_of else ""
+    return (
+        '<form method="get" action="./" id="as-of-form" class="bar">'
+        f'<input type="hidden" name="user" value="{e(user)}">'
+        + (f'<input type="hidden" name="agent" value="{e(agent)}">' if agent else "")
+        + f'<label>Current as of <input type="date" name="as_of" value="{e(day)}" '
+        'aria-label="as of date" required></label> <button type="submit">Show</button>'
+        f"{now}</form>"
+    )
+
+
 def user_tools(
     user: str,
     agent: str | None,
     agents: Sequence[str],
     show_all: bool,
     names: Mapping[str, str] | None = None,
+    as_of: str | None = None,
 ) -> str:
-    """A user page's search box, agent filter, superseded toggle and working-memory link."""
+    """A user page's search box, as-of date box, agent filter, superseded toggle
+    and working-memory link."""
     choices = [("every agent", None), *((agent_label(name, names), name) for name in agents)]
     filters = " ".join(
         f"<b>{label}</b>"
         if value == agent
-        else f'<a href="{href("./", user=user, agent=value, all=show_all or None)}">{label}</a>'
+        else (
+            f'<a href="{href("./", user=user, agent=value, all=show_all or None, as_of=as_of)}">'
+            f"{label}</a>"
+        )
         for label, value in choices
     )
     toggle = (
@@ -257,6 +278,7 @@ def user_tools(
     working = f'<a id="working-link" href="{href("working", user=user)}">working memory</a>'
     return (
         search_form(user, agent=agent)
+        + as_of_form(user, agent, as_of)
         + f'<div class="bar" id="agents">Agents: {filters}</div>'
         + f'<div class="bar">{toggle} · {working}</div>'
     )
@@ -373,6 +395,62 @@ def memories_table(
     return _table("memories", ["Memory", "Agent", "Created", "Id", ""], rows)
 
 
+@dataclass(frozen=True)
+class DatedMemory:
+    """A memory as an as-of listing shows it, with the dates that decide it."""
+
+    record: MemoryRecord
+    said: str | None
+    """When it was said (ISO 8601)."""
+    happened: str | None
+    """Its event date (``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``), if it has one."""
+    valid_until: str | None
+    """Since when it no longer holds, when a newer memory superseded it."""
+
+
+def as_of_listing(
+    memories: Sequence[DatedMemory],
+    when: str,
+    links: dict[str, list[tuple[str, str]]],
+    user: str,
+    csrf: str,
+    names: Mapping[str, str] | None = None,
+) -> str:
+    """The memories that were current at a moment (``when`` says it), superseded
+    ones included where they still held then, each with when it was said,
+    happened and held."""
+    heading = (
+        f'<h2 id="as-of">Current as of {e(when)}, newest first</h2>'
+        "<p>Memories said (or true, by their event date) by then and not yet superseded; "
+        "a memory superseded later is listed with the date it stopped holding.</p>"
+    )
+    if not memories:
+        return heading + '<p id="none-then">No memory was current then.</p>'
+    rows = []
+    for m in memories:
+        r = m.record
+        later = [
+            f'<span class="tag old">superseded by <a href="{href("memory", id=other)}" '
+            f'title="{e(other)}">{e(other[:8])}</a></span>'
+            for event, other in links.get(r.id, [])
+            if event == "SUPERSEDED_BY"
+        ]
+        until = e(m.valid_until) if m.valid_until else "still current"
+        # Not struck through: then, it was current.
+        rows.append(
+            f'<tr id="then-{e(r.id)}" class="memory">'
+            f'<td class="text">{e(r.text)}<div>{"".join(later)}</div></td>'
+            f'<td class="when" data-label="said">{e(short_date(m.said))}</td>'
+            f'<td class="when" data-label="happened">{e(m.happened)}</td>'
+            f'<td class="when" data-label="valid until">{until}</td>'
+            f'<td data-label="agent">{agent_label(r.agent_id, names)}</td>'
+            f'<td data-label="id"><a href="{href("memory", id=r.id)}">{short_id(r.id)}</a></td>'
+            f"<td>{_forget_button(r.id, user, csrf)}</td></tr>"
+        )
+    heads = ["Memory", "Said", "Happened", "Valid until", "Agent", "Id", ""]
+    return heading + _table("memories-then", heads, rows)
+
+
 def forget_user_form(user: str, count: int, csrf: str) -> str:
     """The button that asks to forget all of a user's memories."""
     return (
@@ -441,16 +519,38 @@ def memory_page(
     return head + "<h2>Timeline</h2>" + (table if entries else "<p>mem0 kept no history of it.</p>")
 
 
-def profile_section(record: Any, user: str) -> str:
-    """A user's profile on their page, read-only (edited with the command line)."""
+def profile_section(record: Any, user: str, csrf: str) -> str:
+    """A user's profile on their page, with the form that edits it and the
+    button that clears it (what ``agentscope-mem0 profile --edit`` / ``--clear`` do)."""
     if record is None:
-        return ""
-    return (
-        '<h2>Profile</h2><p class="bar">as of '
-        f"{e(short_date(record.updated_at))} · version {e(record.version)} · edit with "
-        f"<code>agentscope-mem0 profile {e(user)} --edit ...</code></p>"
-        f'<pre class="working" id="profile">{e(record.content)}</pre>'
+        shown = (
+            '<p id="no-profile">No profile yet: it is distilled after new memories when the '
+            "middleware runs with <code>Parameters(profile=True)</code>, or written here.</p>"
+        )
+        content, clear = "", ""
+    else:
+        shown = (
+            f'<p class="bar">as of {e(short_date(record.updated_at))} · version '
+            f'{e(record.version)}</p><pre class="working" id="profile">{e(record.content)}</pre>'
+        )
+        content = record.content
+        clear = (
+            '<form method="post" action="profile-clear" class="inline">'
+            f'{_csrf(csrf)}<input type="hidden" name="user" value="{e(user)}">'
+            '<button type="submit" class="danger" id="profile-clear">Clear the profile</button>'
+            "</form>"
+        )
+    edit = (
+        '<details id="profile-edit"><summary>Edit the profile</summary>'
+        '<form method="post" action="profile-save" id="profile-form">'
+        f'{_csrf(csrf)}<input type="hidden" name="user" value="{e(user)}">'
+        f'<textarea name="text" id="profile-text" rows="6" maxlength="{PROFILE_MAX_CHARS}" '
+        f'required aria-label="profile, one fact a line">{e(content)}</textarea>'
+        '<div class="bar"><button type="submit" id="profile-save">Save the profile</button> '
+        "<small>One fact a line; it stays until the next refresh distils it again.</small>"
+        "</div></form></details>"
     )
+    return f"<h2>Profile</h2>{shown}{edit}{clear}"
 
 
 def working_page(

@@ -149,9 +149,10 @@ def ui(*, settings: Settings, out: Output, host: str, port: int | None, token: s
     """Browse, search and correct memories in a local web page.
 
     Lists users, a user's memories newest first (what supersedes what, by
-    agent, paged), each memory's timeline, working memory, search with the
-    middleware's own scores, forgetting (with confirmation), the write outbox
-    with retry and counters. Serves 127.0.0.1 by default; another --host
+    agent, paged, or as they were on a date), each memory's timeline, working
+    memory, the user's profile (edit, clear), search with the middleware's
+    own scores, forgetting (with confirmation), the write outbox with retry
+    and counters. Serves 127.0.0.1 by default; another --host
     needs --token. On the embedded store it holds the data folder while it
     runs, like any application using it; on a folder a service holds, it
     says where that service serves its own inspector.

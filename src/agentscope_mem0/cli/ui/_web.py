@@ -1,15 +1,19 @@
 """The inspector's routes (Starlette), behind the :class:`~._security.Guard`,
 on the store the commands use (:class:`~.._mem0_store.MemoryStore`).
 
-GET pages only read. Every change is a POST whose form passes the guard's
-CSRF check; forgetting asks first (a confirmation page posts again with
-``confirm=yes``) and then redirects back (post/redirect/get). Every page sits
-at the app's root and links relatively, so the app works mounted under a
-path of another app (see :mod:`._serve`).
+GET pages only read; a user's page with ``as_of`` lists what was current
+then, by the rule every ``as_of`` read uses. Every change is a POST whose
+form passes the guard's CSRF check; forgetting asks first (a confirmation
+page posts again with ``confirm=yes``), and every change then redirects back
+(post/redirect/get); saving or clearing the profile does what
+``agentscope-mem0 profile --edit`` or ``--clear`` does, through the same
+function. Every page sits at the app's root and links relatively, so the app
+works mounted under a path of another app (see :mod:`._serve`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import logging
 import secrets
@@ -27,9 +31,15 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..._exceptions import BackendError, ConfigurationError, PermanentBackendError
+from ..._mem0.errors import mapped_errors
+from ..._memories.hit import MemoryHit
+from ..._memories.lifecycle import event_date_of, valid_until_of
+from ..._memories.validity import check_as_of, current_as_of, said_of
 from ..._scope import Scope, check_agent_id, check_user_id
 from ..._text.dates import parse_time
 from .._common import where
+from .._output import short_date
+from .._profile import change_profile, edit_problem
 from .._queued_writes import outbox_path, read_rows, requeue_failed
 from .._records import timeline_links
 from . import _pages as pages
@@ -82,6 +92,43 @@ def _memory_id(value: str | None) -> str:
         return str(uuid.UUID(value or ""))
     except ValueError as exc:
         raise _Refused(400, f"{value!r} is not a memory id (a UUID)") from exc
+
+
+def _as_of(value: str | None) -> datetime | None:
+    """The ``as_of`` of a query, as the CLI's ``search --as-of`` reads it; ``None`` without one."""
+    if value is None:
+        return None
+    try:
+        return check_as_of(value)
+    except ConfigurationError as exc:
+        raise _Refused(400, str(exc)) from exc
+
+
+def _current_then(records: list[MemoryRecord], moment: datetime) -> list[pages.DatedMemory]:
+    """The memories of ``records`` that were current at ``moment``, by the rule
+    every ``as_of`` read uses (:func:`~agentscope_mem0._memories.validity.current_as_of`),
+    with their dates."""
+    found = []
+    for record in records:
+        hit = MemoryHit(
+            id=record.id,
+            memory=record.text,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            metadata=record.metadata,
+            agent_id=record.agent_id,
+        )
+        if current_as_of(hit, moment):
+            said = said_of(hit)
+            found.append(
+                pages.DatedMemory(
+                    record,
+                    said=said.isoformat() if said else None,
+                    happened=event_date_of(hit),
+                    valid_until=valid_until_of(hit),
+                )
+            )
+    return found
 
 
 def per_day(
@@ -242,13 +289,12 @@ class _Pages:
     async def user(self, request: Request) -> Response:
         user = _user(request.query_params.get("user"))
         agent = _agent(request.query_params.get("agent"))
-        show_all = bool(request.query_params.get("all"))
+        as_of = (request.query_params.get("as_of") or "").strip() or None
+        moment = _as_of(as_of)
+        show_all = bool(request.query_params.get("all")) and moment is None
         records = await self.store.records(Scope(user, agent))
         records.sort(key=lambda r: (r.date or "", r.id), reverse=True)
         current = [r for r in records if not r.hidden]
-        listed = records if show_all else current
-        page, pages_total = _page_of(request, len(listed), _PAGE)
-        shown = listed[(page - 1) * _PAGE : page * _PAGE]
         stats = [
             ("memories", len(records)),
             ("current", len(current)),
@@ -263,14 +309,31 @@ class _Pages:
         except Exception as exc:  # the page shows the memories all the same
             logger.warning("profile of user %s not read: %r", user, exc)
             profile = None
+        if moment is None:
+            listed = records if show_all else current
+            page, pages_total = _page_of(request, len(listed), _PAGE)
+            shown = listed[(page - 1) * _PAGE : page * _PAGE]
+            listing = "<h2>Memories, newest first</h2>" + pages.memories_table(
+                shown, links, user, self.csrf, pages.event_dates(records), names
+            )
+        else:
+            then = _current_then(records, moment)
+            page, pages_total = _page_of(request, len(then), _PAGE)
+            # A day alone means the end of that day (check_as_of): say the day.
+            day = len(as_of or "") == 10
+            when = f"the end of {as_of}" if day else short_date(moment.isoformat())
+            listing = pages.as_of_listing(
+                then[(page - 1) * _PAGE : page * _PAGE], when, links, user, self.csrf, names
+            )
         body = (
-            pages.user_tools(user, agent, agents, show_all, names)
-            + pages.profile_section(profile, user)
+            pages.user_tools(user, agent, agents, show_all, names, as_of)
+            + pages.profile_section(profile, user, self.csrf)
             + pages.counters(stats)
             + pages.per_day_svg(per_day(records))
-            + "<h2>Memories, newest first</h2>"
-            + pages.memories_table(shown, links, user, self.csrf, pages.event_dates(records), names)
-            + pages.pager("./", page, pages_total, user=user, agent=agent, all=show_all or None)
+            + listing
+            + pages.pager(
+                "./", page, pages_total, user=user, agent=agent, all=show_all or None, as_of=as_of
+            )
             + (pages.forget_user_form(user, len(records), self.csrf) if records else "")
         )
         title = f"Memories of {user}" + (f" (agent {agent})" if agent else "")
@@ -369,6 +432,28 @@ class _Pages:
                 raise PermanentBackendError(f"{left} memories of user {user!r} remain; try again")
         return self._done("./", f"Forgot {len(records)} memories of {user}.")
 
+    async def save_profile(self, request: Request) -> Response:
+        form = await self._form(request)
+        user = _user(form.get("user"))
+        text = form.get("text") or ""
+        problem = edit_problem(text)
+        if problem is not None:
+            raise _Refused(400, problem)
+        # What `agentscope-mem0 profile USER --edit TEXT` stores, the same way.
+        with mapped_errors("save the profile"):
+            record = await asyncio.to_thread(change_profile, self.store.settings, user, text=text)
+        version = f" (version {record.version})" if record is not None else ""
+        return self._done("./", f"Saved the profile of {user}{version}.", user=user)
+
+    async def clear_profile(self, request: Request) -> Response:
+        form = await self._form(request)
+        user = _user(form.get("user"))
+        # What `agentscope-mem0 profile USER --clear` does.
+        with mapped_errors("clear the profile"):
+            await asyncio.to_thread(change_profile, self.store.settings, user, clear=True)
+        said = f"Cleared the profile of {user}; it is distilled again after new writes."
+        return self._done("./", said, user=user)
+
     async def retry(self, request: Request) -> Response:
         form = await self._form(request)
         user = _user(form["user"]) if form.get("user") else None
@@ -410,6 +495,8 @@ def create_app(
         Route("/style.css", view.style, methods=["GET"]),
         Route("/forget", view.forget, methods=["POST"]),
         Route("/forget-user", view.forget_user, methods=["POST"]),
+        Route("/profile-save", view.save_profile, methods=["POST"]),
+        Route("/profile-clear", view.clear_profile, methods=["POST"]),
         Route("/outbox-retry", view.retry, methods=["POST"]),
     ]
     app = Starlette(

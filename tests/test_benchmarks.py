@@ -448,7 +448,7 @@ def test_load(runs: Runs) -> None:
     for run in (replicas, one):
         assert len(run["reply_latencies"]) == 4 and run["drained"]
         assert run["writes_stored_once"] == run["writes_expected"] == 2
-        assert run["store"].startswith("mem0.vector_stores.pgvector")
+        assert run["store"] == "agentscope_mem0._postgres.vector_store.PgvectorStore"
     assert "p50" in data["overhead_postgres_replicas"]
 
 

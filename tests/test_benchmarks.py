@@ -83,8 +83,8 @@ SMOKE: dict[str, str] = {
     "pod_loss": "pod_loss.py --pg-dsn {dsn} --users 6 --kill-after 4 --extraction-delay 0.2 "
     "--out {out}/pod-loss.json",
     # Needs the suite's PostgreSQL; without one it exits at once and its test skips.
-    "pgvector_keywords": "pgvector_keywords.py {data} --pg-dsn {dsn} "
-    "--out {out}/pgvector-keywords.json",
+    "pgvector_search": "pgvector_search.py {data} --pg-dsn {dsn} --grid-k 10 "
+    "--grid-dense-weight 0.7 --out {out}/pgvector-search.json",
     # Both fronts where the suite has a PostgreSQL server; without one it exits at once.
     "queue_cost": "queue_cost.py --pg-dsn {dsn} --writes 4 --concurrency 2 --latency-writes 2 "
     "--repeats 1 --out {out}/queue-cost.json --plot {out}/queue-cost.png",
@@ -472,13 +472,14 @@ def test_pod_loss(runs: Runs) -> None:
     assert data["changes_before_their_fact"] == 0 and data["all_flushed"]
 
 
-def test_pgvector_keywords(runs: Runs) -> None:
+def test_pgvector_search(runs: Runs) -> None:
     if not PG_DSN:
-        pytest.skip("the pgvector keyword benchmark needs AGENTSCOPE_MEM0_TEST_PG_DSN")
-    data = result(runs.out("pgvector_keywords") / "pgvector-keywords.json", "rows", "store")
+        pytest.skip("the pgvector search benchmark needs AGENTSCOPE_MEM0_TEST_PG_DSN")
+    out = runs.out("pgvector_search") / "pgvector-search.json"
+    data = result(out, "rows", "store", "chosen")
     assert data["conversations"] == ["tiny-1", "tiny-2"]
     assert data["store"] == "agentscope_mem0._postgres.vector_store.PgvectorStore"
-    assert len(data["rows"]) == 3
+    assert len(data["rows"]) == 5  # four ways and the one fused setting of the grid
     for row in data["rows"].values():
         assert {"recall@5", "recall@10", "recall@10_by_category"} <= set(row)
 

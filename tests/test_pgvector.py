@@ -23,7 +23,7 @@ from agentscope.agent import Agent
 from agentscope.message import ToolResultState, UserMsg
 
 from _pgfixture import fresh_collection, postgres_dsn
-from agentscope_mem0 import DimensionMismatchError, Mem0Middleware
+from agentscope_mem0 import DimensionMismatchError, Mem0Backend, Mem0Middleware, Scope
 from agentscope_mem0.backends import pgvector_config, prepare_pgvector
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import BusyEmbedding, note_text, one_session
@@ -192,6 +192,8 @@ def test_prepare_creates_hnsw_index_and_ef_search_applies(pg_dsn: str) -> None:
     assert any("hnsw" in d for d in indexes(f"{_table(with_index)}_entities"))
     for table in (_table(with_index), _table(without), f"{_table(without)}_entities"):
         assert any("'user_id'" in d and "'agent_id'" in d for d in indexes(table)), table
+    for table in (_table(with_index), _table(without)):  # the memories' words, for the searches
+        assert any("gin" in d and "to_tsvector('english'" in d for d in indexes(table)), table
     column = _sql(
         pg_dsn,
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
@@ -450,3 +452,57 @@ async def test_a_refused_query_is_answered_by_any_of_its_words(
         await agent.reply(UserMsg("user", "Anything about the weather?"))
         assert "Hangzhou" not in note_text(model.calls[0])
         assert mw.stats()["searches_by_keywords_alone"] == 2
+
+
+class SameVectorEmbedding(HashEmbedding):
+    """Every text the same vector: meaning tells no memory from another."""
+
+    def vector(self, text: str) -> list[float]:
+        return [1.0] + [0.0] * (self.dimensions - 1)
+
+
+async def test_a_search_ranks_by_words_where_meaning_cannot_tell(
+    pg_config: dict[str, Any],
+) -> None:
+    # The fused search: with every cosine equal, the memory that shares the
+    # question's words ("allergic") comes first.
+    mw = Mem0Middleware(
+        user_id="alice",
+        chat_model=ScriptedChatModel("Noted."),
+        embedding_model=SameVectorEmbedding(DIMS),
+        mem0_config=pg_config,
+        mode="static_control",
+        top_k=2,
+        parameters=Mem0Middleware.Parameters(search_timeout=30, judge=False),
+    )
+    async with mw:
+        texts = [f"User's note number {i} is about the garden." for i in range(12)]
+        for text in [*texts, "User is allergic to peanuts."]:
+            await mw.client.add(
+                [{"role": "user", "content": text}], user_id="alice", agent_id="a", infer=False
+            )
+        model = ScriptedChatModel("Sure.")
+        agent = Agent(name="a", system_prompt="x", model=model, middlewares=[mw])
+        await agent.reply(UserMsg("user", "Am I allergic to anything?"))
+        assert "allergic to peanuts" in note_text(model.calls[0])
+
+
+async def test_a_hit_below_the_threshold_is_left_out_whatever_its_words(
+    pg_config: dict[str, Any],
+) -> None:
+    # The threshold is a cosine similarity on every store: a memory sharing the
+    # question's words but far in meaning is not shown.
+    mw = _middleware(pg_config, "alice")
+    async with mw:
+        for text in ("User lives in Hangzhou.", "User plays chess on Sundays."):
+            await mw.client.add(
+                [{"role": "user", "content": text}], user_id="alice", agent_id="a", infer=False
+            )
+        backend, scope = Mem0Backend(mw.client), Scope("alice")
+        question = "Where does the user live?"
+        assert await backend.search(question, scope, top_k=5, threshold=0.99) == []
+        found = await backend.search(question, scope, top_k=5, threshold=0.0)
+        assert [hit.memory for hit in found] == [
+            "User lives in Hangzhou.",
+            "User plays chess on Sundays.",
+        ]

@@ -207,7 +207,10 @@ def prepare_pgvector(
     on a fresh database may race on ``CREATE ... IF NOT EXISTS`` (PostgreSQL
     does not serialise those). This runs mem0's own schema creation for the
     memory table and its ``_entities`` table under a PostgreSQL advisory lock,
-    so any number of processes may call it at start-up. Idempotent.
+    so any number of processes may call it at start-up. It also indexes the
+    memories' words for the package's searches by meaning and words
+    (``<collection>_words_idx``; building it on a large existing table blocks
+    writes while it runs). Idempotent.
 
     Args:
         config: What :func:`pgvector_config` returned.
@@ -231,6 +234,8 @@ def prepare_pgvector(
         import psycopg
         from mem0.vector_stores.pgvector import PGVector
         from psycopg import sql
+
+        from ._postgres.vector_store import WORDS_OF_ROW
     except ImportError as exc:
         raise ConfigurationError(
             "pgvector needs psycopg 3: pip install 'psycopg[binary]' psycopg-pool "
@@ -270,6 +275,12 @@ def prepare_pgvector(
                             "((payload->>'user_id'), (payload->>'agent_id'))"
                         ).format(sql.Identifier(f"{name}_scope_idx"), sql.Identifier(name))
                     )
+            # The memories' words, as the package's searches read them.
+            conn.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin ({})").format(
+                    sql.Identifier(f"{base}_words_idx"), sql.Identifier(base), sql.SQL(WORDS_OF_ROW)
+                )
+            )
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"agentscope_mem0:{base}",))
     logger.info("pgvector schema for %r is ready", base)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agentscope_mem0 import AgentScopeEmbedding, Mem0Backend, Scope, build_mem0_config
-from agentscope_mem0._mem0.adapters import users_words
+from agentscope_mem0._text.exchange import users_words
 from agentscope_mem0.local import (
     E5_DIMENSIONS,
     OfflineE5Embedding,

@@ -24,12 +24,9 @@ from agentscope_mem0 import (
     build_mem0_config,
     build_memory,
 )
-from agentscope_mem0._mem0.adapters import (
-    flatten_response,
-    to_agentscope_messages,
-    users_words,
-)
+from agentscope_mem0._mem0.adapters import flatten_response, to_agentscope_messages
 from agentscope_mem0._mem0.clients import close_memory
+from agentscope_mem0._text.exchange import users_words
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
 

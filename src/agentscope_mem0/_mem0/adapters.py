@@ -24,6 +24,7 @@ from mem0.llms.base import LLMBase
 
 from .._exceptions import EmbedderBusyError, ModelTypeError
 from .._observe.tracing import model_span
+from .._text.exchange import users_words
 from .._vectors.keywords_only import KEYWORDS_ONLY
 from .call_context import current, record_call
 from .extraction import prepare_extraction, read_extraction_answer
@@ -174,34 +175,6 @@ def flatten_response(response: ChatResponse, *, with_tools: bool) -> str | dict[
     if with_tools:
         return {"content": text, "tool_calls": calls}
     return text
-
-
-_ROLES = ("user: ", "assistant: ", "system: ")
-
-
-def users_words(exchange: str) -> str:
-    """What the user said in an exchange as mem0's ``add`` reads it, or the text
-    itself when it is no such exchange.
-
-    mem0 2.2's ``add`` looks up the memories a write may touch with the whole
-    exchange as its query (``"user: ...\\nassistant: ...\\n"``). The memories
-    are what the user said, so the user's lines find them; the assistant's
-    answer, often many times longer, only costs: read whole it made that lookup
-    the embedder's costliest call of a turn, and it pulls in memories of what
-    the assistant talked about. A text with no user line, or nothing but
-    user lines, is returned as it is.
-    """
-    if not exchange.startswith(_ROLES):
-        return exchange
-    kept: list[str] = []
-    keeping = dropped = False
-    for line in exchange.splitlines():
-        if line.startswith(_ROLES):
-            keeping = line.startswith("user: ")
-            dropped = dropped or not keeping
-        if keeping:
-            kept.append(line)
-    return "\n".join(kept) if kept and dropped else exchange
 
 
 class AgentScopeEmbedding(EmbeddingBase):

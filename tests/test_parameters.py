@@ -217,7 +217,7 @@ async def test_the_service_factory_takes_the_same_keywords() -> None:
     assert middleware.mode == "static_control" and middleware._top_k == 2
     assert middleware.parameters.profile_ttl == 5.0
     # The state every middleware of the factory shares uses them as well.
-    assert middleware.client_state.profiles.ttl == 5.0
+    assert middleware.client_state.profile_recall.ttl == 5.0
     assert middleware.client_state.breaker.stats()["breaker_state"] == "closed"
     await factory.aclose()
     with pytest.raises(TypeError, match="colour"):

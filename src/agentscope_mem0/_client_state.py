@@ -110,8 +110,9 @@ class ClientState:
             threshold=parameters.breaker_threshold, cooldown=parameters.breaker_cooldown
         )
         """Skips reads and tool calls while mem0 keeps failing."""
-        self.profiles = ProfileCache(ttl=parameters.profile_ttl)
-        """Each scope's profile memories, refreshed after a write."""
+        self.profile_recall = ProfileCache(ttl=parameters.profile_ttl)
+        """Recall mode "profile": each scope's recent memories, cached (not the
+        distilled profile of ``profile``), refreshed after a write."""
         self.judge = build_time_judge(
             self.backend,
             judge_model if judge_model is not None else parameters.judge,
@@ -135,7 +136,7 @@ class ClientState:
                 "the mem0 client does not extract with an AgentScope model: profiles are "
                 "shown when set (agentscope-mem0 profile USER --edit) but never refreshed"
             )
-        self.follow_up = FollowUp(self.profiles, self.judge, self.profile)
+        self.follow_up = FollowUp(self.profile_recall, self.judge, self.profile)
         """What follows each stored write: the profile cache refreshed, then the
         judgement in the background (and the profile's refresher told)."""
         self.query_cache = install_query_cache(client)

@@ -353,7 +353,7 @@ class Mem0Middleware(MiddlewareBase):
                 recall=parameters.recall,
                 top_k=self._top_k,
                 threshold=self._threshold,
-                profile_cache=state.profiles,
+                profile_cache=state.profile_recall,
                 timeout=parameters.search_timeout,
                 breaker=state.breaker,
                 include_superseded=parameters.include_superseded,

@@ -128,7 +128,7 @@ class ToolContext:
             parameters=parameters,
             threshold=threshold,
             scope_search_by_agent=scope_search_by_agent,
-            after_write=state.profiles.invalidate,
+            after_write=state.profile_recall.invalidate,
             after_forget=state.profile.changed if state.profile is not None else lambda s: None,
             writer=state.writer,
             writes_replies=writes_replies,

@@ -204,8 +204,8 @@ class ProfileSignals(Protocol):
 class FollowUp:
     """What follows each stored batch: the queue's :class:`~.queue.AfterStore`.
 
-    The profile cache is refreshed at once; the judgement runs in the
-    background and refreshes it again when it changed what reads show. The
+    The profile recall's cache is refreshed at once; the judgement runs in
+    the background and refreshes it again when it changed what reads show. The
     writes of one searched scope are judged in order (a later change must see
     the earlier one), in one task per scope that nobody waits for; past the
     backlog a write is only dated (without a model: left alone). No reply
@@ -214,16 +214,16 @@ class FollowUp:
     lane and its embeddings wait for every reply's query.
 
     Args:
-        profiles: The profile cache.
+        profile_recall: The cache of recall mode "profile".
         judge: The time judgement (or, without a model, consolidation alone).
         signals: Told of each batch's new memories and of each change the
             judgement made (the profile's refresher); ``None``: nobody.
     """
 
     def __init__(
-        self, profiles: Cache, judge: TimeJudge, signals: ProfileSignals | None = None
+        self, profile_recall: Cache, judge: TimeJudge, signals: ProfileSignals | None = None
     ) -> None:
-        self._profiles = profiles
+        self._profile_recall = profile_recall
         self._judge = judge
         self._signals = signals
         self._backlog = _JUDGE_BACKLOG if judge.model is not None else _CONSOLIDATION_BACKLOG
@@ -231,9 +231,9 @@ class FollowUp:
         self._stopped = False
 
     def stored(self, scope: Scope, results: list[dict[str, Any]], said_at: datetime) -> None:
-        """Refresh ``scope``'s profiles and queue the batch's judgement; returns
+        """Refresh ``scope``'s profile recall and queue the batch's judgement; returns
         at once (see :class:`~.queue.AfterStore`)."""
-        self._profiles.invalidate(scope)
+        self._profile_recall.invalidate(scope)
         if self._signals is not None and not self._stopped:
             self._signals.written(scope, len(new_memories(results)))
         judge = self._judge
@@ -265,7 +265,7 @@ class FollowUp:
                     if overflow and self._judge.model is None:
                         self._judge.skip()
                     elif await self._judge.judge(scope, results, said_at, ask=not overflow):
-                        self._profiles.invalidate(scope)  # what reads show changed
+                        self._profile_recall.invalidate(scope)  # what reads show changed
                         if self._signals is not None:
                             self._signals.changed(scope)
                 except Exception:

@@ -171,6 +171,9 @@ async def test_delete_and_delete_all_on_the_platform(platform: FakePlatform, hos
         scope_search_by_agent=False,
         await_write=True,
     )
+    # The last turn's write is deleted with the rest before its consolidation finds
+    # it on the platform, which would otherwise look for a minute before closing.
+    mw.client_state.judge.hosted_waits = (0.05, 0.1)
     await one_session(mw, "I like oolong tea.")
     await one_session(mw, "I live in Hangzhou.")
     memories = (await hosted.get_all(filters={"user_id": "alice"}))["results"]

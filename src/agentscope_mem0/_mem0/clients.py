@@ -271,8 +271,8 @@ def build_memory(
     other clients. With a pgvector store and no ``history_db_path``, the
     history is kept in the store's database instead
     (:class:`~agentscope_mem0._postgres.history.PostgresHistory`), one for
-    every replica on it; a pgvector store is mem0's with a search by keywords
-    alone (:class:`~agentscope_mem0._postgres.vector_store.PgvectorStore`).
+    every replica on it; a pgvector store searches by meaning and words fused
+    (:class:`~agentscope_mem0._postgres.vector_store.PgvectorStore`).
 
     Raises:
         ConfigurationError: As :func:`build_mem0_config`.
@@ -294,7 +294,7 @@ def build_memory(
     if config.vector_store.provider == "pgvector":
         from .._postgres.vector_store import use_pgvector_store
 
-        use_pgvector_store()  # a reply's search may then go by keywords alone
+        use_pgvector_store()  # meaning and words fused, as the embedded store searches
     postgres = history_dsn(config)
     if postgres is not None:
         from .._postgres.history import PostgresHistory

@@ -565,3 +565,23 @@ async def test_one_users_judgements_never_run_on_two_replicas_at_once(
     assert await stored(memory) == Counter(f"User likes fruit{i:02d}." for i in range(6))
     for queue in queues:
         await queue.aclose()
+
+
+def test_rows_recorded_together_get_ids_in_their_order_and_a_repeat_none(
+    boxes: list[PostgresOutbox], dsn: str, table: str
+) -> None:
+    # One statement records them all (a reply waits for it); the ids keep the
+    # order they were acknowledged in, and a key recorded before is not recorded again.
+    box = _open(boxes, dsn, table)
+    owner = new_owner_id()
+    now = datetime.now(UTC)
+    (first,) = box.add([OutboxRow("k0", "u", "a", [], now)], owner, 300)
+    rows = [
+        OutboxRow(key, "u", "a", [{"role": "user", "content": key}], now)
+        for key in ("k1", "k0", "k2")
+    ]
+    ids = box.add(rows, owner, 300)
+    assert ids[1] == 0 and first < ids[0] < ids[2]
+    stored = box.read(f"SELECT key, messages FROM {table} ORDER BY id")
+    assert [key for key, _ in stored] == ["k0", "k1", "k2"]
+    assert box.add([], owner, 300) == []

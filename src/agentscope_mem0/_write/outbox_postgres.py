@@ -254,32 +254,36 @@ class PostgresOutbox(BaseOutbox):
     def add(
         self, rows: Sequence[OutboxRow], owner: str | None = None, lease: float = 0.0
     ) -> list[int]:
+        if not rows:
+            return []
         now = time.time()
+        one = f"(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,{_NOW} + %s)"
         sql = (
             f"INSERT INTO {self.table} (key, user_id, agent_id, messages, status, attempts,"
             " batch_key, error, created_at, updated_at, kind, said_at, claimed_by, lease_until)"
-            f" VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,{_NOW} + %s)"
-            " ON CONFLICT (key) DO NOTHING RETURNING id"
+            f" VALUES {','.join([one] * len(rows))}"
+            " ON CONFLICT (key) DO NOTHING RETURNING key, id"
         )
+        params = [
+            value
+            for row in rows
+            for value in (
+                *(row.key, row.user_id, row.agent_id),
+                json.dumps(row.messages, ensure_ascii=False),
+                *(row.status, row.attempts, row.batch_key, row.error, row.created_at),
+                *(now, row.kind, row.said_at, owner, lease if owner else None),
+            )
+        ]
 
         def work(conn: psycopg.Connection[Any]) -> list[int]:
             if owner is not None:
                 self._hold_owner(conn, owner)
-            ids = []
-            for row in rows:
-                found = conn.execute(
-                    sql,
-                    (
-                        *(row.key, row.user_id, row.agent_id),
-                        json.dumps(row.messages, ensure_ascii=False),
-                        *(row.status, row.attempts, row.batch_key, row.error, row.created_at),
-                        *(now, row.kind, row.said_at, owner, lease if owner else None),
-                    ),
-                ).fetchone()
-                ids.append(int(found[0]) if found else 0)
-            return ids
+            # One statement, atomic on its own: a reply waits for this, and each
+            # round trip (BEGIN, COMMIT) waits for the thread's turn on a busy process.
+            ids = dict(conn.execute(sql, params).fetchall())
+            return [int(ids.get(row.key, 0)) for row in rows]
 
-        return list(self._write(work))
+        return list(self.thread.call(self._run, work, transaction=False))
 
     def _oldest(
         self, owner: str, user_id: str, agent_id: str | None, limit: int
@@ -566,9 +570,15 @@ class PostgresOutbox(BaseOutbox):
         sql = f"SELECT {COLUMNS} FROM {self.table} {where}"
         return self._write(lambda c: [row_of(v) for v in c.execute(sql, params).fetchall()])
 
-    def _run(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+    def _run(
+        self, work: Callable[[psycopg.Connection[Any]], Any], *, transaction: bool = True
+    ) -> Any:
+        """``work`` on the connection, in one transaction (``transaction=False``:
+        autocommit, for work that is one statement)."""
         conn = self._connection()
         try:
+            if not transaction:
+                return work(conn)
             with conn.transaction():
                 return work(conn)
         except self._psycopg.Error as exc:

@@ -24,7 +24,9 @@ The cases are split into ``dev`` (looked at while writing the prompts),
 ``fresh-3`` (each written and committed before a change that earlier misses
 suggested was tried, to report it on cases it was not shaped by; ``fresh-3``
 is half Chinese, ``fresh-4`` Chinese only, written before the Chinese prompt's
-second wording). The model is shared:
+second wording; ``fresh-5``, English and Chinese, changes that end a state and
+look-alikes whose ending word names something else (kind ``ends-other``),
+written before ending words could propose a question). The model is shared:
 run one benchmark at a time.
 
     python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\
@@ -510,7 +512,7 @@ def main() -> None:
         "--split",
         nargs="+",
         default=["held-out"],
-        choices=["dev", "held-out", "fresh", "fresh-2", "fresh-3", "fresh-4", "all"],
+        choices=["dev", "held-out", "fresh", "fresh-2", "fresh-3", "fresh-4", "fresh-5", "all"],
     )
     parser.add_argument(
         "--styles", nargs="+", default=["mem0", "compact"], choices=["mem0", "compact"]

@@ -26,7 +26,9 @@ suggested was tried, to report it on cases it was not shaped by; ``fresh-3``
 is half Chinese, ``fresh-4`` Chinese only, written before the Chinese prompt's
 second wording; ``fresh-5``, English and Chinese, changes that end a state and
 look-alikes whose ending word names something else (kind ``ends-other``),
-written before ending words could propose a question). The model is shared:
+written before ending words could propose a question; ``fresh-6``, Chinese
+changes of every kind and four look-alikes, written before the first Chinese
+run of that design). The model is shared:
 run one benchmark at a time.
 
     python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\
@@ -512,7 +514,7 @@ def main() -> None:
         "--split",
         nargs="+",
         default=["held-out"],
-        choices=["dev", "held-out", "fresh", "fresh-2", "fresh-3", "fresh-4", "fresh-5", "all"],
+        choices=["dev", "held-out", "fresh", "fresh-2", "fresh-3", "fresh-4", "fresh-5", "fresh-6", "all"],
     )
     parser.add_argument(
         "--styles", nargs="+", default=["mem0", "compact"], choices=["mem0", "compact"]

@@ -514,7 +514,12 @@ def main() -> None:
         "--split",
         nargs="+",
         default=["held-out"],
-        choices=["dev", "held-out", "fresh", "fresh-2", "fresh-3", "fresh-4", "fresh-5", "fresh-6", "all"],
+        choices=[
+            "dev",
+            "held-out",
+            *(f"fresh{n}" for n in ("", "-2", "-3", "-4", "-5", "-6")),
+            "all",
+        ],
     )
     parser.add_argument(
         "--styles", nargs="+", default=["mem0", "compact"], choices=["mem0", "compact"]

@@ -7,6 +7,7 @@ import pytest
 from agentscope_mem0._text.fact_words import (
     Agreement,
     compare_answers,
+    ends_what_older_names,
     holder,
     is_additive,
     same_holder,
@@ -111,3 +112,34 @@ def test_questions_compared(first: str, second: str, same: bool) -> None:
 
 def test_a_prefix_that_denies_is_another_answer() -> None:
     assert compare_answers("vegetarian", "non-vegetarian") is Agreement.DIFFERENT
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "proposed"),
+    [
+        ("User quit smoking three months ago", "User smokes a pack a day", True),
+        ("User cancelled the trip to Japan", "User is planning a trip to Japan in June", True),
+        ("User graduated and no longer studies", "User is studying biology at university", True),
+        ("User and John got divorced this spring", "User is married to John", True),
+        ("用户上个月戒烟了", "用户每天抽烟", True),
+        ("用户不再吃素了", "用户是素食者", True),
+        ("用户和小李分手了", "用户和小李在谈恋爱", True),
+        # The ended thing is not all the older memory names ("weekends", "night shifts").
+        ("User no longer works weekends", "User works at Google", False),
+        ("User no longer works night shifts", "User works at a hospital", False),
+        ("User is no longer afraid of dogs", "User has a dog named Rex", False),
+        ("用户不再上夜班了", "用户在医院工作", False),
+        # An end for a while.
+        ("User left Paris for a week-long trip to Rome", "User lives in Paris", False),
+        ("User left Vienna for the weekend", "User lives in Vienna", False),
+        ("用户离开成都去重庆玩了一个周末", "用户住在成都", False),
+        # Nothing named, no ending word, or a language without a lexicon.
+        ("User graduated", "User is allergic to peanuts", False),
+        ("User cut their hair short", "User has long hair", False),
+        ("Der Nutzer hat mit dem Rauchen aufgehört", "Der Nutzer raucht", False),
+    ],
+)
+def test_ending_words_propose_a_question_only_for_what_the_older_names(
+    new: str, old: str, proposed: bool
+) -> None:
+    assert ends_what_older_names(new, old) is proposed

@@ -17,6 +17,7 @@ from agentscope_mem0._memories.lifecycle import time_label
 from agentscope_mem0._write.judge import TimeJudge, build_time_judge
 from agentscope_mem0._write.judge_pairs import Fact, PairJudge, Relation
 from agentscope_mem0._write.judge_prompt import (
+    STILL_TRUE_PROMPT,
     is_not_said,
     parse_question,
     parse_reading,
@@ -274,7 +275,10 @@ def _literal_reader(
     question and answer, and a reading only for the exact question it knows."""
 
     async def ask(system: str, user: str) -> str:
-        memory, _, question = user.removeprefix("Memory: ").partition("\nQuestion: ")
+        memory, _, statement = user.removeprefix("Memory: ").partition("\nStatement: ")
+        if statement:
+            return readings.get((memory, f"Statement: {statement}"), "not said")
+        memory, _, question = memory.partition("\nQuestion: ")
         if not question:
             asked, answer = questions[memory]
             return json.dumps({"question": asked, "answer": answer})
@@ -375,6 +379,55 @@ async def test_words_alone_never_change_a_memory() -> None:
     for new, old in named_alike + changes:
         relation = await PairJudge(ask).relate(Fact("n", new), Fact("o", old))
         assert relation == Relation.UNRELATED, (new, old)
+
+
+async def test_words_that_end_what_the_older_names_ask_the_model_which_decides() -> None:
+    # Every reading is "not said", as a small model reads an end ("broke up with
+    # Mark": "Who is the user dating?" not said). Ending words that name what the
+    # older memory names earn one more question: is the older one still true?
+    pairs = {
+        "User broke up with Mark": "User is dating Mark",
+        "用户上个月戒烟了": "用户每天抽烟",
+        # An ending word naming something else, an end for a while, the past,
+        # another person: never asked, whatever the model would answer.
+        "User no longer works weekends": "User works at Google",
+        "User left Paris for a week-long trip to Rome": "User lives in Paris",
+        "用户不再上夜班了": "用户在医院工作",
+        "User quit smoking years ago": "User smokes a pack a day",
+        "User's sister quit smoking": "User smokes ten a day",
+    }
+    texts = {text for pair in pairs.items() for text in pair}
+    questions = {text: ("What happened to the user?", text) for text in texts}
+    asked: list[str] = []
+
+    def reader(still_true: str) -> Any:
+        literal = _literal_reader(
+            questions, {(new, f"Statement: {old}"): still_true for new, old in pairs.items()}
+        )
+
+        async def ask(system: str, user: str) -> str:
+            if system == STILL_TRUE_PROMPT:
+                asked.append(user)
+            return await literal(system, user)
+
+        return ask
+
+    ends = ["User broke up with Mark", "用户上个月戒烟了"]
+    for new, old in pairs.items():
+        verdict = await PairJudge(reader("No.")).verdict(Fact("n", new), Fact("o", old))
+        assert verdict.relation == (Relation.CHANGES if new in ends else Relation.UNRELATED), new
+    assert asked == [f"Memory: {new}\nStatement: {pairs[new]}" for new in ends]
+    verdict = await PairJudge(reader("No.")).verdict(Fact("n", ends[0]), Fact("o", pairs[ends[0]]))
+    assert verdict.reason == (
+        'model, asked as the newer\'s words end what the older names: "User is dating Mark" '
+        'still true? "No."'
+    )
+    # Only the model's "no" is a change.
+    for answer in ("not said", "yes", "It does not say."):
+        relation = await PairJudge(reader(answer)).relate(
+            Fact("n", ends[0]), Fact("o", pairs[ends[0]])
+        )
+        assert relation == Relation.UNRELATED, answer
 
 
 async def test_one_question_put_to_both_memories_needs_no_second_reading() -> None:

@@ -4,7 +4,9 @@ tells of the past or of one more item, and how two short answers compare.
 The time judgement uses these around the model's readings, only ever to veto
 a change: a new memory about another person, about the past ("used to", "in
 college", a year long gone) or adding an item ("also", "another") never makes
-an older memory untrue. No word makes one untrue on its own. Each reads the
+an older memory untrue. No word makes one untrue on its own; words that end
+something the older memory names (:func:`ends_what_older_names`) only earn
+the pair one more question to the model. Each reads the
 words of the memory's language (:func:`~.lexicon.lexicon_for`); a memory in a
 language without a lexicon passes them and relies on the readings alone.
 """
@@ -19,6 +21,7 @@ __all__ = [
     "Agreement",
     "compare_answers",
     "denies",
+    "ends_what_older_names",
     "holder",
     "is_additive",
     "is_short_answer",
@@ -108,6 +111,54 @@ def tells_of_past(memory: str) -> bool:
     without saying how they are now."""
     lexicon = _lexicon(memory)
     return bool(lexicon.past.search(memory)) and not lexicon.now.search(memory)
+
+
+_ENDED_WORDS = 4
+"""Words of an ended thing read after its ending word ("quit smoking", "left the jazz band")."""
+
+
+def ends_what_older_names(new: str, old: str) -> bool:
+    """Whether ``new`` tells that a thing ``old`` names has ended, for good.
+
+    A word that ends something ("quit", "cancelled", "no longer", "戒", "分手")
+    and a thing the older memory names: every word of it in English ("quit
+    smoking" and "smokes a pack a day"; not "no longer works weekends" and
+    "works at Google"), a character of it in Chinese ("不再吃素" and "素食者").
+    The thing follows the ending word, or, with nothing after it, goes before
+    it ("User and John got divorced", "从腾讯辞职了"); with nothing there
+    either ("User graduated"), nothing is named. An end for a while ("left
+    Paris for a week", "离开成都去重庆玩") never counts. This only proposes the
+    pair for the model's reading: it decides nothing. ``False`` for a language
+    without a lexicon.
+    """
+    lexicon = _lexicon(new, old)
+    if lexicon is UNREAD or lexicon.bounded.search(new):
+        return False
+    named = set(_content(old, lexicon))
+    for match in lexicon.ending.finditer(new):
+        after = lexicon.ended_stop.split(new[match.end() :], maxsplit=1)[0]
+        before = lexicon.ended_stop.split(new[: match.start()])[-1]
+        words = set(_content(after, lexicon)[:_ENDED_WORDS] or _content(before, lexicon))
+        if words and (words & named if lexicon.ended_in_part else words <= named):
+            return True
+    return False
+
+
+def _content(text: str, lexicon: Lexicon) -> list[str]:
+    """The stems of ``text``'s words that name a thing, in order: fillers, articles,
+    the user, numbers, units of time ("three months") and light verbs ("got")
+    left out; in Chinese, its characters."""
+    folded = fold(text)
+    words = [*"".join(CJK_RUN.findall(folded))] if not lexicon.spaced else WORD.findall(folded)
+    ignored = lexicon.fillers | lexicon.articles | lexicon.user_words | set(lexicon.numbers)
+    ignored |= set("".join(lexicon.user_words)) if not lexicon.spaced else set()
+    units = {lexicon.stem(unit) for unit in lexicon.frequencies}
+    stems = [lexicon.stem(word) for word in words if word not in ignored and not word.isdigit()]
+    return [
+        stem
+        for stem in stems
+        if stem not in units and lexicon.synonyms.get(stem, stem) not in lexicon.light_verbs
+    ]
 
 
 class Agreement(StrEnum):

@@ -206,6 +206,18 @@ class Lexicon:
     """Words telling how things were ("used to", "in college")."""
     now: re.Pattern[str] = _NOTHING
     """Words telling how things are now ("now", "no longer")."""
+    ending: re.Pattern[str] = _NOTHING
+    """Words that end something ("quit", "no longer", "戒"); the ended thing is
+    named after them."""
+    ended_stop: re.Pattern[str] = _NOTHING
+    """Where the ended thing's words stop: the next clause, or a time."""
+    ended_in_part: bool = False
+    """Whether an older memory naming part of an ended thing names it: in Chinese a
+    character shared ("不再吃素" and "素食者"); in English every word of it must be
+    named ("no longer works weekends" does not end "works at Google")."""
+    bounded: re.Pattern[str] = _NOTHING
+    """An end for a while ("for a week", "for a trip", "一个周末", "去北京出差"):
+    what it ends goes on afterwards."""
     sentence: re.Pattern[str] = _NOTHING
     """The opening of a sentence retelling a memory rather than a short answer."""
     year: re.Pattern[str] = _NOTHING
@@ -493,6 +505,26 @@ ENGLISH = Lexicon(
     now=re.compile(
         r"\b(now|currently|no longer|anymore|any more|these days|nowadays|today|instead)\b", re.I
     ),
+    ending=re.compile(
+        r"\b(?:quit|quits|stopped|stops|gave up|gives up|given up|cancell?ed|cancels|"
+        r"called off|broke up with|broken up with|split up with|divorced|left|leaves|sold|"
+        r"sells|retired from|retired|dropped out of|dropped|got rid of|gave away|closed|"
+        r"ended|graduated from|graduated|finished|moved out of|no longer|not \w+ any ?more)\b",
+        re.I,
+    ),
+    ended_stop=re.compile(
+        r"[,.;:!?()]|\b(?:and|but|because|after|before|when|while|since|instead|so|"
+        r"last|this|next|ago|in \d{4}|on \w+day)\b",
+        re.I,
+    ),
+    bounded=re.compile(
+        r"\bfor (?:a|an|one|the|a few|several|\d+|"
+        + "|".join(_SMALL_NUMBERS[1:])
+        + r")\b[\w\s-]{0,20}?\b(?:day|night|week|weekend|fortnight|month|trip|holiday|"
+        r"vacation|visit|getaway|break|tour|conference|stay)s?\b"
+        r"|\b\w+-(?:day|night|week|month)(?:-long)?\b|\b(?:day|week|month)-long\b",
+        re.I,
+    ),
     sentence=re.compile(r"^\s*(?:the user|user|they|he|she|it)\b", re.I),
     year=re.compile(
         rf"(?:\b(?:in|during|from|around|until|till|of|{_MONTH_WORDS})\s+|(?<=\d\d\d\d to ))"
@@ -721,6 +753,16 @@ CHINESE = Lexicon(
         r"小时候|年轻时|上学时|读书时|大学时|大学期间|学生时代|以前|曾经|原来|过去|当年|那时"
     ),
     now=re.compile(r"现在|目前|如今|不再|已经不|改|换成"),
+    ending=re.compile(
+        r"(?:不再|戒掉|戒(?!指)|取消|分手|离婚|辞职|辞去|离职|退休|卖掉|卖了|搬出|搬离|"
+        r"关掉|关闭|关了|退学|毕业|放弃|退出)"
+    ),
+    ended_stop=re.compile(r"[，。,.;；！!？?、]|然后|因为|之后|以后|现在|后来|但"),
+    ended_in_part=True,
+    bounded=re.compile(
+        rf"[{_NUMERALS}\d半]+(?:天|晚|个?(?:周末|星期|礼拜|周)|个月)(?!前|以前|之前|后|以后|之后)"
+        r"|离开[^，。,.]{0,8}?去[^，。,.]{0,8}?(?:玩|出差|旅游|旅行|度假|开会)"
+    ),
     sentence=re.compile(r"^\s*(?:用户|他们|他|她)"),
     year=re.compile(r"((?:19|20)\d\d)年"),
     # A request needs no opening word in Chinese: a clause without "我" that

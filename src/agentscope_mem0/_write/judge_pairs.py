@@ -20,13 +20,20 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    other way round alone decides, with a short answer that is no denial (an
    event such as "moved to Valencia" answers the older state's "Where does
    the user live?" with "Valencia").
+6. When the readings find no change but the new memory's words end a thing
+   the older one names, for good (:func:`~.._text.fact_words.ends_what_older_names`:
+   "cancelled the trip to Japan" and "is planning a trip to Japan in June"),
+   the model is asked one more reading: is the older memory still true by the
+   new one (:data:`~.judge_prompt.STILL_TRUE_PROMPT`)? Only its "no" is a change.
 
 Only the model's readings decide a change; the words only veto one (another
-person, the past, one more item). A missed change leaves two dated memories
-in the note, newest first, where the reader can still tell; a wrong one hides
-a true memory from every later reply. So when the readings find no change,
-there is none, whatever the words say: "User quit smoking" ends "User smokes
-ten a day", and also names what "User loves smoked salmon" names.
+person, the past, one more item, an end for a while) or propose one more
+question. A missed change leaves two dated memories in the note, newest
+first, where the reader can still tell; a wrong one hides a true memory from
+every later reply. So when the readings find no change, there is none,
+whatever the words say: "User quit smoking" ends "User smokes ten a day",
+and also names what "User loves smoked salmon" names; the model's reading
+tells the two apart.
 
 A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model
@@ -48,6 +55,7 @@ from .._text.fact_words import (
     Agreement,
     compare_answers,
     denies,
+    ends_what_older_names,
     is_additive,
     is_short_answer,
     same_holder,
@@ -57,6 +65,7 @@ from .._text.fact_words import (
 )
 from .judge_prompt import (
     READ_PROMPT,
+    STILL_TRUE_PROMPT,
     FactQuestion,
     is_not_said,
     parse_question,
@@ -64,6 +73,8 @@ from .judge_prompt import (
     question_prompt,
     question_request,
     read_request,
+    says_no,
+    still_true_request,
 )
 
 __all__ = [
@@ -169,7 +180,25 @@ class PairJudge:
         """How ``new`` relates to ``old``, and the readings that say so."""
         if not same_holder(new.text, old.text):
             return _UNRELATED
-        return await self._read_relation(new, old)
+        verdict = await self._read_relation(new, old)
+        if (
+            verdict.relation is Relation.UNRELATED
+            and not self._vetoed(new)
+            and ends_what_older_names(new.text, old.text)
+        ):
+            return await self._ended(new, old)
+        return verdict
+
+    async def _ended(self, new: Fact, old: Fact) -> Verdict:
+        """Step 6: whether the model reads ``new`` as ending ``old``."""
+        answer = await self._ask(STILL_TRUE_PROMPT, still_true_request(new.text, old.text))
+        if not says_no(answer):
+            return _UNRELATED
+        return Verdict(
+            Relation.CHANGES,
+            f'model, asked as the newer\'s words end what the older names: "{old.text}" '
+            f'still true? "{parse_reading(answer)}"',
+        )
 
     async def _read_relation(self, new: Fact, old: Fact) -> Verdict:
         """Steps 2-5: how the model's readings relate ``new`` to ``old``."""

@@ -10,6 +10,12 @@ memory at a time, which small models answer well:
   Chinese, :data:`QUESTION_PROMPT_CHINESE` asks for both in Chinese.
 * :data:`READ_PROMPT`: answer this question from this memory alone, or say
   ``not said``.
+* :data:`STILL_TRUE_PROMPT`, asked only when the new memory's words end a
+  thing the older one names: does this memory say that statement (the older
+  memory) has stopped being true? ``no``, ``yes`` or ``not said``. Asked of
+  every pair, a small model would answer "no" for many a pair that shares a
+  word; asked of these, it tells "quit smoking" ending "smokes a pack a day"
+  from "quit smoking" beside "loves smoked salmon".
 
 :mod:`.judge_pairs` compares the answers. Both prompts open with
 :data:`JUDGE_MARK` (the shipped test model recognises them by it).
@@ -29,6 +35,7 @@ __all__ = [
     "QUESTION_PROMPT",
     "QUESTION_PROMPT_CHINESE",
     "READ_PROMPT",
+    "STILL_TRUE_PROMPT",
     "FactQuestion",
     "is_not_said",
     "parse_question",
@@ -36,6 +43,8 @@ __all__ = [
     "question_prompt",
     "question_request",
     "read_request",
+    "says_no",
+    "still_true_request",
     "timeless",
 ]
 
@@ -81,6 +90,11 @@ from does not answer."""
 
 READ_PROMPT = f"""You are the {JUDGE_MARK}. Answer the question using only the memory, \
 in a few words. If the memory does not answer it, reply exactly: not said"""
+
+STILL_TRUE_PROMPT = f"""You are the {JUDGE_MARK}. You read one memory about a person \
+and one statement. Using only the memory, is the statement still true? Reply exactly \
+one of: yes, no, not said. Reply "no" only when the memory says the statement has \
+ended or stopped being true; reply "not said" when the memory is about something else."""
 
 _MAX_FIELD = 300
 """Characters of a question or an answer kept; a longer one is no short answer."""
@@ -130,6 +144,19 @@ def timeless(question: str) -> str:
     cleaned = _NOW_CHINESE.sub("", _NOW_WORDS.sub(" ", question))
     cleaned = re.sub(r"\s+([?.,!])", r"\1", " ".join(cleaned.split()))
     return cleaned or question
+
+
+def still_true_request(memory: str, statement: str) -> str:
+    """The user message asking whether ``memory`` leaves ``statement`` true."""
+    return f"Memory: {escape_memory(memory)}\nStatement: {escape_memory(statement)}"
+
+
+_NO = re.compile(r"^(?:no|否|不是|不对)(?![\w'])", re.I)
+
+
+def says_no(reading: str) -> bool:
+    """Whether a reading of :data:`STILL_TRUE_PROMPT` is "no" (not "not said")."""
+    return bool(_NO.match(parse_reading(reading)))
 
 
 def parse_question(answer: str) -> FactQuestion | None:

@@ -8,6 +8,7 @@ from agentscope_mem0._text.fact_words import (
     Agreement,
     compare_answers,
     ends_what_older_names,
+    for_a_while,
     holder,
     is_additive,
     same_holder,
@@ -129,10 +130,6 @@ def test_a_prefix_that_denies_is_another_answer() -> None:
         ("User no longer works night shifts", "User works at a hospital", False),
         ("User is no longer afraid of dogs", "User has a dog named Rex", False),
         ("用户不再上夜班了", "用户在医院工作", False),
-        # An end for a while.
-        ("User left Paris for a week-long trip to Rome", "User lives in Paris", False),
-        ("User left Vienna for the weekend", "User lives in Vienna", False),
-        ("用户离开成都去重庆玩了一个周末", "用户住在成都", False),
         # Nothing named, no ending word, or a language without a lexicon.
         ("User graduated", "User is allergic to peanuts", False),
         ("User cut their hair short", "User has long hair", False),
@@ -143,3 +140,25 @@ def test_ending_words_propose_a_question_only_for_what_the_older_names(
     new: str, old: str, proposed: bool
 ) -> None:
     assert ends_what_older_names(new, old) is proposed
+
+
+@pytest.mark.parametrize(
+    ("memory", "bounded"),
+    [
+        ("User left Paris for a week-long trip to Rome", True),
+        ("User left Vienna for the weekend", True),
+        ("User is in Lisbon for a conference", True),
+        ("User left Toronto for a two-week holiday in Mexico", True),
+        ("用户离开成都去重庆玩了一个周末", True),
+        ("用户离开杭州去北京出差一周", True),
+        ("User cancelled the trip to Japan", False),
+        ("User quit smoking three months ago", False),
+        ("User gave up training for the marathon", False),
+        ("用户取消了去日本的旅行", False),
+        ("用户三个月前戒烟了", False),
+        ("用户取消了五月的旅行", False),
+        ("用户不再周末加班了", False),
+    ],
+)
+def test_a_while_away(memory: str, bounded: bool) -> None:
+    assert for_a_while(memory) is bounded

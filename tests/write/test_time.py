@@ -310,6 +310,11 @@ async def test_an_event_that_answers_the_older_memorys_question_changes_it() -> 
     # One more item is never a change, whichever way round it was read.
     also = Fact("n", "User also rents a flat in Valencia")
     assert await PairJudge(ask).relate(also, Fact("o", old)) == Relation.UNRELATED
+    # Nor is a while away, which a small model reads as a new home.
+    trip = "User left Madrid for a week-long trip to Valencia"
+    questions[trip] = ("Where did the user go?", "Valencia")
+    readings[(trip, "Where does the user live?")] = "Valencia"
+    assert await PairJudge(ask).relate(Fact("n", trip), Fact("o", old)) == Relation.UNRELATED
     # Neither memory answers the other's question: unrelated.
     peanuts = Fact("o", "User is allergic to peanuts")
     assert await PairJudge(ask).relate(Fact("n", moved), peanuts) == Relation.UNRELATED

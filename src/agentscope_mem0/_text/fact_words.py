@@ -1,14 +1,16 @@
 """What the words of a memory say, without a model: whose fact it is, whether it
-tells of the past or of one more item, and how two short answers compare.
+tells of the past, of one more item or of a while, and how two short answers
+compare.
 
 The time judgement uses these around the model's readings, only ever to veto
 a change: a new memory about another person, about the past ("used to", "in
-college", a year long gone) or adding an item ("also", "another") never makes
-an older memory untrue. No word makes one untrue on its own; words that end
-something the older memory names (:func:`ends_what_older_names`) only earn
-the pair one more question to the model. Each reads the
-words of the memory's language (:func:`~.lexicon.lexicon_for`); a memory in a
-language without a lexicon passes them and relies on the readings alone.
+college", a year long gone), adding an item ("also", "another") or away for
+a while ("for a week") never makes an older memory untrue. No word makes one
+untrue on its own; words that end something the older memory names
+(:func:`ends_what_older_names`) only earn the pair one more question to the
+model. Each reads the words of the memory's language
+(:func:`~.lexicon.lexicon_for`); a memory in a language without a lexicon
+passes them and relies on the readings alone.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "compare_answers",
     "denies",
     "ends_what_older_names",
+    "for_a_while",
     "holder",
     "is_additive",
     "is_short_answer",
@@ -126,13 +129,12 @@ def ends_what_older_names(new: str, old: str) -> bool:
     "works at Google"), a character of it in Chinese ("不再吃素" and "素食者").
     The thing follows the ending word, or, with nothing after it, goes before
     it ("User and John got divorced", "从腾讯辞职了"); with nothing there
-    either ("User graduated"), nothing is named. An end for a while ("left
-    Paris for a week", "离开成都去重庆玩") never counts. This only proposes the
-    pair for the model's reading: it decides nothing. ``False`` for a language
-    without a lexicon.
+    either ("User graduated"), nothing is named. This only proposes the pair
+    for the model's reading: it decides nothing (an end for a while is vetoed
+    apart: :func:`for_a_while`). ``False`` for a language without a lexicon.
     """
     lexicon = _lexicon(new, old)
-    if lexicon is UNREAD or lexicon.bounded.search(new):
+    if lexicon is UNREAD:
         return False
     named = set(_content(old, lexicon))
     for match in lexicon.ending.finditer(new):
@@ -159,6 +161,13 @@ def _content(text: str, lexicon: Lexicon) -> list[str]:
         for stem in stems
         if stem not in units and lexicon.synonyms.get(stem, stem) not in lexicon.light_verbs
     ]
+
+
+def for_a_while(memory: str) -> bool:
+    """Whether ``memory`` tells of a stay or a pause of a bounded length ("left
+    Paris for a week-long trip", "for the weekend", "离开杭州去北京出差一周"):
+    what it leaves goes on afterwards."""
+    return bool(_lexicon(memory).bounded.search(memory))
 
 
 class Agreement(StrEnum):

@@ -8,8 +8,8 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    "Beijing"); the older memory read for that question. "not said": the
    two are unrelated. The same answer: the same fact; the same and more: the
    new one adds detail. Another answer: maybe a change.
-3. A change is vetoed when the new memory tells of the past or adds one more
-   item (:mod:`.fact_words`).
+3. A change is vetoed when the new memory tells of the past, adds one more
+   item or tells of a while away (:mod:`~.._text.fact_words`).
 4. A change is confirmed the other way round: the older memory's question
    read from the new memory must get another answer than the older one's.
    When the new memory does not answer it, there is no change. When the
@@ -56,6 +56,7 @@ from .._text.fact_words import (
     compare_answers,
     denies,
     ends_what_older_names,
+    for_a_while,
     is_additive,
     is_short_answer,
     same_holder,
@@ -237,9 +238,14 @@ class PairJudge:
 
     @staticmethod
     def _vetoed(new: Fact) -> bool:
-        """A new memory about the past (in words or by a year long gone) or about
-        one more item changes nothing."""
-        return tells_of_past(new.text) or is_additive(new.text) or _years_ago(new)
+        """A new memory about the past (in words or by a year long gone), about
+        one more item or about a while away changes nothing."""
+        return (
+            tells_of_past(new.text)
+            or is_additive(new.text)
+            or for_a_while(new.text)
+            or _years_ago(new)
+        )
 
     async def _changed_the_other_way(self, new: Fact, old: Fact) -> Verdict:
         """When the older memory does not answer the new one's question.

@@ -30,6 +30,10 @@ Judges (``--judges``), all scripted (no model runs here):
   small model does with most pairs: the adversarial case for changes);
 * ``same``: a model that reads every pair as one fact (the adversarial case
   for merges: only the words' vetoes keep two facts apart);
+* ``ends``: "not said" for every question, and "no" whenever asked whether
+  an older memory still holds (the question words that end something
+  propose): the adversarial case for that question, where only the words
+  that earn it keep a true memory current; changes only;
 * ``reader``: a model that reads the change where the set has one and
   nothing elsewhere (scripted from the set: the older and the newer memory
   of a change answer one question with two answers); changes only;
@@ -63,7 +67,7 @@ EARLIER = SAID - timedelta(days=30)
 USER = "alice"
 SPLITS = ("dev", "held-out", "fresh")
 PAIR_JUDGES = ("none", "not-said", "same", "rule")
-CHANGE_JUDGES = ("not-said", "reader", "rule")
+CHANGE_JUDGES = ("not-said", "ends", "reader", "rule")
 REAL_CHANGES = ("change", "one-message", "quick-turns")
 
 
@@ -85,6 +89,11 @@ def not_said(prompt: str) -> str:
     if question is None:
         return json.dumps({"question": f"What does the user say in: {memory}?", "answer": memory})
     return "not said"
+
+
+def ends(prompt: str) -> str:
+    """Every reading "not said"; every older memory no longer true."""
+    return "no" if "\nStatement: " in prompt else not_said(prompt)
 
 
 def same(prompt: str) -> str:
@@ -136,6 +145,7 @@ def scripted_model(judge: str, scenarios: list[dict[str, Any]]) -> Any:
     answer: Any = {
         "none": None,
         "not-said": not_said,
+        "ends": ends,
         "same": same,
         "reader": Reader(scenarios),
         "rule": RuleJudge(),

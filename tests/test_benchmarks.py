@@ -348,11 +348,16 @@ def test_fact_change(runs: Runs) -> None:
 def test_judgement_sets(runs: Runs) -> None:
     data = result(runs.out("judgement_sets") / "judgement-sets.json", "command", "pairs", "changes")
     assert set(data["pairs"]) == {"none", "not-said", "same", "rule"}
-    assert set(data["changes"]) == {"not-said", "reader", "rule"}
+    assert set(data["changes"]) == {"not-said", "ends", "reader", "rule"}
     held = data["changes"]["reader"]["held-out"]
     assert held["change"]["scenarios"] == held["one-message"]["scenarios"] == 2  # en, zh
     # A model that reads "not said" everywhere: the words alone hide no true memory.
     assert data["changes"]["not-said"]["held-out"]["true_memories_hidden"] == 0
+    # A model that says every older memory ended: the ending words ask it only where
+    # they name what the older memory names ("quit smoking" / "smokes a pack a day").
+    ends = data["changes"]["ends"]["held-out"]
+    assert ends["true_memories_hidden"] == 0
+    assert ends["change"]["caught"] + ends["one-message"]["caught"] >= 1
 
 
 def test_real_model(runs: Runs) -> None:

@@ -22,7 +22,7 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    the user live?" with "Valencia").
 6. When the readings find no change but the new memory's words end a thing
    the older one names, for good (:func:`~.._text.fact_words.ends_what_older_names`:
-   "cancelled the trip to Japan" and "is planning a trip to Japan in June"),
+   "cancelled the trip to Japan" and "is planning a trip to Japan next summer"),
    the model is asked one more reading: is the older memory still true by the
    new one (:data:`~.judge_prompt.STILL_TRUE_PROMPT`)? Only its "no" is a change.
 
@@ -151,7 +151,7 @@ class PairJudge:
     """Relates memories pair by pair with reading questions to a model.
 
     Args:
-        ask: One model call; it may raise (the caller's timeout, say), which
+        ask: One model call; it can raise (the caller's timeout, say), which
             propagates out of :meth:`relate`.
     """
 
@@ -227,7 +227,7 @@ class PairJudge:
             # two answers: the reading the other way round would ask it again.
             return Verdict(Relation.CHANGES, f"model, one question of both: {first}")
         # Both ways round, or no change: a new memory that does not answer the older
-        # one's question may be about another thing that shares a word with it.
+        # one's question can be about another thing that shares a word with it.
         reading_new = await self.read(new, asked_old.question)
         if reading_new is None:
             return _UNRELATED
@@ -259,7 +259,7 @@ class PairJudge:
             return _UNRELATED
         asked, reading = await self._other_way(new, old)
         # Only a short answer that names a new value: a sentence retelling the new
-        # memory ("The user quit smoking in March." for "What does the user do?")
+        # memory ("The user quit smoking last spring." for "What does the user do?")
         # or a denial answers another question than the older memory's.
         if asked is None or reading is None or not is_short_answer(reading) or denies(reading):
             return _UNRELATED

@@ -6,7 +6,9 @@ import pytest
 
 from agentscope_mem0._text.fact_words import (
     Agreement,
+    answers_with_what_it_ends,
     compare_answers,
+    ends_something_else,
     ends_what_older_names,
     for_a_while,
     holder,
@@ -125,11 +127,16 @@ def test_a_prefix_that_denies_is_another_answer() -> None:
         ("用户上个月戒烟了", "用户每天抽烟", True),
         ("用户不再吃素了", "用户是素食者", True),
         ("用户和小李分手了", "用户和小李在谈恋爱", True),
+        ("User quit smoking in March", "User smokes about ten a day", True),
         # The ended thing is not all the older memory names ("weekends", "night shifts").
         ("User no longer works weekends", "User works at Google", False),
         ("User no longer works night shifts", "User works at a hospital", False),
         ("User is no longer afraid of dogs", "User has a dog named Rex", False),
         ("用户不再上夜班了", "用户在医院工作", False),
+        ("用户不再对猫毛过敏了", "用户对花生过敏", False),
+        ("用户不再对猫毛过敏了", "用户养了一只猫", False),
+        # A given name's first character names no one ("小丽", "小红").
+        ("用户和小丽分手了", "用户的妹妹叫小红", False),
         # Nothing named, no ending word, or a language without a lexicon.
         ("User graduated", "User is allergic to peanuts", False),
         ("User cut their hair short", "User has long hair", False),
@@ -140,6 +147,40 @@ def test_ending_words_propose_a_question_only_for_what_the_older_names(
     new: str, old: str, proposed: bool
 ) -> None:
     assert ends_what_older_names(new, old) is proposed
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "something_else"),
+    [
+        ("User stopped studying in the library", "User is studying medicine", True),
+        ("User quit watching tennis on TV", "User follows Formula 1", True),
+        ("用户不再对猫毛过敏了", "用户对花生过敏", True),
+        # What the older names is ended, nothing is ended, or no lexicon reads it.
+        ("User quit smoking three months ago", "User smokes a pack a day", False),
+        ("用户从腾讯辞职了", "用户在腾讯做产品经理", False),
+        ("User moved to Berlin", "User lives in Paris", False),
+        ("Der Nutzer hat mit dem Rauchen aufgehört", "Der Nutzer raucht", False),
+    ],
+)
+def test_an_end_of_something_else(new: str, old: str, something_else: bool) -> None:
+    assert ends_something_else(new, old) is something_else
+
+
+@pytest.mark.parametrize(
+    ("new", "answer", "ended"),
+    [
+        ("User quit watching tennis on TV", "Tennis", True),
+        ("User quit watching tennis on TV", "watching tennis", True),
+        ("用户不再喝咖啡了", "咖啡", True),
+        # A new value, a denial, or nothing ended.
+        ("User stopped studying in the library and now studies at home", "Home", False),
+        ("User quit nursing and became a software developer", "software developer", False),
+        ("User quit watching tennis on TV", "not watching tennis", False),
+        ("User moved to Berlin", "Berlin", False),
+    ],
+)
+def test_an_answer_naming_only_what_ended(new: str, answer: str, ended: bool) -> None:
+    assert answers_with_what_it_ends(new, answer) is ended
 
 
 @pytest.mark.parametrize(

@@ -435,6 +435,58 @@ async def test_words_that_end_what_the_older_names_ask_the_model_which_decides()
         assert relation == Relation.UNRELATED, answer
 
 
+async def test_an_end_of_something_else_is_a_change_only_by_the_models_no() -> None:
+    # Readings as a small model gave them: each pair reads as a change both ways.
+    library = "User stopped studying in the library and now studies at home"
+    medicine = "User is studying medicine"
+    tennis, formula = "User quit watching tennis on TV", "User follows Formula 1"
+    retired = "User retired from the pharmacy last week"
+    pharmacist = "User works as a pharmacist at a hospital in Leeds"
+    questions = {
+        library: ("What is the user doing now?", "studies at home"),
+        medicine: ("What is the user studying?", "medicine"),
+        tennis: ("What is the user doing now?", "not watching tennis on TV"),
+        formula: ("What sport does the user follow?", "Formula 1"),
+        retired: ("What is the user's job status now?", "retired"),
+        pharmacist: ("What is the user's job?", "pharmacist"),
+    }
+    readings = {
+        (medicine, "What is the user doing?"): "studying medicine",
+        (library, "What is the user studying?"): "Home",
+        (formula, "What is the user doing?"): "Following Formula 1.",
+        (tennis, "What sport does the user follow?"): "Tennis",
+        (pharmacist, "What is the user's job status?"): "works as a pharmacist",
+        (retired, "What is the user's job?"): "retired",
+    }
+    asked: list[str] = []
+
+    def reader(still_true: str) -> Any:
+        answers = {(new, f"Statement: {old}"): still_true for new in questions for old in questions}
+        literal = _literal_reader(questions, readings | answers)
+
+        async def ask(system: str, user: str) -> str:
+            if system == STILL_TRUE_PROMPT:
+                asked.append(user)
+            return await literal(system, user)
+
+        return ask
+
+    # The newer ends a thing the older does not name: its "no" is needed as well.
+    for answer, relation in (("not said", Relation.UNRELATED), ("no", Relation.CHANGES)):
+        for new, old in ((library, medicine), (retired, pharmacist)):
+            verdict = await PairJudge(reader(answer)).verdict(Fact("n", new), Fact("o", old))
+            assert verdict.relation == relation, (new, answer)
+    assert verdict.reason.startswith('model, both ways: "What is the user\'s job status now?"')
+    assert verdict.reason.endswith(
+        f'; confirmed, as the newer ends something else: "{pharmacist}" still true? "no"'
+    )
+    # The newer's answer is the very thing it ends: no new value, nothing asked.
+    asked.clear()
+    verdict = await PairJudge(reader("no")).verdict(Fact("n", tennis), Fact("o", formula))
+    assert verdict.relation == Relation.UNRELATED
+    assert asked == []
+
+
 async def test_one_question_put_to_both_memories_needs_no_second_reading() -> None:
     # A small model often cannot read the older memory's question from the new one
     # ("not said"), though it put that same question to each memory on its own.

@@ -21,8 +21,10 @@ from .lexicon import CJK_RUN, UNREAD, WORD, Lexicon, fold, lexicon_for
 
 __all__ = [
     "Agreement",
+    "answers_with_what_it_ends",
     "compare_answers",
     "denies",
+    "ends_something_else",
     "ends_what_older_names",
     "for_a_while",
     "holder",
@@ -119,47 +121,91 @@ def tells_of_past(memory: str) -> bool:
 _ENDED_WORDS = 4
 """Words of an ended thing read after its ending word ("quit smoking", "left the jazz band")."""
 
+_CHINESE_NAME_PREFIXES = frozenset("小老阿")
+"""Characters that open many Chinese given names ("小李", "老王"): shared, they name
+no one in particular."""
+
 
 def ends_what_older_names(new: str, old: str) -> bool:
     """Whether ``new`` tells that a thing ``old`` names has ended, for good.
 
     A word that ends something ("quit", "cancelled", "no longer", "戒", "分手")
-    and a thing the older memory names: every word of it in English ("quit
-    smoking" and "smokes a pack a day"; not "no longer works weekends" and
-    "works at Google"), a character of it in Chinese ("不再吃素" and "素食者").
-    The thing follows the ending word, or, with nothing after it, goes before
-    it ("User and John got divorced", "从腾讯辞职了"); with nothing there
-    either ("User graduated"), nothing is named. This only proposes the pair
-    for the model's reading: it decides nothing (an end for a while is vetoed
-    apart: :func:`for_a_while`). ``False`` for a language without a lexicon.
+    and a thing the older memory names, every word of it ("quit smoking" and
+    "smokes a pack a day"; not "no longer works weekends" and "works at
+    Google"); a Chinese word is named by one of its characters ("不再吃素" and
+    "素食者"; not "不再对猫毛过敏" and "对花生过敏", which names no 猫毛). The
+    thing follows the ending word, or, with nothing after it, goes before it
+    ("User and John got divorced", "从腾讯辞职了"); with nothing there either
+    ("User graduated"), nothing is named. This only proposes the pair for the
+    model's reading: it decides nothing (an end for a while is vetoed apart:
+    :func:`for_a_while`). ``False`` for a language without a lexicon.
     """
+    lexicon = _lexicon(new, old)
+    return lexicon is not UNREAD and any(
+        _named(thing, old, lexicon) for thing in _ended_things(new, lexicon)
+    )
+
+
+def ends_something_else(new: str, old: str) -> bool:
+    """Whether ``new`` ends things and ``old`` names none of them ("stopped
+    studying in the library" beside "is studying medicine"): a change the
+    readings find between the two needs the model to say the older one ended.
+    ``False`` for a language without a lexicon or a memory that ends nothing."""
     lexicon = _lexicon(new, old)
     if lexicon is UNREAD:
         return False
-    named = set(_content(old, lexicon))
+    things = _ended_things(new, lexicon)
+    return bool(things) and not any(_named(thing, old, lexicon) for thing in things)
+
+
+def answers_with_what_it_ends(new: str, answer: str) -> bool:
+    """Whether ``answer``, read from ``new``, names only a thing ``new`` says has
+    ended ("Tennis" from "quit watching tennis on TV"): no new value, however
+    the question was put. ``False`` for an answer that denies ("not any more")."""
+    lexicon = _lexicon(new, answer)
+    if lexicon is UNREAD or denies(answer, lexicon):
+        return False
+    words = _content(answer, lexicon)
+    return bool(words) and any(
+        _named(words, " ".join(thing), lexicon) for thing in _ended_things(new, lexicon)
+    )
+
+
+def _ended_things(new: str, lexicon: Lexicon) -> list[list[str]]:
+    """The things ``new`` says ended, each as its content words (see
+    :func:`ends_what_older_names`)."""
+    things = []
     for match in lexicon.ending.finditer(new):
         after = lexicon.ended_stop.split(new[match.end() :], maxsplit=1)[0]
         before = lexicon.ended_stop.split(new[: match.start()])[-1]
-        words = set(_content(after, lexicon)[:_ENDED_WORDS] or _content(before, lexicon))
-        if words and (words & named if lexicon.ended_in_part else words <= named):
-            return True
-    return False
+        thing = _content(after, lexicon)[:_ENDED_WORDS] or _content(before, lexicon)
+        if thing:
+            things.append(thing)
+    return things
+
+
+def _named(words: list[str], text: str, lexicon: Lexicon) -> bool:
+    """Whether ``text`` names every one of ``words`` (stems; Chinese words by a
+    character other than a name's first)."""
+    if lexicon.spaced:
+        return set(words) <= set(_content(text, lexicon))
+    characters = set(fold(text)) - _CHINESE_NAME_PREFIXES
+    return all(word in fold(text) or characters.intersection(word) for word in words)
 
 
 def _content(text: str, lexicon: Lexicon) -> list[str]:
     """The stems of ``text``'s words that name a thing, in order: fillers, articles,
     the user, numbers, units of time ("three months") and light verbs ("got")
-    left out; in Chinese, its characters."""
-    folded = fold(text)
-    words = [*"".join(CJK_RUN.findall(folded))] if not lexicon.spaced else WORD.findall(folded)
+    left out; Chinese as ``jieba`` segments it."""
     ignored = lexicon.fillers | lexicon.articles | lexicon.user_words | set(lexicon.numbers)
-    ignored |= set("".join(lexicon.user_words)) if not lexicon.spaced else set()
     units = {lexicon.stem(unit) for unit in lexicon.frequencies}
-    stems = [lexicon.stem(word) for word in words if word not in ignored and not word.isdigit()]
+    stems = [lexicon.stem(word) for word in _tokens(text) if word not in ignored]
     return [
         stem
         for stem in stems
-        if stem not in units and lexicon.synonyms.get(stem, stem) not in lexicon.light_verbs
+        if not stem.isdigit()
+        and stem not in units
+        and lexicon.synonyms.get(stem, stem) not in lexicon.light_verbs
     ]
 
 

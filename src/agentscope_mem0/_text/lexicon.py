@@ -211,10 +211,6 @@ class Lexicon:
     named after them."""
     ended_stop: re.Pattern[str] = _NOTHING
     """Where the ended thing's words stop: the next clause, or a time."""
-    ended_in_part: bool = False
-    """Whether an older memory naming part of an ended thing names it: in Chinese a
-    character shared ("不再吃素" and "素食者"); in English every word of it must be
-    named ("no longer works weekends" does not end "works at Google")."""
     bounded: re.Pattern[str] = _NOTHING
     """An end for a while ("for a week", "for a trip", "一个周末", "去北京出差"):
     what it ends goes on afterwards."""
@@ -514,7 +510,7 @@ ENGLISH = Lexicon(
     ),
     ended_stop=re.compile(
         r"[,.;:!?()]|\b(?:and|but|because|after|before|when|while|since|instead|so|"
-        r"last|this|next|ago|in \d{4}|on \w+day)\b",
+        rf"last|this|next|ago|in \d{{4}}|in (?:{_MONTH_WORDS})|on \w+day)\b",
         re.I,
     ),
     bounded=re.compile(
@@ -758,7 +754,6 @@ CHINESE = Lexicon(
         r"关掉|关闭|关了|退学|毕业|放弃|退出)"
     ),
     ended_stop=re.compile(r"[，。,.;；！!？?、]|然后|因为|之后|以后|现在|后来|但"),
-    ended_in_part=True,
     bounded=re.compile(
         rf"[{_NUMERALS}\d半]+(?:天|晚|个?(?:周末|星期|礼拜|周)|个月)(?!前|以前|之前|后|以后|之后)"
         r"|离开[^，。,.]{0,8}?去[^，。,.]{0,8}?(?:玩|出差|旅游|旅行|度假|开会)"

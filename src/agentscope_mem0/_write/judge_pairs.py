@@ -9,7 +9,9 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    two are unrelated. The same answer: the same fact; the same and more: the
    new one adds detail. Another answer: maybe a change.
 3. A change is vetoed when the new memory tells of the past, adds one more
-   item or tells of a while away (:mod:`~.._text.fact_words`).
+   item or tells of a while away (:mod:`~.._text.fact_words`), and when the
+   new memory's answer names only what it says has ended ("Tennis" read from
+   "quit watching tennis on TV": :func:`~.._text.fact_words.answers_with_what_it_ends`).
 4. A change is confirmed the other way round: the older memory's question
    read from the new memory must get another answer than the older one's.
    When the new memory does not answer it, there is no change. When the
@@ -25,10 +27,16 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    "cancelled the trip to Japan" and "is planning a trip to Japan next summer"),
    the model is asked one more reading: is the older memory still true by the
    new one (:data:`~.judge_prompt.STILL_TRUE_PROMPT`)? Only its "no" is a change.
+7. When the readings do find a change but the new memory ends things the older
+   one does not name (:func:`~.._text.fact_words.ends_something_else`: "stopped
+   studying in the library" beside "is studying medicine"), the same question
+   must be answered "no" too: the readings of such a pair often take the
+   other half of the new memory ("now studies at home") for the older one's
+   new value.
 
 Only the model's readings decide a change; the words only veto one (another
-person, the past, one more item, an end for a while) or propose one more
-question. A missed change leaves two dated memories in the note, newest
+person, the past, one more item, an end for a while, the ended thing as the
+new value) or ask one more question. A missed change leaves two dated memories in the note, newest
 first, where the reader can still tell; a wrong one hides a true memory from
 every later reply. So when the readings find no change, there is none,
 whatever the words say: "User quit smoking" ends "User smokes ten a day",
@@ -53,8 +61,10 @@ from typing import Any
 
 from .._text.fact_words import (
     Agreement,
+    answers_with_what_it_ends,
     compare_answers,
     denies,
+    ends_something_else,
     ends_what_older_names,
     for_a_while,
     is_additive,
@@ -182,23 +192,28 @@ class PairJudge:
         if not same_holder(new.text, old.text):
             return _UNRELATED
         verdict = await self._read_relation(new, old)
+        if verdict.relation is Relation.CHANGES and ends_something_else(new.text, old.text):
+            return await self._ended(
+                new, old, f"{verdict.reason}; confirmed, as the newer ends something else"
+            )
         if (
             verdict.relation is Relation.UNRELATED
             and not self._vetoed(new)
             and ends_what_older_names(new.text, old.text)
         ):
-            return await self._ended(new, old)
+            return await self._ended(
+                new, old, "model, asked as the newer's words end what the older names"
+            )
         return verdict
 
-    async def _ended(self, new: Fact, old: Fact) -> Verdict:
-        """Step 6: whether the model reads ``new`` as ending ``old``."""
+    async def _ended(self, new: Fact, old: Fact, why: str) -> Verdict:
+        """Steps 6 and 7: whether the model reads ``new`` as ending ``old``."""
         answer = await self._ask(STILL_TRUE_PROMPT, still_true_request(new.text, old.text))
         if not says_no(answer):
             return _UNRELATED
         return Verdict(
             Relation.CHANGES,
-            f'model, asked as the newer\'s words end what the older names: "{old.text}" '
-            f'still true? "{parse_reading(answer)}"',
+            f'{why}: "{old.text}" still true? "{parse_reading(answer)}"',
         )
 
     async def _read_relation(self, new: Fact, old: Fact) -> Verdict:
@@ -220,6 +235,8 @@ class PairJudge:
         asked_old = await self.question_of(old)
         if asked_old is None:
             return _UNRELATED
+        if answers_with_what_it_ends(new.text, asked.answer):
+            return _UNRELATED
         if same_question(asked.question, asked_old.question) and (
             compare_answers(asked_old.answer, asked.answer) is Agreement.DIFFERENT
         ):
@@ -229,7 +246,7 @@ class PairJudge:
         # Both ways round, or no change: a new memory that does not answer the older
         # one's question can be about another thing that shares a word with it.
         reading_new = await self.read(new, asked_old.question)
-        if reading_new is None:
+        if reading_new is None or answers_with_what_it_ends(new.text, reading_new):
             return _UNRELATED
         if compare_answers(asked_old.answer, reading_new) is not Agreement.DIFFERENT:
             return _UNRELATED
@@ -261,7 +278,13 @@ class PairJudge:
         # Only a short answer that names a new value: a sentence retelling the new
         # memory ("The user quit smoking last spring." for "What does the user do?")
         # or a denial answers another question than the older memory's.
-        if asked is None or reading is None or not is_short_answer(reading) or denies(reading):
+        if (
+            asked is None
+            or reading is None
+            or not is_short_answer(reading)
+            or denies(reading)
+            or answers_with_what_it_ends(new.text, reading)
+        ):
             return _UNRELATED
         if compare_answers(asked.answer, reading) is not Agreement.DIFFERENT:
             return _UNRELATED

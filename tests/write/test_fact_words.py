@@ -128,6 +128,7 @@ def test_a_prefix_that_denies_is_another_answer() -> None:
         ("用户不再吃素了", "用户是素食者", True),
         ("用户和小李分手了", "用户和小李在谈恋爱", True),
         ("User quit smoking in March", "User smokes about ten a day", True),
+        ("User and Daniel split up", "User is in a relationship with Daniel", True),
         # The ended thing is not all the older memory names ("weekends", "night shifts").
         ("User no longer works weekends", "User works at Google", False),
         ("User no longer works night shifts", "User works at a hospital", False),

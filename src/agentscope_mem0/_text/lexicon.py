@@ -503,7 +503,7 @@ ENGLISH = Lexicon(
     ),
     ending=re.compile(
         r"\b(?:quit|quits|stopped|stops|gave up|gives up|given up|cancell?ed|cancels|"
-        r"called off|broke up with|broken up with|split up with|divorced|left|leaves|sold|"
+        r"called off|broke up|broken up|split up|divorced|left|leaves|sold|"
         r"sells|retired from|retired|dropped out of|dropped|got rid of|gave away|closed|"
         r"ended|graduated from|graduated|finished|moved out of|no longer|not \w+ any ?more)\b",
         re.I,

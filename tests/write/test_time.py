@@ -302,15 +302,25 @@ async def test_an_event_that_answers_the_older_memorys_question_changes_it() -> 
     readings = {
         (moved, "Where does the user live?"): "Valencia",
         ("User also rents a flat in Valencia", "Where does the user live?"): "Valencia",
+        (moved, f"Statement: {old}"): "no",
+        ("User has asthma", "What is the user's condition?"): "not said",
+        ("User's arm has healed", "What is the user's condition?"): "Healed",
     }
     ask = _literal_reader(questions, readings)
     # The older state does not answer "Where did the user relocate?", the move answers
-    # "Where does the user live?" with another city.
+    # "Where does the user live?" with another city, and the model reads the older one
+    # as ended: one reading one way round needs that second one.
     verdict = await PairJudge(ask).verdict(Fact("n", moved), Fact("o", old))
     assert verdict.relation == Relation.CHANGES
     assert verdict.reason == (
-        'model, the older\'s question: "Where does the user live?" older "Madrid", newer "Valencia"'
+        'model, the older\'s question: "Where does the user live?" older "Madrid", newer '
+        f'"Valencia"; confirmed: "{old}" still true? "no"'
     )
+    # Without it, a state read for a question of another thing is no change.
+    questions["User has asthma"] = ("What is the user's condition?", "asthma")
+    questions["User's arm has healed"] = ("What is the state of the user's arm now?", "healed")
+    healed = Fact("n", "User's arm has healed")
+    assert await PairJudge(ask).relate(healed, Fact("o", "User has asthma")) == Relation.UNRELATED
     # One more item is never a change, whichever way round it was read.
     also = Fact("n", "User also rents a flat in Valencia")
     assert await PairJudge(ask).relate(also, Fact("o", old)) == Relation.UNRELATED

@@ -30,6 +30,7 @@ __all__ = [
     "holder",
     "is_additive",
     "is_short_answer",
+    "names_its_answer",
     "same_holder",
     "same_question",
     "tells_of_past",
@@ -140,10 +141,6 @@ def tells_of_past(memory: str) -> bool:
 _ENDED_WORDS = 4
 """Words of an ended thing read after its ending word ("quit smoking", "left the jazz band")."""
 
-_CHINESE_NAME_PREFIXES = frozenset("小老阿")
-"""Characters that open many Chinese given names ("小李", "老王"): shared, they name
-no one in particular."""
-
 
 def ends_what_older_names(new: str, old: str) -> bool:
     """Whether ``new`` tells that a thing ``old`` names has ended, for good.
@@ -151,8 +148,9 @@ def ends_what_older_names(new: str, old: str) -> bool:
     A word that ends something ("quit", "cancelled", "no longer", "戒", "分手")
     and a thing the older memory names, every word of it ("quit smoking" and
     "smokes a pack a day"; not "no longer works weekends" and "works at
-    Google"); a Chinese word is named by one of its characters ("不再吃素" and
-    "素食者"; not "不再对猫毛过敏" and "对花生过敏", which names no 猫毛). The
+    Google"); a Chinese word by all its characters ("不再喝咖啡" and
+    "每天喝两杯咖啡"; not "不再对猫毛过敏" and "对花生过敏", nor "不再喝奶茶" and
+    "喜欢喝茶"). The
     thing follows the ending word, or, with nothing after it, goes before it
     ("User and John got divorced", "从腾讯辞职了"); with nothing there either
     ("User graduated"), nothing is named. This only proposes the pair for the
@@ -190,27 +188,46 @@ def answers_with_what_it_ends(new: str, answer: str) -> bool:
     )
 
 
+def names_its_answer(memory: str, answer: str) -> bool:
+    """Whether ``answer``, read from ``memory``, shares a word with it (in Chinese
+    a character), denies, or names nothing the words can check ("three"): an
+    answer that shares nothing ("English" from "User stopped learning German")
+    is the model's own, not the memory's."""
+    lexicon = _lexicon(memory, answer)
+    if lexicon is UNREAD or denies(answer, lexicon):
+        return True
+    words = _content(answer, lexicon)
+    if not lexicon.spaced:
+        return not words or bool(set("".join(words)) & set(fold(memory)))
+    return not words or bool(set(words) & set(_content(memory, lexicon)))
+
+
 def _ended_things(new: str, lexicon: Lexicon) -> list[list[str]]:
     """The things ``new`` says ended, each as its content words (see
     :func:`ends_what_older_names`)."""
     things = []
     for match in lexicon.ending.finditer(new):
         after = lexicon.ended_stop.split(new[match.end() :], maxsplit=1)[0]
-        before = lexicon.ended_stop.split(new[: match.start()])[-1]
-        thing = _content(after, lexicon)[:_ENDED_WORDS] or _content(before, lexicon)
+        # Before it, the nearest clause that names something ("用户的金鱼上个月死了").
+        before = (
+            _content(part, lexicon)
+            for part in reversed(lexicon.ended_stop.split(new[: match.start()]))
+        )
+        thing = _content(after, lexicon)[:_ENDED_WORDS] or next(
+            (words for words in before if words), []
+        )
         if thing:
             things.append(thing)
     return things
 
 
 def _named(words: list[str], text: str, lexicon: Lexicon) -> bool:
-    """Whether ``text`` names every one of ``words`` (stems; Chinese words by a
-    character other than a name's first)."""
+    """Whether ``text`` names every one of ``words``: their stems, or in Chinese
+    every character of each ("喝咖啡" in "每天喝两杯咖啡"; no "奶茶" in "喜欢喝茶")."""
     if lexicon.spaced:
         return set(words) <= set(_content(text, lexicon))
-    folded = fold(text)
-    characters = set(folded) - _CHINESE_NAME_PREFIXES
-    return all(word in folded or characters.intersection(word) for word in words)
+    characters = set(fold(text))
+    return all(characters.issuperset(word) for word in words)
 
 
 def _content(text: str, lexicon: Lexicon) -> list[str]:

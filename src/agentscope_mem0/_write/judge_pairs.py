@@ -17,11 +17,15 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    When the new memory does not answer it, there is no change. When the
    model put the same question to both memories (asked of each on its own;
    :func:`~.._text.fact_words.same_question`), their two answers already are
-   that reading: another answer is a change without asking again.
+   that reading: another answer is a change without asking again, when the
+   new memory's answer is its own words ("English" from "User stopped
+   learning German" is not: :func:`~.._text.fact_words.names_its_answer`).
 5. When the older memory does not answer the new one's question at all, the
-   other way round alone decides, with a short answer that is no denial (an
-   event such as "moved to Valencia" answers the older state's "Where does
-   the user live?" with "Valencia").
+   other way round decides, with a short answer that is no denial (an event
+   such as "moved to Valencia" answers the older state's "Where does the user
+   live?" with "Valencia"), and the question of step 6 must be answered "no"
+   as well ("User's arm has healed" answers "User has asthma"'s "What is the
+   user's condition?" with "Healed").
 6. When the readings find no change but the new memory's words end a thing
    the older one names, for good (:func:`~.._text.fact_words.ends_what_older_names`:
    "cancelled the trip to Japan" and "is planning a trip to Japan next summer"),
@@ -69,6 +73,7 @@ from .._text.fact_words import (
     for_a_while,
     is_additive,
     is_short_answer,
+    names_its_answer,
     same_holder,
     same_question,
     tells_of_past,
@@ -237,8 +242,10 @@ class PairJudge:
             return _UNRELATED
         if answers_with_what_it_ends(new.text, asked.answer):
             return _UNRELATED
-        if same_question(asked.question, asked_old.question) and (
-            compare_answers(asked_old.answer, asked.answer) is Agreement.DIFFERENT
+        if (
+            same_question(asked.question, asked_old.question)
+            and compare_answers(asked_old.answer, asked.answer) is Agreement.DIFFERENT
+            and names_its_answer(new.text, asked.answer)
         ):
             # Asked apart, the model put the same question to both memories and read
             # two answers: the reading the other way round would ask it again.
@@ -288,10 +295,11 @@ class PairJudge:
             return _UNRELATED
         if compare_answers(asked.answer, reading) is not Agreement.DIFFERENT:
             return _UNRELATED
-        return Verdict(
-            Relation.CHANGES,
-            f"model, the older's question: {_read(asked.question, asked.answer, reading)}",
-        )
+        # One reading, one way round: the model must also read the older memory as
+        # ended ("User's arm has healed" answers "What is the user's condition?"
+        # of "User has asthma" with "Healed").
+        why = f"model, the older's question: {_read(asked.question, asked.answer, reading)}"
+        return await self._ended(new, old, f"{why}; confirmed")
 
     async def _other_way(self, new: Fact, old: Fact) -> tuple[FactQuestion | None, str | None]:
         """The older memory's question and answer, and the new memory's reading of

@@ -52,6 +52,8 @@ SMOKE: dict[str, str] = {
     # One row of each kind of the #37 sets, held-out half, every scripted judge.
     "judgement_sets": "judgement_sets.py --limit 1 --splits held-out "
     "--out {out}/judgement-sets.json",
+    # The recorded runs of docs/benchmarks, answered from their recordings only.
+    "judge_replay": "judge_replay.py --limit 4 --out {out}/judge-replay.json",
     "real_model": "real_model.py --scripted --split dev --cases home-allergy chitchat-weather "
     "change-01 person-07 --out {out}/real-model.json --plot {out}/real-model.png",
     # Both sides on this checkout: the side by side runs, compares nothing.
@@ -358,6 +360,12 @@ def test_judgement_sets(runs: Runs) -> None:
     ends = data["changes"]["ends"]["held-out"]
     assert ends["true_memories_hidden"] == 0
     assert ends["change"]["caught"] + ends["one-message"]["caught"] >= 1
+
+
+def test_judge_replay(runs: Runs) -> None:
+    data = result(runs.out("judge_replay") / "judge-replay.json", "summary", "by_split", "rows")
+    assert data["summary"]["scenarios"] == len(data["rows"]) == 4
+    assert all(row["reason"] or not row["old_superseded"] for row in data["rows"])
 
 
 def test_real_model(runs: Runs) -> None:

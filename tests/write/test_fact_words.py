@@ -13,6 +13,7 @@ from agentscope_mem0._text.fact_words import (
     for_a_while,
     holder,
     is_additive,
+    names_its_answer,
     same_holder,
     same_question,
     tells_of_past,
@@ -204,6 +205,22 @@ def test_an_end_of_something_else(new: str, old: str, something_else: bool) -> N
 )
 def test_an_answer_naming_only_what_ended(new: str, answer: str, ended: bool) -> None:
     assert answers_with_what_it_ends(new, answer) is ended
+
+
+@pytest.mark.parametrize(
+    ("memory", "answer", "its_own"),
+    [
+        ("User started a new job at Microsoft", "Microsoft", True),
+        ("User married Sam in July", "married", True),
+        ("User quit smoking", "no longer smokes", True),  # a denial
+        ("User has three kids now", "3", True),  # nothing the words can check
+        ("用户上个月结婚了", "已婚", True),
+        ("User stopped learning German", "English", False),
+        ("用户在阿里巴巴工作", "Yes", False),
+    ],
+)
+def test_an_answer_in_the_memorys_own_words(memory: str, answer: str, its_own: bool) -> None:
+    assert names_its_answer(memory, answer) is its_own
 
 
 @pytest.mark.parametrize(

@@ -528,6 +528,13 @@ async def test_one_question_put_to_both_memories_needs_no_second_reading() -> No
     assert await PairJudge(ask).relate(Fact("n", bike), Fact("o", bus)) == Relation.CHANGES
     # A question of nothing but asking words names no attribute: no change.
     assert await PairJudge(ask).relate(Fact("n", coffee), Fact("o", tea)) == Relation.UNRELATED
+    # An answer in none of the new memory's words is the model's own, not a new value.
+    german, dutch = "User stopped learning German", "User speaks Dutch fluently"
+    questions[german] = ("What language does the user speak now?", "English")
+    questions[dutch] = ("What language does the user speak?", "Dutch")
+    readings[(dutch, "What language does the user speak?")] = "Dutch"
+    readings[(german, f"Statement: {dutch}")] = "no"  # as the local model answered
+    assert await PairJudge(ask).relate(Fact("n", german), Fact("o", dutch)) == Relation.UNRELATED
     # One more item is still no change.
     questions["User also eats fish"] = ("What is the user's dietary preference?", "fish")
     also = Fact("n", "User also eats fish")

@@ -34,7 +34,9 @@ became a veto; ``fresh-8``, twelve Chinese and eight English changes and
 sixteen look-alikes, half of them ending something else, written once the
 end of something else needed the model's "no" and before any run of it;
 ``fresh-9``, twelve Chinese changes and eight Chinese look-alikes, written
-before Chinese ending words were read without 不再). The model is shared:
+before Chinese ending words were read without 不再; ``fresh-10``, ten Chinese
+changes and six Chinese look-alikes, written before a Chinese yes-or-no
+question was asked again for an attribute). The model is shared:
 run one benchmark at a time.
 
     python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\
@@ -523,7 +525,7 @@ def main() -> None:
         choices=[
             "dev",
             "held-out",
-            *(f"fresh{n}" for n in ("", "-2", "-3", "-4", "-5", "-6", "-7", "-8", "-9")),
+            *(f"fresh{n}" for n in ("", "-2", "-3", "-4", "-5", "-6", "-7", "-8", "-9", "-10")),
             "all",
         ],
     )

@@ -74,13 +74,22 @@ async def replay(row: dict[str, Any], scenario: dict[str, Any], live: Ask | None
     """Today's verdicts for one recorded scenario."""
     from agentscope_mem0._write.judge_pairs import Fact, PairJudge, Relation
 
-    recorded = {call["user"]: call["answer"] for call in row.get("calls", [])}
+    # A recorded call keeps its system prompt's opening: a prompt and a message.
+    recorded = {(call["system"], call["user"]): call["answer"] for call in row.get("calls", [])}
     unrecorded = 0
 
     async def ask(system: str, user: str) -> str:
         nonlocal unrecorded
-        if user in recorded:
-            return str(recorded[user])
+        key = next(
+            (
+                (opening, user)
+                for opening, u in recorded
+                if u == user and system.startswith(opening)
+            ),
+            None,
+        )
+        if key is not None:
+            return str(recorded[key])
         unrecorded += 1
         return await live(system, user) if live else "not said"
 

@@ -35,8 +35,9 @@ sixteen look-alikes, half of them ending something else, written once the
 end of something else needed the model's "no" and before any run of it;
 ``fresh-9``, twelve Chinese changes and eight Chinese look-alikes, written
 before Chinese ending words were read without 不再; ``fresh-10``, ten Chinese
-changes and six Chinese look-alikes, written before a Chinese yes-or-no
-question was asked again for an attribute). The model is shared:
+changes and six Chinese look-alikes, written before asking a Chinese
+yes-or-no question again for an attribute was tried; that was not kept, and
+fresh-10 has not been run). The model is shared:
 run one benchmark at a time.
 
     python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\

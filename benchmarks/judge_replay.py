@@ -131,7 +131,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-async def main(args: argparse.Namespace) -> dict[str, Any]:
+async def replay_all(args: argparse.Namespace) -> dict[str, Any]:
     scenarios = {
         s["id"]: s for s in map(json.loads, SCENARIOS.read_text(encoding="utf-8").splitlines()) if s
     }
@@ -153,7 +153,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-if __name__ == "__main__":
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", type=Path, default=RUNS, help="recorded runs")
     parser.add_argument("--live", help="OpenAI-compatible URL for calls the runs lack")
@@ -161,7 +161,11 @@ if __name__ == "__main__":
     parser.add_argument("--limit", type=int, help="replay only the first N scenarios")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    report = asyncio.run(main(args))
+    report = asyncio.run(replay_all(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(report["summary"], indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,6 @@ from agentscope_mem0._memories.lifecycle import time_label
 from agentscope_mem0._write.judge import TimeJudge, build_time_judge
 from agentscope_mem0._write.judge_pairs import Fact, PairJudge, Relation
 from agentscope_mem0._write.judge_prompt import (
-    STILL_TRUE_PROMPT,
     is_not_said,
     parse_question,
     parse_reading,
@@ -273,14 +272,19 @@ async def test_the_rule_judge_knows_common_changes() -> None:
 
 
 def _literal_reader(
-    questions: dict[str, tuple[str, str]], readings: dict[tuple[str, str], str]
+    questions: dict[str, tuple[str, str]],
+    readings: dict[tuple[str, str], str],
+    asked_still_true: list[str] | None = None,
 ) -> Any:
     """A model that answers as a literal small model does: each memory's own
-    question and answer, and a reading only for the exact question it knows."""
+    question and answer, and a reading only for the exact question it knows;
+    each "still true?" request is kept in ``asked_still_true``."""
 
     async def ask(system: str, user: str) -> str:
         memory, _, statement = user.removeprefix("Memory: ").partition("\nStatement: ")
         if statement:
+            if asked_still_true is not None:
+                asked_still_true.append(user)
             return readings.get((memory, f"Statement: {statement}"), "not said")
         memory, _, question = memory.partition("\nQuestion: ")
         if not question:
@@ -420,16 +424,8 @@ async def test_words_that_end_what_the_older_names_ask_the_model_which_decides()
     asked: list[str] = []
 
     def reader(still_true: str) -> Any:
-        literal = _literal_reader(
-            questions, {(new, f"Statement: {old}"): still_true for new, old in pairs.items()}
-        )
-
-        async def ask(system: str, user: str) -> str:
-            if system == STILL_TRUE_PROMPT:
-                asked.append(user)
-            return await literal(system, user)
-
-        return ask
+        answers = {(new, f"Statement: {old}"): still_true for new, old in pairs.items()}
+        return _literal_reader(questions, answers, asked)
 
     ends = ["User broke up with Mark", "用户上个月戒烟了"]
     for new, old in pairs.items():
@@ -476,14 +472,7 @@ async def test_an_end_of_something_else_is_a_change_only_by_the_models_no() -> N
 
     def reader(still_true: str) -> Any:
         answers = {(new, f"Statement: {old}"): still_true for new in questions for old in questions}
-        literal = _literal_reader(questions, readings | answers)
-
-        async def ask(system: str, user: str) -> str:
-            if system == STILL_TRUE_PROMPT:
-                asked.append(user)
-            return await literal(system, user)
-
-        return ask
+        return _literal_reader(questions, readings | answers, asked)
 
     # The newer ends a thing the older does not name: its "no" is needed as well.
     for answer, relation in (("not said", Relation.UNRELATED), ("no", Relation.CHANGES)):

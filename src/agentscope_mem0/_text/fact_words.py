@@ -150,10 +150,10 @@ def ends_what_older_names(new: str, old: str) -> bool:
     "smokes a pack a day"; not "no longer works weekends" and "works at
     Google"); a Chinese word by all its characters ("不再喝咖啡" and
     "每天喝两杯咖啡"; not "不再对猫毛过敏" and "对花生过敏", nor "不再喝奶茶" and
-    "喜欢喝茶"). The
-    thing follows the ending word, or, with nothing after it, goes before it
-    ("User and John got divorced", "从腾讯辞职了"); with nothing there either
-    ("User graduated"), nothing is named. This only proposes the pair for the
+    "喜欢喝茶"). The thing follows the ending word, or, with nothing after it,
+    goes before it, past a time ("User and John got divorced", "从腾讯辞职了",
+    "用户的金鱼上个月死了"); with nothing there either ("User graduated"),
+    nothing is named. This only proposes the pair for the
     model's reading: it decides nothing (an end for a while is vetoed apart:
     :func:`for_a_while`). ``False`` for a language without a lexicon.
     """

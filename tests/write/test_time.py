@@ -585,6 +585,36 @@ async def test_the_question_is_read_without_its_words_of_time() -> None:
     )
 
 
+async def test_an_older_yes_or_no_question_is_asked_as_still_true() -> None:
+    old, new = "用户在北京工作", "用户调到上海分公司工作了"
+    questions = {
+        new: ("用户现在在哪里工作？", "上海分公司"),
+        old: ("用户在北京工作吗？", "是"),
+        "用户喜欢听京剧": ("用户喜欢听京剧吗？", "是"),
+    }
+    readings = {
+        (old, "用户在哪里工作？"): "北京",
+        ("用户喜欢听京剧", "用户在哪里工作？"): "北京",
+        (new, f"Statement: {old}"): "no",
+    }
+    asked: list[str] = []
+    ask = _literal_reader(questions, readings, asked)
+    # Another place for the same question, and the older's question can only be
+    # answered yes or no, which the transfer does not say: "still true?" stands in.
+    verdict = await PairJudge(ask).verdict(Fact("n", new), Fact("o", old))
+    assert verdict.relation == Relation.CHANGES
+    assert "yes-or-no" in verdict.reason and 'still true? "no"' in verdict.reason
+    # A memory the model does not read as ended stays, whatever its first reading.
+    opera = Fact("o2", "用户喜欢听京剧")
+    assert await PairJudge(ask).relate(Fact("n", new), opera) == Relation.UNRELATED
+    assert asked[-1] == f"Memory: {new}\nStatement: 用户喜欢听京剧"
+    # A question asking for a value is read the other way round as before.
+    questions[old] = ("用户在哪个城市工作？", "北京")
+    asked.clear()
+    assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.UNRELATED
+    assert asked == []
+
+
 async def test_a_qualified_relation_is_still_another_persons_fact() -> None:
     questions = {
         "User's new manager is Sarah": ("Who is the user's manager?", "Sarah"),

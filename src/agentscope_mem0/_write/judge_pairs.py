@@ -20,6 +20,9 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    that reading: another answer is a change without asking again, when the
    new memory's answer is its own words ("English" from "User stopped
    learning German" is not: :func:`~.._text.fact_words.names_its_answer`).
+   When the older memory's question only asks yes or no ("用户在北京工作吗？" /
+   "是") and the new memory does not answer it, the question of step 6 is
+   asked in its place: only its "no" is a change.
 5. When the older memory does not answer the new one's question at all, the
    other way round decides, with a short answer that is no denial (an event
    such as "moved to Valencia" answers the older state's "Where does the user
@@ -83,6 +86,7 @@ from .judge_prompt import (
     READ_PROMPT,
     STILL_TRUE_PROMPT,
     FactQuestion,
+    asks_yes_or_no,
     is_not_said,
     parse_question,
     parse_reading,
@@ -253,6 +257,10 @@ class PairJudge:
         # Both ways round, or no change: a new memory that does not answer the older
         # one's question can be about another thing that shares a word with it.
         reading_new = await self.read(new, asked_old.question)
+        if reading_new is None and asks_yes_or_no(asked_old):
+            # The older's question only asks whether the older holds: "is it still
+            # true?" asks the same of the new memory, where a bare question did not.
+            return await self._ended(new, old, f"model: {first}; the older's is yes-or-no")
         if reading_new is None or answers_with_what_it_ends(new.text, reading_new):
             return _UNRELATED
         if compare_answers(asked_old.answer, reading_new) is not Agreement.DIFFERENT:

@@ -37,6 +37,7 @@ __all__ = [
     "READ_PROMPT",
     "STILL_TRUE_PROMPT",
     "FactQuestion",
+    "asks_yes_or_no",
     "is_not_said",
     "parse_question",
     "parse_reading",
@@ -157,6 +158,15 @@ _NO = re.compile(r"^(?:no|否|不是|不对)(?![\w'])", re.I)
 def says_no(reading: str) -> bool:
     """Whether a reading of :data:`STILL_TRUE_PROMPT` is "no" (not "not said")."""
     return bool(_NO.match(parse_reading(reading)))
+
+
+_YES_OR_NO = re.compile(r"^(?:yes|no|是的?|不是|否|对|不对|不|有|没有)[.!。！]?$", re.I)
+
+
+def asks_yes_or_no(asked: FactQuestion) -> bool:
+    """Whether ``asked`` only asks whether its memory holds ("用户在北京工作吗？" /
+    "是"): its answer is a bare yes or no, not a value."""
+    return bool(_YES_OR_NO.match(asked.answer.strip()))
 
 
 def parse_question(answer: str) -> FactQuestion | None:

@@ -529,7 +529,8 @@ def main() -> None:
         choices=[
             "dev",
             "held-out",
-            *(f"fresh{n}" for n in ("", "-2", "-3", "-4", "-5", "-6", "-7", "-8", "-9", "-10", "-11")),
+            "fresh",
+            *(f"fresh-{n}" for n in range(2, 12)),
             "all",
         ],
     )

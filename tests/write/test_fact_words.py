@@ -150,6 +150,13 @@ def test_a_prefix_that_denies_is_another_answer() -> None:
         ("用户和小李分手了", "用户和小李在谈恋爱", True),
         ("User quit smoking in March", "User smokes about ten a day", True),
         ("User and Daniel split up", "User is in a relationship with Daniel", True),
+        # Someone the end is shared with ends too; a thing given away is named after 把.
+        ("用户跟阿明取消了订婚", "用户的未婚夫是阿明", True),
+        ("User called off the engagement with Dave", "User is engaged to Dave", True),
+        ("用户把旧钢琴卖给了邻居", "用户有一架旧钢琴", True),
+        ("用户把小狗送人了", "用户养了一只小狗", True),
+        ("用户把过期的药扔掉了", "用户每天吃药", False),
+        ("用户送给妈妈一条围巾", "用户的妈妈住在上海", False),
         # The ended thing is not all the older memory names ("weekends", "night shifts").
         ("User no longer works weekends", "User works at Google", False),
         ("User no longer works night shifts", "User works at a hospital", False),

@@ -209,15 +209,19 @@ def _ended_things(new: str, lexicon: Lexicon) -> list[list[str]]:
     for match in lexicon.ending.finditer(new):
         after = lexicon.ended_stop.split(new[match.end() :], maxsplit=1)[0]
         # Before it, the nearest clause that names something ("用户的金鱼上个月死了").
-        before = (
-            _content(part, lexicon)
-            for part in reversed(lexicon.ended_stop.split(new[: match.start()]))
+        before = next(
+            (
+                part
+                for part in reversed(lexicon.ended_stop.split(new[: match.start()]))
+                if _content(part, lexicon)
+            ),
+            "",
         )
-        thing = _content(after, lexicon)[:_ENDED_WORDS] or next(
-            (words for words in before if words), []
-        )
-        if thing:
-            things.append(thing)
+        thing = _content(after, lexicon)[:_ENDED_WORDS] or _content(before, lexicon)
+        partner = lexicon.partner.search(before) or lexicon.partner.search(after)
+        for words in (thing, _content(partner.group(1), lexicon) if partner else []):
+            if words and words not in things:
+                things.append(words)
     return things
 
 

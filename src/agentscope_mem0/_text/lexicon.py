@@ -212,7 +212,12 @@ class Lexicon:
     """Words that end something ("quit", "no longer", "戒"); the ended thing is
     named after them."""
     ended_stop: re.Pattern[str] = _NOTHING
-    """Where the ended thing's words stop: the next clause, or a time."""
+    """Where the ended thing's words stop: the next clause, a time, or the verb
+    after a thing given away ("把鹦鹉|送给了邻居")."""
+    partner: re.Pattern[str] = _NOTHING
+    """Someone an end is shared with, in the clause of the ending word ("和大伟"
+    in "和大伟取消了婚约", "with Dave" in "called off the engagement with Dave"):
+    group 1 names them, and what the user had with them ends too."""
     bounded: re.Pattern[str] = _NOTHING
     """An end for a while ("for a week", "for a trip", "一个周末", "去北京出差"):
     what it ends goes on afterwards."""
@@ -511,6 +516,7 @@ ENGLISH = Lexicon(
         r"ended|graduated from|graduated|finished|moved out of|no longer|not \w+ any ?more)\b",
         re.I,
     ),
+    partner=re.compile(r"\bwith ((?:[A-Z][\w'-]*\s?){1,2})"),
     ended_stop=re.compile(
         r"[,.;:!?()]|\b(?:and|but|because|after|before|when|while|since|instead|so|"
         rf"last|this|next|ago|in \d{{4}}|in (?:{_MONTH_WORDS})|on \w+day)\b",
@@ -622,6 +628,8 @@ async def segmenter_ready(texts: Iterable[str]) -> None:
 _CHINESE_DIGITS = {char: value for value, char in enumerate("零一二三四五六七八九")} | {"两": 2}
 _CHINESE_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "亿": 100_000_000}
 _NUMERALS = "零一二两三四五六七八九十百千万亿"
+_GIVEN_AWAY = "送给|送人|送走|卖给|卖掉|卖了|扔掉|扔了|丢掉|捐给|捐掉|捐了|转让|转给|退掉|退了"
+"""Verbs after a thing given away, sold or thrown out ("把鹦鹉送给了邻居")."""
 _CLASSIFIERS = "个只位名辆条本家件台张套间座次岁天年月日号周元块度米斤点分层栋口"
 _CHINESE_DATE = re.compile(rf"([{_NUMERALS}\d]+)月(?:([{_NUMERALS}\d]+)[日号])?")
 _CHINESE_NUMBER = re.compile(
@@ -754,12 +762,15 @@ CHINESE = Lexicon(
     now=re.compile(r"现在|目前|如今|不再|已经不|改|换成"),
     ending=re.compile(
         r"(?:不再|不(?=[^，。,.;；！!？?、]{1,8}了)|戒掉|戒(?!指)|取消|分手|离婚|辞职|辞去|离职|"
-        r"退休|卖掉|卖了|搬出|搬离|关掉|关闭|关了|退学|退掉|毕业|放弃|退出|去世|死了|丢了)"
+        r"退休|卖掉|卖了|搬出|搬离|关掉|关闭|关了|退学|退掉|毕业|放弃|退出|去世|死了|丢了|"
+        rf"送人|扔掉|扔了|丢掉|把(?=[^，。,.;；！!？?、]{{1,10}}?(?:{_GIVEN_AWAY})))"
     ),
     ended_stop=re.compile(
         r"[，。,.;；！!？?、]|然后|因为|之后|以后|现在|后来|但|"
-        r"上个月|上周|上星期|去年|前年|今年|昨天|前天|今天|最近|刚刚|刚才|已经"
+        r"上个月|上周|上星期|去年|前年|今年|昨天|前天|今天|最近|刚刚|刚才|已经|"
+        + _GIVEN_AWAY
     ),
+    partner=re.compile(r"(?:和|跟|与)([^和跟与]{1,6})$"),
     bounded=re.compile(
         rf"[{_NUMERALS}\d半]+(?:天|晚|个?(?:周末|星期|礼拜|周)|个月)(?!前|以前|之前|后|以后|之后)"
         r"|离开[^，。,.]{0,8}?去[^，。,.]{0,8}?(?:玩|出差|旅游|旅行|度假|开会)"

@@ -767,8 +767,7 @@ CHINESE = Lexicon(
     ),
     ended_stop=re.compile(
         r"[，。,.;；！!？?、]|然后|因为|之后|以后|现在|后来|但|"
-        r"上个月|上周|上星期|去年|前年|今年|昨天|前天|今天|最近|刚刚|刚才|已经|"
-        + _GIVEN_AWAY
+        r"上个月|上周|上星期|去年|前年|今年|昨天|前天|今天|最近|刚刚|刚才|已经|" + _GIVEN_AWAY
     ),
     partner=re.compile(r"(?:和|跟|与)([^和跟与]{1,6})$"),
     bounded=re.compile(

@@ -40,7 +40,10 @@ yes-or-no question again for an attribute was tried (not kept) and first run
 once an older yes-or-no question was asked as "still true?"; ``fresh-11``, ten
 Chinese changes and eight Chinese look-alikes, written after that run and
 before the ends of a thing shared with someone ("和大伟取消了婚约") and of a
-thing given away ("把鹦鹉送给了邻居") were read). The model is shared:
+thing given away ("把鹦鹉送给了邻居") were read; ``fresh-12``, the same
+again, written after fresh-11's run and before a reading that names only the
+ended thing, or words the older memory does not hold, stopped counting as the
+same answer). The model is shared:
 run one benchmark at a time.
 
     python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\
@@ -530,7 +533,7 @@ def main() -> None:
             "dev",
             "held-out",
             "fresh",
-            *(f"fresh-{n}" for n in range(2, 12)),
+            *(f"fresh-{n}" for n in range(2, 13)),
             "all",
         ],
     )

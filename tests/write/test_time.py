@@ -615,6 +615,20 @@ async def test_an_older_yes_or_no_question_is_asked_as_still_true() -> None:
     assert asked == []
 
 
+async def test_the_same_ended_thing_read_from_both_is_no_repeat() -> None:
+    old, sold = "用户有一辆电动车", "用户把电动车卖给了同事"
+    questions = {sold: ("用户卖了什么？", "电动车"), old: ("用户有什么车？", "电动车")}
+    readings = {(old, "用户卖了什么？"): "电动车"}
+    # The older names what the newer sold: no repeat, and no change unless the
+    # model reads the older as ended.
+    ask = _literal_reader(questions, readings)
+    assert await PairJudge(ask).relate(Fact("n", sold), Fact("o", old)) == Relation.UNRELATED
+    readings[(sold, f"Statement: {old}")] = "no"
+    verdict = await PairJudge(ask).verdict(Fact("n", sold), Fact("o", old))
+    assert verdict.relation == Relation.CHANGES
+    assert verdict.reason.startswith("model, asked as the newer's words end what the older names")
+
+
 async def test_a_qualified_relation_is_still_another_persons_fact() -> None:
     questions = {
         "User's new manager is Sarah": ("Who is the user's manager?", "Sarah"),

@@ -9,9 +9,12 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    two are unrelated. The same answer: the same fact; the same and more: the
    new one adds detail. Another answer: maybe a change.
 3. A change is vetoed when the new memory tells of the past, adds one more
-   item or tells of a while away (:mod:`~.._text.fact_words`), and when the
-   new memory's answer names only what it says has ended ("Tennis" read from
-   "quit watching tennis on TV": :func:`~.._text.fact_words.answers_with_what_it_ends`).
+   item or tells of a while away (:mod:`~.._text.fact_words`). When the new
+   memory's answer names only what it says has ended ("Tennis" read from
+   "quit watching tennis on TV", "电动车" from "把电动车卖给了同事":
+   :func:`~.._text.fact_words.answers_with_what_it_ends`), the readings tell
+   neither a change nor a repeat: the older memory naming that thing is
+   step 6's to ask.
 4. A change is confirmed the other way round: the older memory's question
    read from the new memory must get another answer than the older one's.
    When the new memory does not answer it, there is no change. When the
@@ -233,6 +236,10 @@ class PairJudge:
         reading = await self.read(old, asked.question)
         if reading is None:
             return await self._changed_the_other_way(new, old)
+        if answers_with_what_it_ends(new.text, asked.answer):
+            # "What did the user sell?" / "电动车", read "电动车" from "has an e-bike":
+            # the older names what the newer ends, which is no repeat (step 6 asks).
+            return _UNRELATED
         agreement = compare_answers(reading, asked.answer)
         first = _read(asked.question, reading, asked.answer)
         if agreement is Agreement.SAME:
@@ -243,8 +250,6 @@ class PairJudge:
             return _UNRELATED
         asked_old = await self.question_of(old)
         if asked_old is None:
-            return _UNRELATED
-        if answers_with_what_it_ends(new.text, asked.answer):
             return _UNRELATED
         if (
             same_question(asked.question, asked_old.question)

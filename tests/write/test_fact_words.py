@@ -157,6 +157,8 @@ def test_a_prefix_that_denies_is_another_answer() -> None:
         ("用户把小狗送人了", "用户养了一只小狗", True),
         ("用户的猫上个月走丢了", "用户养了一只猫", True),
         ("用户跟阿芳分开了", "用户的女朋友叫阿芳", True),
+        ("用户戒酒三个月了", "用户每晚喝白酒", True),  # the thing stops at a time
+        ("用户前不久搬到了上海", "用户住在不久前买的房子里", False),  # 不久 denies nothing
         ("用户把过期的药扔掉了", "用户每天吃药", False),
         ("用户送给妈妈一条围巾", "用户的妈妈住在上海", False),
         # The ended thing is not all the older memory names ("weekends", "night shifts").
@@ -248,6 +250,8 @@ def test_an_answer_in_the_memorys_own_words(memory: str, answer: str, its_own: b
         ("用户三个月前戒烟了", False),
         ("用户取消了五月的旅行", False),
         ("用户不再周末加班了", False),
+        # A time since the end, not how long it lasts.
+        ("用户戒酒三个月了", False),
     ],
 )
 def test_a_while_away(memory: str, bounded: bool) -> None:

@@ -51,6 +51,11 @@ def test_whose_fact(memory: str, whose: str | None) -> None:
         ("User's sister's name is Anna", "User's sister moved to Paris", True),
         ("用户的男朋友叫阿杰", "用户和阿杰分手了", True),
         ("用户的新男朋友叫阿伟", "用户的男朋友是医生", True),
+        # Or by the one name the other memory ends something with.
+        ("User's girlfriend is Lena", "User broke up with Lena", True),
+        ("用户的丈夫是小郑", "用户跟小郑离婚了", True),
+        ("用户的妈妈是医生", "用户不再是医生了", False),
+        ("User's brother is Tom", "User had lunch with Tom", False),
         # Someone's person, not only named, is that person's fact alone.
         ("User's sister Anna moved to Paris", "User lives in Rome", False),
         ("User's sister is called Anna", "Maria adopted a cat", False),

@@ -15,7 +15,9 @@ passes them and relies on the readings alone.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import StrEnum
+from typing import NamedTuple
 
 from .lexicon import CJK_RUN, UNREAD, WORD, Lexicon, fold, lexicon_for
 
@@ -65,12 +67,19 @@ def holder(memory: str, names: frozenset[str] = frozenset()) -> str | None:
     is the sister's; a memory opening with another name is that person's.
     The user's own ``names`` (:func:`~.same_fact.user_names`) are the user.
     """
-    return _holder(memory, names)[0]
+    return _whose(memory, names).holder
 
 
-def _holder(memory: str, names: frozenset[str]) -> tuple[str | None, str | None]:
-    """:func:`holder`, and for a memory that only names a person of someone's
-    ("User's boyfriend is called Mark", "用户的男朋友叫阿杰") that someone too."""
+class _Whose(NamedTuple):
+    """Whose fact a memory is; for someone's person ("User's boyfriend ..."),
+    also that someone (``owner``) and the words after the person (``rest``)."""
+
+    holder: str | None
+    owner: str | None = None
+    rest: tuple[str, ...] = ()
+
+
+def _whose(memory: str, names: frozenset[str]) -> _Whose:
     lexicon = _lexicon(memory)
 
     def who(word: str) -> str:
@@ -81,7 +90,7 @@ def _holder(memory: str, names: frozenset[str]) -> tuple[str | None, str | None]
         # "用户的妹妹 ..." is the sister's; "用户 ..." the user's; "小王 ..." 小王's.
         words = lexicon.split(fold(memory))
         if not words or words[0] in lexicon.common_first_words or words[0] in lexicon.time_words:
-            return None, None
+            return _Whose(None)
         owner = who(words[0])
         if words[1:2] == [lexicon.possessive_word] and words[2:3]:
             # A qualifier before the person ("新老板", "前男友"), a word of its own or not.
@@ -96,34 +105,48 @@ def _holder(memory: str, names: frozenset[str]) -> tuple[str | None, str | None]
                 None,
             )
             if person is not None:
-                named = _names_only(words[index + 1 :], lexicon)
-                return f"{owner}'s {person}", owner if named else None
-        return owner, None
+                return _Whose(f"{owner}'s {person}", owner, tuple(words[index + 1 :]))
+        return _Whose(owner)
     possessive = lexicon.possessive.match(memory)
     if possessive:
         owner, thing = who(possessive.group(1)), fold(possessive.group(2))
         if thing not in lexicon.people:
-            return owner, None
-        named = _names_only(WORD.findall(fold(memory[possessive.end() :])), lexicon)
-        return f"{owner}'s {thing}", owner if named else None
+            return _Whose(owner)
+        rest = WORD.findall(fold(memory[possessive.end() :]))
+        return _Whose(f"{owner}'s {thing}", owner, tuple(rest))
     first = lexicon.first_word.match(memory)
     if first is None or fold(first.group(1)) in lexicon.common_first_words:
-        return None, None
-    return who(first.group(1)), None
+        return _Whose(None)
+    return _Whose(who(first.group(1)))
 
 
-def _names_only(rest: list[str], lexicon: Lexicon) -> bool:
-    """Whether the words after a person ("is called Mark", "叫阿杰") only name them."""
-    words = [word for word in rest if word not in lexicon.fillers]
-    return bool(words) and words[0] in lexicon.naming
+def _namer(whose: _Whose, memory: str, other: str) -> str | None:
+    """The owner of ``memory``'s person when it only names that person: by a
+    naming word ("User's boyfriend is called Mark", "用户的男朋友叫阿杰"), or by the
+    one word ``other`` ends something with ("用户的女朋友是小美" beside
+    "用户跟小美分开了")."""
+    lexicon = _lexicon(memory, other)
+    words = [word for word in whose.rest if word not in lexicon.fillers]
+    if words and words[0] in lexicon.naming:
+        return whose.owner
+    named = "".join(_content((" " if lexicon.spaced else "").join(words), lexicon))
+    if named and named in {"".join(words) for words in _partners(other, lexicon)}:
+        return whose.owner
+    return None
 
 
 def same_holder(first: str, second: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether two memories are about the same person, as far as their words tell.
     A memory that names someone's person ("User's boyfriend is called Mark") is
     about both ("User broke up with Mark", "User's boyfriend is a chef")."""
-    (a, a_namer), (b, b_namer) = _holder(first, names), _holder(second, names)
-    return a is None or b is None or a == b or a_namer == b or b_namer == a
+    a, b = _whose(first, names), _whose(second, names)
+    return (
+        a.holder is None
+        or b.holder is None
+        or a.holder == b.holder
+        or _namer(a, first, second) == b.holder
+        or _namer(b, second, first) == a.holder
+    )
 
 
 def is_additive(memory: str) -> bool:
@@ -204,11 +227,21 @@ def names_its_answer(memory: str, answer: str) -> bool:
 
 def _ended_things(new: str, lexicon: Lexicon) -> list[list[str]]:
     """The things ``new`` says ended, each as its content words (see
-    :func:`ends_what_older_names`)."""
+    :func:`ends_what_older_names`), someone they were shared with among them."""
     things = []
+    for before, after in _ending_clauses(new, lexicon):
+        thing = _content(after, lexicon)[:_ENDED_WORDS] or _content(before, lexicon)
+        for words in (thing, _partner(before, after, lexicon)):
+            if words and words not in things:
+                things.append(words)
+    return things
+
+
+def _ending_clauses(new: str, lexicon: Lexicon) -> Iterator[tuple[str, str]]:
+    """For each ending word of ``new``, the clause after it and the nearest one
+    before it that names something ("用户的金鱼上个月死了")."""
     for match in lexicon.ending.finditer(new):
         after = lexicon.ended_stop.split(new[match.end() :], maxsplit=1)[0]
-        # Before it, the nearest clause that names something ("用户的金鱼上个月死了").
         before = next(
             (
                 part
@@ -217,12 +250,22 @@ def _ended_things(new: str, lexicon: Lexicon) -> list[list[str]]:
             ),
             "",
         )
-        thing = _content(after, lexicon)[:_ENDED_WORDS] or _content(before, lexicon)
-        partner = lexicon.partner.search(before) or lexicon.partner.search(after)
-        for words in (thing, _content(partner.group(1), lexicon) if partner else []):
-            if words and words not in things:
-                things.append(words)
-    return things
+        yield before, after
+
+
+def _partner(before: str, after: str, lexicon: Lexicon) -> list[str]:
+    """The content words of someone an end is shared with, if any."""
+    found = lexicon.partner.search(before) or lexicon.partner.search(after)
+    return _content(found.group(1), lexicon) if found else []
+
+
+def _partners(memory: str, lexicon: Lexicon) -> list[list[str]]:
+    """Everyone ``memory`` ends something with ("小美" of "用户跟小美分开了")."""
+    return [
+        words
+        for before, after in _ending_clauses(memory, lexicon)
+        if (words := _partner(before, after, lexicon))
+    ]
 
 
 def _named(words: list[str], text: str, lexicon: Lexicon) -> bool:

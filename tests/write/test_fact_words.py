@@ -79,6 +79,9 @@ def test_past_and_additive_wording() -> None:
     assert not tells_of_past("User moved to Beijing last month")
     assert is_additive("User also plays the drums") and is_additive("User bought another bike")
     assert not is_additive("User switched to a Pixel 8")
+    # 又/还 before a verb of getting adds one more; before a move, it changes.
+    assert is_additive("用户又领养了一只兔子") and is_additive("用户还买了一台相机")
+    assert not is_additive("用户又搬家了") and not is_additive("用户还是住在北京")
     # Learning adds a skill and ends none; a life stage long over is the past.
     assert is_additive("User is learning Japanese") and is_additive("用户开始学日语")
     assert not is_additive("User stopped learning the violin")

@@ -755,7 +755,10 @@ CHINESE = Lexicon(
     minus=_words("零下 负"),
     possessive_word="的",
     common_first_words=_words("每 在 从 以前 去年 今年 现在 目前"),
-    additive=re.compile(r"也|另外|另一|又一|第二|在学|开始学"),
+    additive=re.compile(
+        r"也|另外|另一|又一|第二|在学|开始学"
+        r"|(?:又|还)(?:养|收养|领养|买|添|生|交|认识|学|报|多)"
+    ),
     past=re.compile(
         r"小时候|年轻时|上学时|读书时|大学时|大学期间|学生时代|以前|曾经|原来|过去|当年|那时"
     ),

@@ -279,11 +279,18 @@ def _named(words: list[str], text: str, lexicon: Lexicon) -> bool:
 
 def _content(text: str, lexicon: Lexicon) -> list[str]:
     """The stems of ``text``'s words that name a thing, in order: fillers, articles,
-    the user, numbers, units of time ("three months") and light verbs ("got")
-    left out; Chinese as ``jieba`` segments it."""
+    the user, numbers, units of time ("three months"), light verbs ("got") and a
+    past participle describing the next word ("smoked" of "smoked salmon": a kind
+    of thing, not the doing "quit smoking" ends) left out; Chinese as ``jieba``
+    segments it."""
     ignored = lexicon.fillers | lexicon.articles | lexicon.user_words | set(lexicon.numbers)
     units = {lexicon.stem(unit) for unit in lexicon.frequencies}
-    stems = [lexicon.stem(word) for word in _tokens(text) if word not in ignored]
+    tokens = _tokens(text)
+    stems = [
+        lexicon.stem(word)
+        for index, word in enumerate(tokens)
+        if word not in ignored and not _describes(tokens, index, ignored, lexicon)
+    ]
     return [
         stem
         for stem in stems
@@ -291,6 +298,21 @@ def _content(text: str, lexicon: Lexicon) -> list[str]:
         and stem not in units
         and lexicon.synonyms.get(stem, stem) not in lexicon.light_verbs
     ]
+
+
+def _describes(tokens: list[str], index: int, ignored: frozenset[str], lexicon: Lexicon) -> bool:
+    """Whether ``tokens[index]`` is a past participle between a word of the memory's
+    own (not its opening subject: "User married Sam" is a verb) and a word that
+    names a thing ("loves smoked salmon", "has a used car")."""
+    word = tokens[index]
+    return (
+        word.endswith("ed")
+        and lexicon.is_past(word)
+        and 1 < index < len(tokens) - 1
+        and tokens[index - 1] not in lexicon.user_words
+        and tokens[index + 1] not in ignored
+        and not lexicon.denies(tokens[index + 1])
+    )
 
 
 def for_a_while(memory: str) -> bool:

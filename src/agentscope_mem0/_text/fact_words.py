@@ -303,7 +303,7 @@ def _content(text: str, lexicon: Lexicon) -> list[str]:
 def _describes(tokens: list[str], index: int, ignored: frozenset[str], lexicon: Lexicon) -> bool:
     """Whether ``tokens[index]`` is a past participle between a word of the memory's
     own (not its opening subject: "User married Sam" is a verb) and a word that
-    names a thing ("loves smoked salmon", "has a used car")."""
+    names a thing ("loves smoked salmon", "rents a furnished flat")."""
     word = tokens[index]
     return (
         word.endswith("ed")

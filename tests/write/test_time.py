@@ -604,10 +604,17 @@ async def test_an_older_yes_or_no_question_is_asked_as_still_true() -> None:
     verdict = await PairJudge(ask).verdict(Fact("n", new), Fact("o", old))
     assert verdict.relation == Relation.CHANGES
     assert "yes-or-no" in verdict.reason and 'still true? "no"' in verdict.reason
-    # A memory the model does not read as ended stays, whatever its first reading.
+    # A memory the model does not read as ended stays, whatever its first reading;
+    # when the words then also earn the question (step 6), it is not asked again.
     opera = Fact("o2", "用户喜欢听京剧")
     assert await PairJudge(ask).relate(Fact("n", new), opera) == Relation.UNRELATED
     assert asked[-1] == f"Memory: {new}\nStatement: 用户喜欢听京剧"
+    sold, moped = "用户把电动车卖给了同事", "用户有一辆电动车"
+    questions |= {sold: ("用户把电动车卖给了谁？", "同事"), moped: ("用户有电动车吗？", "有")}
+    readings[(moped, "用户把电动车卖给了谁？")] = "朋友"
+    asked.clear()
+    assert await PairJudge(ask).relate(Fact("n", sold), Fact("o", moped)) == Relation.UNRELATED
+    assert asked == [f"Memory: {sold}\nStatement: {moped}"]
     # A question asking for a value is read the other way round as before.
     questions[old] = ("用户在哪个城市工作？", "北京")
     asked.clear()

@@ -179,6 +179,8 @@ class PairJudge:
 
     def __init__(self, ask: Ask) -> None:
         self._ask = ask
+        self._still_true: dict[tuple[str, str], str] = {}
+        """The model's "still true?" answers by (newer, older) text: asked once."""
 
     async def question_of(self, fact: Fact) -> FactQuestion | None:
         """``fact``'s question and answer, asked once."""
@@ -220,7 +222,11 @@ class PairJudge:
 
     async def _ended(self, new: Fact, old: Fact, why: str) -> Verdict:
         """Steps 6 and 7: whether the model reads ``new`` as ending ``old``."""
-        answer = await self._ask(STILL_TRUE_PROMPT, still_true_request(new.text, old.text))
+        key = (new.text, old.text)
+        if key not in self._still_true:
+            request = still_true_request(new.text, old.text)
+            self._still_true[key] = await self._ask(STILL_TRUE_PROMPT, request)
+        answer = self._still_true[key]
         if not says_no(answer):
             return _UNRELATED
         return Verdict(

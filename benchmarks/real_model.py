@@ -42,13 +42,13 @@ Chinese changes and eight Chinese look-alikes, written after that run and
 before the ends of a thing shared with someone ("和大伟取消了婚约") and of a
 thing given away ("把鹦鹉送给了邻居") were read; ``fresh-12``, the same
 again, written after fresh-11's run and before a reading that names only the
-ended thing, or words the older memory does not hold, stopped counting as the
-same answer; ``fresh-13``, ten Chinese changes and six look-alikes, written
-after fresh-12's run and the Chinese ending words it taught (分开, 辞掉, 走丢),
-before any run of them; ``fresh-14``, the same again, written after
-fresh-13's run and before the wave's last code, to measure it; ``fresh-15``,
-the same again, written once that code was final, run only on it). The model is shared:
-run one benchmark at a time.
+ended thing stopped counting as the same answer; ``fresh-13``, ten Chinese
+changes and six look-alikes, written after fresh-12's run and the Chinese
+ending words it taught (分开, 辞掉, 走丢), before any run of them;
+``fresh-14``, the same again, written after fresh-13's run and before the
+wave's last code, to measure it; ``fresh-15``, the same again, written once
+that code was final, run only on it). The model is shared: run one benchmark
+at a time.
 
     python benchmarks/real_model.py --out docs/benchmarks/real-model.json \\
         --plot docs/benchmarks/real-model.png

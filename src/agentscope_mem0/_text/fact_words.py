@@ -125,6 +125,8 @@ def _namer(whose: _Whose, memory: str, other: str) -> str | None:
     naming word ("User's boyfriend is called Mark", "用户的男朋友叫阿杰"), or by the
     one word ``other`` ends something with ("用户的女朋友是小美" beside
     "用户跟小美分开了")."""
+    if whose.owner is None:
+        return None  # no one's person: nothing to name
     lexicon = _lexicon(memory, other)
     words = [word for word in whose.rest if word not in lexicon.fillers]
     if words and words[0] in lexicon.naming:

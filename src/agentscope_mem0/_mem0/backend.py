@@ -378,12 +378,7 @@ class Mem0Backend:
         if store is None:
             raise PermanentBackendError(f"{type(self.client).__name__} has no vector_store")
         with caller_loop_scope(), mapped_errors("metadata update"):
-            point = await asyncio.to_thread(store.get, vector_id=memory_id)
-            if point is None or not isinstance(getattr(point, "payload", None), dict):
-                return False
-            payload = {**point.payload, **changes}
-            await asyncio.to_thread(store.update, vector_id=memory_id, payload=payload)
-        return True
+            return await asyncio.to_thread(_merge_payload, store, memory_id, changes)
 
     async def embed(self, texts: list[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the client's own embedder, as it embeds search queries.
@@ -531,3 +526,13 @@ def _carries(entry: Any, field: str, key: str) -> bool:
         return False
     metadata = entry.get("metadata") or {}
     return entry.get(field) == key or (isinstance(metadata, dict) and metadata.get(field) == key)
+
+
+def _merge_payload(store: Any, memory_id: str, changes: dict[str, Any]) -> bool:
+    """In a worker thread: read one point's payload and write it back with
+    ``changes`` (one hop of the loop for both); False when the point is gone."""
+    point = store.get(vector_id=memory_id)
+    if point is None or not isinstance(getattr(point, "payload", None), dict):
+        return False
+    store.update(vector_id=memory_id, payload={**point.payload, **changes})
+    return True

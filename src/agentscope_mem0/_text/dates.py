@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -17,20 +18,33 @@ def parse_time(value: Any) -> datetime | None:
     date is that day at midnight UTC.
     """
     if isinstance(value, datetime):
-        parsed = value
+        parsed: datetime | None = value
     elif isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=UTC)  # that day, anywhere
-    elif isinstance(value, str) and value.strip():
-        text = value.strip().replace(" ", "T", 1)
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        try:
-            parsed = datetime.fromisoformat(text)
-        except ValueError:
-            return None
+    elif isinstance(value, str):
+        parsed = _read_iso(value)
     else:
         return None
+    if parsed is None or parsed.tzinfo is UTC:
+        return parsed
     return parsed.astimezone(UTC) if parsed.tzinfo else parsed.astimezone().astimezone(UTC)
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_iso(text: str) -> datetime | None:
+    """ISO 8601 ``text`` as a datetime, aware ones in UTC, naive ones as written
+    (the local zone is applied by the caller: it may change). A note reads the
+    same stored times turn after turn, hence the cache."""
+    text = text.strip().replace(" ", "T", 1)
+    if not text:
+        return None
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed.astimezone(UTC) if parsed.tzinfo else parsed
 
 
 def iso(moment: datetime) -> str:

@@ -15,6 +15,7 @@ passes them and relies on the readings alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from enum import StrEnum
 from typing import NamedTuple
@@ -205,12 +206,13 @@ def answers_with_what_it_ends(new: str, answer: str) -> bool:
     ended ("Tennis" from "quit watching tennis on TV"): no new value, however
     the question was put. ``False`` for an answer that denies ("not any more")."""
     lexicon = _lexicon(new, answer)
-    if lexicon is UNREAD or denies(answer, lexicon):
+    if lexicon is UNREAD:
+        return False
+    things = _ended_things(new, lexicon)  # most memories end nothing: nothing more to read
+    if not things or denies(answer, lexicon):
         return False
     words = _content(answer, lexicon)
-    return bool(words) and any(
-        _named(words, " ".join(thing), lexicon) for thing in _ended_things(new, lexicon)
-    )
+    return bool(words) and any(_named(words, " ".join(thing), lexicon) for thing in things)
 
 
 def names_its_answer(memory: str, answer: str) -> bool:
@@ -285,21 +287,34 @@ def _content(text: str, lexicon: Lexicon) -> list[str]:
     past participle describing the next word ("smoked" of "smoked salmon": a kind
     of thing, not the doing "quit smoking" ends) left out; Chinese as ``jieba``
     segments it."""
-    ignored = lexicon.fillers | lexicon.articles | lexicon.user_words | set(lexicon.numbers)
-    units = {lexicon.stem(unit) for unit in lexicon.frequencies}
+    return list(_content_of(text, lexicon))
+
+
+@functools.lru_cache(maxsize=4096)
+def _content_of(text: str, lexicon: Lexicon) -> tuple[str, ...]:
+    """:func:`_content`, kept: a judgement reads each memory's words for every
+    pair and every rule, and an older memory again with each newer one."""
+    ignored, units = _left_out(lexicon)
     tokens = _tokens(text)
     stems = [
         lexicon.stem(word)
         for index, word in enumerate(tokens)
         if word not in ignored and not _describes(tokens, index, ignored, lexicon)
     ]
-    return [
+    return tuple(
         stem
         for stem in stems
         if not stem.isdigit()
         and stem not in units
         and lexicon.synonyms.get(stem, stem) not in lexicon.light_verbs
-    ]
+    )
+
+
+@functools.cache
+def _left_out(lexicon: Lexicon) -> tuple[frozenset[str], frozenset[str]]:
+    """The words :func:`_content` leaves out, and the stems of its units of time."""
+    ignored = lexicon.fillers | lexicon.articles | lexicon.user_words | frozenset(lexicon.numbers)
+    return ignored, frozenset(lexicon.stem(unit) for unit in lexicon.frequencies)
 
 
 def _describes(tokens: list[str], index: int, ignored: frozenset[str], lexicon: Lexicon) -> bool:

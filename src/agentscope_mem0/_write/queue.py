@@ -873,25 +873,36 @@ class WriteQueue:
                 self._settle_sent(scope, sent)
 
     async def _next_rows(self, scope: Scope) -> tuple[BaseOutbox, list[OutboxRow]] | None:
-        """The next batch of ``scope`` and the outbox holding it, or ``None``."""
+        """The next batch of ``scope`` and the outbox holding it, or ``None``
+        (every box asked in one call on the outbox's thread)."""
         unsynced = frozenset(self._store_sync.unsynced)  # stored, waiting for the sync
+        found, errors = await self._thread.run(self._first_batch, scope, unsynced)
+        for exc in errors:
+            self._stats.outbox_errors += 1
+            logger.warning("could not read the outbox (%s); trying again shortly", exc)
+        return found
+
+    def _first_batch(
+        self, scope: Scope, skip: frozenset[str]
+    ) -> tuple[tuple[BaseOutbox, list[OutboxRow]] | None, list[LocalFileError]]:
+        """On the outbox's thread: the first box's next batch of ``scope``, and
+        the errors of the boxes that could not be read."""
+        errors: list[LocalFileError] = []
         for box in self._boxes():
             try:
-                rows = await self._thread.run(
-                    box.next_batch,
+                rows = box.next_batch(
                     owner=self._owner,
                     user_id=scope.user_id,
                     agent_id=scope.agent_id,
                     limit=self._max_batch,
-                    skip=unsynced,
+                    skip=skip,
                 )
             except LocalFileError as exc:
-                self._stats.outbox_errors += 1
-                logger.warning("could not read the outbox (%s); trying again shortly", exc)
+                errors.append(exc)
                 continue
             if rows:
-                return box, rows
-        return None
+                return (box, rows), errors
+        return None, errors
 
     async def _let_go(self, rt: _Runtime, scope: Scope) -> bool:
         """Let other writers of a shared outbox take ``scope`` once what this

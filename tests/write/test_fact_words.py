@@ -54,6 +54,7 @@ def test_whose_fact(memory: str, whose: str | None) -> None:
         # Or by the one name the other memory ends something with.
         ("User's girlfriend is Lena", "User broke up with Lena", True),
         ("用户的丈夫是小郑", "用户跟小郑离婚了", True),
+        ("用户的未婚妻叫阿华", "用户和阿华的婚约取消了", True),
         ("用户的妈妈是医生", "用户不再是医生了", False),
         ("User's brother is Tom", "User had lunch with Tom", False),
         # Someone's person, not only named, is that person's fact alone.
@@ -165,6 +166,10 @@ def test_a_prefix_that_denies_is_another_answer() -> None:
         ("用户把小狗送人了", "用户养了一只小狗", True),
         ("用户的猫上个月走丢了", "用户养了一只猫", True),
         ("用户跟阿芳分开了", "用户的女朋友叫阿芳", True),
+        ("用户和阿华的婚约取消了", "用户的未婚妻叫阿华", True),  # what they had ends
+        # An ending word with no object: what follows is another clause ("回老家").
+        ("用户退休去海南了", "用户每年冬天去海南", False),
+        ("用户从银行辞职了", "用户在银行上班", True),
         ("用户戒酒三个月了", "用户每晚喝白酒", True),  # the thing stops at a time
         ("用户前不久搬到了上海", "用户住在不久前买的房子里", False),  # 不久 denies nothing
         ("用户把过期的药扔掉了", "用户每天吃药", False),
@@ -223,6 +228,8 @@ def test_an_end_of_something_else(new: str, old: str, something_else: bool) -> N
         ("User quit nursing and became a software developer", "software developer", False),
         ("User quit watching tennis on TV", "not watching tennis", False),
         ("User moved to Berlin", "Berlin", False),
+        ("用户辞职回老家了", "老家", False),  # where they went: 辞职 takes no object
+        ("用户把摩托车卖给了表弟", "摩托车", True),
     ],
 )
 def test_an_answer_naming_only_what_ended(new: str, answer: str, ended: bool) -> None:

@@ -615,10 +615,45 @@ async def test_an_older_yes_or_no_question_is_asked_as_still_true() -> None:
     asked.clear()
     assert await PairJudge(ask).relate(Fact("n", sold), Fact("o", moped)) == Relation.UNRELATED
     assert asked == [f"Memory: {sold}\nStatement: {moped}"]
-    # A question asking for a value is read the other way round as before.
+    # A question asking for a value is read the other way round as before; when the
+    # new memory does not answer it, "still true?" is asked in its place too (the
+    # two answers of the first reading are each their own memory's words).
     questions[old] = ("用户在哪个城市工作？", "北京")
     asked.clear()
+    verdict = await PairJudge(ask).verdict(Fact("n", new), Fact("o", old))
+    assert verdict.relation == Relation.CHANGES
+    assert "the older's not read" in verdict.reason
+    assert asked == [f"Memory: {new}\nStatement: {old}"]
+    readings[(new, "用户在哪个城市工作？")] = "上海"
+    asked.clear()
+    assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.CHANGES
+    assert asked == []  # read both ways: no more question
+
+
+async def test_an_older_question_gone_astray_is_asked_as_still_true() -> None:
+    old, new = "用户每天晚上看电视", "用户现在晚上改成看书了"
+    radio = "用户对青霉素过敏"
+    questions = {
+        new: ("用户现在晚上做什么？", "看书"),
+        old: ("用户每天晚上看电视的时间是什么时候？", "晚上"),
+        radio: ("用户对什么过敏？", "青霉素"),
+    }
+    readings = {(old, "用户晚上做什么？"): "看电视", (radio, "用户晚上做什么？"): "在家中"}
+    asked: list[str] = []
+    ask = _literal_reader(questions, readings, asked)
+    # Two answers in their own memories' words; the older's question went astray.
+    # Only the model's "no" to "still true?" makes it a change.
     assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.UNRELATED
+    assert asked == [f"Memory: {new}\nStatement: {old}"]
+    readings[(new, f"Statement: {old}")] = "no"
+    verdict = await PairJudge(ask).verdict(Fact("n", new), Fact("o", old))
+    assert verdict.relation == Relation.CHANGES
+    assert "the older's not read" in verdict.reason
+    # An answer the model made up for an unrelated memory ("在家中" is none of
+    # "用户对青霉素过敏"'s words) asks nothing more, whatever "still true?" would say.
+    readings[(new, f"Statement: {radio}")] = "no"
+    asked.clear()
+    assert await PairJudge(ask).relate(Fact("n", new), Fact("o", radio)) == Relation.UNRELATED
     assert asked == []
 
 

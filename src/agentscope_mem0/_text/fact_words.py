@@ -245,7 +245,8 @@ def _ending_clauses(new: str, lexicon: Lexicon) -> Iterator[tuple[str, str]]:
     """For each ending word of ``new``, the clause after it and the nearest one
     before it that names something ("用户的金鱼上个月死了")."""
     for match in lexicon.ending.finditer(new):
-        after = lexicon.ended_stop.split(new[match.end() :], maxsplit=1)[0]
+        alone = lexicon.ends_alone.fullmatch(match.group())
+        after = "" if alone else lexicon.ended_stop.split(new[match.end() :], maxsplit=1)[0]
         before = next(
             (
                 part

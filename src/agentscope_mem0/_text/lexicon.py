@@ -211,13 +211,17 @@ class Lexicon:
     ending: re.Pattern[str] = _NOTHING
     """Words that end something ("quit", "no longer", "戒"); the ended thing is
     named after them."""
+    ends_alone: re.Pattern[str] = _NOTHING
+    """Ending words that take no object ("辞职", "退休"): what follows them is
+    another clause ("辞职回老家了": went home), and the ended thing is named before."""
     ended_stop: re.Pattern[str] = _NOTHING
     """Where the ended thing's words stop: the next clause, a time, or the verb
     after a thing given away ("把鹦鹉|送给了邻居")."""
     partner: re.Pattern[str] = _NOTHING
     """Someone an end is shared with, in the clause of the ending word ("和大伟"
-    in "和大伟取消了婚约", "with Dave" in "called off the engagement with Dave"):
-    group 1 names them, and what the user had with them ends too."""
+    in "和大伟取消了婚约", "和小敏" in "和小敏的婚约取消了", "with Dave" in "called
+    off the engagement with Dave"): group 1 names them, and what the user had
+    with them ends too."""
     bounded: re.Pattern[str] = _NOTHING
     """An end for a while ("for a week", "for a trip", "一个周末", "去北京出差"):
     what it ends goes on afterwards."""
@@ -768,12 +772,13 @@ CHINESE = Lexicon(
         r"退休|卖掉|卖了|搬出|搬离|关掉|关闭|关了|退学|退掉|毕业|放弃|退出|去世|死了|走丢|弄丢|丢了|"
         rf"送人|扔掉|扔了|丢掉|把(?=[^，。,.;；！!？?、]{{1,10}}?(?:{_GIVEN_AWAY})))"
     ),
+    ends_alone=re.compile(r"辞职|离职|退休|退学|分手|分开|离婚|去世|死了|走丢"),
     ended_stop=re.compile(
         r"[，。,.;；！!？?、]|然后|因为|之后|以后|现在|后来|但|"
         r"上个月|上周|上星期|去年|前年|今年|昨天|前天|今天|最近|刚刚|刚才|已经|"
         rf"[{_NUMERALS}\d半]+个?(?:天|晚|周末|星期|礼拜|周|月|年)|{_GIVEN_AWAY}"
     ),
-    partner=re.compile(r"(?:和|跟|与)([^和跟与]{1,6})$"),
+    partner=re.compile(r"(?:和|跟|与)([^和跟与的]{1,6})(?:的[^和跟与的]{1,4})?$"),
     bounded=re.compile(
         rf"[{_NUMERALS}\d半]+(?:天|晚|个?(?:周末|星期|礼拜|周)|个月)(?!前|以前|之前|后|以后|之后|了)"
         r"|离开[^，。,.]{0,8}?去[^，。,.]{0,8}?(?:玩|出差|旅游|旅行|度假|开会)"

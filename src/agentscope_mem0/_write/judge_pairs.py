@@ -24,8 +24,10 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    new memory's answer is its own words ("English" from "User stopped
    learning German" is not: :func:`~.._text.fact_words.names_its_answer`).
    When the older memory's question only asks yes or no ("用户在北京工作吗？" /
-   "是") and the new memory does not answer it, the question of step 6 is
-   asked in its place: only its "no" is a change.
+   "是"), or both answers of the first reading are their own memory's words
+   ("看电视" / "看书"), and the new memory does not answer the older's
+   question, the question of step 6 is asked in its place: only its "no" is a
+   change.
 5. When the older memory does not answer the new one's question at all, the
    other way round decides, with a short answer that is no denial (an event
    such as "moved to Valencia" answers the older state's "Where does the user
@@ -272,6 +274,16 @@ class PairJudge:
             # The older's question only asks whether the older holds: "is it still
             # true?" asks the same of the new memory, where a bare question did not.
             return await self._ended(new, old, f"model: {first}; the older's is yes-or-no")
+        if (
+            reading_new is None
+            and names_its_answer(old.text, reading)
+            and names_its_answer(new.text, asked.answer)
+        ):
+            # Two answers, each in its own memory's words ("看电视" / "看书"), but the
+            # older's own question went astray ("什么时候看电视？"): "is it still
+            # true?" is the other way round. An answer the model made up for the
+            # older memory ("在家中" read from "对青霉素过敏") asks nothing more.
+            return await self._ended(new, old, f"model: {first}; the older's not read")
         if reading_new is None or answers_with_what_it_ends(new.text, reading_new):
             return _UNRELATED
         if compare_answers(asked_old.answer, reading_new) is not Agreement.DIFFERENT:

@@ -655,6 +655,20 @@ async def test_an_older_question_gone_astray_is_asked_as_still_true() -> None:
     asked.clear()
     assert await PairJudge(ask).relate(Fact("n", new), Fact("o", radio)) == Relation.UNRELATED
     assert asked == []
+    # Nor does a sentence retelling the older memory (the question asks about
+    # anything) or a denial for the newer's value: no value to compare.
+    guitar, lottery = "User plays guitar", "User gave up playing the lottery"
+    questions[guitar] = ("What instrument does the user play?", "guitar")
+    questions[lottery] = ("What did the user do?", "gave up playing the lottery")
+    readings[(guitar, "What did the user do?")] = "The user played guitar."
+    readings[(lottery, f"Statement: {guitar}")] = "no"  # as the local model answered
+    assert await PairJudge(ask).relate(Fact("n", lottery), Fact("o", guitar)) == (
+        Relation.UNRELATED
+    )
+    assert asked == []
+    questions[new] = ("用户现在晚上做什么？", "不看电视")
+    assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.UNRELATED
+    assert asked == []
 
 
 async def test_the_same_ended_thing_read_from_both_is_no_repeat() -> None:

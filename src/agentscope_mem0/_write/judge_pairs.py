@@ -274,15 +274,10 @@ class PairJudge:
             # The older's question only asks whether the older holds: "is it still
             # true?" asks the same of the new memory, where a bare question did not.
             return await self._ended(new, old, f"model: {first}; the older's is yes-or-no")
-        if (
-            reading_new is None
-            and names_its_answer(old.text, reading)
-            and names_its_answer(new.text, asked.answer)
-        ):
-            # Two answers, each in its own memory's words ("看电视" / "看书"), but the
+        if reading_new is None and _two_values(old, reading, new, asked.answer):
+            # Two values, each in its own memory's words ("看电视" / "看书"), but the
             # older's own question went astray ("什么时候看电视？"): "is it still
-            # true?" is the other way round. An answer the model made up for the
-            # older memory ("在家中" read from "对青霉素过敏") asks nothing more.
+            # true?" is the other way round.
             return await self._ended(new, old, f"model: {first}; the older's not read")
         if reading_new is None or answers_with_what_it_ends(new.text, reading_new):
             return _UNRELATED
@@ -357,6 +352,18 @@ _UNRELATED = Verdict(Relation.UNRELATED)
 def _read(question: str, older: str, newer: str) -> str:
     """One reading as a reason: the question, the older memory's answer, the newer's."""
     return f'"{question}" older "{older}", newer "{newer}"'
+
+
+def _two_values(old: Fact, reading: str, new: Fact, answer: str) -> bool:
+    """Whether the older memory's ``reading`` and the new memory's ``answer`` are
+    each a short value in its own memory's words: no sentence retelling it ("The
+    user played guitar." for "What did the user do?": the question asks about
+    anything), no denial ("不在"), no answer the model made up ("在家中" read
+    from "用户对青霉素过敏")."""
+    return all(
+        is_short_answer(value) and not denies(value) and names_its_answer(fact.text, value)
+        for fact, value in ((old, reading), (new, answer))
+    )
 
 
 def _years_ago(new: Fact) -> bool:

@@ -498,7 +498,17 @@ def same_fact(
     # majority of words says nothing about the one that differs.
     light = _light_verbs(a, b)
     swapped = bool(a.words - b.words - light) and bool(b.words - a.words - light)
-    if not swapped and overlap(a.words, b.words) >= rule.lexical:
+    # Where both say what the user is or name the same amounts, a light verb one
+    # side adds is no word of its own ("works as a nurse", "is a nurse"; "pays
+    # $1500 rent a month", "monthly rent is $1500"); elsewhere it may be ("has a
+    # cold", "is cold"). Two different ones were kept apart above.
+    same_role = bool(a.roles) and a.roles == b.roles
+    added = (
+        (a.words ^ b.words) & light
+        if same_role or (a.numbers and a.numbers == b.numbers)
+        else set()
+    )
+    if not swapped and overlap(a.words - added, b.words - added) >= rule.lexical:
         return True
     return (
         similarity is not None

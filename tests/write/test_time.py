@@ -669,6 +669,15 @@ async def test_an_older_question_gone_astray_is_asked_as_still_true() -> None:
     questions[new] = ("用户现在晚上做什么？", "不看电视")
     assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.UNRELATED
     assert asked == []
+    # In a language no lexicon reads, nothing tells a made-up answer from the
+    # memory's own ("zu Hause" of "Der Nutzer mag Jazz"): no more question.
+    berlin, jazz = "Der Nutzer wohnt jetzt in Hamburg", "Der Nutzer mag Jazz"
+    questions[berlin] = ("Wo wohnt der Nutzer jetzt?", "Hamburg")
+    questions[jazz] = ("Was mag der Nutzer?", "Jazz")
+    readings[(jazz, "Wo wohnt der Nutzer jetzt?")] = "zu Hause"
+    readings[(berlin, f"Statement: {jazz}")] = "no"
+    assert await PairJudge(ask).relate(Fact("n", berlin), Fact("o", jazz)) == Relation.UNRELATED
+    assert asked == []
 
 
 async def test_the_same_ended_thing_read_from_both_is_no_repeat() -> None:

@@ -87,6 +87,7 @@ from .._text.fact_words import (
     tells_of_past,
     year_told,
 )
+from .._text.lexicon import lexicon_for
 from .judge_prompt import (
     READ_PROMPT,
     STILL_TRUE_PROMPT,
@@ -359,9 +360,13 @@ def _two_values(old: Fact, reading: str, new: Fact, answer: str) -> bool:
     each a short value in its own memory's words: no sentence retelling it ("The
     user played guitar." for "What did the user do?": the question asks about
     anything), no denial ("不在"), no answer the model made up ("在家中" read
-    from "用户对青霉素过敏")."""
+    from "用户对青霉素过敏"). In a language no lexicon reads the words can
+    check none of this: ``False``."""
     return all(
-        is_short_answer(value) and not denies(value) and names_its_answer(fact.text, value)
+        lexicon_for(fact.text) is not None
+        and is_short_answer(value)
+        and not denies(value)
+        and names_its_answer(fact.text, value)
         for fact, value in ((old, reading), (new, answer))
     )
 

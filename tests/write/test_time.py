@@ -815,3 +815,28 @@ async def test_a_memory_in_chinese_is_asked_its_question_in_chinese() -> None:
     await judge.question_of(Fact("en", "User lives in Shanghai"))
     assert "Write in Chinese" in prompts["用户住在上海"]
     assert "Chinese" not in prompts["User lives in Shanghai"]
+
+
+async def test_a_value_in_the_place_of_the_olders_is_asked_as_still_true() -> None:
+    old, new = "用户每天骑自行车上班", "用户现在每天坐公交车上班"
+    likes, likes_new = "用户喜欢吃火锅", "用户喜欢吃寿司"
+    # As the local model reads them: a yes-or-no question of each, which the
+    # other memory does not answer.
+    questions = {
+        new: ("用户现在每天坐公交车上班吗？", "是"),
+        old: ("用户每天骑自行车上班吗？", "是"),
+        likes_new: ("用户喜欢吃寿司吗？", "是"),
+        likes: ("用户喜欢吃火锅吗？", "是"),
+    }
+    readings = {(new, f"Statement: {old}"): "no", (likes_new, f"Statement: {likes}"): "no"}
+    asked: list[str] = []
+    ask = _literal_reader(questions, readings, asked)
+    verdict = await PairJudge(ask).verdict(Fact("n", new), Fact("o", old))
+    assert verdict.relation == Relation.CHANGES
+    assert "another value in the older's place" in verdict.reason
+    # A liking holds for several values: nothing asked, nothing changed.
+    asked.clear()
+    assert await PairJudge(ask).relate(Fact("n", likes_new), Fact("o", likes)) == (
+        Relation.UNRELATED
+    )
+    assert asked == []

@@ -39,6 +39,11 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    "cancelled the trip to Japan" and "is planning a trip to Japan next summer"),
    the model is asked one more reading: is the older memory still true by the
    new one (:data:`~.judge_prompt.STILL_TRUE_PROMPT`)? Only its "no" is a change.
+   So it is when the new memory says what the older says but for one short
+   span, another in each (:func:`~.._text.fact_words.swaps_one_value`:
+   "用户每天骑自行车上班" and "用户现在每天坐公交车上班"), where a small model
+   asks and answers a yes-or-no question of each memory, which the other
+   cannot answer.
 7. When the readings do find a change but the new memory ends things the older
    one does not name (:func:`~.._text.fact_words.ends_something_else`: "stopped
    studying in the library" beside "is studying medicine"), the same question
@@ -84,6 +89,7 @@ from .._text.fact_words import (
     names_its_answer,
     same_holder,
     same_question,
+    swaps_one_value,
     tells_of_past,
     year_told,
 )
@@ -213,13 +219,15 @@ class PairJudge:
             return await self._ended(
                 new, old, f"{verdict.reason}; confirmed, as the newer ends something else"
             )
-        if (
-            verdict.relation is Relation.UNRELATED
-            and not self._vetoed(new)
-            and ends_what_older_names(new.text, old.text)
-        ):
+        if verdict.relation is not Relation.UNRELATED or self._vetoed(new):
+            return verdict
+        if ends_what_older_names(new.text, old.text):
             return await self._ended(
                 new, old, "model, asked as the newer's words end what the older names"
+            )
+        if swaps_one_value(new.text, old.text):
+            return await self._ended(
+                new, old, "model, asked as the newer puts another value in the older's place"
             )
         return verdict
 

@@ -12,6 +12,7 @@ from agentscope_mem0._text.fact_words import (
     ends_what_older_names,
     for_a_while,
     holder,
+    holds_several,
     is_additive,
     names_its_answer,
     same_holder,
@@ -299,3 +300,22 @@ def test_a_while_away(memory: str, bounded: bool) -> None:
 )
 def test_one_value_in_the_place_of_another(new: str, old: str, swapped: bool) -> None:
     assert swaps_one_value(new, old) is swapped
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "several"),
+    [
+        ("用户去过泰国", "用户去过日本", True),
+        ("用户养了一只狗", "用户养了一只猫", True),
+        ("User speaks German", "User speaks French", True),
+        # Now, instead or an end: another value in the older's place is possible.
+        ("用户现在养了一只狗", "用户养了一只猫", False),
+        ("User now speaks German at work instead", "User speaks French at work", False),
+        ("用户不再养猫了", "用户养了一只猫", False),
+        # No relation of that kind, or not the same one.
+        ("用户住在北京", "用户住在上海", False),
+        ("用户养了一只狗", "用户喜欢猫", False),
+    ],
+)
+def test_a_relation_held_for_several_values(new: str, old: str, several: bool) -> None:
+    assert holds_several(new, old) is several

@@ -840,3 +840,30 @@ async def test_a_value_in_the_place_of_the_olders_is_asked_as_still_true() -> No
         Relation.UNRELATED
     )
     assert asked == []
+
+
+async def test_one_more_value_of_a_relation_held_for_several_is_no_change() -> None:
+    old, new = "用户去过日本", "用户去过泰国"
+    kept, pet = "用户养了一只猫", "用户养了一只狗"
+    # As the local model read them: the same question of both, two answers; and
+    # the older's question answered by the newer, then "no" to "still true?".
+    questions = {
+        new: ("用户去过哪里？", "泰国"),
+        old: ("用户去过哪里？", "日本"),
+        pet: ("用户养了一只狗吗？", "是"),
+        kept: ("用户养了一只什么？", "猫"),
+    }
+    readings = {
+        (old, "用户去过哪里？"): "日本",
+        (pet, "用户养了一只什么？"): "狗",
+        (pet, f"Statement: {kept}"): "no",
+    }
+    ask = _literal_reader(questions, readings)
+    assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.UNRELATED
+    assert await PairJudge(ask).relate(Fact("n", pet), Fact("o", kept)) == Relation.UNRELATED
+    # Said with "now", the same readings are a change.
+    now = "用户现在养了一只狗"
+    questions[now] = ("用户养了一只狗吗？", "是")
+    readings[(now, "用户养了一只什么？")] = "狗"
+    readings[(now, f"Statement: {kept}")] = "no"
+    assert await PairJudge(ask).relate(Fact("n", now), Fact("o", kept)) == Relation.CHANGES

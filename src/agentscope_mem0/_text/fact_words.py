@@ -31,6 +31,7 @@ __all__ = [
     "ends_what_older_names",
     "for_a_while",
     "holder",
+    "holds_several",
     "is_additive",
     "is_short_answer",
     "names_its_answer",
@@ -200,6 +201,23 @@ def ends_something_else(new: str, old: str) -> bool:
         return False
     things = _ended_things(new, lexicon)
     return bool(things) and not any(_named(thing, old, lexicon) for thing in things)
+
+
+def holds_several(new: str, old: str) -> bool:
+    """Whether both memories tell of one relation that holds for several values at
+    once ("用户去过日本" / "用户去过泰国", "用户养了一只猫" / "用户养了一只狗",
+    "User speaks French" / "User speaks German") and the newer says nothing of
+    now or of an end ("现在", "instead", "no longer"): one more value, not
+    another in the older's place. A veto of a change, however it was read."""
+    lexicon = _lexicon(new, old)
+    if lexicon is UNREAD or lexicon.now.search(new) or lexicon.ending.search(new):
+        return False
+    held = _held_together(lexicon)
+
+    def relations(text: str) -> set[str]:
+        return {lexicon.stem(word) for word in _tokens(text)} & held
+
+    return bool(relations(new) & relations(old))
 
 
 def swaps_one_value(new: str, old: str) -> bool:

@@ -526,7 +526,7 @@ ENGLISH = Lexicon(
     partner=re.compile(r"\bwith ((?:[A-Z][\w'-]*\s?){1,2})"),
     held_together=_words(
         "like likes liked love loves enjoy enjoys prefer hate hates fear fears allergic "
-        "speak speaks can knows know has have had own owns visited been collect collects "
+        "speak speaks can knows know own owns visited been collect collects "
         "follow follows support supports play plays"
     ),
     ended_stop=re.compile(

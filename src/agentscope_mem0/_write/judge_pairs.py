@@ -9,7 +9,10 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    two are unrelated. The same answer: the same fact; the same and more: the
    new one adds detail. Another answer: maybe a change.
 3. A change is vetoed when the new memory tells of the past, adds one more
-   item or tells of a while away (:mod:`~.._text.fact_words`). When the new
+   item or tells of a while away (:mod:`~.._text.fact_words`), or when both
+   tell of a relation that holds for several values at once and the new one
+   says nothing of now or of an end ("用户去过日本" / "用户去过泰国":
+   :func:`~.._text.fact_words.holds_several`). When the new
    memory's answer names only what it says has ended ("Tennis" read from
    "quit watching tennis on TV", "电动车" from "把电动车卖给了同事":
    :func:`~.._text.fact_words.answers_with_what_it_ends`), the readings tell
@@ -84,6 +87,7 @@ from .._text.fact_words import (
     ends_something_else,
     ends_what_older_names,
     for_a_while,
+    holds_several,
     is_additive,
     is_short_answer,
     names_its_answer,
@@ -215,6 +219,8 @@ class PairJudge:
         if not same_holder(new.text, old.text):
             return _UNRELATED
         verdict = await self._read_relation(new, old)
+        if verdict.relation is Relation.CHANGES and holds_several(new.text, old.text):
+            return _UNRELATED  # one more place been, pet kept, language spoken
         if verdict.relation is Relation.CHANGES and ends_something_else(new.text, old.text):
             return await self._ended(
                 new, old, f"{verdict.reason}; confirmed, as the newer ends something else"

@@ -12,10 +12,12 @@ from agentscope_mem0._text.fact_words import (
     ends_what_older_names,
     for_a_while,
     holder,
+    holds_several,
     is_additive,
     names_its_answer,
     same_holder,
     same_question,
+    swaps_one_value,
     tells_of_past,
     year_told,
 )
@@ -274,3 +276,46 @@ def test_an_answer_in_the_memorys_own_words(memory: str, answer: str, its_own: b
 )
 def test_a_while_away(memory: str, bounded: bool) -> None:
     assert for_a_while(memory) is bounded
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "swapped"),
+    [
+        ("用户现在每天坐公交车上班", "用户每天骑自行车上班", True),
+        ("用户现在在苏州上班", "用户在杭州上班", True),
+        ("用户现在每晚十二点睡觉", "用户每晚十点睡觉", True),
+        ("User now lives in Berlin", "User lives in Munich", True),
+        # A relation that holds for several values at once swaps nothing.
+        ("用户喜欢吃寿司", "用户喜欢吃火锅", False),
+        ("用户会拉小提琴", "用户会弹钢琴", False),
+        ("用户去过泰国", "用户去过日本", False),
+        ("用户养了一只狗", "用户养了一只猫", False),
+        ("User speaks German", "User speaks French", False),
+        # Another holder, nothing shared but the user, an end, or no lexicon.
+        ("用户的妈妈住在南京", "用户住在上海", False),
+        ("用户对花生过敏", "用户现在开车上班", False),
+        ("用户不再骑自行车上班了", "用户每天骑自行车上班", False),
+        ("Der Nutzer wohnt jetzt in Berlin", "Der Nutzer wohnt in München", False),
+    ],
+)
+def test_one_value_in_the_place_of_another(new: str, old: str, swapped: bool) -> None:
+    assert swaps_one_value(new, old) is swapped
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "several"),
+    [
+        ("用户去过泰国", "用户去过日本", True),
+        ("用户养了一只狗", "用户养了一只猫", True),
+        ("User speaks German", "User speaks French", True),
+        # Now, instead or an end: another value in the older's place is possible.
+        ("用户现在养了一只狗", "用户养了一只猫", False),
+        ("User now speaks German at work instead", "User speaks French at work", False),
+        ("用户不再养猫了", "用户养了一只猫", False),
+        # No relation of that kind, or not the same one.
+        ("用户住在北京", "用户住在上海", False),
+        ("用户养了一只狗", "用户喜欢猫", False),
+    ],
+)
+def test_a_relation_held_for_several_values(new: str, old: str, several: bool) -> None:
+    assert holds_several(new, old) is several

@@ -815,3 +815,55 @@ async def test_a_memory_in_chinese_is_asked_its_question_in_chinese() -> None:
     await judge.question_of(Fact("en", "User lives in Shanghai"))
     assert "Write in Chinese" in prompts["用户住在上海"]
     assert "Chinese" not in prompts["User lives in Shanghai"]
+
+
+async def test_a_value_in_the_place_of_the_olders_is_asked_as_still_true() -> None:
+    old, new = "用户每天骑自行车上班", "用户现在每天坐公交车上班"
+    likes, likes_new = "用户喜欢吃火锅", "用户喜欢吃寿司"
+    # As the local model reads them: a yes-or-no question of each, which the
+    # other memory does not answer.
+    questions = {
+        new: ("用户现在每天坐公交车上班吗？", "是"),
+        old: ("用户每天骑自行车上班吗？", "是"),
+        likes_new: ("用户喜欢吃寿司吗？", "是"),
+        likes: ("用户喜欢吃火锅吗？", "是"),
+    }
+    readings = {(new, f"Statement: {old}"): "no", (likes_new, f"Statement: {likes}"): "no"}
+    asked: list[str] = []
+    ask = _literal_reader(questions, readings, asked)
+    verdict = await PairJudge(ask).verdict(Fact("n", new), Fact("o", old))
+    assert verdict.relation == Relation.CHANGES
+    assert "another value in the older's place" in verdict.reason
+    # A liking holds for several values: nothing asked, nothing changed.
+    asked.clear()
+    assert await PairJudge(ask).relate(Fact("n", likes_new), Fact("o", likes)) == (
+        Relation.UNRELATED
+    )
+    assert asked == []
+
+
+async def test_one_more_value_of_a_relation_held_for_several_is_no_change() -> None:
+    old, new = "用户去过日本", "用户去过泰国"
+    kept, pet = "用户养了一只猫", "用户养了一只狗"
+    # As the local model read them: the same question of both, two answers; and
+    # the older's question answered by the newer, then "no" to "still true?".
+    questions = {
+        new: ("用户去过哪里？", "泰国"),
+        old: ("用户去过哪里？", "日本"),
+        pet: ("用户养了一只狗吗？", "是"),
+        kept: ("用户养了一只什么？", "猫"),
+    }
+    readings = {
+        (old, "用户去过哪里？"): "日本",
+        (pet, "用户养了一只什么？"): "狗",
+        (pet, f"Statement: {kept}"): "no",
+    }
+    ask = _literal_reader(questions, readings)
+    assert await PairJudge(ask).relate(Fact("n", new), Fact("o", old)) == Relation.UNRELATED
+    assert await PairJudge(ask).relate(Fact("n", pet), Fact("o", kept)) == Relation.UNRELATED
+    # Said with "now", the same readings are a change.
+    now = "用户现在养了一只狗"
+    questions[now] = ("用户养了一只狗吗？", "是")
+    readings[(now, "用户养了一只什么？")] = "狗"
+    readings[(now, f"Statement: {kept}")] = "no"
+    assert await PairJudge(ask).relate(Fact("n", now), Fact("o", kept)) == Relation.CHANGES

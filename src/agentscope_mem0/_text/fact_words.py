@@ -31,11 +31,13 @@ __all__ = [
     "ends_what_older_names",
     "for_a_while",
     "holder",
+    "holds_several",
     "is_additive",
     "is_short_answer",
     "names_its_answer",
     "same_holder",
     "same_question",
+    "swaps_one_value",
     "tells_of_past",
     "year_told",
 ]
@@ -199,6 +201,64 @@ def ends_something_else(new: str, old: str) -> bool:
         return False
     things = _ended_things(new, lexicon)
     return bool(things) and not any(_named(thing, old, lexicon) for thing in things)
+
+
+def holds_several(new: str, old: str) -> bool:
+    """Whether both memories tell of one relation that holds for several values at
+    once ("用户去过日本" / "用户去过泰国", "用户养了一只猫" / "用户养了一只狗",
+    "User speaks French" / "User speaks German") and the newer says nothing of
+    now or of an end ("现在", "instead", "no longer"): one more value, not
+    another in the older's place. A veto of a change, however it was read."""
+    lexicon = _lexicon(new, old)
+    if lexicon is UNREAD or lexicon.now.search(new) or lexicon.ending.search(new):
+        return False
+    held = _held_together(lexicon)
+
+    def relations(text: str) -> set[str]:
+        return {lexicon.stem(word) for word in _tokens(text)} & held
+
+    return bool(relations(new) & relations(old))
+
+
+def swaps_one_value(new: str, old: str) -> bool:
+    """Whether ``new`` says what ``old`` says of the same holder but for one short
+    span, another in each: one value put in the place of another ("用户每天骑自行车上班"
+    / "用户现在每天坐公交车上班", "User takes the bus to work" / "User cycles to
+    work now"). Words of now ("现在", "now") are set aside; a relation that holds
+    for several values at once ("likes", "会", "去过", "has") swaps nothing, nor
+    does a span that denies (an end is :func:`ends_what_older_names`'s). Like
+    that one, this only proposes the pair for the model's reading."""
+    lexicon = _lexicon(new, old)
+    if lexicon is UNREAD or not same_holder(new, old):
+        return False
+    first, second = _without_now(old, lexicon), _without_now(new, lexicon)
+    start = 0
+    while start < min(len(first), len(second)) and first[start] == second[start]:
+        start += 1
+    end = 0
+    while end < min(len(first), len(second)) - start and first[-1 - end] == second[-1 - end]:
+        end += 1
+    spans = first[start : len(first) - end], second[start : len(second) - end]
+    frame = [*first[:start], *first[len(first) - end :]]
+    held = _held_together(lexicon)
+    return (
+        all(0 < len(span) <= _SWAPPED_WORDS for span in spans)
+        and not any(lexicon.denies(word) for span in spans for word in span)
+        and bool(_content(" ".join(frame), lexicon))
+        and not any(lexicon.stem(word) in held for word in [*frame, *spans[0], *spans[1]])
+    )
+
+
+_SWAPPED_WORDS = 3
+
+
+def _without_now(text: str, lexicon: Lexicon) -> list[str]:
+    return [word for word in _tokens(text) if not lexicon.now.fullmatch(word)]
+
+
+@functools.cache
+def _held_together(lexicon: Lexicon) -> frozenset[str]:
+    return frozenset(lexicon.stem(word) for word in lexicon.held_together)
 
 
 def answers_with_what_it_ends(new: str, answer: str) -> bool:

@@ -211,6 +211,9 @@ class Lexicon:
     ending: re.Pattern[str] = _NOTHING
     """Words that end something ("quit", "no longer", "戒"); the ended thing is
     named after them."""
+    held_together: frozenset[str] = frozenset()
+    """Words of a relation that holds for several values at once ("likes",
+    "speaks", "has", "会", "去过"): one value said after another is no swap."""
     ends_alone: re.Pattern[str] = _NOTHING
     """Ending words that take no object ("辞职", "退休"): what follows them is
     another clause ("辞职回老家了": went home), and the ended thing is named before."""
@@ -521,6 +524,11 @@ ENGLISH = Lexicon(
         re.I,
     ),
     partner=re.compile(r"\bwith ((?:[A-Z][\w'-]*\s?){1,2})"),
+    held_together=_words(
+        "like likes liked love loves enjoy enjoys prefer hate hates fear fears allergic "
+        "speak speaks can knows know own owns visited been collect collects "
+        "follow follows support supports play plays"
+    ),
     ended_stop=re.compile(
         r"[,.;:!?()]|\b(?:and|but|because|after|before|when|while|since|instead|so|"
         rf"last|this|next|ago|in \d{{4}}|in (?:{_MONTH_WORDS})|on \w+day)\b",
@@ -773,6 +781,10 @@ CHINESE = Lexicon(
         rf"送人|扔掉|扔了|丢掉|把(?=[^，。,.;；！!？?、]{{1,10}}?(?:{_GIVEN_AWAY})))"
     ),
     ends_alone=re.compile(r"辞职|离职|退休|退学|分手|分开|离婚|去世|死了|走丢"),
+    held_together=_words(
+        "喜欢 爱 爱吃 爱喝 爱看 爱玩 爱好 讨厌 怕 害怕 过敏 会 能 懂 去过 到过 吃过 学过 "
+        "有 养 拥有 认识 收藏 参加 关注 支持"
+    ),
     ended_stop=re.compile(
         r"[，。,.;；！!？?、]|然后|因为|之后|以后|现在|后来|但|"
         r"上个月|上周|上星期|去年|前年|今年|昨天|前天|今天|最近|刚刚|刚才|已经|"

@@ -9,7 +9,10 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    two are unrelated. The same answer: the same fact; the same and more: the
    new one adds detail. Another answer: maybe a change.
 3. A change is vetoed when the new memory tells of the past, adds one more
-   item or tells of a while away (:mod:`~.._text.fact_words`). When the new
+   item or tells of a while away (:mod:`~.._text.fact_words`), or when both
+   tell of a relation that holds for several values at once and the new one
+   says nothing of now or of an end ("用户去过日本" / "用户去过泰国":
+   :func:`~.._text.fact_words.holds_several`). When the new
    memory's answer names only what it says has ended ("Tennis" read from
    "quit watching tennis on TV", "电动车" from "把电动车卖给了同事":
    :func:`~.._text.fact_words.answers_with_what_it_ends`), the readings tell
@@ -39,6 +42,11 @@ only reading questions (:mod:`.judge_prompt`) about one memory at a time:
    "cancelled the trip to Japan" and "is planning a trip to Japan next summer"),
    the model is asked one more reading: is the older memory still true by the
    new one (:data:`~.judge_prompt.STILL_TRUE_PROMPT`)? Only its "no" is a change.
+   So it is when the new memory says what the older says but for one short
+   span, another in each (:func:`~.._text.fact_words.swaps_one_value`:
+   "用户每天骑自行车上班" and "用户现在每天坐公交车上班"), where a small model
+   asks and answers a yes-or-no question of each memory, which the other
+   cannot answer.
 7. When the readings do find a change but the new memory ends things the older
    one does not name (:func:`~.._text.fact_words.ends_something_else`: "stopped
    studying in the library" beside "is studying medicine"), the same question
@@ -79,11 +87,13 @@ from .._text.fact_words import (
     ends_something_else,
     ends_what_older_names,
     for_a_while,
+    holds_several,
     is_additive,
     is_short_answer,
     names_its_answer,
     same_holder,
     same_question,
+    swaps_one_value,
     tells_of_past,
     year_told,
 )
@@ -209,17 +219,21 @@ class PairJudge:
         if not same_holder(new.text, old.text):
             return _UNRELATED
         verdict = await self._read_relation(new, old)
+        if verdict.relation is Relation.CHANGES and holds_several(new.text, old.text):
+            return _UNRELATED  # one more place been, pet kept, language spoken
         if verdict.relation is Relation.CHANGES and ends_something_else(new.text, old.text):
             return await self._ended(
                 new, old, f"{verdict.reason}; confirmed, as the newer ends something else"
             )
-        if (
-            verdict.relation is Relation.UNRELATED
-            and not self._vetoed(new)
-            and ends_what_older_names(new.text, old.text)
-        ):
+        if verdict.relation is not Relation.UNRELATED or self._vetoed(new):
+            return verdict
+        if ends_what_older_names(new.text, old.text):
             return await self._ended(
                 new, old, "model, asked as the newer's words end what the older names"
+            )
+        if swaps_one_value(new.text, old.text):
+            return await self._ended(
+                new, old, "model, asked as the newer puts another value in the older's place"
             )
         return verdict
 

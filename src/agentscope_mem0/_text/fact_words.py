@@ -224,12 +224,16 @@ def swaps_one_value(new: str, old: str) -> bool:
     """Whether ``new`` says what ``old`` says of the same holder but for one short
     span, another in each: one value put in the place of another ("用户每天骑自行车上班"
     / "用户现在每天坐公交车上班", "User takes the bus to work" / "User cycles to
-    work now"). Words of now ("现在", "now") are set aside; a relation that holds
-    for several values at once ("likes", "会", "去过", "has") swaps nothing, nor
-    does a span that denies (an end is :func:`ends_what_older_names`'s). Like
-    that one, this only proposes the pair for the model's reading."""
+    work now"). Words of now ("现在", "now") are set aside; what the two share
+    must name more than the holder and a time ("用户早上六点起床" and
+    "用户现在早上改喝茶了" share only 早上); a relation that holds for several
+    values at once ("likes", "会", "去过") swaps nothing, nor does a newer
+    memory that ends or denies something (an end is
+    :func:`ends_what_older_names`'s: "用户不再在超市买菜了" is no new job for
+    "用户在超市当收银员"). Like that one, this only proposes the pair for the
+    model's reading."""
     lexicon = _lexicon(new, old)
-    if lexicon is UNREAD or not same_holder(new, old):
+    if lexicon is UNREAD or lexicon.ending.search(new) or not same_holder(new, old):
         return False
     first, second = _without_now(old, lexicon), _without_now(new, lexicon)
     start = 0
@@ -244,7 +248,7 @@ def swaps_one_value(new: str, old: str) -> bool:
     return (
         all(0 < len(span) <= _SWAPPED_WORDS for span in spans)
         and not any(lexicon.denies(word) for span in spans for word in span)
-        and bool(_content(" ".join(frame), lexicon))
+        and bool(set(_content(" ".join(frame), lexicon)) - _times(lexicon))
         and not any(lexicon.stem(word) in held for word in [*frame, *spans[0], *spans[1]])
     )
 
@@ -254,6 +258,11 @@ _SWAPPED_WORDS = 3
 
 def _without_now(text: str, lexicon: Lexicon) -> list[str]:
     return [word for word in _tokens(text) if not lexicon.now.fullmatch(word)]
+
+
+@functools.cache
+def _times(lexicon: Lexicon) -> frozenset[str]:
+    return frozenset(lexicon.stem(word) for word in lexicon.time_words)
 
 
 @functools.cache

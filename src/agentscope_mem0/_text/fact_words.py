@@ -223,8 +223,8 @@ def holds_several(new: str, old: str) -> bool:
 def swaps_one_value(new: str, old: str) -> bool:
     """Whether ``new`` says what ``old`` says of the same holder but for one short
     span, another in each: one value put in the place of another ("用户每天骑自行车上班"
-    / "用户现在每天坐公交车上班", "User takes the bus to work" / "User cycles to
-    work now"). Words of now ("现在", "now") are set aside; what the two share
+    / "用户现在每天坐公交车上班", "User walks to the office" / "User drives to the
+    office now"). Words of now ("现在", "now") are set aside; what the two share
     must name more than the holder and a time ("用户早上六点起床" and
     "用户现在早上改喝茶了" share only 早上); a relation that holds for several
     values at once ("likes", "会", "去过") swaps nothing, nor does a newer

@@ -213,7 +213,7 @@ class Lexicon:
     named after them."""
     held_together: frozenset[str] = frozenset()
     """Words of a relation that holds for several values at once ("likes",
-    "speaks", "has", "会", "去过"): one value said after another is no swap."""
+    "speaks", "owns", "会", "去过"): one value said after another is no swap."""
     ends_alone: re.Pattern[str] = _NOTHING
     """Ending words that take no object ("辞职", "退休"): what follows them is
     another clause ("辞职回老家了": went home), and the ended thing is named before."""

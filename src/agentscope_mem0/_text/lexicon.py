@@ -525,9 +525,8 @@ ENGLISH = Lexicon(
     ),
     partner=re.compile(r"\bwith ((?:[A-Z][\w'-]*\s?){1,2})"),
     held_together=_words(
-        "like likes liked love loves enjoy enjoys prefer hate hates fear fears allergic "
-        "speak speaks can knows know own owns visited been collect collects "
-        "follow follows support supports play plays"
+        "like likes liked love loves enjoy enjoys hate hates fear fears allergic "
+        "speak speaks can knows know own owns visited been collect collects play plays"
     ),
     ended_stop=re.compile(
         r"[,.;:!?()]|\b(?:and|but|because|after|before|when|while|since|instead|so|"
@@ -783,7 +782,7 @@ CHINESE = Lexicon(
     ends_alone=re.compile(r"辞职|离职|退休|退学|分手|分开|离婚|去世|死了|走丢"),
     held_together=_words(
         "喜欢 爱 爱吃 爱喝 爱看 爱玩 爱好 讨厌 怕 害怕 过敏 会 能 懂 去过 到过 吃过 学过 "
-        "有 养 拥有 认识 收藏 参加 关注 支持"
+        "有 养 拥有 认识 收藏 参加"
     ),
     ended_stop=re.compile(
         r"[，。,.;；！!？?、]|然后|因为|之后|以后|现在|后来|但|"

@@ -212,7 +212,7 @@ def holds_several(new: str, old: str) -> bool:
     lexicon = _lexicon(new, old)
     if lexicon is UNREAD or lexicon.now.search(new) or lexicon.ending.search(new):
         return False
-    held = _held_together(lexicon)
+    held = _stems(lexicon, lexicon.held_together)
 
     def relations(text: str) -> set[str]:
         return {lexicon.stem(word) for word in _tokens(text)} & held
@@ -244,11 +244,11 @@ def swaps_one_value(new: str, old: str) -> bool:
         end += 1
     spans = first[start : len(first) - end], second[start : len(second) - end]
     frame = [*first[:start], *first[len(first) - end :]]
-    held = _held_together(lexicon)
+    held = _stems(lexicon, lexicon.held_together)
     return (
         all(0 < len(span) <= _SWAPPED_WORDS for span in spans)
         and not any(lexicon.denies(word) for span in spans for word in span)
-        and bool(set(_content(" ".join(frame), lexicon)) - _times(lexicon))
+        and bool(set(_content(" ".join(frame), lexicon)) - _stems(lexicon, lexicon.time_words))
         and not any(lexicon.stem(word) in held for word in [*frame, *spans[0], *spans[1]])
     )
 
@@ -261,13 +261,10 @@ def _without_now(text: str, lexicon: Lexicon) -> list[str]:
 
 
 @functools.cache
-def _times(lexicon: Lexicon) -> frozenset[str]:
-    return frozenset(lexicon.stem(word) for word in lexicon.time_words)
-
-
-@functools.cache
-def _held_together(lexicon: Lexicon) -> frozenset[str]:
-    return frozenset(lexicon.stem(word) for word in lexicon.held_together)
+def _stems(lexicon: Lexicon, words: frozenset[str]) -> frozenset[str]:
+    """The stems of one of ``lexicon``'s word sets (its time words, its relations
+    held together), read once."""
+    return frozenset(lexicon.stem(word) for word in words)
 
 
 def answers_with_what_it_ends(new: str, answer: str) -> bool:

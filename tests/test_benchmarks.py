@@ -524,7 +524,7 @@ def test_turn_cpu(runs: Runs) -> None:
     data = result(runs.out("turn_cpu") / "turn-cpu.json", "baseline_ms", "sides", "machine")
     assert set(data["sides"]) == {"memory", "before"}
     for side in data["sides"].values():
-        assert {"total", "reply", "enqueue", "write"} <= set(side["memory_ms"])
+        assert {"total", "total_mean", "reply", "enqueue", "write"} <= set(side["memory_ms"])
         assert [run["writes_stored"] for run in side["runs"]] == [4]  # warm-up turn and 3
         assert all(run["flushed"] for run in side["runs"])
 

@@ -54,6 +54,11 @@ def render(result: dict[str, Any]) -> str:
         f"| {_f(f['fit_recall@10'])} | {_f(f['held_out_recall@10'])} |"
         for f in final["folds"]
     )
+    cv_cats = sorted(final["cv_recall@10_by_category"])
+
+    def cat_row(key: str) -> str:
+        return " | ".join(_f(final[key].get(c, float("nan"))) for c in cv_cats)
+
     enc = result["encoders"]
     edge, server = rows["edge, default"], rows["server, default"]
     old = rows["edge with 0.2 keywords, 0.2 settings"]
@@ -157,6 +162,16 @@ fusion settings alone.
 | candidates | CV recall@10 | chosen on all {n} | in-sample recall@10 | |
 | --- | --- | --- | --- | --- |
 {families}
+
+By category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop), the
+final choice in sample (chosen and scored on all {n}) and cross-validated
+(each split's choice scored on its held-out conversations, averaged over
+the splits):
+
+| recall@10 | {" | ".join(f"cat. {c}" for c in cv_cats)} |
+| --- | {" | ".join("---" for _ in cv_cats)} |
+| in sample | {cat_row("in_sample_recall@10_by_category")} |
+| cross-validated | {cat_row("cv_recall@10_by_category")} |
 
 The final choice, split by split (among the kept families):
 

@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _locomo import CachedE5Embedding, load_conversations
 from _recall_cv import cross_validate, in_sample
 from _recall_report import plot, render
-from _recall_score import TOP_K, choose, recalls, summary
+from _recall_score import TOP_K, categories_of, choose, recalls, summary
 from _recall_stores import build_stores, keyword_only, rank_all, said_at, store_turns
 from _recall_variants import (
     RELEASE_02_DEFAULT,
@@ -111,7 +111,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         logger.info("%s: %s", name, summary(rankings[name], conversations)["recall@10"])
     per_variant = {name: recalls(r, conversations, TOP_K) for name, r in rankings.items()}
     fit = max(1, len(ids) * 3 // 5)
-    chosen = choose(grid, per_variant, ids, fit)
+    chosen = choose(grid, per_variant, categories_of(conversations), fit)
     default = chosen["final"]["in_sample_choice"]
 
     # Release 0.2's encoder, over the fusion family, in the same run.

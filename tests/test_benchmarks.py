@@ -293,6 +293,9 @@ def test_embedded_recall(runs: Runs) -> None:
     )
     assert data["conversations"] == ["tiny-1", "tiny-2"]
     assert data["questions"] == 10  # those with evidence, category 5 included
+    final = data["choice"]["final"]
+    for key in ("cv_recall@10_by_category", "in_sample_recall@10_by_category"):
+        assert final[key] and set(final[key]) <= {"1", "2", "3", "4"}
     assert (out / "embedded-recall-partial.md").is_file()
     assert (out / "embedded-recall-partial.png").is_file()
 

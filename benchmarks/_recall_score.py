@@ -8,6 +8,7 @@ answerable questions (categories 1-4).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from typing import Any
 
 from _recall_cv import cross_validate, in_sample, mean_recall
@@ -56,7 +57,7 @@ def categories_of(conversations: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def _by_category(
-    values: dict[str, list[float]], categories: dict[str, list[str]], conversations: Any
+    values: dict[str, list[float]], categories: dict[str, list[str]], conversations: Iterable[str]
 ) -> dict[str, float]:
     """Mean recall per category over the questions of ``conversations``."""
     pooled: dict[str, list[float]] = {}

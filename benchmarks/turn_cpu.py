@@ -26,8 +26,8 @@ checkout's code and, with ``--before-src``, on other checkouts' code, each
 medians over runs of each run's median per turn, and memory's own cost is
 memory minus the baseline; ``total_mean`` is the same from each run's mean
 over its turns (a fact's turn, judged in the background, costs more than a
-question's, which is the median turn). The first ``--warmup`` turns (first imports, first
-compiles) are left out.
+question's, which is the median turn). The first ``--warmup`` turns (first
+imports, first compiles) are left out.
 
 Usage::
 

@@ -22,7 +22,7 @@ the repeat rules it suggested:
   changes caught (the older memory superseded by the newer one), and true
   memories hidden (any memory hidden but the older one of a real change).
 
-Judges (``--judges``), all scripted (no model runs here):
+Judges (``--judges``), scripted but the last (no model runs for them):
 
 * ``none``: ``judge=False``, the embedded default without a model: the words,
   and e5's cosine for the pairs the words leave open;
@@ -37,11 +37,16 @@ Judges (``--judges``), all scripted (no model runs here):
 * ``reader``: a model that reads the change where the set has one and
   nothing elsewhere (scripted from the set: the older and the newer memory
   of a change answer one question with two answers); changes only;
-* ``rule``: the shipped ``RuleJudge`` (English patterns).
+* ``rule``: the shipped ``RuleJudge`` (English patterns);
+* ``local``: the real local model (``--live URL``, an OpenAI-compatible server
+  such as ``../shared/llm/local-llm``), built as ``real_model.py`` builds it;
+  not among the default judges.
 
 Run from the repository root::
 
     python benchmarks/judgement_sets.py --out docs/benchmarks/judgement-sets.json
+    python benchmarks/judgement_sets.py --judges local --live http://127.0.0.1:8765/v1 \
+        --splits held-out fresh --out docs/benchmarks/judgement-sets-local.json
 """
 
 from __future__ import annotations
@@ -66,8 +71,9 @@ SAID = datetime(2024, 3, 10, 10, tzinfo=UTC)
 EARLIER = SAID - timedelta(days=30)
 USER = "alice"
 SPLITS = ("dev", "held-out", "fresh")
-PAIR_JUDGES = ("none", "not-said", "same", "rule")
-CHANGE_JUDGES = ("not-said", "ends", "reader", "rule")
+LIVE_JUDGE = "local"
+PAIR_JUDGES = ("none", "not-said", "same", "rule", LIVE_JUDGE)
+CHANGE_JUDGES = ("not-said", "ends", "reader", "rule", LIVE_JUDGE)
 REAL_CHANGES = ("change", "one-message", "quick-turns")
 
 
@@ -138,10 +144,15 @@ class Reader:
         return answer if asked and key and int(asked.group(1)) == key else "not said"
 
 
-def scripted_model(judge: str, scenarios: list[dict[str, Any]]) -> Any:
+def judge_model(judge: str, scenarios: list[dict[str, Any]], live: str | None) -> Any:
     """The chat model a judge answers through (``None``: no model)."""
     from agentscope_mem0.testing import RuleJudge, ScriptedChatModel
 
+    if judge == LIVE_JUDGE:
+        from real_model import chat_model
+
+        assert live is not None  # checked with the arguments
+        return chat_model(live, "qwen", "none")
     answer: Any = {
         "none": None,
         "not-said": not_said,
@@ -319,7 +330,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         store = Store(Path(folder))
         try:
             for judge in args.judges:
-                model = scripted_model(judge, scenarios)
+                model = judge_model(judge, scenarios, args.live)
                 if judge in PAIR_JUDGES and pairs:
                     rows = [await run_pair(store, judge, model, p) for p in pairs]
                     out["pairs"][judge] = {**by_split(rows, pair_summary), "rows": rows}
@@ -353,11 +364,15 @@ def _print(judge: str, part: str, result: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    judges = list(dict.fromkeys(PAIR_JUDGES + CHANGE_JUDGES))
     parser.add_argument(
         "--judges",
         nargs="+",
-        default=list(dict.fromkeys(PAIR_JUDGES + CHANGE_JUDGES)),
-        choices=list(dict.fromkeys(PAIR_JUDGES + CHANGE_JUDGES)),
+        default=[judge for judge in judges if judge != LIVE_JUDGE],
+        choices=judges,
+    )
+    parser.add_argument(
+        "--live", help=f"OpenAI-compatible URL of the model the {LIVE_JUDGE!r} judge asks"
     )
     parser.add_argument("--splits", nargs="+", default=list(SPLITS), choices=SPLITS)
     parser.add_argument("--pairs", type=Path, default=PAIRS)
@@ -367,6 +382,8 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
+    if LIVE_JUDGE in args.judges and not args.live:
+        parser.error(f"the {LIVE_JUDGE!r} judge needs --live URL (e.g. http://127.0.0.1:8765/v1)")
     result = {"command": " ".join(["python", *sys.argv]), **asyncio.run(run(args))}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")

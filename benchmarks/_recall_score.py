@@ -38,13 +38,9 @@ def summary(rankings: dict[str, list[list[str]]], conversations: list[dict[str, 
         per_conv = recalls(rankings, conversations, k)
         row[f"recall@{k}"] = round(mean_recall(per_conv, ids), 4)
         row[f"recall@{k}_by_conversation"] = {c: round(mean_recall(per_conv, [c]), 4) for c in ids}
-    by_cat: dict[str, list[float]] = {}
-    for conv in conversations:
-        for ranking, q in zip(rankings[conv["id"]], conv["questions"], strict=True):
-            if q["category"] != 5:
-                hit = len(set(ranking[:TOP_K]) & set(q["evidence"])) / len(q["evidence"])
-                by_cat.setdefault(str(q["category"]), []).append(hit)
-    row["recall@10_by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(by_cat.items())}
+    at_top = recalls(rankings, conversations, TOP_K)
+    by_cat = _by_category(at_top, categories_of(conversations), ids)
+    row["recall@10_by_category"] = {c: round(v, 4) for c, v in by_cat.items()}
     return row
 
 

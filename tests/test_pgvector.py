@@ -7,6 +7,8 @@ Models are the offline fakes; mem0, psycopg and PostgreSQL are real.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 import subprocess
@@ -23,8 +25,15 @@ from agentscope.agent import Agent
 from agentscope.message import ToolResultState, UserMsg
 
 from _pgfixture import fresh_collection, postgres_dsn
-from agentscope_mem0 import DimensionMismatchError, Mem0Backend, Mem0Middleware, Scope
+from agentscope_mem0 import (
+    ConfigurationError,
+    DimensionMismatchError,
+    Mem0Backend,
+    Mem0Middleware,
+    Scope,
+)
 from agentscope_mem0.backends import pgvector_config, prepare_pgvector
+from agentscope_mem0.service import mem0_middleware_factory
 from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 from fakes import BusyEmbedding, note_text, one_session
 
@@ -506,3 +515,63 @@ async def test_a_hit_below_the_threshold_is_left_out_whatever_its_words(
             "User lives in Hangzhou.",
             "User plays chess on Sundays.",
         ]
+
+
+async def test_replicas_that_only_record_are_served_by_a_writer_process(
+    pg_config: dict[str, Any],
+) -> None:
+    def factory(**parameters: Any) -> Any:
+        return mem0_middleware_factory(
+            chat_model=ScriptedChatModel("Noted."),
+            embedding_model=HashEmbedding(DIMS),
+            mem0_config=pg_config,
+            mode="static_control",
+            parameters=Mem0Middleware.Parameters(search_timeout=30, **parameters),
+        )
+
+    async def turn(replica: Any, text: str) -> ScriptedChatModel:
+        model = ScriptedChatModel("Ok.")
+        agent = Agent(
+            name="helper",
+            system_prompt="x",
+            model=model,
+            middlewares=await replica("alice", "helper", "s"),
+        )
+        await agent.reply(UserMsg(name="user", content=text))
+        return model
+
+    replica, writer = factory(deliver_writes=False), factory()
+    with pytest.raises(ConfigurationError, match="deliver_writes=True"):
+        await replica.serve_writes()
+    await turn(replica, "I live in Hangzhou.")
+    assert await replica.flush(5)  # recorded: handed to the writer
+    assert _rows(pg_config) == []
+    serving = asyncio.create_task(writer.serve_writes(poll=0.05))
+    try:
+        for _ in range(300):
+            if _rows(pg_config):
+                break
+            await asyncio.sleep(0.05)
+        assert {row["data"] for row in _rows(pg_config)} == {"User lives in Hangzhou."}
+        model = await turn(replica, "Where do I live?")
+        assert "User lives in Hangzhou." in note_text(model.calls[0])
+        assert writer.stats()["writes_stored"] == 1 and replica.stats()["writes_stored"] == 0
+    finally:
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        assert await writer.aclose(10) and await replica.aclose(10)
+
+
+async def test_an_embedded_store_cannot_leave_its_writes_to_another_process(
+    tmp_path: Path,
+) -> None:
+    replica = mem0_middleware_factory(
+        chat_model=ScriptedChatModel("Noted."),
+        embedding_model=HashEmbedding(DIMS),
+        folder=tmp_path,
+        parameters=Mem0Middleware.Parameters(deliver_writes=False),
+    )
+    with pytest.raises(ConfigurationError, match="outbox every process reaches"):
+        await replica("alice", "helper", "s")
+    await replica.aclose()

@@ -150,6 +150,7 @@ class ClientState:
                 self.backend,
                 outbox_dir=parameters.outbox,
                 after_store=self.follow_up,
+                deliver=parameters.deliver_writes,
             )
         )
         """The write queue, ordered per scope."""

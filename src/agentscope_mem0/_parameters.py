@@ -140,6 +140,12 @@ class Mem0MiddlewareParameters(BaseModel):
     to the store's own files (the data folder for the embedded default, a table
     in the same database for pgvector); `:memory:` keeps writes in memory only."""
 
+    deliver_writes: bool = True
+    """Store the writes this process records (the default). Off: only record
+    them, for a writer process to store (`serve_writes()` of a factory built
+    alike, docs/deploying.md), so that replicas spend their CPU on replies.
+    Needs an outbox every process reaches: PostgreSQL."""
+
     extraction: ExtractionStyle = "mem0"
     """The prompt mem0 extracts memories with. `mem0`: mem0's own (about 8k tokens
     per write). `compact`: this package's, which fits a 4k context with the

@@ -294,6 +294,25 @@ class Mem0MiddlewareFactory:
         logger.info("shared mem0 client ready (%s)", type(client).__name__)
         future.set_result(client)
 
+    async def serve_writes(self, poll: float = 0.5) -> None:
+        """Store the writes every replica records, until cancelled: the writer process.
+
+        Replicas built with ``Parameters(deliver_writes=False)`` only record
+        their writes in the outbox in PostgreSQL. A process running this on a
+        factory built alike (the same store, models and options, writes
+        delivered) stores them, each user's in the order said, with the time
+        judgement and the profile after them; it looks for new ones every
+        ``poll`` seconds. Run it beside the replicas at a lower priority
+        (``nice``), or on a machine of its own (docs/deploying.md).
+
+        Raises:
+            ConfigurationError: This factory does not deliver writes, or its
+                outbox is not in PostgreSQL.
+            InvalidStateError: The factory was closed.
+        """
+        client = await self.get_client()
+        await self._client_state(client).writer.serve(poll)
+
     # -- lifecycle ------------------------------------------------------
 
     async def flush(self, timeout: float | None = None) -> bool:

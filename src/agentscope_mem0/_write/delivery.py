@@ -132,6 +132,8 @@ class WriteStats:
     """Writes not recorded at all, or found missing from the outbox (a lost WAL)."""
     unrecorded: int = 0
     """Writes the outbox file refused, kept in memory instead."""
+    handed_over: int = 0
+    """Writes recorded for another process to store (``deliver=False``)."""
     batches: int = 0
     """mem0 calls that stored a batch."""
     outbox_errors: int = 0

@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._exceptions import DamagedFileError, LocalFileError
+from .._exceptions import ConfigurationError, DamagedFileError, LocalFileError
 from .._mem0.durable import disk_sync_of
 from .._observe.latency import LatencyRecorder
 from .._observe.tracing import remember_origin, write_span
@@ -183,6 +183,14 @@ class WriteQueue:
         exit_grace: Seconds the workers keep storing when the event loop is
             torn down with writes pending (``asyncio.run`` returning).
         outbox_table: The table of an outbox in PostgreSQL.
+        deliver: Store the writes (the default). ``False``: only record them
+            in a shared outbox, for a process running :meth:`serve` to store;
+            a write waited for (``wait``, :meth:`submit_facts`,
+            :meth:`flush`) is waited for until that process stored it.
+
+    Raises:
+        ConfigurationError: ``deliver=False`` with an outbox only this
+            process reaches.
     """
 
     def __init__(
@@ -198,6 +206,7 @@ class WriteQueue:
         after_store: AfterStore | None = None,
         exit_grace: float = 5.0,
         outbox_table: str = DEFAULT_TABLE,
+        deliver: bool = True,
     ) -> None:
         if max_concurrency < 1 or max_batch < 1:
             raise ValueError("max_concurrency and max_batch must be positive")
@@ -209,6 +218,7 @@ class WriteQueue:
         self._max_concurrency = max_concurrency
         self._exit_grace = exit_grace
         self._after_store = after_store
+        self._deliver = deliver
         place = outbox_dir
         earlier_file = None  # where a release before the PostgreSQL outbox kept the rows
         if place is None:
@@ -233,6 +243,12 @@ class WriteQueue:
             self._spill: BaseOutbox = self._outbox
             if self._outbox.durable:
                 self._spill = Outbox._on_thread(self._thread, None)
+            if not deliver and not self._outbox.shared:
+                raise ConfigurationError(
+                    f"writes delivered by another process (deliver_writes=False) need an "
+                    f"outbox every process reaches, not {what}: a postgresql:// outbox, "
+                    "or the default beside a pgvector store"
+                )
         except BaseException:
             self._thread.close()
             raise
@@ -257,6 +273,7 @@ class WriteQueue:
             store_sync=self._store_sync,
         )
         self._unrecorded: set[str] = set()  # keys of writes kept in memory only
+        self._watched: set[str] = set()  # keys of writes whose caller waits for them
         self._failing: str | None = None  # why the file refuses, while it does
         self._elsewhere: set[asyncio.Task[None]] = set()  # rows the file refused, in hand
         self._submitted_at: dict[str, float] = {}
@@ -321,7 +338,9 @@ class WriteQueue:
         Raises:
             ConfigurationError: ``said_at`` is not a time.
         """
-        submitted = await self._submit(scope, messages, said_at=said_at, kind=EXCHANGE)
+        submitted = await self._submit(
+            scope, messages, said_at=said_at, kind=EXCHANGE, watched=wait
+        )
         if submitted is None:
             return None
         key, done = submitted
@@ -340,7 +359,7 @@ class WriteQueue:
             Whether they are stored (and what mem0 stored), still queued, or failed.
         """
         messages = [{"role": "user", "content": fact} for fact in facts]
-        submitted = await self._submit(scope, messages, said_at=None, kind=FACTS)
+        submitted = await self._submit(scope, messages, said_at=None, kind=FACTS, watched=True)
         if submitted is None:
             return WriteResult("lost")
         key, done = submitted
@@ -387,6 +406,41 @@ class WriteQueue:
             if not await self._store_sync.synced(left):  # stored, and on disk
                 return False
         return not self._take_lost()
+
+    async def serve(self, poll: float = ELSEWHERE_POLL) -> None:
+        """Store the writes any process records in the shared outbox, until cancelled.
+
+        The writer beside replicas whose queues only record
+        (``deliver=False``): every ``poll`` seconds it takes the rows no live
+        writer holds and stores each user's in the order they were said, and
+        what follows a stored batch (the time judgement, the profile) runs
+        here. Several may run: each user's writes go through one at a time.
+
+        Raises:
+            ConfigurationError: This queue does not deliver, or its outbox
+                is not shared.
+        """
+        if not (self._deliver and self._outbox.shared):
+            raise ConfigurationError(
+                "serving writes needs an outbox in PostgreSQL and a queue that delivers "
+                "them (Parameters(deliver_writes=True), the default)"
+            )
+        if not poll > 0:
+            raise ValueError(f"poll must be positive, got {poll!r}")
+        rt = self._runtime()
+        while True:
+            try:
+                rows = await self._thread.run(
+                    self._outbox.claim_orphans, owner=self._owner, lease=self._lease
+                )
+            except Exception as exc:
+                self._stats.outbox_errors += 1
+                logger.warning(
+                    "could not look for new memory writes (%s); trying again in %.1f s", exc, poll
+                )
+            else:
+                self._adopt(rt, rows)
+            await asyncio.sleep(poll)
 
     async def retry_failed(self, user_id: str | None = None) -> int:
         """Queue the writes kept as failed (of ``user_id``, or all) again.
@@ -471,9 +525,12 @@ class WriteQueue:
         *,
         said_at: datetime | str | None,
         kind: str,
+        watched: bool = False,
     ) -> tuple[str, asyncio.Future[Stored]] | None:
         """Record a write and queue it; its key and the future of how it ends,
-        or ``None`` when it could not be recorded."""
+        or ``None`` when it could not be recorded. Without delivery here, a
+        write recorded in the outbox is done, unless ``watched`` (its caller
+        waits until another process stored it)."""
         when = datetime.now(UTC) if said_at is None else check_said_at(said_at)
         if self._closed:
             logger.error(
@@ -497,11 +554,15 @@ class WriteQueue:
         # the workers); the reply waits on a future of its own.
         outcome: asyncio.Future[bool] = rt.loop.create_future()
 
+        if watched:
+            self._watched.add(key)
+
         def recorded(ok: bool) -> None:
             if ok:
                 if key in rt.waiters:
                     rt.recorded[key] = scope
-                self._kick(rt, scope)
+                if not self._hand_over(rt, [key]):
+                    self._kick(rt, scope)
             else:
                 self._stats.lost += 1
                 self._lost_unreported = True
@@ -558,7 +619,7 @@ class WriteQueue:
 
         rows = [row for row, _ in taken]
         try:
-            self._thread.send(self._outbox.add, rows, self._owner, self._lease, then=inserted)
+            self._thread.send(self._outbox.add, rows, self._claim, self._lease, then=inserted)
         except Exception as exc:  # the thread is closed
             inserted(None, exc)
 
@@ -571,7 +632,7 @@ class WriteQueue:
             if isinstance(exc, DamagedFileError):
                 with contextlib.suppress(Exception):
                     await self._thread.run(self._outbox.repair)
-                    await self._thread.run(self._outbox.add, [row], self._owner, self._lease)
+                    await self._thread.run(self._outbox.add, [row], self._claim, self._lease)
                     recorded = True
                     return
             cause = exc.__cause__ if isinstance(exc, LocalFileError) and exc.__cause__ else exc
@@ -637,6 +698,12 @@ class WriteQueue:
         finally:
             earlier.close()
 
+    @property
+    def _claim(self) -> str | None:
+        """Who holds the rows this queue records: itself, or no one when
+        another process stores them (any writer may take them)."""
+        return self._owner if self._deliver else None
+
     def _boxes(self) -> tuple[BaseOutbox, ...]:
         """Memory first (it always progresses), then the file."""
         return (self._outbox,) if self._spill is self._outbox else (self._spill, self._outbox)
@@ -663,7 +730,7 @@ class WriteQueue:
         pending = of_scope(self._spill.held(self._owner))
         failed = of_scope(self._spill.failed())
         if pending:
-            self._outbox.add(pending, self._owner if scope else None, self._lease)
+            self._outbox.add(pending, self._claim if scope else None, self._lease)
         if failed:
             self._outbox.add(failed)
         self._spill.complete([row.id for row in (*pending, *failed)])
@@ -752,7 +819,7 @@ class WriteQueue:
             if row.key not in unsynced
         ]
         orphans: list[OutboxRow] = []
-        if self._outbox.durable:
+        if self._outbox.durable and self._deliver:
             orphans = await self._thread.run(
                 self._outbox.claim_orphans,
                 owner=self._owner,
@@ -855,6 +922,10 @@ class WriteQueue:
         while True:
             rt.wake.discard(scope)
             await self._move_spilled(scope)
+            if not self._deliver:
+                if not await self._watch(rt, scope):
+                    return
+                continue
             found = await self._next_rows(scope)
             if found is None:
                 if scope in rt.wake or not await self._let_go(rt, scope):
@@ -871,6 +942,39 @@ class WriteQueue:
             with write_span(scope, [row.key for row in rows], attempts_before=attempts):
                 sent = await self._delivery.send(box, scope, rows, rt.semaphore)
                 self._settle_sent(scope, sent)
+
+    def _hand_over(self, rt: _Runtime, keys: list[str]) -> bool:
+        """Without delivery here: end the writes of ``keys`` that are in the
+        outbox and that no caller waits for (another process stores them).
+
+        Returns:
+            True when none of ``keys`` is left to this queue.
+        """
+        if self._deliver:
+            return False
+        done = [key for key in keys if key not in self._unrecorded and key not in self._watched]
+        for key in done:
+            future = rt.waiters.pop(key, None)
+            rt.recorded.pop(key, None)
+            self._submitted_at.pop(key, None)
+            if future is not None and not future.done():
+                future.set_result([])
+        self._stats.handed_over += len(done)
+        return len(done) == len(keys)
+
+    async def _watch(self, rt: _Runtime, scope: Scope) -> bool:
+        """Without delivery here, the scope's worker: hand over the writes
+        moved from memory into the outbox, settle the waited-for ones another
+        process stored; False once nothing of ``scope`` is left to this queue."""
+        self._hand_over(rt, [key for key, of in rt.recorded.items() if of == scope])
+        if any(rt.recorded.get(key) == scope for key in self._unrecorded):
+            await asyncio.sleep(ELSEWHERE_POLL * 10)  # the outbox refuses them still
+            return True
+        elsewhere = await self._stored_elsewhere(rt, scope)
+        if elsewhere is None:
+            return False
+        await asyncio.sleep(ELSEWHERE_POLL if elsewhere else ELSEWHERE_POLL * 10)
+        return True
 
     async def _next_rows(self, scope: Scope) -> tuple[BaseOutbox, list[OutboxRow]] | None:
         """The next batch of ``scope`` and the outbox holding it, or ``None``
@@ -978,6 +1082,7 @@ class WriteQueue:
             if results is not None and started is not None:
                 self._latency.record(now - started)
         self._unrecorded.difference_update(keys)
+        self._watched.difference_update(keys)
 
     def _keep_going_at_teardown(self, rt: _Runtime, task: asyncio.Task[Any] | None) -> bool:
         """Whether a worker cancelled by the loop's teardown goes on storing.

@@ -90,6 +90,10 @@ _ANSWER = (
     "the months ahead, and what I would do next. "
 )
 _LAG_TICK = 0.010
+# Workers on PostgreSQL: replicas that store their writes, replicas that only record
+# them, and the writer process that stores what those recorded.
+_POSTGRES = ("memory-postgres", "memory-recording", "memory-writer")
+_WRITER_NICE = 19
 # The workload's settings: passed to each workload's interpreter, kept in the report.
 _CONFIG = (
     "users",
@@ -236,7 +240,11 @@ def _memory_factory(args: argparse.Namespace, folder: Path | None) -> Any:
         if hasattr(Mem0Middleware, "Parameters")
         else {"search_timeout": args.search_timeout}
     )
-    if args.worker == "memory-postgres":
+    if args.worker in _POSTGRES:
+        if args.worker == "memory-recording":  # the writer process stores the writes
+            options["parameters"] = Mem0Middleware.Parameters(
+                search_timeout=args.search_timeout, deliver_writes=False
+            )
         from agentscope_mem0.backends import pgvector_config, prepare_pgvector
         from agentscope_mem0.local import default_embedding_model
 
@@ -289,6 +297,8 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
         out.update(loop_lags=lags, drained_at=replies_done_at)
         return out
     drained = await factory.flush(timeout=args.drain_timeout)
+    if args.worker == "memory-recording":  # recorded; stored once the writer emptied the outbox
+        drained = await _outbox_emptied(factory, args.drain_timeout)
     out["drained_at"] = time.time()
     stop.set()
     await watcher
@@ -328,10 +338,38 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     return out
 
 
+async def _outbox_emptied(factory: Any, timeout: float) -> bool:
+    """Whether the shared outbox holds no pending write within ``timeout`` seconds."""
+    box = factory._state.writer.outbox
+    deadline = time.monotonic() + timeout
+    while (await asyncio.to_thread(box.counts))["pending"]:
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.2)
+    return True
+
+
+async def _write(args: argparse.Namespace) -> dict[str, Any]:
+    """The writer process: store what the recording replicas recorded until the
+    parent says ``stop`` on stdin; its counters."""
+    factory = _memory_factory(args, None)
+    await factory.get_client()
+    serving = asyncio.create_task(factory.serve_writes(poll=0.2))
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+    serving.cancel()
+    await asyncio.gather(serving, return_exceptions=True)
+    stats = factory.stats()
+    await factory.aclose(timeout=30)
+    return {"stats": {k: v for k, v in stats.items() if isinstance(v, int | float | str)}}
+
+
 def _worker(args: argparse.Namespace) -> None:
     """``--worker``: run this process's share of one workload; print it as JSON last."""
     logging.basicConfig(level=logging.ERROR)
-    if args.worker in ("baseline", "pause", "memory-postgres"):
+    if args.worker == "memory-writer":
+        report = asyncio.run(_write(args))
+    elif args.worker in ("baseline", "pause", *_POSTGRES):
         report = asyncio.run(_run(args, None))
     else:
         if args.worker == "memory-waiting":
@@ -401,28 +439,36 @@ def _workload(
     for name in _CONFIG:
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     command += ["--drain-timeout", str(args.drain_timeout)]
-    if kind == "memory-postgres":
+    if kind in _POSTGRES:
         command += ["--pg-dsn", args.pg_dsn, "--collection", f"load_{uuid.uuid4().hex[:12]}"]
         command += ["--embedder", args.embedder]
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="load-pods-") as root, ExitStack() as files:
-        workers = []
-        for process in range(processes):
-            home = Path(root) / f"p{process}"
+
+        def start(name: str, argv: list[str], nice: int = 0) -> subprocess.Popen[str]:
+            home = Path(root) / name
             (home / "data").mkdir(parents=True)
             pod = {"HOME": home, "AGENTSCOPE_MEM0_DIR": home / "data", "MEM0_DIR": home / ".mem0"}
-            workers.append(
-                subprocess.Popen(
-                    [*command, "--process", str(process)],
-                    env=env | {k: str(v) for k, v in pod.items()},
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    # a file: a full pipe would stall the worker
-                    stderr=files.enter_context((home / "stderr").open("w")),
-                    text=True,
-                )
+            return subprocess.Popen(
+                ["nice", "-n", str(nice), *argv] if nice else argv,
+                env=env | {k: str(v) for k, v in pod.items()},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                # a file: a full pipe would stall the worker
+                stderr=files.enter_context((home / "stderr").open("w")),
+                text=True,
             )
+
+        writer: subprocess.Popen[str] | None = None
+        workers: list[subprocess.Popen[str]] = []
         try:
+            if kind == "memory-recording":  # the writer process, below the replicas' priority
+                argv = [*command, "--process", "0"]
+                argv[argv.index(kind)] = "memory-writer"
+                writer = start("writer", argv, nice=_WRITER_NICE)
+                _wait_for(writer, "ready", "memory-writer", Path(root))
+            for process in range(processes):
+                workers.append(start(f"p{process}", [*command, "--process", str(process)]))
             for word in ("ready", "drained"):
                 for worker in workers:
                     _wait_for(worker, word, kind, Path(root))
@@ -431,17 +477,23 @@ def _workload(
                     worker.stdin.write("go\n")
                     worker.stdin.flush()
             outputs = [worker.communicate()[0] for worker in workers]
+            if writer is not None:  # every write is stored: it may stop
+                outputs.append(writer.communicate("stop\n", timeout=120)[0])
         finally:
-            for worker in workers:
+            for worker in [*workers, *([writer] if writer else [])]:
                 if worker.poll() is None:
                     worker.kill()
                     worker.wait()
-        for process, worker in enumerate(workers):
+        started = [(f"p{number}", worker) for number, worker in enumerate(workers)]
+        for name, worker in started + ([("writer", writer)] if writer else []):
             if worker.returncode != 0:
-                stderr = (Path(root) / f"p{process}" / "stderr").read_text()
+                stderr = (Path(root) / name / "stderr").read_text()
                 raise SystemExit(f"the {kind} run failed:\n{stderr[-3000:]}")
     parts = [json.loads(output.strip().splitlines()[-1]) for output in outputs]
+    written = parts.pop() if writer is not None else None
     result = _merged(parts, args)
+    if written is not None:
+        result["writer"] = written
     result["load_average_before"] = load_before
     result["load_average_after"] = os.getloadavg()
     return result
@@ -454,7 +506,7 @@ def _wait_for(worker: subprocess.Popen[str], word: str, kind: str, root: Path) -
         if line.strip() == word:
             return
     worker.wait()
-    stderrs = "\n".join(path.read_text()[-3000:] for path in root.glob("p*/stderr"))
+    stderrs = "\n".join(path.read_text()[-3000:] for path in root.glob("*/stderr"))
     raise SystemExit(f"the {kind} run ended before it was {word}:\n{stderrs}")
 
 
@@ -549,12 +601,12 @@ def main() -> None:
         "--skip",
         nargs="+",
         default=[],
-        choices=("pause", "memory", "memory-waiting"),
+        choices=("pause", "memory", "memory-waiting", "writer"),
         help="workloads left out (a quicker run; the report has no rows for them)",
     )
     parser.add_argument(
         "--worker",
-        choices=("baseline", "pause", "memory", "memory-waiting", "memory-postgres"),
+        choices=("baseline", "pause", "memory", "memory-waiting", *_POSTGRES),
         help=argparse.SUPPRESS,
     )
     # A worker's share of the users and its table (the parent passes them).
@@ -591,6 +643,18 @@ def main() -> None:
             ("postgres", f"{pg}, 1 process", "memory-postgres", 1, here),
             ("postgres_replicas", f"{pg}, {n} replicas", "memory-postgres", n, here),
         ]
+        if "writer" not in args.skip:  # the writes stored by a writer process, niced
+            workers = "a writer process"
+            workloads += [
+                ("postgres_writer", f"{pg}, 1 process + {workers}", "memory-recording", 1, here),
+                (
+                    "postgres_replicas_writer",
+                    f"{pg}, {n} replicas + {workers}",
+                    "memory-recording",
+                    n,
+                    here,
+                ),
+            ]
     runs: dict[str, dict[str, Any]] = {}
     for key, label, kind, processes, src in workloads:
         runs[key] = {"label": label, **_workload(kind, args, src, processes)}
@@ -619,9 +683,11 @@ def main() -> None:
     if "memory" in runs:
         report["overhead"] = report.pop("overhead_memory")
     if args.replicas:  # what memory adds where the users are split the same way
-        report["overhead_postgres_replicas_same_split"] = overhead(
-            runs["postgres_replicas"], runs["baseline_replicas"]
-        )
+        for key in ("postgres_replicas", "postgres_replicas_writer"):
+            if key in runs:
+                report[f"overhead_{key}_same_split"] = overhead(
+                    runs[key], runs["baseline_replicas"]
+                )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.report}.json").write_text(json.dumps(report, indent=1) + "\n")
     _plot(report, runs, args.out / f"{args.report}.png")

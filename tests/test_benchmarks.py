@@ -462,13 +462,22 @@ def test_load(runs: Runs) -> None:
         return
     # The scale-out: the users dealt out over two replica processes on one PostgreSQL,
     # beside one process on it; every reply counted, every fact stored once.
+    # And both again with their writes stored by a writer process.
     replicas, one = data["postgres_replicas"], data["postgres"]
+    written = data["postgres_replicas_writer"], data["postgres_writer"]
     assert replicas["processes"] == data["baseline_replicas"]["processes"] == 2
-    for run in (replicas, one):
+    assert written[0]["processes"] == 2 and written[1]["processes"] == 1
+    for run in (replicas, one, *written):
         assert len(run["reply_latencies"]) == 4 and run["drained"]
         assert run["writes_stored_once"] == run["writes_expected"] == 2
         assert run["store"] == "agentscope_mem0._postgres.vector_store.PgvectorStore"
+    for run in written:  # the replicas recorded (4 turns, a warm-up each), the writer stored
+        parts = run["stats"] if isinstance(run["stats"], list) else [run["stats"]]
+        recorded = sum(part["writes_handed_over"] for part in parts)
+        assert recorded == 4 + run["processes"] == run["writer"]["stats"]["writes_stored"]
+        assert sum(part["writes_stored"] for part in parts) == 0
     assert "p50" in data["overhead_postgres_replicas"]
+    assert "p50" in data["overhead_postgres_replicas_writer_same_split"]
 
 
 def test_fault_exit(runs: Runs) -> None:

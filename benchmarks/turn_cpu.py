@@ -29,10 +29,18 @@ over its turns (a fact's turn, judged in the background, costs more than a
 question's, which is the median turn). The first ``--warmup`` turns (first
 imports, first compiles) are left out.
 
+With ``--pg-dsn`` two more sides run memory on PostgreSQL + pgvector (every
+default for that store, a table of their own each run): ``postgres`` stores
+its writes in the process, as the embedded side does; ``postgres_writer``
+only records them (``Parameters(deliver_writes=False)``) and a writer
+process started beside it at niceness 19 (``factory.serve_writes()``)
+stores them, so its write path is what is left on the loop of recording.
+
 Usage::
 
     python benchmarks/turn_cpu.py --turns 60 --runs 5 --out docs/benchmarks \\
         --before-src /tmp/v03/src
+    python benchmarks/turn_cpu.py --turns 60 --runs 7 --pg-dsn postgresql://...
 
 Writes ``turn-cpu.json`` to ``--out``; with ``--profile FILE`` one more run of
 this checkout under cProfile (the loop's thread only) writes its stats there.
@@ -53,6 +61,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -103,22 +112,41 @@ def _pending(factory: Any) -> int:
     return int(pending() if callable(pending) else pending)
 
 
-async def _turns(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
-    """The user's turns, with memory in ``folder`` (``None``: without memory)."""
-    from agentscope.agent import Agent
-    from agentscope.message import UserMsg
-
+def _factory(args: argparse.Namespace, kind: str, folder: Path | None) -> Any:
+    """The memory of a side: the embedded store in ``folder``, or (``--pg-dsn``)
+    PostgreSQL + pgvector with every default for it, its writes stored here or,
+    ``memory-recording``, by a writer process."""
+    from agentscope_mem0 import Mem0Middleware
     from agentscope_mem0.service import mem0_middleware_factory
     from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
-    factory: Any = None
-    if folder is not None:
-        factory = mem0_middleware_factory(
-            chat_model=ScriptedChatModel(),
-            embedding_model=HashEmbedding(),
-            folder=folder,
-            mode="static_control",
+    options: dict[str, Any] = {"folder": folder}
+    if kind != "memory":
+        from agentscope_mem0.backends import pgvector_config, prepare_pgvector
+
+        config = pgvector_config(
+            args.pg_dsn, dims=HashEmbedding().dimensions, collection=args.collection
         )
+        prepare_pgvector(config)
+        options = {"mem0_config": config}
+        if kind == "memory-recording":
+            options["parameters"] = Mem0Middleware.Parameters(deliver_writes=False)
+    return mem0_middleware_factory(
+        chat_model=ScriptedChatModel(),
+        embedding_model=HashEmbedding(),
+        mode="static_control",
+        **options,
+    )
+
+
+async def _turns(args: argparse.Namespace, factory: Any) -> dict[str, Any]:
+    """The user's turns, with ``factory``'s memory (``None``: without memory)."""
+    from agentscope.agent import Agent
+    from agentscope.message import UserMsg
+
+    from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
+
+    if factory is not None:
         await factory.get_client()  # what install() does at the app's startup
     from agentscope_mem0._write.queue import WriteQueue
 
@@ -172,8 +200,28 @@ async def _turns(args: argparse.Namespace, folder: Path | None) -> dict[str, Any
         out["flushed"] = await factory.flush(timeout=60)
         stats = factory.stats()
         out["writes_stored"] = stats.get("writes_stored")
+        out["writes_handed_over"] = stats.get("writes_handed_over", 0)
         await factory.aclose(timeout=30)
     return out
+
+
+async def _write(args: argparse.Namespace) -> dict[str, Any]:
+    """The writer process of ``memory-recording``: stores what the run records
+    until told ``stop`` on stdin, then until the outbox is empty."""
+    factory = _factory(args, "memory-postgres", None)
+    await factory.get_client()
+    serving = asyncio.create_task(factory.serve_writes(poll=0.05))
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+    box = factory._state.writer.outbox
+    deadline = time.monotonic() + 60
+    while (await asyncio.to_thread(box.counts))["pending"] and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    serving.cancel()
+    await asyncio.gather(serving, return_exceptions=True)
+    stored = factory.stats().get("writes_stored")
+    await factory.aclose(timeout=30)
+    return {"writes_stored": stored}
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -183,12 +231,33 @@ def _worker(args: argparse.Namespace) -> None:
 
     if args.worker == "baseline":
         report = asyncio.run(_turns(args, None))
-    else:
+    elif args.worker == "writer":
+        report = asyncio.run(_write(args))
+    elif args.worker == "memory":
         from agentscope_mem0.local import close_shared_clients
 
         with tempfile.TemporaryDirectory(prefix="agentscope-mem0-cpu-") as tmp:
-            report = asyncio.run(_turns(args, Path(tmp)))
+            report = asyncio.run(_turns(args, _factory(args, "memory", Path(tmp))))
             close_shared_clients(tmp)
+    else:
+        writer = None
+        if args.worker == "memory-recording":  # its writes stored by a niced process
+            command = [sys.executable, __file__, "--worker", "writer", "--pg-dsn", args.pg_dsn]
+            command += ["--collection", args.collection]
+            writer = subprocess.Popen(
+                ["nice", "-n", "19", *command],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        try:
+            report = asyncio.run(_turns(args, _factory(args, args.worker, None)))
+        finally:
+            if writer is not None:
+                output = writer.communicate("stop\n", timeout=120)[0]
+        if writer is not None:
+            report["writes_stored"] = json.loads(output.strip().splitlines()[-1])["writes_stored"]
     report["code"] = str(Path(agentscope_mem0.__file__).resolve().parent.parent)
     print(json.dumps(report))
 
@@ -200,6 +269,8 @@ def _child(kind: str, args: argparse.Namespace, src: Path, profile: Path | None 
     env.setdefault("MEM0_TELEMETRY", "False")
     command = [sys.executable, __file__, "--worker", kind]
     command += ["--turns", str(args.turns), "--warmup", str(args.warmup)]
+    if kind != "memory" and args.pg_dsn:
+        command += ["--pg-dsn", args.pg_dsn, "--collection", f"cpu_{uuid.uuid4().hex[:12]}"]
     command += ["--settle", str(args.settle)]
     if profile is not None:
         command += ["--profile", str(profile)]
@@ -271,7 +342,17 @@ def main() -> None:
         help="the src folder of another checkout, run side by side (repeatable)",
     )
     parser.add_argument("--profile", type=Path, help="cProfile stats of one more run here")
-    parser.add_argument("--worker", choices=("baseline", "memory"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--pg-dsn",
+        help="also run memory on PostgreSQL + pgvector here, its writes stored in the "
+        "process and by a writer process",
+    )
+    parser.add_argument(
+        "--worker",
+        choices=("baseline", "memory", "memory-postgres", "memory-recording", "writer"),
+        help=argparse.SUPPRESS,
+    )
+    parser.add_argument("--collection", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         _worker(args)
@@ -285,6 +366,9 @@ def main() -> None:
     }
     for number, src in enumerate(args.before_src):
         sides[f"before{number or ''}"] = ("memory", src.resolve())
+    if args.pg_dsn:
+        sides["postgres"] = ("memory-postgres", here)
+        sides["postgres_writer"] = ("memory-recording", here)
     load_before = os.getloadavg()
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
     for _ in range(args.runs):  # interleaved: a drift in the machine's load hits every side
@@ -292,7 +376,8 @@ def main() -> None:
             runs[name].append(_child(kind, args, src))
     baseline = _medians(runs["baseline"])
     report: dict[str, Any] = {
-        "command": "python benchmarks/turn_cpu.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/turn_cpu.py "
+        + " ".join(sys.argv[1:]).replace(args.pg_dsn or "<none>", "<dsn>"),
         "config": {"turns": args.turns, "warmup": args.warmup, "runs": args.runs},
         "machine": {
             "cpus": os.cpu_count(),

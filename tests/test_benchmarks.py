@@ -92,7 +92,7 @@ SMOKE: dict[str, str] = {
     "--repeats 1 --out {out}/queue-cost.json --plot {out}/queue-cost.png",
     # Side by side with itself, one run a side: the figures compare nothing.
     "turn_cpu": "turn_cpu.py --turns 3 --warmup 1 --runs 1 --settle 0.05 --before-src {src} "
-    "--out {out}",
+    "--out {out}" + (" --pg-dsn {dsn}" if PG_DSN else ""),
     # Side by side with itself: the run times, compares nothing.
     "cli_speed": "cli_speed.py --fill hash --repeats 1 --before-src {src} "
     "--out {out}/cli-speed.json",
@@ -534,11 +534,15 @@ def test_cli_speed(runs: Runs) -> None:
 
 def test_turn_cpu(runs: Runs) -> None:
     data = result(runs.out("turn_cpu") / "turn-cpu.json", "baseline_ms", "sides", "machine")
-    assert set(data["sides"]) == {"memory", "before"}
-    for side in data["sides"].values():
+    # On PostgreSQL too where the suite has a server: writes stored here, and by a writer.
+    postgres = {"postgres", "postgres_writer"} if PG_DSN else set()
+    assert set(data["sides"]) == {"memory", "before"} | postgres
+    for name, side in data["sides"].items():
         assert {"total", "total_mean", "reply", "enqueue", "write"} <= set(side["memory_ms"])
         assert [run["writes_stored"] for run in side["runs"]] == [4]  # warm-up turn and 3
         assert all(run["flushed"] for run in side["runs"])
+        handed_over = [run["writes_handed_over"] for run in side["runs"]]
+        assert handed_over == ([4] if name == "postgres_writer" else [0])
 
 
 def test_every_benchmark_has_a_smoke_run() -> None:

@@ -296,9 +296,8 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
         await _barrier("drained")
         out.update(loop_lags=lags, drained_at=replies_done_at)
         return out
+    # With a writer process: until it stored what every replica recorded.
     drained = await factory.flush(timeout=args.drain_timeout)
-    if args.worker == "memory-recording":  # recorded; stored once the writer emptied the outbox
-        drained = await _outbox_emptied(factory, args.drain_timeout)
     out["drained_at"] = time.time()
     stop.set()
     await watcher
@@ -336,17 +335,6 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
         stats={k: v for k, v in stats.items() if isinstance(v, int | float | str)},
     )
     return out
-
-
-async def _outbox_emptied(factory: Any, timeout: float) -> bool:
-    """Whether the shared outbox holds no pending write within ``timeout`` seconds."""
-    box = factory._state.writer.outbox
-    deadline = time.monotonic() + timeout
-    while (await asyncio.to_thread(box.counts))["pending"]:
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.2)
-    return True
 
 
 async def _write(args: argparse.Namespace) -> dict[str, Any]:

@@ -207,16 +207,12 @@ async def _turns(args: argparse.Namespace, factory: Any) -> dict[str, Any]:
 
 async def _write(args: argparse.Namespace) -> dict[str, Any]:
     """The writer process of ``memory-recording``: stores what the run records
-    until told ``stop`` on stdin, then until the outbox is empty."""
+    until told ``stop`` on stdin (once the run's flush saw everything stored)."""
     factory = _factory(args, "memory-postgres", None)
     await factory.get_client()
     serving = asyncio.create_task(factory.serve_writes(poll=0.05))
     print("ready", flush=True)
     await asyncio.to_thread(sys.stdin.readline)
-    box = factory._state.writer.outbox
-    deadline = time.monotonic() + 60
-    while (await asyncio.to_thread(box.counts))["pending"] and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
     serving.cancel()
     await asyncio.gather(serving, return_exceptions=True)
     stored = factory.stats().get("writes_stored")

@@ -100,15 +100,15 @@ async def test_a_replica_that_only_records_stores_nothing_and_the_writer_stores_
     for i, text in enumerate(texts):  # turns to alternating replicas
         assert await replicas[i % 2].submit(SCOPE, said(text))
     for replica in replicas:
-        assert await replica.flush(5)  # recorded is all a replica owes
         assert replica.stats()["writes_handed_over"] == 3
         assert replica.stats()["writes_stored"] == 0 and replica.pending == 0
+    assert not await replicas[0].flush(0.3)  # flush waits for the writer
     box = replicas[0].outbox
     assert box.counts() == {"pending": 6, "failed": 0}
-    await asyncio.sleep(0.3)
     assert client.texts == []  # no replica delivers
     async with writer(client, dsn, table) as serving:
-        await until_empty(box)
+        assert await replicas[1].flush(30)
+        assert box.counts() == {"pending": 0, "failed": 0}
         assert serving.stats()["writes_stored"] == 6
     assert client.texts == texts  # in the order said, across replicas
     raw = await memory.get_all(filters=SCOPE.filters(), top_k=100)
@@ -172,11 +172,13 @@ async def test_writes_kept_in_memory_while_postgres_is_down_go_to_the_writer_whe
     assert replica.stats()["writes_in_memory_only"] == 3
     assert not await replica.flush(0.2)  # only in memory: not handed over yet
     monkeypatch.undo()
-    assert await replica.flush(30)  # moved into the outbox: the writer's now
-    assert replica.stats()["writes_in_memory_only"] == 0
-    assert client.texts == []
+    deadline = time.monotonic() + 30
+    while replica.stats()["writes_in_memory_only"]:  # moved into the outbox: the writer's now
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    assert box.counts()["pending"] == 3 and client.texts == []
     async with writer(client, dsn, table):
-        await until_empty(box)
+        assert await replica.flush(30)
     assert client.texts == [f"I like fruit{i:02d}." for i in range(3)]  # none twice
     await replica.aclose(5)
 

@@ -465,6 +465,16 @@ class PostgresOutbox(BaseOutbox):
 
         return dict(self._write(work))
 
+    def newest_id(self) -> int:
+        """The id of the newest row in the table (0 when it is empty)."""
+        sql = f"SELECT coalesce(max(id), 0) FROM {self.table}"
+        return int(self._write(lambda conn: _one(conn, sql, ())))
+
+    def pending_through(self, newest: int) -> int:
+        """How many rows up to id ``newest`` wait to be stored."""
+        sql = f"SELECT count(*) FROM {self.table} WHERE status = %s AND id <= %s"
+        return int(self._write(lambda conn: _one(conn, sql, (PENDING, newest))))
+
     def counts(self) -> dict[str, int]:
         found = dict(
             self._write(

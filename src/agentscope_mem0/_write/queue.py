@@ -377,11 +377,34 @@ class WriteQueue:
 
         This includes the writes other processes left in the outbox (those
         whose process ended or whose lease ran out), which are taken over first.
+        A queue that does not deliver waits until the writer process stored
+        every write recorded in the outbox before the call, its own and the
+        other replicas'.
 
         Returns:
             True when none is left pending within ``timeout`` seconds and no
             write was lost (not recorded) since the last call.
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        flushed = await self._flush_here(timeout)
+        if not flushed or self._deliver or self._closed:
+            return flushed
+        box = self._outbox
+        assert isinstance(box, PostgresOutbox)  # the only shared outbox
+        try:
+            newest = await self._thread.run(box.newest_id)
+            while await self._thread.run(box.pending_through, newest):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                await asyncio.sleep(ELSEWHERE_POLL)
+        except LocalFileError as exc:
+            logger.warning("could not ask the outbox whether the writer stored the writes: %s", exc)
+            return False
+        return True
+
+    async def _flush_here(self, timeout: float | None) -> bool:
+        """:meth:`flush` of this queue's own part: what it stores, or, without
+        delivery, what it records."""
         if self._closed:
             return not self._take_lost()
         rt = self._runtime()
@@ -476,7 +499,7 @@ class WriteQueue:
         """
         if self._closed:
             return True
-        flushed = await self.flush(timeout)
+        flushed = await self._flush_here(timeout)  # recorded is enough to close without delivery
         self._closed = True
         # Rows whose mem0 call is running now keep their claim until the lease
         # runs out: cancelling the task does not stop mem0's worker threads.

@@ -13,7 +13,9 @@ What it wires (see docs/deploying.md):
   or, when ``$AGENTSCOPE_MEM0_PG_DSN`` names a PostgreSQL database with
   pgvector, on that database, so that several workers or replicas share the
   memories, mem0's history and the token totals
-  (``docker/replicas-compose.yml`` runs two of them);
+  (``docker/replicas-compose.yml`` runs two of them); with
+  ``$AGENTSCOPE_MEM0_DELIVER_WRITES=0`` a replica only records its writes and
+  ``demos/service_writer.py`` stores them;
 * the model mem0 extracts with: DashScope when ``DASHSCOPE_API_KEY`` is set,
   an OpenAI-compatible server with ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``,
   otherwise the offline rule-based extractor;
@@ -46,18 +48,16 @@ from agentscope.app.workspace_manager import IsolationPolicy, LocalWorkspaceMana
 from agentscope.credential import CredentialBase
 from agentscope.message import HintBlock, Msg
 from agentscope.model import ChatModelBase
+from demos._shared_memory import DELIVER_ENV, PG_DSN_ENV, shared_memory
 
-from agentscope_mem0.backends import pgvector_config, prepare_pgvector
 from agentscope_mem0.demo import chat_model_from_env
-from agentscope_mem0.local import default_embedding_model
-from agentscope_mem0.service import Mem0MiddlewareFactory, mem0_middleware_factory
+from agentscope_mem0.service import mem0_middleware_factory
 from agentscope_mem0.testing import ScriptedChatModel
 
 FOLDER = Path(
     os.environ.get("SERVICE_APP_DIR") or Path(tempfile.gettempdir()) / "agentscope-mem0-service"
 )
 OFFLINE_TYPE = "offline_scripted"
-PG_DSN_ENV = "AGENTSCOPE_MEM0_PG_DSN"
 """Names the PostgreSQL database every replica shares; unset: the embedded folder."""
 
 
@@ -98,30 +98,14 @@ class OfflineCredential(CredentialBase):
         return OfflineChatModel
 
 
-def shared_memory(dsn: str, extraction_model: ChatModelBase) -> Mem0MiddlewareFactory:
-    """The factory of a replica: memories, history and token totals in PostgreSQL."""
-    embedding_model = default_embedding_model()  # offline; any AgentScope embedder works
-    config = pgvector_config(dsn, dims=embedding_model.dimensions)
-    prepare_pgvector(config)  # replicas starting together: the schema is made once, under a lock
-    return mem0_middleware_factory(
-        chat_model=extraction_model,
-        embedding_model=embedding_model,
-        mem0_config=config,
-        mode="static_control",
-        # This demo keeps agentscope.app's own state (agents, sessions) per
-        # replica, so one agent has another id on each; scope by its name,
-        # which is the same. With shared app storage the default (the id) fits.
-        agent_id=None,
-    )
-
-
 def build_app(folder: Path = FOLDER) -> Any:
     """The ASGI app, with its state and memories in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     extraction_model, described = chat_model_from_env()
     dsn = os.environ.get(PG_DSN_ENV)
     if dsn:
-        memory = shared_memory(dsn, extraction_model)
+        deliver = os.environ.get(DELIVER_ENV, "1").strip().lower() not in ("0", "false", "no")
+        memory = shared_memory(dsn, extraction_model, deliver_writes=deliver)
     else:
         memory = mem0_middleware_factory(
             chat_model=extraction_model,  # the embedded default embeds offline: no embedding_model

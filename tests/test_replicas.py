@@ -4,7 +4,8 @@ The compose file is read as Docker would read it; each app service's command
 is started as a process here, with the service's environment (interpolated
 as compose does), pointed at the test PostgreSQL (a database of this test's
 own) instead of the compose one, and a folder of its own for what compose
-keeps in the service's volume. A user tells replica 1 a fact; a new session
+keeps in the service's volume; its writer too, which stores what the
+replicas record. A user tells replica 1 a fact; a new session
 on replica 2 recalls it. Offline: the replicas' agents use the demo's keyless scripted
 credential and mem0 extracts with the rule-based model.
 """
@@ -68,15 +69,17 @@ def database() -> Iterator[str]:
 
 @pytest.fixture
 def replicas(database: str, tmp_path: Path) -> Iterator[list[str]]:
-    """The compose file's app services, running; their base URLs."""
+    """The compose file's app services and its writer, running; the apps' base URLs."""
     services = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]
-    apps = {name: s for name, s in services.items() if "build" in s}
+    ours = {name: s for name, s in services.items() if "build" in s}
+    apps = [name for name, s in ours.items() if s["command"][0] == "uvicorn"]
     assert len(apps) == 2, "the recipe runs two replicas"
+    (writer,) = set(ours) - set(apps)
     base = {k: v for k, v in os.environ.items() if k not in KEYS}
-    started: list[tuple[subprocess.Popen[bytes], Path]] = []
-    urls = []
+    started: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+    urls = {}
     try:
-        for name, service in apps.items():
+        for name, service in ours.items():
             env = dict(base)
             env.update({k: _interpolate(str(v), base) for k, v in service["environment"].items()})
             # Here, not in the containers: the test's database and folders.
@@ -85,33 +88,47 @@ def replicas(database: str, tmp_path: Path) -> Iterator[list[str]]:
             for key in ("SERVICE_APP_DIR", "AGENTSCOPE_MEM0_DIR"):
                 env[key] = str(tmp_path / name / Path(env[key]).relative_to("/data"))
             command = list(service["command"])
-            port = _free_port()
-            command[command.index("--port") + 1] = str(port)
-            command[command.index("--host") + 1] = "127.0.0.1"
-            assert command[0] == "uvicorn"
+            if name == writer:  # nice -n 10 python -m demos.service_writer
+                command[command.index("python")] = sys.executable
+            else:
+                port = _free_port()
+                command[command.index("--port") + 1] = str(port)
+                command[command.index("--host") + 1] = "127.0.0.1"
+                command = [sys.executable, "-m", *command]
+                urls[name] = f"http://127.0.0.1:{port}"
             log = tmp_path / f"{name}.log"
-            process = subprocess.Popen(
-                [sys.executable, "-m", *command],
-                cwd=ROOT,  # the image's WORKDIR holds this checkout
-                env=env,
-                stdout=log.open("wb"),
-                stderr=subprocess.STDOUT,
+            started[name] = (
+                subprocess.Popen(
+                    command,
+                    cwd=ROOT,  # the image's WORKDIR holds this checkout
+                    env=env,
+                    stdout=log.open("wb"),
+                    stderr=subprocess.STDOUT,
+                ),
+                log,
             )
-            started.append((process, log))
-            urls.append(f"http://127.0.0.1:{port}")
-        for (process, log), url in zip(started, urls, strict=True):
-            _wait_until_up(process, log, url)
-        yield urls
+        _wait_for_line(*started[writer], "serving writes")
+        for name, url in urls.items():
+            _wait_until_up(*started[name], url)
+        yield list(urls.values())
     finally:
-        for process, _ in started:
+        for process, _ in started.values():
             process.send_signal(signal.SIGINT)
-        for process, log in started:
+        for process, log in started.values():
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
             assert process.returncode == 0, log.read_text(errors="replace")
+
+
+def _wait_for_line(process: subprocess.Popen[bytes], log: Path, line: str) -> None:
+    deadline = time.monotonic() + 120
+    while line not in log.read_text(errors="replace"):
+        assert process.poll() is None, log.read_text(errors="replace")
+        assert time.monotonic() < deadline, f"no {line!r} within 120 s:\n{log.read_text()}"
+        time.sleep(0.2)
 
 
 def _wait_until_up(process: subprocess.Popen[bytes], log: Path, url: str) -> None:

@@ -287,6 +287,8 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     replies_done_at = time.time()
     out: dict[str, Any] = {
         "reply_latencies": [x for lat, _ in results for x in lat],
+        # turn t of every user: the first turns start together, the later ones drift
+        "reply_latencies_by_turn": [[lat[t] for lat, _ in results] for t in range(args.turns)],
         "began_at": began_at,
         "replies_done_at": replies_done_at,
     }
@@ -384,6 +386,10 @@ def _merged(parts: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, 
         "processes": len(parts),
         "reply_latency": _summary(latencies),
         "reply_latencies": latencies,
+        "reply_latency_by_turn": [
+            _summary([x for part in parts for x in part["reply_latencies_by_turn"][turn]])
+            for turn in range(args.turns)
+        ],
         "replies_wall_time": replies_done_at - min(part["began_at"] for part in parts),
         "loop_lag": _summary([x for part in parts for x in part["loop_lags"]]),
         "code": first["code"],

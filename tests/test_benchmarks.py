@@ -457,6 +457,7 @@ def test_load(runs: Runs) -> None:
     assert "pause" not in data and "waiting" not in data  # --skip
     memory = data["memory"]  # every fact stored, and once
     assert memory["writes_stored_once"] == memory["writes_expected"] == 2
+    assert [turn["p50"] > 0 for turn in memory["reply_latency_by_turn"]] == [True, True]
     assert (out / "load.png").is_file()
     if not PG_DSN:
         return

@@ -196,3 +196,45 @@ async def test_only_a_shared_outbox_lets_another_process_deliver(
     with pytest.raises(ConfigurationError, match="deliver_writes=True"):
         await recording.serve()
     await recording.aclose()
+
+
+class Stuck:
+    """A mem0 whose writes never answer: a writer that hangs, then is lost."""
+
+    def __init__(self, inner: AsyncMemory) -> None:
+        self.inner = inner
+
+    async def add(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
+        await asyncio.sleep(3600)
+
+    async def get_all(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.get_all(*args, **kwargs)
+
+    async def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.delete(*args, **kwargs)
+
+
+async def test_a_lost_writers_writes_are_stored_once_by_the_next(
+    memory: AsyncMemory, dsn: str, table: str
+) -> None:
+    client = Counting(memory)
+    replica = WriteQueue(Mem0Backend(client), outbox_dir=dsn, outbox_table=table, deliver=False)
+    for i in range(3):
+        await replica.submit(SCOPE, said(f"I like fruit{i:02d}."))
+    lost = WriteQueue(Mem0Backend(Stuck(memory)), outbox_dir=dsn, outbox_table=table, retry=FAST)
+    serving = asyncio.create_task(lost.serve(poll=0.05))
+    box = lost.outbox
+    assert isinstance(box, PostgresOutbox)
+    deadline = time.monotonic() + 30
+    while box.counts()["pending"] and not box.read("SELECT 1 FROM {t} WHERE attempts > 0"):
+        assert time.monotonic() < deadline  # it took the rows and is sending them
+        await asyncio.sleep(0.05)
+    serving.cancel()
+    ((pid,),) = box.read("SELECT pg_backend_pid()")
+    with psycopg.connect(dsn, autocommit=True) as admin:  # its pod is gone, its connection too
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    async with writer(client, dsn, table):
+        assert await replica.flush(30)
+    assert client.texts == [f"I like fruit{i:02d}." for i in range(3)]  # each once, in order
+    await replica.aclose(5)
+    await lost.aclose(0.1)

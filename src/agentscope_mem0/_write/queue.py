@@ -529,8 +529,10 @@ class WriteQueue:
         ``writes_unrecorded`` writes the outbox could not record, and
         ``writes_in_memory_only`` those of them not stored yet (a crash now
         loses them); ``writes_unsynced`` stored ones whose outbox rows wait
-        for the embedded store's sync; ``outbox_errors`` failed outbox
-        operations; ``write_latency_*`` is submit-to-stored, in seconds.
+        for the embedded store's sync; ``writes_handed_over`` writes recorded
+        for a writer process to store (``deliver=False``); ``outbox_errors``
+        failed outbox operations; ``write_latency_*`` is submit-to-stored,
+        in seconds.
         """
         out: dict[str, Any] = self._stats.as_stats()
         out["writes_pending"] = self.pending

@@ -7,7 +7,10 @@ users says a fact to one replica, a liking to replica ``r1`` and later a
 change of the fact to the next replica, acknowledged one after another as
 replies would be. ``r1`` is SIGKILLed once it acknowledged ``--kill-after``
 writes and its folder deleted; the writes still to come go to the other
-two; a fresh replica starts, and all flush. Then the store is read:
+two; a fresh replica starts, and all flush. With ``--writer`` the replicas
+only record their writes (``deliver_writes=False``) and a writer process
+stores them; it is SIGKILLed with its folder at the same moment as ``r1``,
+and a fresh writer starts with the fresh replica. Then the store is read:
 
 * ``lost`` / ``stored_twice``: acknowledged writes not stored, or stored more
   than once (both must be 0);
@@ -19,7 +22,7 @@ two; a fresh replica starts, and all flush. Then the store is read:
 Usage::
 
     python benchmarks/pod_loss.py --pg-dsn postgresql://... [--users 50]
-        [--kill-after 20] [--extraction-delay 0.5] [--out FILE]
+        [--kill-after 20] [--extraction-delay 0.5] [--writer] [--out FILE]
 
 ``--pg-dsn`` defaults to ``$AGENTSCOPE_MEM0_TEST_PG_DSN``. The results go to
 docs/benchmarks/pod-loss.json by default.
@@ -58,7 +61,9 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(int(share * len(ordered)), len(ordered) - 1)] if ordered else 0.0
 
 
-def run(dsn: str, users: int, kill_after: int, delay: float, root: Path) -> dict[str, Any]:
+def run(
+    dsn: str, users: int, kill_after: int, delay: float, root: Path, *, writer: bool = False
+) -> dict[str, Any]:
     """One pod-loss run; its measures."""
     import psycopg
 
@@ -67,11 +72,14 @@ def run(dsn: str, users: int, kill_after: int, delay: float, root: Path) -> dict
 
     collection = f"pods_{uuid.uuid4().hex[:10]}"
     prepare_pgvector(memory_config(dsn, collection, root))
-    replicas = [Replica(f"r{i}", dsn, collection, root, delay=delay) for i in range(3)]
+    role = "recorder" if writer else "replica"
+    replicas = [Replica(f"r{i}", dsn, collection, root, delay=delay, role=role) for i in range(3)]
+    # With --writer: the first writer, lost with r1, and the one started after.
+    writers = [Replica("w0", dsn, collection, root, delay=delay, role="writer")] if writer else []
     started = time.perf_counter()
     pending_at_kill = 0
     try:
-        for replica in replicas:
+        for replica in replicas + writers:
             replica.ready()
         r0, r1, r2 = replicas
         alive = [r0, r1, r2]
@@ -87,6 +95,8 @@ def run(dsn: str, users: int, kill_after: int, delay: float, root: Path) -> dict
                         f"SELECT count(*) FROM {collection}_outbox"
                     ).fetchone() or (0,)
                 r1.kill()
+                for lost in writers:
+                    lost.kill()
                 alive = [r0, r2]
 
         for i in range(users):
@@ -97,16 +107,19 @@ def run(dsn: str, users: int, kill_after: int, delay: float, root: Path) -> dict
             send(replicas[(i + 1) % 3], f"user{i}", f"I moved to city{i:03d}.")
         if r1 in alive:
             raise SystemExit(f"r1 acknowledged only {len(r1.acknowledged)} of --kill-after")
-        fresh = Replica("r3", dsn, collection, root, delay=delay)
+        fresh = Replica("r3", dsn, collection, root, delay=delay, role=role)
         replicas.append(fresh)
         fresh.ready()
+        if writer:
+            writers.append(Replica("w1", dsn, collection, root, delay=delay, role="writer"))
+            writers[-1].ready()
         flush_started = time.perf_counter()
         flushed = [replica.ask("flush") == "flushed True" for replica in (fresh, r0, r2)]
         flush_seconds = time.perf_counter() - flush_started
-        for replica in (fresh, r0, r2):
+        for replica in (fresh, r0, r2, *writers[1:]):
             replica.ask("close")
     finally:
-        for replica in replicas:
+        for replica in replicas + writers:
             replica.stop()
     total_seconds = time.perf_counter() - started
 
@@ -130,6 +143,7 @@ def run(dsn: str, users: int, kill_after: int, delay: float, root: Path) -> dict
     return {
         "acknowledged": sum(acknowledged.values()),
         "acknowledged_by_lost_replica": len(r1.acknowledged),
+        "writer_process": writer,
         "outbox_rows_when_killed": pending_at_kill,
         "stored": sum(found.values()),
         "lost": sum((acknowledged - found).values()),
@@ -150,6 +164,11 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--kill-after", type=int, default=20)
     parser.add_argument("--extraction-delay", type=float, default=0.5)
+    parser.add_argument(
+        "--writer",
+        action="store_true",
+        help="replicas only record; a writer process stores, and is lost with r1",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     if not args.pg_dsn:
@@ -158,7 +177,12 @@ def main() -> None:
         parser.error("--kill-after must be in 1..--users")
     with tempfile.TemporaryDirectory(prefix="pod-loss-") as folder:
         measured = run(
-            args.pg_dsn, args.users, args.kill_after, args.extraction_delay, Path(folder)
+            args.pg_dsn,
+            args.users,
+            args.kill_after,
+            args.extraction_delay,
+            Path(folder),
+            writer=args.writer,
         )
     report = {
         "command": "python benchmarks/pod_loss.py "

@@ -2,12 +2,15 @@
 
 Usage::
 
-    python _replica_child.py <dsn> <collection> <folder> [<extraction delay>]
+    python _replica_child.py <dsn> <collection> <folder> [<extraction delay> [<role>]]
 
 It builds a real mem0 on PostgreSQL/pgvector (``collection``; mem0's history
 in ``<folder>``, its HOME and data folder) with the scripted offline models,
 extraction taking 0.3 s per call (or the delay given), and a ``WriteQueue`` with every default:
 its outbox is then the table ``<collection>_outbox`` in the same database.
+Its role is ``replica`` (it stores what it acknowledges, the default),
+``recorder`` (a replica that only records: ``deliver=False``) or ``writer``
+(it stores what recorders recorded: ``WriteQueue.serve``, from the start).
 Then it reads commands, one a line, and answers each on stdout:
 
 * ``submit <user> <text>``: queue one exchange of ``<user>`` saying
@@ -59,7 +62,7 @@ def answer(line: str) -> None:
     sys.stdout.flush()
 
 
-async def serve(dsn: str, collection: str, folder: Path, delay: float) -> None:
+async def serve(dsn: str, collection: str, folder: Path, delay: float, role: str) -> None:
     from mem0 import AsyncMemory
 
     memory = AsyncMemory(
@@ -69,7 +72,12 @@ async def serve(dsn: str, collection: str, folder: Path, delay: float) -> None:
             mem0_config=memory_config(dsn, collection, folder),
         )
     )
-    queue = WriteQueue(Mem0Backend(memory), retry=RetryPolicy(initial_delay=0.05, max_delay=0.2))
+    queue = WriteQueue(
+        Mem0Backend(memory),
+        retry=RetryPolicy(initial_delay=0.05, max_delay=0.2),
+        deliver=role != "recorder",
+    )
+    serving = asyncio.create_task(queue.serve(poll=0.1)) if role == "writer" else None
     loop = asyncio.get_running_loop()
     answer("ready")
     while True:
@@ -82,6 +90,8 @@ async def serve(dsn: str, collection: str, folder: Path, delay: float) -> None:
         elif command == "flush":
             answer(f"flushed {await queue.flush(60)}")
         else:  # "close", or stdin closed
+            if serving is not None:
+                serving.cancel()
             await queue.aclose()
             answer("closed")
             return
@@ -92,7 +102,14 @@ class Replica:
     test or the benchmark. Its HOME and data folder are ``<root>/<name>``."""
 
     def __init__(
-        self, name: str, dsn: str, collection: str, root: Path, *, delay: float = 0.3
+        self,
+        name: str,
+        dsn: str,
+        collection: str,
+        root: Path,
+        *,
+        delay: float = 0.3,
+        role: str = "replica",
     ) -> None:
         self.folder = root / name
         self.folder.mkdir()
@@ -105,7 +122,7 @@ class Replica:
             "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
         }
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, dsn, collection, str(self.folder), str(delay)],
+            [sys.executable, __file__, dsn, collection, str(self.folder), str(delay), role],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log_file,  # a file: a full pipe would stall the replica
@@ -159,7 +176,8 @@ class Replica:
 def main(argv: list[str]) -> None:
     dsn, collection, folder = argv[0], argv[1], Path(argv[2])
     delay = float(argv[3]) if len(argv) > 3 else 0.3
-    asyncio.run(serve(dsn, collection, folder, delay))
+    role = argv[4] if len(argv) > 4 else "replica"
+    asyncio.run(serve(dsn, collection, folder, delay, role))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ take the writes of six users, each user's fact and later change going to
 two different replicas. One replica is SIGKILLed after acknowledging some
 writes and its folder deleted; a fresh replica starts and flushes. Every
 acknowledged write is then stored exactly once, and each user's change was
-stored after the fact it changes.
+stored after the fact it changes. Again with replicas that only record and
+a writer process that stores, lost at the same moment, and a fresh writer.
 
 Needs ``AGENTSCOPE_MEM0_TEST_PG_DSN``.
 """
@@ -38,15 +39,20 @@ def _memories(dsn: str, collection: str) -> list[tuple[str, str, int]]:
     return [(user, text.split(" #")[0], xmin) for user, text, xmin in rows]
 
 
-def test_a_lost_replica_loses_no_acknowledged_write_and_order_holds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", [False, True], ids=["replicas-store", "a-writer-stores"])
+def test_a_lost_replica_loses_no_acknowledged_write_and_order_holds(
+    tmp_path: Path, writer: bool
+) -> None:
     dsn = os.environ.get(DSN_ENV)
     if not dsn:
         pytest.skip(f"the pod-loss test needs a PostgreSQL with pgvector: set {DSN_ENV}")
     collection = fresh_collection("pods")
     prepare_pgvector(memory_config(dsn, collection, tmp_path))
-    replicas = [Replica(f"r{i}", dsn, collection, tmp_path) for i in range(3)]
+    role = "recorder" if writer else "replica"
+    replicas = [Replica(f"r{i}", dsn, collection, tmp_path, role=role) for i in range(3)]
+    writers = [Replica("w0", dsn, collection, tmp_path, role="writer")] if writer else []
     try:
-        for replica in replicas:
+        for replica in replicas + writers:
             replica.ready()
         r0, r1, r2 = replicas
         # Each user's fact goes to one replica and the change to the next one;
@@ -57,17 +63,22 @@ def test_a_lost_replica_loses_no_acknowledged_write_and_order_holds(tmp_path: Pa
             r1.submit(user, f"I like fruit{i:02d}.")
             replicas[(i + 1) % 3].submit(user, f"I moved to city{i:02d}.")
         r1.kill()
+        for lost in writers:  # its writes in flight too
+            lost.kill()
         for i in range(USERS):  # the load balancer sends the users elsewhere now
             (r0, r2)[i % 2].submit(f"user{i}", f"I have pet{i:02d}.")
-        fresh = Replica("r3", dsn, collection, tmp_path)
+        fresh = Replica("r3", dsn, collection, tmp_path, role=role)
         replicas.append(fresh)
         fresh.ready()
+        if writer:
+            writers.append(Replica("w1", dsn, collection, tmp_path, role="writer"))
+            writers[-1].ready()
         for replica in (fresh, r0, r2):
             assert replica.ask("flush") == "flushed True"
-        for replica in (fresh, r0, r2):
+        for replica in (fresh, r0, r2, *writers[1:]):
             assert replica.ask("close") == "closed"
     finally:
-        for replica in replicas:
+        for replica in replicas + writers:
             replica.stop()
 
     acknowledged = [text for replica in replicas for text in replica.acknowledged]

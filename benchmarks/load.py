@@ -32,8 +32,9 @@ processes (user ``u`` to replica ``u % N``), and the baseline over as many
 processes; then both again with replicas that only record their writes
 (``deliver_writes=False``) and a writer process at niceness 19 storing them
 (``factory.serve_writes()``; ``--skip writer`` leaves these out). Every
-workload's process has its own HOME and data folder, as on its own pod; each answers one question first (AgentScope's agent built, with
-memory the embedder loaded and the first search done), and the users of all
+workload's process has its own HOME and data folder, as on its own pod;
+each answers one question first (AgentScope's agent built, with memory the
+embedder loaded and the first search done), and the users of all
 its processes start at the same moment, when every one of them is warm. The
 facts are counted once every process drained, so a write stored twice by
 another replica shows too.

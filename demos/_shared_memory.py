@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentscope.model import ChatModelBase
 
 PG_DSN_ENV = "AGENTSCOPE_MEM0_PG_DSN"
+"""Names the PostgreSQL database every replica shares; unset: the embedded folder."""
 DELIVER_ENV = "AGENTSCOPE_MEM0_DELIVER_WRITES"
 """``0``: a replica only records its writes; the writer process stores them."""
 

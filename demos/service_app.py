@@ -58,7 +58,6 @@ FOLDER = Path(
     os.environ.get("SERVICE_APP_DIR") or Path(tempfile.gettempdir()) / "agentscope-mem0-service"
 )
 OFFLINE_TYPE = "offline_scripted"
-"""Names the PostgreSQL database every replica shares; unset: the embedded folder."""
 
 
 def answer_from_memory(messages: list[Msg], tools: Any) -> str:

@@ -551,9 +551,9 @@ async def test_replicas_that_only_record_are_served_by_a_writer_process(
         assert await replica.flush(30)
         assert await writer.flush(30)  # and judged
         assert {row["data"] for row in _rows(pg_config)} == {"User lives in Hangzhou."}
+        assert writer.stats()["writes_stored"] == 1 and replica.stats()["writes_stored"] == 0
         model = await turn(replica, "Where do I live?")
         assert "User lives in Hangzhou." in note_text(model.calls[0])
-        assert writer.stats()["writes_stored"] == 1 and replica.stats()["writes_stored"] == 0
     finally:
         serving.cancel()
         with contextlib.suppress(asyncio.CancelledError):

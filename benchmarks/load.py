@@ -86,6 +86,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from _writer import serve_until_told
+
 _MARKER = re.compile(r"Pet\d+x\d+")
 _ANSWER = (
     "Here is what I found, step by step: the figures for the region, the shipping "
@@ -342,26 +344,12 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     return out
 
 
-async def _write(args: argparse.Namespace) -> dict[str, Any]:
-    """The writer process: store what the recording replicas recorded until the
-    parent says ``stop`` on stdin; its counters."""
-    factory = _memory_factory(args, None)
-    await factory.get_client()
-    serving = asyncio.create_task(factory.serve_writes(poll=0.2))
-    print("ready", flush=True)
-    await asyncio.to_thread(sys.stdin.readline)
-    serving.cancel()
-    await asyncio.gather(serving, return_exceptions=True)
-    stats = factory.stats()
-    await factory.aclose(timeout=30)
-    return {"stats": {k: v for k, v in stats.items() if isinstance(v, int | float | str)}}
-
-
 def _worker(args: argparse.Namespace) -> None:
     """``--worker``: run this process's share of one workload; print it as JSON last."""
     logging.basicConfig(level=logging.ERROR)
-    if args.worker == "memory-writer":
-        report = asyncio.run(_write(args))
+    if args.worker == "memory-writer":  # until the parent says stop: every write stored
+        stats = asyncio.run(serve_until_told(_memory_factory(args, None), poll=0.2))
+        report = {"stats": {k: v for k, v in stats.items() if isinstance(v, int | float | str)}}
     elif args.worker in ("baseline", "pause", *_POSTGRES):
         report = asyncio.run(_run(args, None))
     else:

@@ -65,6 +65,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _writer import serve_until_told
+
 _LONG_QUESTION = (
     "I was thinking about everything we talked about, the garden, the trip and the "
     "books, and I would like a short summary of what you know about my family, my "
@@ -205,21 +207,6 @@ async def _turns(args: argparse.Namespace, factory: Any) -> dict[str, Any]:
     return out
 
 
-async def _write(args: argparse.Namespace) -> dict[str, Any]:
-    """The writer process of ``memory-recording``: stores what the run records
-    until told ``stop`` on stdin (once the run's flush saw everything stored)."""
-    factory = _factory(args, "memory-postgres", None)
-    await factory.get_client()
-    serving = asyncio.create_task(factory.serve_writes(poll=0.05))
-    print("ready", flush=True)
-    await asyncio.to_thread(sys.stdin.readline)
-    serving.cancel()
-    await asyncio.gather(serving, return_exceptions=True)
-    stored = factory.stats().get("writes_stored")
-    await factory.aclose(timeout=30)
-    return {"writes_stored": stored}
-
-
 def _worker(args: argparse.Namespace) -> None:
     """``--worker``: one run in this interpreter, printed as JSON on the last line."""
     logging.basicConfig(level=logging.ERROR)
@@ -227,8 +214,9 @@ def _worker(args: argparse.Namespace) -> None:
 
     if args.worker == "baseline":
         report = asyncio.run(_turns(args, None))
-    elif args.worker == "writer":
-        report = asyncio.run(_write(args))
+    elif args.worker == "writer":  # of memory-recording, until its flush saw everything stored
+        stats = asyncio.run(serve_until_told(_factory(args, "memory-postgres", None), poll=0.05))
+        report = {"writes_stored": stats.get("writes_stored")}
     elif args.worker == "memory":
         from agentscope_mem0.local import close_shared_clients
 

@@ -87,6 +87,43 @@ class RecordingClient:
         return await self.inner.delete_all(*args, **kwargs)
 
 
+class AddRecorder:
+    """Forwards to mem0; records the user's texts of each add, in order, and whether
+    two adds overlapped; ``delay`` holds each add, ``down`` fails it."""
+
+    def __init__(self, inner: AsyncMemory, *, delay: float = 0.0) -> None:
+        self.inner = inner
+        self.delay = delay
+        self.texts: list[str] = []
+        self.running = 0
+        self.overlaps = 0
+        self.down = False
+
+    async def add(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
+        self.running += 1
+        self.overlaps += self.running > 1
+        try:
+            await asyncio.sleep(self.delay)
+            if self.down:
+                raise ConnectionError("the store is down")
+            result = await self.inner.add(messages, **kwargs)
+            self.texts += [m["content"] for m in messages if m["role"] == "user"]
+            return result
+        finally:
+            self.running -= 1
+
+    async def get_all(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.get_all(*args, **kwargs)
+
+    async def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.delete(*args, **kwargs)
+
+
+def said(text: str) -> list[dict[str, str]]:
+    """An exchange in which the user says ``text``."""
+    return [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]
+
+
 async def one_session(mw: Any, text: str, *, agent: str = "helper") -> ScriptedChatModel:
     """One reply of a fresh agent (empty context) with ``mw``; returns its model."""
     from agentscope.agent import Agent

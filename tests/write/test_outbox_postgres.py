@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
 import threading
 import time
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 from mem0 import AsyncMemory
 
-from _pgfixture import DSN_ENV, fresh_collection
+from _pgfixture import fresh_collection
 from agentscope_mem0 import (
     ConfigurationError,
     Mem0Backend,
@@ -33,6 +32,7 @@ from agentscope_mem0 import (
     WriteQueue,
 )
 from agentscope_mem0._write.outbox import OutboxRow, new_owner_id
+from fakes import AddRecorder, said
 
 psycopg = pytest.importorskip("psycopg", reason="pip install 'agentscope-mem0[pgvector]'")
 
@@ -45,19 +45,6 @@ from agentscope_mem0._write.outbox_postgres import (  # noqa: E402  (after the s
 
 SCOPE = Scope("alice", "assistant")
 FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05)
-
-
-@pytest.fixture
-def dsn() -> str:
-    given = os.environ.get(DSN_ENV)
-    if not given:
-        pytest.skip(f"the PostgreSQL outbox needs a server: set {DSN_ENV}")
-    return given
-
-
-@pytest.fixture
-def table() -> str:
-    return fresh_collection("outbox")
 
 
 @pytest.fixture
@@ -255,41 +242,6 @@ def test_a_pgvector_store_keeps_its_outbox_in_its_own_database() -> None:
 # -- the write queue on it ------------------------------------------------------------
 
 
-class Recorder:
-    """Forwards to mem0; records each add's texts and whether two of one scope overlapped."""
-
-    def __init__(self, inner: AsyncMemory, *, delay: float = 0.0) -> None:
-        self.inner = inner
-        self.delay = delay
-        self.texts: list[str] = []
-        self.running = 0
-        self.overlaps = 0
-        self.down = False
-
-    async def add(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
-        self.running += 1
-        self.overlaps += self.running > 1
-        try:
-            await asyncio.sleep(self.delay)
-            if self.down:
-                raise ConnectionError("the store is down")
-            result = await self.inner.add(messages, **kwargs)
-            self.texts += [m["content"] for m in messages if m["role"] == "user"]
-            return result
-        finally:
-            self.running -= 1
-
-    async def get_all(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.inner.get_all(*args, **kwargs)
-
-    async def delete(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.inner.delete(*args, **kwargs)
-
-
-def said(text: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]
-
-
 async def stored(memory: AsyncMemory) -> Counter[str]:
     raw = await memory.get_all(filters=SCOPE.filters(), top_k=100)
     return Counter(item["memory"].split(" #")[0] for item in raw["results"])
@@ -298,7 +250,7 @@ async def stored(memory: AsyncMemory) -> Counter[str]:
 async def test_two_replicas_store_a_scope_in_acknowledgement_order_one_at_a_time(
     memory: AsyncMemory, dsn: str, table: str
 ) -> None:
-    client = Recorder(memory, delay=0.15)
+    client = AddRecorder(memory, delay=0.15)
     url = dsn
     a = WriteQueue(Mem0Backend(client), outbox_dir=url, outbox_table=table, retry=FAST)
     b = WriteQueue(Mem0Backend(client), outbox_dir=url, outbox_table=table, retry=FAST)
@@ -322,7 +274,7 @@ async def test_writes_kept_in_memory_while_postgres_is_down_move_in_when_it_is_b
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    client = Recorder(memory, delay=1.0)
+    client = AddRecorder(memory, delay=1.0)
     queue = WriteQueue(
         Mem0Backend(client), outbox_dir=dsn, outbox_table=table, retry=FAST, max_batch=1
     )
@@ -353,7 +305,7 @@ async def test_writes_kept_in_memory_while_postgres_is_down_move_in_when_it_is_b
 async def test_a_replica_flushing_stores_what_a_lost_replica_acknowledged(
     memory: AsyncMemory, dsn: str, table: str, tmp_path: Path
 ) -> None:
-    stuck = Recorder(memory, delay=3600)  # its mem0 never answers
+    stuck = AddRecorder(memory, delay=3600)  # its mem0 never answers
     lost = WriteQueue(Mem0Backend(stuck), outbox_dir=dsn, outbox_table=table, retry=FAST)
     for i in range(3):
         await lost.submit(SCOPE, said(f"I like fruit{i:02d}."))
@@ -438,7 +390,7 @@ async def test_token_totals_stay_in_the_stores_folder_with_the_outbox_in_postgre
 async def test_a_write_that_failed_while_postgres_was_down_is_kept_failed_there_at_close(
     memory: AsyncMemory, dsn: str, table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = Recorder(memory)
+    client = AddRecorder(memory)
     client.down = True  # a pgvector store is down with its database
     retry = RetryPolicy(max_attempts=2, initial_delay=0.01, max_delay=0.02)
     queue = WriteQueue(Mem0Backend(client), outbox_dir=dsn, outbox_table=table, retry=retry)

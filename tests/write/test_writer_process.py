@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -20,8 +19,8 @@ from typing import Any
 import pytest
 from mem0 import AsyncMemory
 
-from _pgfixture import DSN_ENV, fresh_collection
 from agentscope_mem0 import ConfigurationError, Mem0Backend, RetryPolicy, Scope, WriteQueue
+from fakes import AddRecorder, said
 
 psycopg = pytest.importorskip("psycopg", reason="pip install 'agentscope-mem0[pgvector]'")
 
@@ -29,42 +28,6 @@ from agentscope_mem0._write.outbox_postgres import PostgresOutbox  # noqa: E402
 
 SCOPE = Scope("alice", "assistant")
 FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05)
-
-
-class Counting:
-    """Forwards to mem0; records the user's texts of each add, in order."""
-
-    def __init__(self, inner: AsyncMemory) -> None:
-        self.inner = inner
-        self.texts: list[str] = []
-
-    async def add(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
-        result = await self.inner.add(messages, **kwargs)
-        self.texts += [m["content"] for m in messages if m["role"] == "user"]
-        return result
-
-    async def get_all(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.inner.get_all(*args, **kwargs)
-
-    async def delete(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.inner.delete(*args, **kwargs)
-
-
-@pytest.fixture
-def dsn() -> str:
-    given = os.environ.get(DSN_ENV)
-    if not given:
-        pytest.skip(f"the PostgreSQL outbox needs a server: set {DSN_ENV}")
-    return given
-
-
-@pytest.fixture
-def table() -> str:
-    return fresh_collection("outbox")
-
-
-def said(text: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]
 
 
 @contextlib.asynccontextmanager
@@ -91,7 +54,7 @@ async def until_empty(box: Any, timeout: float = 30) -> None:
 async def test_a_replica_that_only_records_stores_nothing_and_the_writer_stores_in_order(
     memory: AsyncMemory, dsn: str, table: str
 ) -> None:
-    client = Counting(memory)
+    client = AddRecorder(memory)
     replicas = [
         WriteQueue(Mem0Backend(client), outbox_dir=dsn, outbox_table=table, deliver=False)
         for _ in range(2)
@@ -153,7 +116,7 @@ async def test_a_write_waited_for_without_a_writer_stays_queued(
 async def test_writes_kept_in_memory_while_postgres_is_down_go_to_the_writer_when_it_is_back(
     memory: AsyncMemory, dsn: str, table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = Counting(memory)
+    client = AddRecorder(memory)
     replica = WriteQueue(Mem0Backend(client), outbox_dir=dsn, outbox_table=table, deliver=False)
     box = replica.outbox
     assert isinstance(box, PostgresOutbox)
@@ -198,30 +161,16 @@ async def test_only_a_shared_outbox_lets_another_process_deliver(
     await recording.aclose()
 
 
-class Stuck:
-    """A mem0 whose writes never answer: a writer that hangs, then is lost."""
-
-    def __init__(self, inner: AsyncMemory) -> None:
-        self.inner = inner
-
-    async def add(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
-        await asyncio.sleep(3600)
-
-    async def get_all(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.inner.get_all(*args, **kwargs)
-
-    async def delete(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.inner.delete(*args, **kwargs)
-
-
 async def test_a_lost_writers_writes_are_stored_once_by_the_next(
     memory: AsyncMemory, dsn: str, table: str
 ) -> None:
-    client = Counting(memory)
+    client = AddRecorder(memory)
     replica = WriteQueue(Mem0Backend(client), outbox_dir=dsn, outbox_table=table, deliver=False)
     for i in range(3):
         await replica.submit(SCOPE, said(f"I like fruit{i:02d}."))
-    lost = WriteQueue(Mem0Backend(Stuck(memory)), outbox_dir=dsn, outbox_table=table, retry=FAST)
+    lost = WriteQueue(
+        Mem0Backend(AddRecorder(memory, delay=3600)), outbox_dir=dsn, outbox_table=table, retry=FAST
+    )
     serving = asyncio.create_task(lost.serve(poll=0.05))
     box = lost.outbox
     assert isinstance(box, PostgresOutbox)

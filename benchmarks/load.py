@@ -278,7 +278,8 @@ async def _run(args: argparse.Namespace, folder: Path | None) -> dict[str, Any]:
     if args.worker not in ("baseline", "pause"):
         factory = _memory_factory(args, folder)
         started = time.perf_counter()
-        await factory.get_client()  # what install() does at the app's startup
+        # What install() does at the app's startup (another checkout's may lack start()).
+        await getattr(factory, "start", factory.get_client)()
         startup = time.perf_counter() - started
     # Warm up as an app does before its users come: one question (nothing to store)
     # loads AgentScope's agent, and with memory the embedder and the first search.

@@ -149,7 +149,8 @@ async def _turns(args: argparse.Namespace, factory: Any) -> dict[str, Any]:
     from agentscope_mem0.testing import HashEmbedding, ScriptedChatModel
 
     if factory is not None:
-        await factory.get_client()  # what install() does at the app's startup
+        # What install() does at the app's startup (another checkout's may lack start()).
+        await getattr(factory, "start", factory.get_client)()
     from agentscope_mem0._write.queue import WriteQueue
 
     totals = {"enqueue": 0.0, "fakes": 0.0}

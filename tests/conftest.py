@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shutil
 import tempfile
@@ -37,6 +38,14 @@ def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setenv("MEM0_DIR", str(tmp_path / "mem0-home"))
     yield folder
     close_shared_clients()
+
+
+@pytest.fixture(autouse=True)
+def _collector_not_frozen() -> Iterator[None]:
+    """What an app's startup froze (``install(app)``) is given back to the
+    garbage collector after the test, so that no test leaves it frozen."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture

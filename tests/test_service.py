@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import json
 import threading
@@ -294,6 +295,7 @@ async def test_install_builds_at_startup_and_flushes_at_shutdown(
     async with app.router.lifespan_context(app):
         client = factory.client
         assert client is not None
+        assert gc.get_freeze_count() > 0  # what startup built is out of the collector's way
         (mw,) = await factory("alice", "assistant", "s")
         agent = Agent(
             name="assistant", system_prompt="", model=ScriptedChatModel("Noted."), middlewares=[mw]
@@ -303,6 +305,18 @@ async def test_install_builds_at_startup_and_flushes_at_shutdown(
     assert client.db is None
     stored = await real_memory(store_config).get_all(filters={"user_id": "alice"})
     assert [m["memory"] for m in stored["results"]] == ["User lives in Quito."]
+
+
+async def test_install_can_leave_the_collector_alone(store_config: dict[str, Any]) -> None:
+    from fastapi import FastAPI
+
+    factory = mem0_middleware_factory(
+        chat_model=ScriptedChatModel(), embedding_model=HashEmbedding(), mem0_config=store_config
+    )
+    app = factory.install(FastAPI(), freeze_gc=False)
+    async with app.router.lifespan_context(app):
+        assert factory.client is not None
+        assert gc.get_freeze_count() == 0
 
 
 async def test_hosted_client_is_shared_and_every_request_is_scoped(

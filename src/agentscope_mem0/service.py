@@ -364,8 +364,8 @@ class Mem0MiddlewareFactory:
         tracks some 260,000 objects, and a full garbage collection walks them
         all (0.24 s on two busy cores); when one falls in a burst of replies,
         every reply in flight waits for it. Frozen, they are left out of every
-        later collection. What startup built lives as long as the app, so
-        the collector has nothing to free there.
+        later collection. What startup built mostly lives as long as the
+        app; a reference cycle made before and dropped after is never freed.
 
         Raises:
             InvalidStateError: The factory was closed.

@@ -247,8 +247,8 @@ def _memory_factory(args: argparse.Namespace, folder: Path | None) -> Any:
     )
     if args.worker in _POSTGRES:
         if args.worker == "memory-recording":  # the writer process stores the writes
-            options["parameters"] = Mem0Middleware.Parameters(
-                search_timeout=args.search_timeout, deliver_writes=False
+            options["parameters"] = options["parameters"].model_copy(
+                update={"deliver_writes": False}
             )
         from agentscope_mem0.backends import pgvector_config, prepare_pgvector
         from agentscope_mem0.local import default_embedding_model

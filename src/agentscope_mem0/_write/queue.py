@@ -586,7 +586,7 @@ class WriteQueue:
             if ok:
                 if key in rt.waiters:
                     rt.recorded[key] = scope
-                if not self._hand_over(rt, [key]):
+                if not self._hand_over([key]):
                     self._kick(rt, scope)
             else:
                 self._stats.lost += 1
@@ -968,7 +968,7 @@ class WriteQueue:
                 sent = await self._delivery.send(box, scope, rows, rt.semaphore)
                 self._settle_sent(scope, sent)
 
-    def _hand_over(self, rt: _Runtime, keys: list[str]) -> bool:
+    def _hand_over(self, keys: list[str]) -> bool:
         """Without delivery here: end the writes of ``keys`` that are in the
         outbox and that no caller waits for (another process stores them).
 
@@ -978,12 +978,9 @@ class WriteQueue:
         if self._deliver:
             return False
         done = [key for key in keys if key not in self._unrecorded and key not in self._watched]
-        for key in done:
-            future = rt.waiters.pop(key, None)
-            rt.recorded.pop(key, None)
+        for key in done:  # ended, but not stored here: no write latency to record
             self._submitted_at.pop(key, None)
-            if future is not None and not future.done():
-                future.set_result([])
+        self._settle(done, [])
         self._stats.handed_over += len(done)
         return len(done) == len(keys)
 
@@ -991,7 +988,7 @@ class WriteQueue:
         """Without delivery here, the scope's worker: hand over the writes
         moved from memory into the outbox, settle the waited-for ones another
         process stored; False once nothing of ``scope`` is left to this queue."""
-        self._hand_over(rt, [key for key, of in rt.recorded.items() if of == scope])
+        self._hand_over([key for key, of in rt.recorded.items() if of == scope])
         if any(rt.recorded.get(key) == scope for key in self._unrecorded):
             await asyncio.sleep(ELSEWHERE_POLL * 10)  # the outbox refuses them still
             return True
